@@ -1,0 +1,937 @@
+/* ir.c: the IR's data structures: arena, diagnostics, element types and their
+ * conversions, shapes, tensors, the op table and attribute schemas, and the graph
+ * builder. Everything else in ir/ (inference, verifier, printer, executor) builds on it. */
+#include "ir/ir.h"
+
+#include <assert.h>
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- arena */
+
+typedef struct Chunk {
+  struct Chunk *next;
+  size_t used, size;
+  _Alignas(16) unsigned char data[];
+} Chunk;
+
+struct Arena {
+  Chunk *head;
+};
+
+enum { CHUNK_SIZE = 64 * 1024 };
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    /* Out of host memory while building IR: there is no sane way to continue. */
+    fputs("gpucc: out of memory\n", stderr);
+    abort();
+  }
+  return p;
+}
+
+Arena *arena_new(void) {
+  Arena *a = xmalloc(sizeof *a);
+  a->head = NULL;
+  return a;
+}
+
+void arena_free(Arena *a) {
+  if (!a)
+    return;
+  for (Chunk *c = a->head, *next; c; c = next) {
+    next = c->next;
+    free(c);
+  }
+  free(a);
+}
+
+void *arena_alloc(Arena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  Chunk *c = a->head;
+  if (!c || c->size - c->used < n) {
+    size_t size = n > CHUNK_SIZE / 4 ? n : CHUNK_SIZE;
+    c = xmalloc(sizeof(Chunk) + size);
+    c->used = 0;
+    c->size = size;
+    if (n > CHUNK_SIZE / 4 && a->head) {
+      /* A big block gets a chunk of its own behind the current one, so the small
+       * allocations keep filling the current chunk. */
+      c->next = a->head->next;
+      a->head->next = c;
+    } else {
+      c->next = a->head;
+      a->head = c;
+    }
+  }
+  void *p = c->data + c->used;
+  c->used += n;
+  memset(p, 0, n);
+  return p;
+}
+
+char *arena_strndup(Arena *a, const char *s, size_t n) {
+  char *p = arena_alloc(a, n + 1);
+  memcpy(p, s, n);
+  p[n] = 0;
+  return p;
+}
+
+char *arena_strdup(Arena *a, const char *s) { return arena_strndup(a, s, strlen(s)); }
+
+void *arena_memdup(Arena *a, const void *p, size_t n) {
+  void *q = arena_alloc(a, n);
+  if (n)
+    memcpy(q, p, n);
+  return q;
+}
+
+/* ---------------------------------------------------------------- diagnostics */
+
+static size_t append(char *buf, size_t at, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static size_t append(char *buf, size_t at, size_t cap, const char *fmt, ...) {
+  if (at >= cap)
+    return at;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(buf + at, cap - at, fmt, ap);
+  va_end(ap);
+  if (k < 0)
+    return at;
+  return at + (size_t)k < cap ? at + (size_t)k : cap - 1;
+}
+
+/* Appends "file:line:col: <what>: <message>" and, when the source is known, the line
+ * and a caret under the column. */
+static void format_at(Diag *d, size_t at, SrcLoc loc, const char *what, const char *fmt,
+                      va_list ap) {
+  char *buf = d->msg;
+  size_t cap = sizeof d->msg;
+  if (loc.file && loc.line > 0)
+    at = append(buf, at, cap, "%s:%d:%d: ", loc.file, loc.line, loc.col);
+  else if (loc.file)
+    at = append(buf, at, cap, "%s: ", loc.file);
+  at = append(buf, at, cap, "%s: ", what);
+  if (at < cap) {
+    int k = vsnprintf(buf + at, cap - at, fmt, ap);
+    if (k > 0)
+      at = at + (size_t)k < cap ? at + (size_t)k : cap - 1;
+  }
+  if (!loc.src || loc.line <= 0)
+    return;
+  const char *p = loc.src;
+  for (int l = 1; l < loc.line && *p; p++)
+    if (*p == '\n')
+      l++;
+  const char *e = p;
+  while (*e && *e != '\n' && *e != '\r')
+    e++;
+  if (e - p > 300)
+    return; /* a line this long would not help anyone */
+  at = append(buf, at, cap, "\n  ");
+  for (const char *q = p; q < e; q++)
+    at = append(buf, at, cap, "%c", (*q == '\t' || (unsigned char)*q >= 0x20) ? *q : ' ');
+  at = append(buf, at, cap, "\n  ");
+  for (int c = 1; c < loc.col && p + c - 1 < e; c++)
+    at = append(buf, at, cap, "%c", p[c - 1] == '\t' ? '\t' : ' ');
+  append(buf, at, cap, "^");
+}
+
+int diag_verror(Diag *d, SrcLoc loc, const char *fmt, va_list ap) {
+  if (!d || d->failed)
+    return -1;
+  d->failed = true;
+  d->msg[0] = 0;
+  format_at(d, 0, loc, "error", fmt, ap);
+  return -1;
+}
+
+int diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_verror(d, loc, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) {
+  if (!d || !d->failed)
+    return;
+  size_t at = strlen(d->msg);
+  at = append(d->msg, at, sizeof d->msg, "\n");
+  va_list ap;
+  va_start(ap, fmt);
+  format_at(d, at, loc, "note", fmt, ap);
+  va_end(ap);
+}
+
+/* ---------------------------------------------------------------- element types */
+
+static const struct {
+  const char *name;
+  size_t bytes;
+  bool is_float, is_int, is_signed;
+} dtypes[DT_COUNT] = {
+#define DT(id, name, bytes, is_float, is_int, is_signed) \
+  [DT_##id] = {name, bytes, is_float, is_int, is_signed},
+#include "dtypes.def"
+#undef DT
+};
+
+const char *dtype_name(DType t) { return t < DT_COUNT ? dtypes[t].name : "?"; }
+size_t dtype_size(DType t) { return t < DT_COUNT ? dtypes[t].bytes : 0; }
+bool dtype_is_float(DType t) { return t < DT_COUNT && dtypes[t].is_float; }
+bool dtype_is_int(DType t) { return t < DT_COUNT && dtypes[t].is_int; }
+bool dtype_is_signed(DType t) { return t < DT_COUNT && dtypes[t].is_signed; }
+
+int dtype_from_name(const char *s, DType *out) {
+  for (int t = 0; t < DT_COUNT; t++)
+    if (!strcmp(s, dtypes[t].name)) {
+      *out = (DType)t;
+      return 0;
+    }
+  return -1;
+}
+
+/* A small float format: `ebits` exponent bits, `mbits` mantissa bits, IEEE-style
+ * inf/NaN when `ieee`, otherwise the "fn" convention of f8e4m3 (no inf, all-ones is NaN,
+ * saturate at the largest finite value). Encoding rounds to nearest even, straight from
+ * double, so there is no double rounding. */
+static uint32_t mini_encode(double v, int ebits, int mbits, bool ieee) {
+  const uint32_t sign = signbit(v) ? 1u << (ebits + mbits) : 0;
+  const int bias = (1 << (ebits - 1)) - 1;
+  const uint32_t exp_all = (1u << ebits) - 1;
+  const uint32_t max_finite = ieee ? ((exp_all - 1) << mbits) | ((1u << mbits) - 1)
+                                   : (exp_all << mbits) | ((1u << mbits) - 2);
+  if (isnan(v))
+    return sign | (ieee ? (exp_all << mbits) | (1u << (mbits - 1)) : (exp_all << mbits) | ((1u << mbits) - 1));
+  double a = fabs(v);
+  if (isinf(a))
+    return sign | (ieee ? exp_all << mbits : max_finite);
+  if (a == 0)
+    return sign;
+  int ex;
+  frexp(a, &ex);
+  int e = ex - 1; /* a = 1.f * 2^e */
+  const int emin = 1 - bias;
+  uint32_t bits;
+  if (e < emin) {
+    double k = nearbyint(ldexp(a, mbits - emin)); /* subnormal quanta; may round up to normal */
+    bits = (uint32_t)k;
+  } else {
+    double k = nearbyint(ldexp(a, mbits - e)); /* in [2^m, 2^(m+1)] */
+    if (k >= ldexp(1, mbits + 1)) {
+      k /= 2;
+      e++;
+    }
+    if (e + bias >= (int)exp_all + (ieee ? 0 : 1))
+      return sign | (ieee ? exp_all << mbits : max_finite);
+    bits = ((uint32_t)(e + bias) << mbits) | ((uint32_t)k - (1u << mbits));
+  }
+  if (bits > max_finite)
+    return sign | (ieee ? exp_all << mbits : max_finite);
+  return sign | bits;
+}
+
+static double mini_decode(uint32_t b, int ebits, int mbits, bool ieee) {
+  const int bias = (1 << (ebits - 1)) - 1;
+  const uint32_t exp_all = (1u << ebits) - 1;
+  double s = (b >> (ebits + mbits)) & 1 ? -1.0 : 1.0;
+  uint32_t e = (b >> mbits) & exp_all, m = b & ((1u << mbits) - 1);
+  if (ieee && e == exp_all)
+    return m ? NAN : s * INFINITY;
+  if (!ieee && e == exp_all && m == (1u << mbits) - 1)
+    return NAN;
+  if (e == 0)
+    return s * ldexp((double)m, 1 - bias - mbits);
+  return s * ldexp((double)(m | (1u << mbits)), (int)e - bias - mbits);
+}
+
+uint16_t f32_to_f16(float f) { return (uint16_t)mini_encode(f, 5, 10, true); }
+float f16_to_f32(uint16_t h) { return (float)mini_decode(h, 5, 10, true); }
+uint16_t f32_to_bf16(float f) { return (uint16_t)mini_encode(f, 8, 7, true); }
+float bf16_to_f32(uint16_t h) { return (float)mini_decode(h, 8, 7, true); }
+uint8_t f32_to_f8e4m3(float f) { return (uint8_t)mini_encode(f, 4, 3, false); }
+float f8e4m3_to_f32(uint8_t b) { return (float)mini_decode(b, 4, 3, false); }
+uint8_t f32_to_f8e5m2(float f) { return (uint8_t)mini_encode(f, 5, 2, true); }
+float f8e5m2_to_f32(uint8_t b) { return (float)mini_decode(b, 5, 2, true); }
+
+static int64_t f64_to_i64(double v) {
+  if (isnan(v))
+    return 0;
+  if (v >= 9223372036854775807.0)
+    return INT64_MAX;
+  if (v <= -9223372036854775808.0)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+
+double dtype_load_f64(DType t, const void *p) {
+  switch (t) {
+  case DT_F64: { double v; memcpy(&v, p, 8); return v; }
+  case DT_F32: { float v; memcpy(&v, p, 4); return v; }
+  case DT_F16: { uint16_t v; memcpy(&v, p, 2); return mini_decode(v, 5, 10, true); }
+  case DT_BF16: { uint16_t v; memcpy(&v, p, 2); return mini_decode(v, 8, 7, true); }
+  case DT_F8E4M3: return mini_decode(*(const uint8_t *)p, 4, 3, false);
+  case DT_F8E5M2: return mini_decode(*(const uint8_t *)p, 5, 2, true);
+  default: return (double)dtype_load_i64(t, p);
+  }
+}
+
+int64_t dtype_load_i64(DType t, const void *p) {
+  switch (t) {
+  case DT_I64: { int64_t v; memcpy(&v, p, 8); return v; }
+  case DT_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+  case DT_I16: { int16_t v; memcpy(&v, p, 2); return v; }
+  case DT_I8: return *(const int8_t *)p;
+  case DT_U8: return *(const uint8_t *)p;
+  case DT_BOOL: return *(const uint8_t *)p != 0;
+  default: return f64_to_i64(dtype_load_f64(t, p));
+  }
+}
+
+void dtype_store_i64(DType t, void *p, int64_t v) {
+  switch (t) {
+  case DT_I64: memcpy(p, &v, 8); return;
+  case DT_I32: { int32_t x = (int32_t)(uint32_t)v; memcpy(p, &x, 4); return; }
+  case DT_I16: { int16_t x = (int16_t)(uint16_t)v; memcpy(p, &x, 2); return; }
+  case DT_I8: *(int8_t *)p = (int8_t)(uint8_t)v; return;
+  case DT_U8: *(uint8_t *)p = (uint8_t)v; return;
+  case DT_BOOL: *(uint8_t *)p = v != 0; return;
+  default: dtype_store_f64(t, p, (double)v); return;
+  }
+}
+
+void dtype_store_f64(DType t, void *p, double v) {
+  switch (t) {
+  case DT_F64: memcpy(p, &v, 8); return;
+  case DT_F32: {
+    /* Rounding a double past the float range is undefined in C; do what IEEE does. */
+    float x = fabs(v) > FLT_MAX && !isinf(v)
+                  ? (float)copysign(fabs(v) >= 0x1.ffffffp127 ? INFINITY : FLT_MAX, v)
+                  : (float)v;
+    memcpy(p, &x, 4);
+    return;
+  }
+  case DT_F16: { uint16_t x = (uint16_t)mini_encode(v, 5, 10, true); memcpy(p, &x, 2); return; }
+  case DT_BF16: { uint16_t x = (uint16_t)mini_encode(v, 8, 7, true); memcpy(p, &x, 2); return; }
+  case DT_F8E4M3: *(uint8_t *)p = (uint8_t)mini_encode(v, 4, 3, false); return;
+  case DT_F8E5M2: *(uint8_t *)p = (uint8_t)mini_encode(v, 5, 2, true); return;
+  case DT_BOOL: *(uint8_t *)p = v != 0; return;
+  default: dtype_store_i64(t, p, f64_to_i64(v)); return;
+  }
+}
+
+/* ---------------------------------------------------------------- shapes and types */
+
+Type type_unknown(void) {
+  Type t;
+  memset(&t, 0, sizeof t);
+  t.dtype = DT_UNKNOWN;
+  t.shape.rank = -1;
+  return t;
+}
+
+bool type_is_known(const Type *t) { return t->dtype != DT_UNKNOWN && t->shape.rank >= 0; }
+
+bool dim_eq(Dim a, Dim b) {
+  if (a.sym || b.sym)
+    return a.sym && b.sym && !strcmp(a.sym, b.sym);
+  return a.n == b.n;
+}
+
+bool type_eq(const Type *a, const Type *b) {
+  if (a->dtype != b->dtype || a->shape.rank != b->shape.rank)
+    return false;
+  for (int i = 0; i < a->shape.rank; i++)
+    if (!dim_eq(a->shape.dims[i], b->shape.dims[i]))
+      return false;
+  return true;
+}
+
+bool shape_is_static(const Shape *s) {
+  if (s->rank < 0)
+    return false;
+  for (int i = 0; i < s->rank; i++)
+    if (s->dims[i].sym)
+      return false;
+  return true;
+}
+
+int64_t shape_numel(const Shape *s) {
+  if (!shape_is_static(s))
+    return -1;
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++)
+    n *= s->dims[i].n;
+  return n;
+}
+
+char *type_str(const Type *t, char *buf, size_t n) {
+  size_t at = append(buf, 0, n, "%s", dtype_name(t->dtype));
+  if (t->shape.rank < 0) {
+    append(buf, at, n, "[?]");
+    return buf;
+  }
+  at = append(buf, at, n, "[");
+  for (int i = 0; i < t->shape.rank; i++) {
+    const Dim *d = &t->shape.dims[i];
+    at = append(buf, at, n, i ? ", " : "");
+    at = d->sym ? append(buf, at, n, "%s", d->sym) : append(buf, at, n, "%" PRId64, d->n);
+  }
+  append(buf, at, n, "]");
+  return buf;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+int64_t tensor_numel(const Tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++)
+    n *= t->dims[i];
+  return n;
+}
+
+size_t tensor_nbytes(const Tensor *t) { return (size_t)tensor_numel(t) * dtype_size(t->dtype); }
+
+static void tensor_init(Tensor *t, DType dt, int rank, const int64_t *dims) {
+  memset(t, 0, sizeof *t);
+  t->dtype = dt;
+  t->rank = rank;
+  for (int i = 0; i < rank; i++)
+    t->dims[i] = dims[i];
+}
+
+Tensor *tensor_new(DType dt, int rank, const int64_t *dims) {
+  Tensor *t = malloc(sizeof *t);
+  if (!t)
+    return NULL;
+  tensor_init(t, dt, rank, dims);
+  t->data = calloc(1, tensor_nbytes(t) ? tensor_nbytes(t) : 1);
+  if (!t->data) {
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+void tensor_free(Tensor *t) {
+  if (!t)
+    return;
+  free(t->data);
+  free(t);
+}
+
+Tensor *tensor_in_arena(Arena *a, DType dt, int rank, const int64_t *dims) {
+  Tensor *t = arena_alloc(a, sizeof *t);
+  tensor_init(t, dt, rank, dims);
+  t->data = arena_alloc(a, tensor_nbytes(t));
+  return t;
+}
+
+void tensor_fill_random(Tensor *t, uint64_t seed, double scale) {
+  uint64_t state = seed;
+  size_t es = dtype_size(t->dtype);
+  int64_t n = tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    double u = (double)(z >> 11) * 0x1.0p-53;
+    char *p = (char *)t->data + (size_t)i * es;
+    if (dtype_is_float(t->dtype))
+      dtype_store_f64(t->dtype, p, (2 * u - 1) * scale);
+    else if (t->dtype == DT_BOOL)
+      dtype_store_i64(t->dtype, p, u < 0.5 ? 0 : 1);
+    else
+      dtype_store_f64(t->dtype, p, floor(u * scale));
+  }
+}
+
+void tensor_fill_value(Tensor *t, double v) {
+  size_t es = dtype_size(t->dtype);
+  int64_t n = tensor_numel(t);
+  for (int64_t i = 0; i < n; i++)
+    dtype_store_f64(t->dtype, (char *)t->data + (size_t)i * es, v);
+}
+
+/* ---------------------------------------------------------------- ops and attribute schemas */
+
+const OpInfo op_info[OP_COUNT] = {
+#define OP(id, name, min_in, max_in, n_out, flags, attrs) \
+  [OP_##id] = {name, min_in, max_in, n_out, flags, attrs},
+#include "ops.def"
+#undef OP
+};
+
+int op_from_name(const char *s, Op *out) {
+  for (int i = 0; i < OP_COUNT; i++)
+    if (!strcmp(s, op_info[i].name)) {
+      *out = (Op)i;
+      return 0;
+    }
+  return -1;
+}
+
+const char *attr_kind_name(AttrKind k) {
+  static const char *const names[] = {"int", "float", "string", "ints", "floats", "tensor"};
+  return k <= AK_TENSOR ? names[k] : "?";
+}
+
+enum { MAX_SPECS = 8 };
+static AttrSpec specs[OP_COUNT][MAX_SPECS];
+static int nspecs[OP_COUNT];
+static pthread_once_t specs_once = PTHREAD_ONCE_INIT;
+
+/* Parses a default literal of the schema: an int, a float (inf allowed), a bare string,
+ * or a list "[1,2]". Schemas are ours, so a malformed one is a bug: assert. */
+static void parse_default(AttrSpec *s, const char *lit) {
+  static int64_t int_pool[64];
+  static double float_pool[64];
+  static int nint, nfloat;
+  s->def.name = s->name;
+  s->def.kind = s->kind;
+  char *end;
+  switch (s->kind) {
+  case AK_INT: s->def.i = strtoll(lit, &end, 10); assert(*end == 0); break;
+  case AK_FLOAT: s->def.f = strtod(lit, &end); assert(*end == 0); break;
+  case AK_STRING: s->def.s = lit; break;
+  case AK_INTS:
+  case AK_FLOATS: {
+    assert(lit[0] == '[');
+    const char *p = lit + 1;
+    s->def.n = 0;
+    if (s->kind == AK_INTS)
+      s->def.ints = int_pool + nint;
+    else
+      s->def.floats = float_pool + nfloat;
+    while (*p && *p != ']') {
+      if (s->kind == AK_INTS) {
+        assert(nint < 64);
+        int_pool[nint++] = strtoll(p, &end, 10);
+      } else {
+        assert(nfloat < 64);
+        float_pool[nfloat++] = strtod(p, &end);
+      }
+      s->def.n++;
+      p = end;
+      if (*p == ',')
+        p++;
+    }
+    break;
+  }
+  case AK_TENSOR: assert(!"tensor attributes have no default"); break;
+  }
+}
+
+static void parse_specs(void) {
+  static char pool[4096];
+  size_t used = 0;
+  for (int op = 0; op < OP_COUNT; op++) {
+    const char *s = op_info[op].attrs;
+    size_t len = strlen(s);
+    assert(used + len + 1 <= sizeof pool);
+    char *buf = pool + used;
+    memcpy(buf, s, len + 1);
+    used += len + 1;
+    for (char *item = buf; item && *item;) {
+      char *next = strchr(item, ';');
+      if (next)
+        *next++ = 0;
+      assert(nspecs[op] < MAX_SPECS);
+      AttrSpec *sp = &specs[op][nspecs[op]++];
+      char *colon = strchr(item, ':');
+      assert(colon);
+      *colon = 0;
+      sp->name = item;
+      char *kind = colon + 1, *eq = strchr(kind, '=');
+      if (eq)
+        *eq = 0;
+      static const char *const kinds[] = {"i", "f", "s", "is", "fs", "t"};
+      int k = 0;
+      while (k < 6 && strcmp(kind, kinds[k]))
+        k++;
+      assert(k < 6);
+      sp->kind = (AttrKind)k;
+      if (!eq)
+        sp->required = true;
+      else if (strcmp(eq + 1, "?") != 0) {
+        sp->has_default = true;
+        parse_default(sp, eq + 1);
+      }
+      item = next;
+    }
+  }
+}
+
+const AttrSpec *op_attr_specs(Op op, int *n) {
+  pthread_once(&specs_once, parse_specs);
+  *n = nspecs[op];
+  return specs[op];
+}
+
+/* ---------------------------------------------------------------- attributes */
+
+const Attr *attr_find(const Node *n, const char *name) {
+  for (int i = 0; i < n->nattr; i++)
+    if (!strcmp(n->attrs[i].name, name))
+      return &n->attrs[i];
+  return NULL;
+}
+
+/* The node's attribute, else the schema default, else NULL. */
+static const Attr *attr_or_default(const Node *n, const char *name) {
+  const Attr *a = attr_find(n, name);
+  if (a)
+    return a;
+  int ns;
+  const AttrSpec *sp = op_attr_specs(n->op, &ns);
+  for (int i = 0; i < ns; i++)
+    if (!strcmp(sp[i].name, name))
+      return sp[i].has_default ? &sp[i].def : NULL;
+  return NULL;
+}
+
+int64_t attr_int(const Node *n, const char *name) {
+  const Attr *a = attr_or_default(n, name);
+  return a && a->kind == AK_INT ? a->i : 0;
+}
+
+double attr_float(const Node *n, const char *name) {
+  const Attr *a = attr_or_default(n, name);
+  if (a && a->kind == AK_FLOAT)
+    return a->f;
+  return a && a->kind == AK_INT ? (double)a->i : 0;
+}
+
+const char *attr_string(const Node *n, const char *name) {
+  const Attr *a = attr_or_default(n, name);
+  return a && a->kind == AK_STRING ? a->s : NULL;
+}
+
+const int64_t *attr_ints(const Node *n, const char *name, int *len) {
+  const Attr *a = attr_or_default(n, name);
+  if (!a || a->kind != AK_INTS) {
+    *len = 0;
+    return NULL;
+  }
+  *len = a->n;
+  return a->ints;
+}
+
+Attr attr_make_int(const char *name, int64_t v) {
+  Attr a = {.name = name, .kind = AK_INT};
+  a.i = v;
+  return a;
+}
+
+Attr attr_make_float(const char *name, double v) {
+  Attr a = {.name = name, .kind = AK_FLOAT};
+  a.f = v;
+  return a;
+}
+
+Attr attr_make_string(const char *name, const char *s) {
+  Attr a = {.name = name, .kind = AK_STRING};
+  a.s = s;
+  return a;
+}
+
+Attr attr_make_ints(const char *name, const int64_t *v, int n) {
+  Attr a = {.name = name, .kind = AK_INTS, .n = n};
+  a.ints = (int64_t *)v;
+  return a;
+}
+
+static Attr attr_copy(Arena *ar, const Attr *a) {
+  Attr c = *a;
+  c.name = arena_strdup(ar, a->name);
+  switch (a->kind) {
+  case AK_STRING: c.s = arena_strdup(ar, a->s); break;
+  case AK_INTS: c.ints = arena_memdup(ar, a->ints, sizeof(int64_t) * (size_t)a->n); break;
+  case AK_FLOATS: c.floats = arena_memdup(ar, a->floats, sizeof(double) * (size_t)a->n); break;
+  case AK_TENSOR: {
+    Tensor *t = arena_memdup(ar, a->t, sizeof *a->t);
+    t->data = arena_memdup(ar, a->t->data, tensor_nbytes(a->t));
+    c.t = t;
+    break;
+  }
+  default: break;
+  }
+  return c;
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+enum { CAP_IN, CAP_OUT, CAP_CONST, CAP_NODE, CAP_VAL };
+
+/* Name table: open addressing over Value pointers, keyed by name. Values are never
+ * removed from a graph's table, so there are no tombstones. */
+typedef struct Names {
+  Value **slot;
+  size_t cap, n;
+} Names;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static Value **names_slot(Names *t, const char *name) {
+  size_t i = hash_str(name) & (t->cap - 1);
+  while (t->slot[i] && strcmp(t->slot[i]->name, name))
+    i = (i + 1) & (t->cap - 1);
+  return &t->slot[i];
+}
+
+static void names_insert(Names *t, Value *v) {
+  if (2 * (t->n + 1) > t->cap) {
+    Names bigger = {calloc(t->cap ? 2 * t->cap : 64, sizeof(Value *)), t->cap ? 2 * t->cap : 64, 0};
+    if (!bigger.slot)
+      xmalloc(SIZE_MAX); /* aborts with the OOM message */
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->slot[i]) {
+        *names_slot(&bigger, t->slot[i]->name) = t->slot[i];
+        bigger.n++;
+      }
+    free(t->slot);
+    *t = bigger;
+  }
+  *names_slot(t, v->name) = v;
+  t->n++;
+}
+
+/* Interned symbols live in the same table as values would clash with value names, so
+ * they get a small list of their own. */
+typedef struct Sym {
+  struct Sym *next;
+  const char *name;
+} Sym;
+
+typedef struct GraphPriv {
+  Names names;
+  Sym *syms;
+} GraphPriv;
+
+static void grow(void *arrp, int *cap, int n, size_t elem) {
+  void **arr = arrp;
+  if (n < *cap)
+    return;
+  int nc = *cap ? 2 * *cap : 8;
+  void *p = realloc(*arr, (size_t)nc * elem);
+  if (!p)
+    xmalloc(SIZE_MAX);
+  *arr = p;
+  *cap = nc;
+}
+
+Graph *graph_new(const char *name) {
+  Graph *g = xmalloc(sizeof *g);
+  memset(g, 0, sizeof *g);
+  g->arena = arena_new();
+  g->name = arena_strdup(g->arena, name ? name : "main");
+  g->names_ = arena_alloc(g->arena, sizeof(GraphPriv));
+  return g;
+}
+
+void graph_free(Graph *g) {
+  if (!g)
+    return;
+  GraphPriv *p = g->names_;
+  free(p->names.slot);
+  free(g->inputs);
+  free(g->outputs);
+  free(g->consts);
+  free(g->nodes);
+  free(g->values);
+  arena_free(g->arena);
+  free(g);
+}
+
+const char *graph_intern(Graph *g, const char *s) {
+  GraphPriv *p = g->names_;
+  for (Sym *y = p->syms; y; y = y->next)
+    if (!strcmp(y->name, s))
+      return y->name;
+  Sym *y = arena_alloc(g->arena, sizeof *y);
+  y->name = arena_strdup(g->arena, s);
+  y->next = p->syms;
+  p->syms = y;
+  return y->name;
+}
+
+Value *graph_find_value(const Graph *g, const char *name) {
+  GraphPriv *p = g->names_;
+  if (!p->names.cap)
+    return NULL;
+  return *names_slot(&p->names, name);
+}
+
+/* A fresh numbered name: the value count, bumped past any name already taken. */
+static const char *fresh_name(Graph *g, char *buf, size_t n) {
+  for (int k = g->nvalues;; k++) {
+    snprintf(buf, n, "%d", k);
+    if (!graph_find_value(g, buf))
+      return buf;
+  }
+}
+
+static Value *new_value(Graph *g, const char *name, ValueKind kind) {
+  char buf[32];
+  if (!name)
+    name = fresh_name(g, buf, sizeof buf);
+  else if (graph_find_value(g, name))
+    return NULL;
+  Value *v = arena_alloc(g->arena, sizeof *v);
+  v->id = g->next_value_id++;
+  v->name = arena_strdup(g->arena, name);
+  v->kind = kind;
+  v->type = type_unknown();
+  grow(&g->values, &g->caps_[CAP_VAL], g->nvalues, sizeof(Value *));
+  g->values[g->nvalues++] = v;
+  names_insert(&((GraphPriv *)g->names_)->names, v);
+  return v;
+}
+
+/* Symbols in a type must be interned in the graph that holds the value. */
+static Type intern_type(Graph *g, Type t) {
+  for (int i = 0; i < t.shape.rank && i < IR_MAX_RANK; i++)
+    if (t.shape.dims[i].sym)
+      t.shape.dims[i].sym = graph_intern(g, t.shape.dims[i].sym);
+  return t;
+}
+
+Value *graph_add_input(Graph *g, const char *name, Type t) {
+  Value *v = new_value(g, name, VK_INPUT);
+  if (!v)
+    return NULL;
+  v->type = intern_type(g, t);
+  grow(&g->inputs, &g->caps_[CAP_IN], g->ninputs, sizeof(Value *));
+  g->inputs[g->ninputs++] = v;
+  return v;
+}
+
+Value *graph_add_const(Graph *g, const char *name, Tensor *data) {
+  Value *v = new_value(g, name, VK_CONST);
+  if (!v)
+    return NULL;
+  v->data = data;
+  v->init = CI_DATA;
+  v->type.dtype = data->dtype;
+  v->type.shape.rank = data->rank;
+  for (int i = 0; i < data->rank; i++)
+    v->type.shape.dims[i] = (Dim){data->dims[i], NULL};
+  grow(&g->consts, &g->caps_[CAP_CONST], g->nconsts, sizeof(Value *));
+  g->consts[g->nconsts++] = v;
+  return v;
+}
+
+static bool names_free(Graph *g, const char *const *names, int n) {
+  for (int i = 0; names && i < n; i++) {
+    if (!names[i])
+      continue;
+    if (graph_find_value(g, names[i]))
+      return false;
+    for (int j = 0; j < i; j++)
+      if (names[j] && !strcmp(names[i], names[j]))
+        return false;
+  }
+  return true;
+}
+
+Node *graph_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
+                     const char *const *out_names, int nout) {
+  if (!names_free(g, out_names, nout))
+    return NULL;
+  Node *n = arena_alloc(g->arena, sizeof *n);
+  n->id = g->next_node_id++;
+  n->op = op;
+  n->nin = nin;
+  n->nout = nout;
+  n->in = arena_alloc(g->arena, sizeof(Value *) * (size_t)(nin ? nin : 1));
+  for (int i = 0; i < nin; i++)
+    n->in[i] = in[i];
+  n->nattr = nattr;
+  n->attrs = arena_alloc(g->arena, sizeof(Attr) * (size_t)(nattr ? nattr : 1));
+  for (int i = 0; i < nattr; i++)
+    n->attrs[i] = attr_copy(g->arena, &attrs[i]);
+  n->out = arena_alloc(g->arena, sizeof(Value *) * (size_t)(nout ? nout : 1));
+  for (int i = 0; i < nout; i++) {
+    Value *v = new_value(g, out_names ? out_names[i] : NULL, VK_NODE);
+    v->def = n;
+    v->def_index = i;
+    n->out[i] = v;
+  }
+  grow(&g->nodes, &g->caps_[CAP_NODE], g->nnodes, sizeof(Node *));
+  g->nodes[g->nnodes++] = n;
+  return n;
+}
+
+void graph_add_output(Graph *g, Value *v) {
+  grow(&g->outputs, &g->caps_[CAP_OUT], g->noutputs, sizeof(Value *));
+  g->outputs[g->noutputs++] = v;
+}
+
+Value *graph_op(Graph *g, Diag *d, Op op, Value **in, int nin, const Attr *attrs, int nattr,
+                const char *out_name) {
+  /* Infer on a node that is not in the graph yet, so a failure leaves g untouched. */
+  Node probe = {.id = -1, .op = op, .nin = nin, .in = in, .nout = 1,
+                .nattr = nattr, .attrs = (Attr *)attrs};
+  Type t;
+  if (ir_infer_node(&probe, &t, d))
+    return NULL;
+  const char *names[1] = {out_name};
+  Node *n = graph_add_node(g, op, in, nin, attrs, nattr, names, 1);
+  if (!n) {
+    diag_error(d, (SrcLoc){0}, "value name '%%%s' is already defined", out_name);
+    return NULL;
+  }
+  n->out[0]->type = intern_type(g, t);
+  return n->out[0];
+}
+
+void graph_replace_uses(Graph *g, Value *old, Value *repl) {
+  for (int i = 0; i < g->nnodes; i++)
+    for (int j = 0; j < g->nodes[i]->nin; j++)
+      if (g->nodes[i]->in[j] == old)
+        g->nodes[i]->in[j] = repl;
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == old)
+      g->outputs[i] = repl;
+}
+
+int graph_count_uses(const Graph *g, const Value *v) {
+  int uses = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int j = 0; j < g->nodes[i]->nin; j++)
+      uses += g->nodes[i]->in[j] == v;
+  for (int i = 0; i < g->noutputs; i++)
+    uses += g->outputs[i] == v;
+  return uses;
+}
+
+void graph_retain(Graph *g, const bool *keep_node, const bool *keep_const) {
+  int k = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (keep_node[g->nodes[i]->id])
+      g->nodes[k++] = g->nodes[i];
+  g->nnodes = k;
+  if (!keep_const)
+    return;
+  k = 0;
+  for (int i = 0; i < g->nconsts; i++)
+    if (keep_const[g->consts[i]->id])
+      g->consts[k++] = g->consts[i];
+  g->nconsts = k;
+}

@@ -1,0 +1,373 @@
+/* ir.h: the one public header of gpucc's IR layer.
+ *
+ * The IR is a graph of nodes over values. A graph owns an arena; every node, value,
+ * attribute, string and constant tensor of the graph lives in it and is freed with the
+ * graph. Values are referred to by pointer everywhere. The op table (ops.def) and the
+ * element type table (dtypes.def) drive everything that differs between ops and types.
+ *
+ * Library code never prints and never exits: functions that can fail return 0 on
+ * success and -1 on error, with the message in a Diag.
+ *
+ * Sections are named after the file that implements them.
+ */
+#ifndef GPUCC_IR_H
+#define GPUCC_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define IR_MAX_RANK 8
+
+/* ---------------------------------------------------------------- ir.c: basics */
+
+typedef struct Arena Arena;
+Arena *arena_new(void);
+void arena_free(Arena *a);
+void *arena_alloc(Arena *a, size_t n);  /* zeroed, 16-byte aligned; aborts only on OOM */
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+void *arena_memdup(Arena *a, const void *p, size_t n);
+
+/* Where something came from. `src` is the whole source text (NULL when there is none),
+ * so a diagnostic can quote the line and put a caret under `col`. line 0: no position. */
+typedef struct SrcLoc {
+  const char *file;
+  const char *src;
+  int line, col; /* 1-based */
+} SrcLoc;
+
+/* A diagnostic sink. The first error is kept; later ones are ignored, because the first
+ * is the one the user can act on. `msg` holds the fully formatted text:
+ *   file:line:col: error: message
+ *     the source line
+ *         ^
+ * (no trailing newline). */
+typedef struct Diag {
+  bool failed;
+  char msg[4096];
+} Diag;
+int diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4))); /* returns -1 */
+int diag_verror(Diag *d, SrcLoc loc, const char *fmt, va_list ap);
+/* Adds "note: ..." lines to an existing error (say, the first definition of a name). */
+void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---------------------------------------------------------------- ir.c: element types */
+
+typedef enum DType {
+#define DT(id, name, bytes, is_float, is_int, is_signed) DT_##id,
+#include "dtypes.def"
+#undef DT
+  DT_COUNT,
+  DT_UNKNOWN = DT_COUNT /* not yet inferred */
+} DType;
+
+const char *dtype_name(DType t);           /* "f32"; "?" for DT_UNKNOWN */
+int dtype_from_name(const char *s, DType *out); /* 0 or -1 */
+size_t dtype_size(DType t);
+bool dtype_is_float(DType t);
+bool dtype_is_int(DType t);   /* signed or unsigned integer, not bool */
+bool dtype_is_signed(DType t);
+
+/* Scalar conversions used by the reference executor, constant data and tensor files.
+ * Floats round to nearest even; f8e4m3 (the "fn" variant: no inf) saturates to its
+ * largest finite value, 448. Integer stores from double truncate toward zero, saturate
+ * to the int64 range (NaN gives 0), then wrap to narrower types like C casts. */
+double dtype_load_f64(DType t, const void *p);
+int64_t dtype_load_i64(DType t, const void *p);
+void dtype_store_f64(DType t, void *p, double v);
+void dtype_store_i64(DType t, void *p, int64_t v);
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t h);
+uint8_t f32_to_f8e4m3(float f);
+float f8e4m3_to_f32(uint8_t b);
+uint8_t f32_to_f8e5m2(float f);
+float f8e5m2_to_f32(uint8_t b);
+
+/* ---------------------------------------------------------------- ir.c: shapes and types */
+
+/* A dim is static (sym == NULL, n >= 0) or a named symbol such as the batch dim N
+ * (sym != NULL, n == -1). Symbols are interned per graph, so equal names are equal
+ * pointers only within one graph: compare them with dim_eq. */
+typedef struct Dim {
+  int64_t n;
+  const char *sym;
+} Dim;
+
+typedef struct Shape {
+  int rank; /* -1: not yet inferred */
+  Dim dims[IR_MAX_RANK];
+} Shape;
+
+typedef struct Type {
+  DType dtype; /* DT_UNKNOWN: not yet inferred */
+  Shape shape;
+} Type;
+
+Type type_unknown(void);
+bool type_is_known(const Type *t);
+bool dim_eq(Dim a, Dim b);
+bool type_eq(const Type *a, const Type *b);
+bool shape_is_static(const Shape *s);
+int64_t shape_numel(const Shape *s); /* -1 if any dim is symbolic */
+/* "f32[N, 128]" into buf; returns buf. */
+char *type_str(const Type *t, char *buf, size_t n);
+
+/* ---------------------------------------------------------------- ir.c: tensors */
+
+/* A dense row-major host tensor. Owned by a graph's arena (constants) or malloc'd by
+ * tensor_new (executor values). */
+typedef struct Tensor {
+  DType dtype;
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+  void *data;
+} Tensor;
+
+int64_t tensor_numel(const Tensor *t);
+size_t tensor_nbytes(const Tensor *t);
+Tensor *tensor_new(DType dt, int rank, const int64_t *dims); /* malloc, zeroed; NULL on OOM */
+void tensor_free(Tensor *t);
+Tensor *tensor_in_arena(Arena *a, DType dt, int rank, const int64_t *dims);
+
+/* The documented generator behind `random(seed = S, scale = X)` constants and default
+ * inputs, so tests can reproduce it in a few lines of Python:
+ *   state = seed; for each element in row-major order:
+ *     state += 0x9E3779B97F4A7C15; z = state;
+ *     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+ *     z ^= z >> 31;  u = (z >> 11) * 2^-53          (uniform in [0, 1))
+ *     float types: value = (2u - 1) * scale, rounded to the type
+ *     integer types: value = floor(u * scale);  bool: u < 0.5 ? 0 : 1 */
+void tensor_fill_random(Tensor *t, uint64_t seed, double scale);
+void tensor_fill_value(Tensor *t, double v);
+
+/* ---------------------------------------------------------------- ir.c: ops */
+
+typedef enum Op {
+#define OP(id, name, min_in, max_in, n_out, flags, attrs) OP_##id,
+#include "ops.def"
+#undef OP
+  OP_COUNT
+} Op;
+
+enum {
+  OPF_POINTWISE = 1 << 0,
+  OPF_COMMUTATIVE = 1 << 1,
+  OPF_REDUCTION = 1 << 2,
+  OPF_LAYOUT = 1 << 3,
+  OPF_BOOL_OUT = 1 << 4,
+  OPF_FLOAT_ONLY = 1 << 5,
+};
+
+typedef struct OpInfo {
+  const char *name;
+  int min_in, max_in; /* max_in -1: variadic */
+  int n_out;          /* -1: decided by attributes */
+  unsigned flags;
+  const char *attrs; /* the schema string of ops.def */
+} OpInfo;
+
+extern const OpInfo op_info[OP_COUNT];
+int op_from_name(const char *s, Op *out); /* 0 or -1 */
+
+/* ---------------------------------------------------------------- ir.c: attributes */
+
+typedef enum AttrKind { AK_INT, AK_FLOAT, AK_STRING, AK_INTS, AK_FLOATS, AK_TENSOR } AttrKind;
+
+typedef struct Attr {
+  const char *name;
+  AttrKind kind;
+  int n; /* element count for AK_INTS, AK_FLOATS */
+  union {
+    int64_t i;
+    double f;
+    const char *s;
+    int64_t *ints;
+    double *floats;
+    Tensor *t;
+  };
+} Attr;
+
+/* One entry of an op's attribute schema, parsed from ops.def. */
+typedef struct AttrSpec {
+  const char *name;
+  AttrKind kind;
+  bool required; /* no default and not optional */
+  bool has_default;
+  Attr def; /* the default, when has_default */
+} AttrSpec;
+
+/* The schema of op `op`: *n specs, in ops.def order. Parsed once, kept for the process. */
+const AttrSpec *op_attr_specs(Op op, int *n);
+const char *attr_kind_name(AttrKind k); /* "int", "float", "string", "ints", "floats", "tensor" */
+
+/* ---------------------------------------------------------------- ir.c: values, nodes, graphs */
+
+typedef enum ValueKind {
+  VK_INPUT, /* a graph input */
+  VK_CONST, /* a constant (weight); data in `data` */
+  VK_NODE,  /* the output of a node */
+} ValueKind;
+
+/* How a constant was written, so the printer writes it back the same way. */
+typedef enum ConstInit {
+  CI_DATA,   /* explicit elements: printed inline */
+  CI_ZEROS,  /* zeros */
+  CI_ONES,   /* ones */
+  CI_FULL,   /* full(v) */
+  CI_RANDOM, /* random(seed = S, scale = X) */
+  CI_FILE,   /* load("path") or load("path", "key"): .npy or .safetensors */
+} ConstInit;
+
+typedef struct Node Node;
+
+typedef struct Value {
+  int id;           /* unique within the graph, never reused */
+  const char *name; /* without the '%' */
+  ValueKind kind;
+  Type type;
+  Node *def;      /* VK_NODE: the node that defines it */
+  int def_index;  /* VK_NODE: which output of def */
+  Tensor *data;   /* VK_CONST: the elements (materialized at creation) */
+  ConstInit init; /* VK_CONST */
+  double fill;    /* CI_FULL: the value */
+  uint64_t seed;  /* CI_RANDOM */
+  double scale;   /* CI_RANDOM */
+  const char *path, *key; /* CI_FILE: absolute path; key for .safetensors (NULL for .npy) */
+  SrcLoc loc;
+} Value;
+
+struct Node {
+  int id; /* unique within the graph, never reused */
+  Op op;
+  int nin, nout;
+  Value **in;  /* an omitted optional input is NULL only at the end of the list */
+  Value **out;
+  int nattr;
+  Attr *attrs;
+  SrcLoc loc;         /* DSL position; line 0 when it came from elsewhere */
+  const char *origin; /* where it came from outside the DSL (an ONNX node name); NULL */
+};
+
+typedef struct Graph {
+  Arena *arena;
+  const char *name;
+  SrcLoc loc;
+  Value **inputs;  int ninputs;
+  Value **outputs; int noutputs;
+  Value **consts;  int nconsts;  /* in declaration order */
+  Node **nodes;    int nnodes;   /* in execution (topological) order */
+  Value **values;  int nvalues;  /* every value, for lookup by name; includes dead ones */
+  int next_value_id, next_node_id;
+  int caps_[5];  /* capacities of the five arrays above; private to ir.c */
+  void *names_;  /* name -> Value hash table; private to ir.c */
+} Graph;
+
+Graph *graph_new(const char *name);
+void graph_free(Graph *g);
+const char *graph_intern(Graph *g, const char *s); /* symbols: one pointer per name */
+
+/* The builder. Names are copied; a NULL name gets a fresh numbered one ("0", "1", ...)
+ * that does not clash with any existing value. Returns NULL only when the name is
+ * already taken (the caller reports it: it knows where the duplicate came from). */
+Value *graph_add_input(Graph *g, const char *name, Type t);
+/* Adds a constant. `data` is taken as it is (it must live in g->arena or outlive g);
+ * the value's type is the tensor's, and init/fill/seed/... are set by the caller. */
+Value *graph_add_const(Graph *g, const char *name, Tensor *data);
+/* Appends a node with `nout` outputs of unknown type named by out_names (entries may be
+ * NULL). Attributes are copied. The node lands at the end of g->nodes. */
+Node *graph_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
+                     const char *const *out_names, int nout);
+void graph_add_output(Graph *g, Value *v);
+Value *graph_find_value(const Graph *g, const char *name);
+
+/* Convenience for builder users: one node with one output, types inferred at once.
+ * Returns the output, or NULL with d set (the node is then removed again). */
+Value *graph_op(Graph *g, Diag *d, Op op, Value **in, int nin, const Attr *attrs, int nattr,
+                const char *out_name);
+
+/* Attribute helpers. attr_int/attr_float/... return the node's attribute, else the
+ * schema default; attr_find returns NULL when absent (no default applied). */
+const Attr *attr_find(const Node *n, const char *name);
+int64_t attr_int(const Node *n, const char *name);
+double attr_float(const Node *n, const char *name);
+const char *attr_string(const Node *n, const char *name);
+/* ints: the list and its length through *len (NULL, 0 when absent without default). */
+const int64_t *attr_ints(const Node *n, const char *name, int *len);
+Attr attr_make_int(const char *name, int64_t v);
+Attr attr_make_float(const char *name, double v);
+Attr attr_make_string(const char *name, const char *s);
+Attr attr_make_ints(const char *name, const int64_t *v, int n); /* v must outlive use */
+
+/* Rewriting. */
+void graph_replace_uses(Graph *g, Value *old, Value *repl); /* node inputs and outputs */
+int graph_count_uses(const Graph *g, const Value *v);        /* node inputs + graph outputs */
+/* Drops nodes for which keep[node->id] is false (keep has g->next_node_id entries) and
+ * constants for which keep_const[value->id] is false (g->next_value_id entries; NULL:
+ * keep all). Order is preserved. */
+void graph_retain(Graph *g, const bool *keep_node, const bool *keep_const);
+
+/* ---------------------------------------------------------------- infer.c: shape and type inference */
+
+/* Computes the output types of one node from its inputs and attributes into out[]
+ * (n->nout entries). Checks attribute values against the input ranks and the input
+ * dtypes against the op. Errors name the node's location. */
+int ir_infer_node(const Node *n, Type *out, Diag *d);
+/* Infers every node in order. A value that already has a known type (written in the
+ * source) must agree with the inferred one: "type mismatch" otherwise. */
+int ir_infer(Graph *g, Diag *d);
+
+/* ---------------------------------------------------------------- verify.c: the verifier */
+
+/* Checks every invariant a pass must keep: each value defined once and before use,
+ * nodes in topological order (no cycles), inputs/outputs/constants well formed,
+ * attributes match the schema, arities match the op table, every type known and equal
+ * to what inference computes. */
+int ir_verify(const Graph *g, Diag *d);
+/* Validates attributes against the op's schema: unknown names, wrong kinds, missing
+ * required ones, duplicates. Used by the verifier and by frontends. */
+int ir_check_attrs(const Node *n, Diag *d);
+/* Reorders g->nodes topologically, keeping source order where it is already valid.
+ * Fails naming the values of a cycle. */
+int ir_toposort(Graph *g, Diag *d);
+
+/* ---------------------------------------------------------------- print.c: the text form */
+
+/* Prints g in the text form that frontends/dsl parses back: print(parse(print(g))) is
+ * byte-identical to print(g). */
+void ir_print(const Graph *g, FILE *f);
+/* Into a malloc'd string (caller frees); NULL on OOM. */
+char *ir_print_str(const Graph *g);
+/* Prints a double so it reads back as the same value (the shortest such "%.*g"). */
+void ir_print_double(FILE *f, double v);
+void ir_print_float32(FILE *f, float v);
+
+/* ---------------------------------------------------------------- interp.c: the reference executor */
+
+/* Evaluates one node on host tensors: in[] has n->nin entries (NULL for omitted
+ * optional inputs), out[] receives n->nout new tensors (caller frees). Floating point is
+ * computed in double and rounded to the output type; integers in int64. */
+int ir_eval_node(const Node *n, Tensor *const *in, Tensor **out, Diag *d);
+/* Evaluates the graph. inputs[] follows g->inputs; outputs[] receives g->noutputs new
+ * tensors (caller frees). Symbolic dims are bound from the inputs' shapes; an input whose
+ * dtype or shape disagrees with the graph is an error naming it. */
+int ir_eval(const Graph *g, Tensor *const *inputs, Tensor **outputs, Diag *d);
+
+/* ---------------------------------------------------------------- tensorio.c: tensor files */
+
+/* .npy (format 1.0-3.0, little-endian, C order; the dtypes of dtypes.def that numpy
+ * has, plus '<V2'-free bf16 as written by ml_dtypes is not supported). Errors name the
+ * file. Reads into malloc'd tensors (caller frees with tensor_free). */
+Tensor *npy_read(const char *path, Diag *d);
+int npy_write(const char *path, const Tensor *t, Diag *d); /* via a temp file + rename */
+/* .safetensors: reads the tensor named key. */
+Tensor *safetensors_read(const char *path, const char *key, Diag *d);
+/* Picks by extension (.npy or .safetensors; key NULL for .npy). */
+Tensor *tensor_load(const char *path, const char *key, Diag *d);
+
+#endif

@@ -1,0 +1,41 @@
+/* passes.h: the one public header of gpucc's passes. A pass transforms a graph in place.
+ * The pass manager runs a list of them, verifies the graph after each, and prints or
+ * dumps it when asked, in the text form the DSL parser reads back. */
+#ifndef GPUCC_PASSES_H
+#define GPUCC_PASSES_H
+
+#include "ir/ir.h"
+
+typedef struct PassContext {
+  Diag *diag;
+  FILE *print_after_all; /* non-NULL: print each stage here with a header naming it */
+  const char *dump_dir;  /* non-NULL: write DIR/00-input.gir, DIR/01-<pass>.gir, ... */
+  FILE *report;          /* non-NULL: one line per pass saying what it did */
+  int changes;           /* a pass adds the number of rewrites it made */
+} PassContext;
+
+typedef struct Pass {
+  const char *name;    /* command-line name: --passes=dce,constfold */
+  const char *summary; /* one line for --help */
+  int (*run)(Graph *g, PassContext *ctx); /* 0, or -1 with ctx->diag set */
+} Pass;
+
+/* Every known pass, NULL-terminated, and the default pipeline (NULL-terminated). */
+extern const Pass *const pass_registry[];
+extern const Pass *const pass_default_pipeline[];
+const Pass *pass_lookup(const char *name);
+
+/* Parses "a,b,c" into at most `max` passes; an unknown name is an error naming it and
+ * listing the known ones. Returns the count, or -1. */
+int pass_parse_list(const char *list, const Pass **out, int max, Diag *d);
+
+/* Runs the passes in order: verifies the input, then after each pass verifies the graph,
+ * prints it (print_after_all) and dumps it (dump_dir, created if missing). The dump of
+ * the input is 00-input. A failing pass or verifier stops the pipeline. */
+int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *ctx);
+
+/* The passes. */
+extern const Pass pass_dce;       /* dead-code elimination */
+extern const Pass pass_constfold; /* constant folding through the reference executor */
+
+#endif
