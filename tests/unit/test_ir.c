@@ -1,0 +1,183 @@
+/* Unit tests of ir/ir.c: element type conversions, the documented random generator, the
+ * op table's attribute schemas and the graph builder. Expected values come from numpy
+ * (float16) and from the formats' definitions, never from gpucc itself. */
+#include "ir/ir.h"
+
+#include <math.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond)                                                     \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                       \
+    }                                                                   \
+  } while (0)
+
+static void test_f16(void) {
+  /* numpy: np.float16(v).view(np.uint16) */
+  CHECK(f32_to_f16(1.0f) == 0x3C00);
+  CHECK(f32_to_f16(65504.0f) == 0x7BFF);
+  CHECK(f32_to_f16(65519.0f) == 0x7BFF);
+  CHECK(f32_to_f16(65520.0f) == 0x7C00);  /* rounds to inf */
+  CHECK(f32_to_f16(0x1p-24f) == 0x0001);  /* smallest subnormal */
+  CHECK(f32_to_f16(0x1p-25f) == 0x0000);  /* tie to even */
+  CHECK(f32_to_f16(0x1.8p-25f) == 0x0001);
+  CHECK(f32_to_f16(0.1f) == 0x2E66);
+  CHECK(f32_to_f16(-2.5f) == 0xC100);
+  CHECK(f32_to_f16(-0.0f) == 0x8000);
+  CHECK((f32_to_f16(NAN) & 0x7C00) == 0x7C00 && (f32_to_f16(NAN) & 0x3FF));
+  /* every non-NaN encoding decodes and re-encodes to itself */
+  for (unsigned b = 0; b < 0x10000; b++) {
+    float f = f16_to_f32((uint16_t)b);
+    if (!isnan(f))
+      CHECK(f32_to_f16(f) == b);
+  }
+}
+
+static void test_bf16(void) {
+  CHECK(f32_to_bf16(1.0f) == 0x3F80);
+  CHECK(f32_to_bf16(-2.0f) == 0xC000);
+  CHECK(f32_to_bf16(0x1.01p0f) == 0x3F80);  /* half way: to even, down */
+  CHECK(f32_to_bf16(0x1.03p0f) == 0x3F82);  /* half way: to even, up */
+  CHECK(f32_to_bf16(0x1.018p0f) == 0x3F81); /* past half way: up */
+  CHECK(f32_to_bf16(INFINITY) == 0x7F80);
+  for (unsigned b = 0; b < 0x10000; b++) {
+    float f = bf16_to_f32((uint16_t)b);
+    if (!isnan(f))
+      CHECK(f32_to_bf16(f) == b);
+  }
+}
+
+static void test_f8(void) {
+  /* e4m3fn: bias 7, no inf, 0x7F is NaN, 448 the largest finite */
+  CHECK(f32_to_f8e4m3(1.0f) == 0x38);
+  CHECK(f32_to_f8e4m3(448.0f) == 0x7E);
+  CHECK(f32_to_f8e4m3(1000.0f) == 0x7E);
+  CHECK(f32_to_f8e4m3(-INFINITY) == 0xFE);
+  CHECK((f32_to_f8e4m3(NAN) & 0x7F) == 0x7F);
+  CHECK(f32_to_f8e4m3(0x1p-9f) == 0x01);
+  CHECK(f8e4m3_to_f32(0x01) == 0x1p-9f);
+  CHECK(f8e4m3_to_f32(0x7E) == 448.0f);
+  CHECK(isnan(f8e4m3_to_f32(0x7F)));
+  /* e5m2: IEEE-like, bias 15 */
+  CHECK(f32_to_f8e5m2(1.0f) == 0x3C);
+  CHECK(f32_to_f8e5m2(57344.0f) == 0x7B);
+  CHECK(f32_to_f8e5m2(INFINITY) == 0x7C);
+  CHECK(f8e5m2_to_f32(0x01) == 0x1p-16f);
+  for (unsigned b = 0; b < 0x100; b++) {
+    float f = f8e4m3_to_f32((uint8_t)b);
+    if (!isnan(f))
+      CHECK(f32_to_f8e4m3(f) == b);
+    f = f8e5m2_to_f32((uint8_t)b);
+    if (!isnan(f))
+      CHECK(f32_to_f8e5m2(f) == b);
+  }
+}
+
+static void test_int_stores(void) {
+  unsigned char buf[8];
+  dtype_store_f64(DT_I32, buf, -3.7);
+  CHECK(dtype_load_i64(DT_I32, buf) == -3);
+  dtype_store_f64(DT_I64, buf, 1e30); /* saturates, no UB */
+  CHECK(dtype_load_i64(DT_I64, buf) == INT64_MAX);
+  dtype_store_f64(DT_I64, buf, NAN);
+  CHECK(dtype_load_i64(DT_I64, buf) == 0);
+  dtype_store_i64(DT_I8, buf, 300); /* wraps like a C cast */
+  CHECK(dtype_load_i64(DT_I8, buf) == 44);
+  dtype_store_f64(DT_BOOL, buf, 0.5);
+  CHECK(dtype_load_i64(DT_BOOL, buf) == 1);
+  dtype_store_f64(DT_F32, buf, 1e300);
+  CHECK(isinf(dtype_load_f64(DT_F32, buf)));
+}
+
+static void test_random(void) {
+  /* The generator reimplemented in Python (see tensor_fill_random's comment), seed 1,
+   * scale 0.5, rounded to float32. */
+  static const float want[4] = {0.06656157225370407f, 0.2457817643880844f,
+                                0.4710027575492859f, -0.05564078316092491f};
+  int64_t dims[1] = {4};
+  Tensor *t = tensor_new(DT_F32, 1, dims);
+  tensor_fill_random(t, 1, 0.5);
+  for (int i = 0; i < 4; i++)
+    CHECK(((float *)t->data)[i] == want[i]);
+  tensor_free(t);
+}
+
+static void test_schemas(void) {
+  int n;
+  const AttrSpec *s = op_attr_specs(OP_SOFTMAX, &n);
+  CHECK(n == 1 && !strcmp(s[0].name, "axis") && s[0].kind == AK_INT && s[0].has_default &&
+        s[0].def.i == -1);
+  s = op_attr_specs(OP_LAYER_NORM, &n);
+  CHECK(n == 2 && s[1].kind == AK_FLOAT && s[1].def.f == 1e-5);
+  s = op_attr_specs(OP_TRANSPOSE, &n);
+  CHECK(n == 1 && !s[0].required && !s[0].has_default);
+  s = op_attr_specs(OP_RESHAPE, &n);
+  CHECK(n == 1 && s[0].required && s[0].kind == AK_INTS);
+  s = op_attr_specs(OP_CLIP, &n);
+  CHECK(n == 2 && isinf(s[0].def.f) && s[0].def.f < 0);
+  s = op_attr_specs(OP_REDUCE_SUM, &n);
+  CHECK(n == 2 && s[0].has_default && s[0].def.n == 0);
+  Op op;
+  CHECK(op_from_name("layer_norm", &op) == 0 && op == OP_LAYER_NORM);
+  CHECK(op_from_name("nope", &op) == -1);
+  DType dt;
+  CHECK(dtype_from_name("bf16", &dt) == 0 && dt == DT_BF16 && dtype_size(dt) == 2);
+}
+
+static void test_builder(void) {
+  Graph *g = graph_new("t");
+  Type t = type_unknown();
+  t.dtype = DT_F32;
+  t.shape.rank = 2;
+  t.shape.dims[0] = (Dim){-1, "N"};
+  t.shape.dims[1] = (Dim){4, NULL};
+  Value *x = graph_add_input(g, "x", t);
+  CHECK(x && graph_find_value(g, "x") == x);
+  CHECK(graph_add_input(g, "x", t) == NULL); /* duplicate name */
+  CHECK(x->type.shape.dims[0].sym == graph_intern(g, "N"));
+  Value *ins[2] = {x, x};
+  Node *n = graph_add_node(g, OP_ADD, ins, 2, NULL, 0, NULL, 1);
+  CHECK(n && n->out[0]->def == n && !strcmp(n->out[0]->name, "1"));
+  const char *names[1] = {"x"};
+  CHECK(graph_add_node(g, OP_ADD, ins, 2, NULL, 0, names, 1) == NULL);
+  graph_add_output(g, n->out[0]);
+  CHECK(graph_count_uses(g, x) == 2 && graph_count_uses(g, n->out[0]) == 1);
+  char buf[64];
+  CHECK(!strcmp(type_str(&x->type, buf, sizeof buf), "f32[N, 4]"));
+  /* many values: the name table grows */
+  for (int i = 0; i < 1000; i++)
+    CHECK(graph_add_node(g, OP_RELU, &x, 1, NULL, 0, NULL, 1) != NULL);
+  CHECK(g->nvalues == 1002 && graph_find_value(g, "500") != NULL);
+  graph_free(g);
+}
+
+static void test_diag(void) {
+  Diag d = {0};
+  const char *src = "graph g() {\n  %y = relux(%x)\n}\n";
+  diag_error(&d, (SrcLoc){"t.gir", src, 2, 8}, "unknown op '%s'", "relux");
+  CHECK(d.failed);
+  CHECK(!strcmp(d.msg, "t.gir:2:8: error: unknown op 'relux'\n    %y = relux(%x)\n         ^"));
+  diag_error(&d, (SrcLoc){0}, "second");
+  CHECK(!strstr(d.msg, "second")); /* the first error is kept */
+}
+
+int main(void) {
+  test_f16();
+  test_bf16();
+  test_f8();
+  test_int_stores();
+  test_random();
+  test_schemas();
+  test_builder();
+  test_diag();
+  if (failures) {
+    fprintf(stderr, "test_ir: %d checks failed\n", failures);
+    return 1;
+  }
+  printf("test_ir: all checks passed\n");
+  return 0;
+}
