@@ -1,4 +1,817 @@
-/* placeholder: being written */
+/* infer.c: shape and type inference. One rule per op category computes a node's output
+ * types from its input types and attributes, and rejects everything the op cannot mean:
+ * the executor, the passes and codegen rely on a node that infers being well formed.
+ * There is no implicit type promotion anywhere: mixed dtypes are an error. Symbolic dims
+ * in results reuse the input dims' pointers, which are interned per graph. */
 #include "ir/ir.h"
-int ir_infer_node(const Node *n, Type *out, Diag *d) { (void)out; return diag_error(d, n->loc, "not implemented"); }
-int ir_infer(Graph *g, Diag *d) { return diag_error(d, g->loc, "not implemented"); }
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TSTR = 256 };
+
+/* An error at the node, prefixed with the op's name so the user knows which rule spoke. */
+static int fail(const Node *n, Diag *d, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(const Node *n, Diag *d, const char *fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return diag_error(d, n->loc, "%s: %s", op_info[n->op].name, buf);
+}
+
+static const char *ts(const Type *t, char *buf) { return type_str(t, buf, TSTR); }
+
+static const Type *in_type(const Node *n, int i) {
+  return i < n->nin && n->in[i] ? &n->in[i]->type : NULL;
+}
+
+/* a * b for non-negative sizes; false on int64 overflow. */
+static bool mul_ok(int64_t a, int64_t b, int64_t *r) {
+  if (a != 0 && b > INT64_MAX / a)
+    return false;
+  *r = a * b;
+  return true;
+}
+
+/* Maps a possibly negative axis into [0, rank); false when out of range. */
+static bool norm_axis(int64_t axis, int rank, int *out) {
+  if (axis < -(int64_t)rank || axis >= rank)
+    return false;
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return true;
+}
+
+static int bad_axis(const Node *n, Diag *d, int64_t axis, const Type *t) {
+  char b[TSTR];
+  return fail(n, d, "axis %" PRId64 " is out of range for %s", axis, ts(t, b));
+}
+
+/* numpy broadcasting of two shapes, aligned right. A symbol broadcasts with a static 1
+ * or with the same symbol; anything else unequal is incompatible. */
+static bool broadcast(const Shape *a, const Shape *b, Shape *out) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  Shape s;
+  s.rank = r;
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->rank), ib = i - (r - b->rank);
+    Dim da = ia >= 0 ? a->dims[ia] : (Dim){1, NULL};
+    Dim db = ib >= 0 ? b->dims[ib] : (Dim){1, NULL};
+    if (dim_eq(da, db))
+      s.dims[i] = da;
+    else if (!da.sym && da.n == 1)
+      s.dims[i] = db;
+    else if (!db.sym && db.n == 1)
+      s.dims[i] = da;
+    else
+      return false;
+  }
+  *out = s;
+  return true;
+}
+
+static int need_float(const Node *n, Diag *d, const Type *t) {
+  if (dtype_is_float(t->dtype))
+    return 0;
+  return fail(n, d, "needs a floating-point type, got %s", dtype_name(t->dtype));
+}
+
+static int same_dtype(const Node *n, Diag *d, const Type *a, const Type *b) {
+  if (a->dtype == b->dtype)
+    return 0;
+  return fail(n, d, "operand types differ: %s and %s", dtype_name(a->dtype),
+              dtype_name(b->dtype));
+}
+
+/* ---------------------------------------------------------------- pointwise */
+
+static int infer_unary(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  *out = *x;
+  if ((op_info[n->op].flags & OPF_FLOAT_ONLY) && need_float(n, d, x))
+    return -1;
+  switch (n->op) {
+  case OP_NOT:
+    if (x->dtype != DT_BOOL)
+      return fail(n, d, "needs a bool input, got %s", dtype_name(x->dtype));
+    break;
+  case OP_CAST: {
+    const char *to = attr_string(n, "to");
+    DType dt;
+    if (!to || dtype_from_name(to, &dt))
+      return fail(n, d, "'to' must be an element type name (f32, i64, ...), got '%s'",
+                  to ? to : "");
+    out->dtype = dt;
+    break;
+  }
+  case OP_GELU: {
+    const char *a = attr_string(n, "approximate");
+    if (!a || (strcmp(a, "none") && strcmp(a, "tanh")))
+      return fail(n, d, "approximate must be 'none' or 'tanh', got '%s'", a ? a : "");
+    break;
+  }
+  default: break;
+  }
+  return 0;
+}
+
+static int infer_binary(const Node *n, Type *out, Diag *d) {
+  const Type *a = in_type(n, 0), *b = in_type(n, 1);
+  char ba[TSTR], bb[TSTR];
+  if (same_dtype(n, d, a, b))
+    return -1;
+  unsigned fl = op_info[n->op].flags;
+  if ((fl & OPF_FLOAT_ONLY) && need_float(n, d, a))
+    return -1;
+  if ((n->op == OP_AND || n->op == OP_OR || n->op == OP_XOR) && a->dtype != DT_BOOL)
+    return fail(n, d, "needs bool inputs, got %s", dtype_name(a->dtype));
+  out->dtype = fl & OPF_BOOL_OUT ? DT_BOOL : a->dtype;
+  if (!broadcast(&a->shape, &b->shape, &out->shape))
+    return fail(n, d, "cannot broadcast %s and %s", ts(a, ba), ts(b, bb));
+  return 0;
+}
+
+static int infer_where(const Node *n, Type *out, Diag *d) {
+  const Type *c = in_type(n, 0), *x = in_type(n, 1), *y = in_type(n, 2);
+  char bc[TSTR], bx[TSTR], by[TSTR];
+  if (c->dtype != DT_BOOL)
+    return fail(n, d, "condition must be bool, got %s", dtype_name(c->dtype));
+  if (same_dtype(n, d, x, y))
+    return -1;
+  Shape s;
+  if (!broadcast(&c->shape, &x->shape, &s) || !broadcast(&s, &y->shape, &out->shape))
+    return fail(n, d, "cannot broadcast %s, %s and %s", ts(c, bc), ts(x, bx), ts(y, by));
+  out->dtype = x->dtype;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+/* numpy.matmul: a 1-D operand is promoted to a matrix (a row on the left, a column on the
+ * right) and the added dim is dropped from the result; batch dims broadcast. */
+static int infer_matmul(const Node *n, Type *out, Diag *d) {
+  const Type *a = in_type(n, 0), *b = in_type(n, 1);
+  char ba[TSTR], bb[TSTR];
+  if (same_dtype(n, d, a, b))
+    return -1;
+  if (a->dtype == DT_BOOL)
+    return fail(n, d, "bool operands are not supported");
+  if (a->shape.rank < 1 || b->shape.rank < 1)
+    return fail(n, d, "operands must be at least 1-D: %s @ %s", ts(a, ba), ts(b, bb));
+  Shape sa = a->shape, sb = b->shape;
+  if (sa.rank == 1) {
+    sa.rank = 2;
+    sa.dims[1] = sa.dims[0];
+    sa.dims[0] = (Dim){1, NULL};
+  }
+  if (sb.rank == 1) {
+    sb.rank = 2;
+    sb.dims[1] = (Dim){1, NULL};
+  }
+  if (!dim_eq(sa.dims[sa.rank - 1], sb.dims[sb.rank - 2]))
+    return fail(n, d, "inner dims differ: %s @ %s", ts(a, ba), ts(b, bb));
+  Shape ba_s = sa, bb_s = sb, batch;
+  ba_s.rank -= 2;
+  bb_s.rank -= 2;
+  if (!broadcast(&ba_s, &bb_s, &batch))
+    return fail(n, d, "cannot broadcast batch dims: %s @ %s", ts(a, ba), ts(b, bb));
+  out->dtype = a->dtype;
+  out->shape = batch;
+  if (a->shape.rank > 1)
+    out->shape.dims[out->shape.rank++] = sa.dims[sa.rank - 2];
+  if (b->shape.rank > 1)
+    out->shape.dims[out->shape.rank++] = sb.dims[sb.rank - 1];
+  return 0;
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+/* Marks the axes of list[] in red[]; empty means every axis. */
+static int reduce_axes(const Node *n, Diag *d, const Type *x, const int64_t *list, int len,
+                       bool *red) {
+  int r = x->shape.rank;
+  for (int i = 0; i < r; i++)
+    red[i] = len == 0;
+  for (int i = 0; i < len; i++) {
+    int ax;
+    if (!norm_axis(list[i], r, &ax))
+      return bad_axis(n, d, list[i], x);
+    if (red[ax])
+      return fail(n, d, "axis %" PRId64 " appears twice in axes", list[i]);
+    red[ax] = true;
+  }
+  return 0;
+}
+
+static void reduce_shape(const Type *x, const bool *red, bool keepdims, Type *out) {
+  out->dtype = x->dtype;
+  out->shape.rank = 0;
+  for (int i = 0; i < x->shape.rank; i++) {
+    if (!red[i])
+      out->shape.dims[out->shape.rank++] = x->shape.dims[i];
+    else if (keepdims)
+      out->shape.dims[out->shape.rank++] = (Dim){1, NULL};
+  }
+}
+
+static int infer_reduce(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  bool red[IR_MAX_RANK];
+  if ((op_info[n->op].flags & OPF_FLOAT_ONLY) && need_float(n, d, x))
+    return -1;
+  if (n->op == OP_ARGMAX) {
+    int ax;
+    int64_t axis = attr_int(n, "axis");
+    if (!norm_axis(axis, x->shape.rank, &ax))
+      return bad_axis(n, d, axis, x);
+    for (int i = 0; i < x->shape.rank; i++)
+      red[i] = i == ax;
+    reduce_shape(x, red, attr_int(n, "keepdims") != 0, out);
+    out->dtype = DT_I64;
+    return 0;
+  }
+  int len;
+  const int64_t *axes = attr_ints(n, "axes", &len);
+  if (reduce_axes(n, d, x, axes, len, red))
+    return -1;
+  reduce_shape(x, red, attr_int(n, "keepdims") != 0, out);
+  return 0;
+}
+
+static int infer_softmax(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  int ax;
+  if (need_float(n, d, x))
+    return -1;
+  int64_t axis = attr_int(n, "axis");
+  if (!norm_axis(axis, x->shape.rank, &ax))
+    return bad_axis(n, d, axis, x);
+  *out = *x;
+  return 0;
+}
+
+/* scale and bias apply to x.shape[axis:], broadcasting towards it but never widening it. */
+static int infer_layer_norm(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR], bp[TSTR];
+  int ax;
+  if (need_float(n, d, x))
+    return -1;
+  int64_t axis = attr_int(n, "axis");
+  if (!norm_axis(axis, x->shape.rank, &ax))
+    return bad_axis(n, d, axis, x);
+  int tail = x->shape.rank - ax;
+  for (int k = 1; k < 3; k++) {
+    const Type *p = in_type(n, k);
+    const char *what = k == 1 ? "scale" : "bias";
+    if (!p)
+      continue;
+    if (same_dtype(n, d, x, p))
+      return -1;
+    bool ok = p->shape.rank <= tail;
+    for (int i = 0; ok && i < p->shape.rank; i++) {
+      Dim pd = p->shape.dims[p->shape.rank - 1 - i];
+      Dim xd = x->shape.dims[x->shape.rank - 1 - i];
+      ok = dim_eq(pd, xd) || (!pd.sym && pd.n == 1);
+    }
+    if (!ok)
+      return fail(n, d, "%s %s does not broadcast to the normalized dims of %s (axis %d)",
+                  what, ts(p, bp), ts(x, bx), ax);
+  }
+  *out = *x;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- layout */
+
+static void ints_str(const int64_t *v, int len, char *buf, size_t cap) {
+  size_t at = 0;
+  buf[0] = 0;
+  at += (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < len && at < cap; i++)
+    at += (size_t)snprintf(buf + at, cap - at, "%s%" PRId64, i ? ", " : "", v[i]);
+  if (at < cap)
+    snprintf(buf + at, cap - at, "]");
+}
+
+/* reshape: 0 copies the input dim at that index, -1 takes what is left. Symbolic dims
+ * survive only when copied, or when the -1 stands for exactly one of them. */
+static int infer_reshape(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR], bs[600];
+  int len;
+  const int64_t *shape = attr_ints(n, "shape", &len);
+  ints_str(shape, len, bs, sizeof bs);
+  if (len > IR_MAX_RANK)
+    return fail(n, d, "shape %s has more than %d dims", bs, IR_MAX_RANK);
+  bool copied[IR_MAX_RANK] = {false};
+  int infer_at = -1;
+  int64_t out_static = 1, in_static = 1;
+  out->dtype = x->dtype;
+  out->shape.rank = len;
+  for (int i = 0; i < len; i++) {
+    int64_t s = shape[i];
+    if (s == -1) {
+      if (infer_at >= 0)
+        return fail(n, d, "shape %s has more than one -1", bs);
+      infer_at = i;
+      continue;
+    }
+    if (s < -1)
+      return fail(n, d, "shape %s has a negative size %" PRId64, bs, s);
+    Dim dm = {s, NULL};
+    if (s == 0) {
+      if (i >= x->shape.rank)
+        return fail(n, d, "shape %s copies dim %d with 0, but the input %s has rank %d", bs,
+                    i, ts(x, bx), x->shape.rank);
+      dm = x->shape.dims[i];
+      copied[i] = true;
+    }
+    out->shape.dims[i] = dm;
+    if (!dm.sym && !mul_ok(out_static, dm.n, &out_static))
+      return fail(n, d, "shape %s has too many elements", bs);
+  }
+  int nsym = 0;
+  Dim sym = {0, NULL};
+  for (int i = 0; i < x->shape.rank; i++) {
+    Dim dm = x->shape.dims[i];
+    if (dm.sym) {
+      if (!copied[i]) {
+        nsym++;
+        sym = dm;
+      }
+    } else if (!mul_ok(in_static, dm.n, &in_static)) {
+      return fail(n, d, "input %s has too many elements", ts(x, bx));
+    }
+  }
+  if (nsym > 0) {
+    if (infer_at >= 0 && nsym == 1 && in_static == out_static) {
+      out->shape.dims[infer_at] = sym;
+      return 0;
+    }
+    return fail(n, d, "cannot reshape %s to %s: use 0 to copy symbolic dims", ts(x, bx), bs);
+  }
+  if (infer_at >= 0) {
+    if (out_static == 0 || in_static % out_static)
+      return fail(n, d, "cannot reshape %s to %s: element counts do not divide", ts(x, bx),
+                  bs);
+    out->shape.dims[infer_at] = (Dim){in_static / out_static, NULL};
+    return 0;
+  }
+  if (in_static != out_static)
+    return fail(n, d, "element counts differ: %s has %" PRId64 ", shape %s has %" PRId64,
+                ts(x, bx), in_static, bs, out_static);
+  return 0;
+}
+
+static int infer_transpose(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR], bp[600];
+  int r = x->shape.rank;
+  int64_t perm[IR_MAX_RANK];
+  const Attr *a = attr_find(n, "perm");
+  if (!a) {
+    for (int i = 0; i < r; i++)
+      perm[i] = r - 1 - i;
+  } else {
+    ints_str(a->ints, a->n, bp, sizeof bp);
+    if (a->n != r)
+      return fail(n, d, "perm %s has %d entries, but the input %s has rank %d", bp, a->n,
+                  ts(x, bx), r);
+    bool seen[IR_MAX_RANK] = {false};
+    for (int i = 0; i < r; i++) {
+      int64_t p = a->ints[i];
+      if (p < 0 || p >= r || seen[p])
+        return fail(n, d, "perm %s is not a permutation of 0..%d", bp, r - 1);
+      seen[p] = true;
+      perm[i] = p;
+    }
+  }
+  out->dtype = x->dtype;
+  out->shape.rank = r;
+  for (int i = 0; i < r; i++)
+    out->shape.dims[i] = x->shape.dims[perm[i]];
+  return 0;
+}
+
+/* squeeze removes exactly the listed axes (an empty list removes nothing). */
+static int infer_squeeze(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  int len;
+  const int64_t *axes = attr_ints(n, "axes", &len);
+  bool drop[IR_MAX_RANK] = {false};
+  for (int i = 0; i < len; i++) {
+    int ax;
+    if (!norm_axis(axes[i], x->shape.rank, &ax))
+      return bad_axis(n, d, axes[i], x);
+    if (drop[ax])
+      return fail(n, d, "axis %" PRId64 " appears twice in axes", axes[i]);
+    Dim dm = x->shape.dims[ax];
+    if (dm.sym || dm.n != 1) {
+      char bd[64];
+      if (dm.sym)
+        snprintf(bd, sizeof bd, "%s", dm.sym);
+      else
+        snprintf(bd, sizeof bd, "%" PRId64, dm.n);
+      return fail(n, d, "dim %d of %s is %s, not 1", ax, ts(x, bx), bd);
+    }
+    drop[ax] = true;
+  }
+  out->dtype = x->dtype;
+  out->shape.rank = 0;
+  for (int i = 0; i < x->shape.rank; i++)
+    if (!drop[i])
+      out->shape.dims[out->shape.rank++] = x->shape.dims[i];
+  return 0;
+}
+
+/* unsqueeze: the axes index the output (ONNX), so [0, 2] on [A, B] gives [1, A, 1, B]. */
+static int infer_unsqueeze(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  int len;
+  const int64_t *axes = attr_ints(n, "axes", &len);
+  int r = x->shape.rank + len;
+  if (r > IR_MAX_RANK)
+    return fail(n, d, "result rank %d of unsqueezing %s exceeds %d", r, ts(x, bx), IR_MAX_RANK);
+  bool ins[IR_MAX_RANK] = {false};
+  for (int i = 0; i < len; i++) {
+    int ax;
+    if (!norm_axis(axes[i], r, &ax))
+      return fail(n, d, "axis %" PRId64 " is out of range for the result rank %d", axes[i], r);
+    if (ins[ax])
+      return fail(n, d, "axis %" PRId64 " appears twice in axes", axes[i]);
+    ins[ax] = true;
+  }
+  out->dtype = x->dtype;
+  out->shape.rank = r;
+  for (int i = 0, k = 0; i < r; i++)
+    out->shape.dims[i] = ins[i] ? (Dim){1, NULL} : x->shape.dims[k++];
+  return 0;
+}
+
+/* The product of dims[from:to] as one dim: static, or the one symbol among static 1s. */
+static bool fold_dims(const Shape *s, int from, int to, Dim *out) {
+  Dim r = {1, NULL};
+  for (int i = from; i < to; i++) {
+    Dim dm = s->dims[i];
+    if (dm.sym) {
+      if (r.sym)
+        return false;
+      r.sym = dm.sym;
+    } else if (!mul_ok(r.n, dm.n, &r.n)) {
+      return false;
+    }
+  }
+  if (r.sym) {
+    if (r.n != 1)
+      return false;
+    r.n = -1;
+  }
+  *out = r;
+  return true;
+}
+
+static int infer_flatten(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  int r = x->shape.rank;
+  int64_t axis = attr_int(n, "axis");
+  if (axis < -(int64_t)r || axis > r)
+    return bad_axis(n, d, axis, x);
+  int ax = (int)(axis < 0 ? axis + r : axis);
+  out->dtype = x->dtype;
+  out->shape.rank = 2;
+  if (!fold_dims(&x->shape, 0, ax, &out->shape.dims[0]) ||
+      !fold_dims(&x->shape, ax, r, &out->shape.dims[1]))
+    return fail(n, d, "cannot flatten %s at axis %d: a symbolic dim must be the only "
+                "factor of its side", ts(x, bx), ax);
+  return 0;
+}
+
+static int infer_expand(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR], bs[600];
+  int len;
+  const int64_t *shape = attr_ints(n, "shape", &len);
+  ints_str(shape, len, bs, sizeof bs);
+  if (len > IR_MAX_RANK)
+    return fail(n, d, "shape %s has more than %d dims", bs, IR_MAX_RANK);
+  Shape s;
+  s.rank = len;
+  for (int i = 0; i < len; i++) {
+    if (shape[i] < 0)
+      return fail(n, d, "shape %s has a negative size", bs);
+    s.dims[i] = (Dim){shape[i], NULL};
+  }
+  out->dtype = x->dtype;
+  if (!broadcast(&x->shape, &s, &out->shape))
+    return fail(n, d, "cannot broadcast %s to shape %s", ts(x, bx), bs);
+  return 0;
+}
+
+static int infer_concat(const Node *n, Type *out, Diag *d) {
+  const Type *a = in_type(n, 0);
+  char ba[TSTR], bb[TSTR];
+  int ax;
+  int64_t axis = attr_int(n, "axis");
+  if (!norm_axis(axis, a->shape.rank, &ax))
+    return bad_axis(n, d, axis, a);
+  *out = *a;
+  for (int k = 1; k < n->nin; k++) {
+    const Type *b = in_type(n, k);
+    if (same_dtype(n, d, a, b))
+      return -1;
+    bool ok = b->shape.rank == a->shape.rank;
+    for (int i = 0; ok && i < a->shape.rank; i++)
+      ok = i == ax || dim_eq(a->shape.dims[i], b->shape.dims[i]);
+    if (!ok)
+      return fail(n, d, "inputs %s and %s differ outside axis %d", ts(a, ba), ts(b, bb), ax);
+  }
+  if (n->nin == 1)
+    return 0;
+  int64_t sum = 0;
+  for (int k = 0; k < n->nin; k++) {
+    const Type *b = in_type(n, k);
+    Dim dm = b->shape.dims[ax];
+    if (dm.sym)
+      return fail(n, d, "dim %d of input %%%s (%s) is symbolic; concat needs static sizes "
+                  "on its axis", ax, n->in[k]->name, ts(b, bb));
+    if (dm.n > INT64_MAX - sum)
+      return fail(n, d, "the sizes on axis %d overflow", ax);
+    sum += dm.n;
+  }
+  out->shape.dims[ax] = (Dim){sum, NULL};
+  return 0;
+}
+
+/* The length of x[start:end:step] on a dim of size dim, with ONNX Slice's clamping. */
+static int64_t slice_len(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (dim == 0)
+    return 0;
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = start < 0 ? 0 : start > dim ? dim : start;
+    end = end < 0 ? 0 : end > dim ? dim : end;
+    return end > start ? (end - start - 1) / step + 1 : 0;
+  }
+  start = start < 0 ? 0 : start > dim - 1 ? dim - 1 : start;
+  end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
+  /* -INT64_MIN overflows; any step that large takes one element anyway. */
+  return start > end ? (start - end - 1) / (step == INT64_MIN ? INT64_MAX : -step) + 1 : 0;
+}
+
+static int infer_slice(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  int r = x->shape.rank, ns, ne;
+  const int64_t *starts = attr_ints(n, "starts", &ns);
+  const int64_t *ends = attr_ints(n, "ends", &ne);
+  const Attr *axes = attr_find(n, "axes"), *steps = attr_find(n, "steps");
+  if (ns != ne)
+    return fail(n, d, "starts has %d entries but ends has %d", ns, ne);
+  if (axes && axes->n != ns)
+    return fail(n, d, "axes has %d entries but starts has %d", axes->n, ns);
+  if (steps && steps->n != ns)
+    return fail(n, d, "steps has %d entries but starts has %d", steps->n, ns);
+  if (!axes && ns > r)
+    return fail(n, d, "starts has %d entries, more than the rank of %s", ns, ts(x, bx));
+  *out = *x;
+  bool seen[IR_MAX_RANK] = {false};
+  for (int i = 0; i < ns; i++) {
+    int ax = i;
+    if (axes && !norm_axis(axes->ints[i], r, &ax))
+      return bad_axis(n, d, axes->ints[i], x);
+    if (seen[ax])
+      return fail(n, d, "axis %d is sliced twice", ax);
+    seen[ax] = true;
+    int64_t step = steps ? steps->ints[i] : 1;
+    if (step == 0)
+      return fail(n, d, "step on axis %d is 0", ax);
+    Dim dm = x->shape.dims[ax];
+    if (dm.sym) {
+      if (starts[i] == 0 && ends[i] >= INT64_MAX / 2 && step == 1)
+        continue;
+      return fail(n, d, "cannot slice symbolic dim %s of %s on axis %d (only the whole dim, "
+                  "start 0 to the end with step 1)", dm.sym, ts(x, bx), ax);
+    }
+    out->shape.dims[ax] = (Dim){slice_len(dm.n, starts[i], ends[i], step), NULL};
+  }
+  return 0;
+}
+
+static int infer_split(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  int ax, len;
+  int64_t axis = attr_int(n, "axis");
+  if (!norm_axis(axis, x->shape.rank, &ax))
+    return bad_axis(n, d, axis, x);
+  const int64_t *sizes = attr_ints(n, "split", &len);
+  Dim dm = x->shape.dims[ax];
+  if (dm.sym)
+    return fail(n, d, "dim %d of %s is symbolic; split needs a static dim", ax, ts(x, bx));
+  int64_t sum = 0;
+  for (int i = 0; i < len; i++) {
+    if (sizes[i] <= 0)
+      return fail(n, d, "split sizes must be positive, got %" PRId64, sizes[i]);
+    if (sizes[i] > INT64_MAX - sum)
+      return fail(n, d, "split sizes overflow");
+    sum += sizes[i];
+  }
+  if (sum != dm.n)
+    return fail(n, d, "split sizes add up to %" PRId64 ", but dim %d of %s is %" PRId64, sum,
+                ax, ts(x, bx), dm.n);
+  for (int i = 0; i < len; i++) {
+    out[i] = *x;
+    out[i].shape.dims[ax] = (Dim){sizes[i], NULL};
+  }
+  return 0;
+}
+
+static int infer_gather(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *idx = in_type(n, 1);
+  char bx[TSTR], bi[TSTR];
+  int ax;
+  if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
+    return fail(n, d, "indices must be i32 or i64, got %s", dtype_name(idx->dtype));
+  int64_t axis = attr_int(n, "axis");
+  if (!norm_axis(axis, x->shape.rank, &ax))
+    return bad_axis(n, d, axis, x);
+  int r = x->shape.rank - 1 + idx->shape.rank;
+  if (r > IR_MAX_RANK)
+    return fail(n, d, "result rank %d of gathering %s with %s exceeds %d", r, ts(x, bx),
+                ts(idx, bi), IR_MAX_RANK);
+  out->dtype = x->dtype;
+  out->shape.rank = 0;
+  for (int i = 0; i < ax; i++)
+    out->shape.dims[out->shape.rank++] = x->shape.dims[i];
+  for (int i = 0; i < idx->shape.rank; i++)
+    out->shape.dims[out->shape.rank++] = idx->shape.dims[i];
+  for (int i = ax + 1; i < x->shape.rank; i++)
+    out->shape.dims[out->shape.rank++] = x->shape.dims[i];
+  return 0;
+}
+
+/* ---------------------------------------------------------------- the entry points */
+
+static bool type_well_formed(const Type *t) {
+  if (t->dtype >= DT_COUNT || t->shape.rank < 0 || t->shape.rank > IR_MAX_RANK)
+    return false;
+  for (int i = 0; i < t->shape.rank; i++)
+    if (!t->shape.dims[i].sym && t->shape.dims[i].n < 0)
+      return false;
+  return true;
+}
+
+/* Arity, presence and types of the inputs: what every rule below takes for granted. */
+static int check_inputs(const Node *n, Diag *d) {
+  const OpInfo *oi = &op_info[n->op];
+  if (n->nin < oi->min_in || (oi->max_in >= 0 && n->nin > oi->max_in)) {
+    if (oi->max_in == oi->min_in)
+      return diag_error(d, n->loc, "op '%s' takes %d input%s, got %d", oi->name, oi->min_in,
+                        oi->min_in == 1 ? "" : "s", n->nin);
+    if (oi->max_in < 0)
+      return diag_error(d, n->loc, "op '%s' takes at least %d input%s, got %d", oi->name,
+                        oi->min_in, oi->min_in == 1 ? "" : "s", n->nin);
+    return diag_error(d, n->loc, "op '%s' takes %d to %d inputs, got %d", oi->name,
+                      oi->min_in, oi->max_in, n->nin);
+  }
+  for (int i = 0; i < n->nin; i++) {
+    const Value *v = n->in[i];
+    if (!v) {
+      if (i < oi->min_in)
+        return diag_error(d, n->loc, "input %d of %s is missing", i, oi->name);
+      continue;
+    }
+    if (!type_is_known(&v->type))
+      return diag_error(d, n->loc, "input %%%s of %s has no type", v->name, oi->name);
+    if (!type_well_formed(&v->type))
+      return diag_error(d, n->loc, "input %%%s of %s has a malformed type", v->name, oi->name);
+  }
+  int nout = oi->n_out;
+  if (nout < 0) {
+    attr_ints(n, "split", &nout);
+    if (n->nout != nout)
+      return diag_error(d, n->loc, "%s: the node has %d output%s but split lists %d sizes",
+                        oi->name, n->nout, n->nout == 1 ? "" : "s", nout);
+  } else if (n->nout != nout) {
+    return diag_error(d, n->loc, "op '%s' has %d output%s, got %d", oi->name, nout,
+                      nout == 1 ? "" : "s", n->nout);
+  }
+  return 0;
+}
+
+static int check_result(const Node *n, const Type *t, Diag *d) {
+  if (t->shape.rank > IR_MAX_RANK)
+    return fail(n, d, "result rank %d exceeds %d", t->shape.rank, IR_MAX_RANK);
+  int64_t numel = 1;
+  for (int i = 0; i < t->shape.rank; i++)
+    if (!t->shape.dims[i].sym && !mul_ok(numel, t->shape.dims[i].n, &numel)) {
+      char b[TSTR];
+      return fail(n, d, "result %s has too many elements", ts(t, b));
+    }
+  return 0;
+}
+
+int ir_infer_node(const Node *n, Type *out, Diag *d) {
+  if ((unsigned)n->op >= OP_COUNT)
+    return diag_error(d, n->loc, "unknown op %d", (int)n->op);
+  if (ir_check_attrs(n, d) || check_inputs(n, d))
+    return -1;
+  for (int i = 0; i < n->nout; i++)
+    out[i] = type_unknown();
+  int rc;
+  unsigned fl = op_info[n->op].flags;
+  switch (n->op) {
+  case OP_WHERE: rc = infer_where(n, out, d); break;
+  case OP_MATMUL: rc = infer_matmul(n, out, d); break;
+  case OP_SOFTMAX:
+  case OP_LOG_SOFTMAX: rc = infer_softmax(n, out, d); break;
+  case OP_LAYER_NORM: rc = infer_layer_norm(n, out, d); break;
+  case OP_RESHAPE: rc = infer_reshape(n, out, d); break;
+  case OP_TRANSPOSE: rc = infer_transpose(n, out, d); break;
+  case OP_SQUEEZE: rc = infer_squeeze(n, out, d); break;
+  case OP_UNSQUEEZE: rc = infer_unsqueeze(n, out, d); break;
+  case OP_FLATTEN: rc = infer_flatten(n, out, d); break;
+  case OP_EXPAND: rc = infer_expand(n, out, d); break;
+  case OP_CONCAT: rc = infer_concat(n, out, d); break;
+  case OP_SLICE: rc = infer_slice(n, out, d); break;
+  case OP_SPLIT: rc = infer_split(n, out, d); break;
+  case OP_GATHER: rc = infer_gather(n, out, d); break;
+  default:
+    if (fl & OPF_REDUCTION)
+      rc = infer_reduce(n, out, d);
+    else if ((fl & OPF_POINTWISE) && op_info[n->op].min_in == 1)
+      rc = infer_unary(n, out, d);
+    else if ((fl & OPF_POINTWISE) && op_info[n->op].min_in == 2)
+      rc = infer_binary(n, out, d);
+    else
+      rc = diag_error(d, n->loc, "no shape rule for op '%s'", op_info[n->op].name);
+    break;
+  }
+  for (int i = 0; rc == 0 && i < n->nout; i++)
+    rc = check_result(n, &out[i], d);
+  return rc;
+}
+
+/* Nodes from outside the DSL have no position; say which node it was instead. */
+static void note_node(const Node *n, Diag *d) {
+  if (n->loc.line > 0)
+    return;
+  const char *out = n->nout > 0 && n->out && n->out[0] ? n->out[0]->name : NULL;
+  diag_note(d, (SrcLoc){0}, "in node %s%s%s%s%s%s", op_info[n->op].name, out ? " -> %" : "",
+            out ? out : "", n->origin ? " (from \"" : "", n->origin ? n->origin : "",
+            n->origin ? "\")" : "");
+}
+
+int ir_infer(Graph *g, Diag *d) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (!type_is_known(&g->inputs[i]->type))
+      return diag_error(d, g->inputs[i]->loc, "input %%%s has no type", g->inputs[i]->name);
+  for (int i = 0; i < g->nconsts; i++)
+    if (!type_is_known(&g->consts[i]->type))
+      return diag_error(d, g->consts[i]->loc, "constant %%%s has no type", g->consts[i]->name);
+  Type small[8], *out = small;
+  int cap = 8;
+  int rc = 0;
+  for (int i = 0; i < g->nnodes && rc == 0; i++) {
+    const Node *n = g->nodes[i];
+    if (n->nout > cap) {
+      if (out != small)
+        free(out);
+      cap = n->nout;
+      out = malloc(sizeof *out * (size_t)cap);
+      if (!out)
+        return diag_error(d, n->loc, "out of memory");
+    }
+    if (ir_infer_node(n, out, d)) {
+      note_node(n, d);
+      rc = -1;
+      break;
+    }
+    for (int k = 0; k < n->nout; k++) {
+      Value *v = n->out[k];
+      if (!v)
+        continue;
+      if (type_is_known(&v->type) && !type_eq(&v->type, &out[k])) {
+        char bd[TSTR], bg[TSTR];
+        rc = diag_error(d, n->loc, "type mismatch: %%%s is declared %s but %s gives %s",
+                        v->name, ts(&v->type, bd), op_info[n->op].name, ts(&out[k], bg));
+        note_node(n, d);
+        break;
+      }
+      v->type = out[k];
+    }
+  }
+  if (out != small)
+    free(out);
+  return rc;
+}

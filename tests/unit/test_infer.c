@@ -1,0 +1,350 @@
+/* Unit tests of ir/infer.c: the shape rule of every op category, on graphs built with the
+ * builder API, including symbolic dims and broadcasting, and the messages of bad nodes.
+ * Types are written as text ("f32[N, 784]") and compared as text, so a failure prints
+ * both sides. */
+#include "ir/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+static Graph *g;
+
+/* "f32[N, 784]" -> Type; symbols are interned by graph_add_input. */
+static Type parse_type(const char *s) {
+  Type t = type_unknown();
+  char name[16];
+  size_t k = strcspn(s, "[");
+  memcpy(name, s, k);
+  name[k] = 0;
+  if (dtype_from_name(name, &t.dtype)) {
+    fprintf(stderr, "test bug: bad type '%s'\n", s);
+    exit(2);
+  }
+  t.shape.rank = 0;
+  const char *p = s + k + 1;
+  while (*p && *p != ']') {
+    while (*p == ' ' || *p == ',')
+      p++;
+    if (*p >= '0' && *p <= '9') {
+      t.shape.dims[t.shape.rank++] = (Dim){strtoll(p, (char **)&p, 10), NULL};
+    } else {
+      size_t n = strcspn(p, ",]");
+      t.shape.dims[t.shape.rank++] = (Dim){-1, graph_intern(g, arena_strndup(g->arena, p, n))};
+      p += n;
+    }
+  }
+  return t;
+}
+
+static Value *in(const char *type) { return graph_add_input(g, NULL, parse_type(type)); }
+
+/* Runs inference on a fresh node; want is the expected type of output `which`, or "!msg"
+ * for an error whose message contains msg. */
+static void check_node(int line, Op op, Value **ins, int nin, const Attr *attrs, int nattr,
+                       int nout, int which, const char *want) {
+  Node *n = graph_add_node(g, op, ins, nin, attrs, nattr, NULL, nout);
+  Type out[8];
+  Diag d = {0};
+  int rc = ir_infer_node(n, out, &d);
+  char got[sizeof d.msg + 2];
+  if (rc)
+    snprintf(got, sizeof got, "!%s", d.msg);
+  else
+    type_str(&out[which], got, sizeof got);
+  bool ok = want[0] == '!' ? rc != 0 && strstr(d.msg, want + 1) != NULL
+                           : rc == 0 && !strcmp(got, want);
+  if (!ok) {
+    fprintf(stderr, "%s:%d: %s: want '%s', got '%s'\n", __FILE__, line, op_info[op].name,
+            want, got);
+    failures++;
+  }
+}
+
+#define V(...) ((Value *[]){__VA_ARGS__})
+#define NV(...) (int)(sizeof((Value *[]){__VA_ARGS__}) / sizeof(Value *))
+#define A(...) ((Attr[]){__VA_ARGS__})
+#define NA(...) (int)(sizeof((Attr[]){__VA_ARGS__}) / sizeof(Attr))
+#define I64S(...) ((int64_t[]){__VA_ARGS__})
+#define INTS(name, ...) attr_make_ints(name, I64S(__VA_ARGS__), (int)(sizeof(I64S(__VA_ARGS__)) / sizeof(int64_t)))
+#define INT(name, v) attr_make_int(name, v)
+/* CHECK(op, inputs..., want) without attributes; CHECKA with them. */
+#define CHECK(op, ins, want) check_node(__LINE__, op, ins, (int)(sizeof(ins) / sizeof(Value *)), NULL, 0, 1, 0, want)
+#define CHECKA(op, ins, attrs, want) \
+  check_node(__LINE__, op, ins, (int)(sizeof(ins) / sizeof(Value *)), attrs, (int)(sizeof(attrs) / sizeof(Attr)), 1, 0, want)
+
+static void test_unary(void) {
+  Value *x = in("f32[N, 3]"), *i = in("i32[4]"), *b = in("bool[2]");
+  CHECK(OP_RELU, V(x), "f32[N, 3]");
+  CHECK(OP_NEG, V(i), "i32[4]");
+  CHECK(OP_EXP, V(x), "f32[N, 3]");
+  CHECK(OP_EXP, V(i), "!exp: needs a floating-point type, got i32");
+  CHECK(OP_NOT, V(b), "bool[2]");
+  CHECK(OP_NOT, V(x), "!not: needs a bool input, got f32");
+  CHECKA(OP_CAST, V(x), A(attr_make_string("to", "f16")), "f16[N, 3]");
+  CHECKA(OP_CAST, V(x), A(attr_make_string("to", "float")), "!cast: 'to' must be an element type");
+  CHECKA(OP_GELU, V(x), A(attr_make_string("approximate", "tanh")), "f32[N, 3]");
+  CHECKA(OP_GELU, V(x), A(attr_make_string("approximate", "fast")), "!approximate must be");
+  CHECKA(OP_LEAKY_RELU, V(x), A(attr_make_float("alpha", 0.2)), "f32[N, 3]");
+  CHECK(OP_RELU, V(x, x), "!op 'relu' takes 1 input, got 2");
+}
+
+static void test_binary(void) {
+  Value *a = in("f32[N, 1, 3]"), *b = in("f32[4, 1]"), *h = in("f16[4, 1]");
+  Value *n = in("f32[N]"), *m = in("f32[M]"), *s3 = in("f32[3]"), *one = in("f32[1]");
+  Value *sc = in("f32[]"), *bl = in("bool[N, 1]"), *i = in("i32[3]");
+  CHECK(OP_ADD, V(a, b), "f32[N, 4, 3]");
+  CHECK(OP_MUL, V(b, a), "f32[N, 4, 3]");
+  CHECK(OP_ADD, V(n, n), "f32[N]");
+  CHECK(OP_ADD, V(n, one), "f32[N]");
+  CHECK(OP_SUB, V(one, n), "f32[N]");
+  CHECK(OP_ADD, V(n, sc), "f32[N]");
+  CHECK(OP_ADD, V(sc, sc), "f32[]");
+  CHECK(OP_ADD, V(n, m), "!add: cannot broadcast f32[N] and f32[M]");
+  CHECK(OP_ADD, V(n, s3), "!cannot broadcast f32[N] and f32[3]");
+  CHECK(OP_ADD, V(s3, in("f32[4]")), "!cannot broadcast");
+  CHECK(OP_ADD, V(b, h), "!add: operand types differ: f32 and f16");
+  CHECK(OP_ADD, V(a, b, b), "!op 'add' takes 2 inputs, got 3");
+  CHECK(OP_LESS, V(a, b), "bool[N, 4, 3]");
+  CHECK(OP_EQUAL, V(i, i), "bool[3]");
+  CHECK(OP_AND, V(bl, bl), "bool[N, 1]");
+  CHECK(OP_AND, V(n, n), "!and: needs bool inputs, got f32");
+  CHECK(OP_POW, V(i, i), "!pow: needs a floating-point type");
+  CHECK(OP_MAX, V(i, i), "i32[3]");
+  CHECK(OP_WHERE, V(bl, s3, one), "f32[N, 3]");
+  CHECK(OP_WHERE, V(n, s3, s3), "!where: condition must be bool, got f32");
+  CHECK(OP_WHERE, V(bl, s3, i), "!where: operand types differ: f32 and i32");
+  CHECK(OP_WHERE, V(bl, in("f32[2, 4]"), s3), "!where: cannot broadcast");
+}
+
+static void test_matmul(void) {
+  Value *x = in("f32[N, 784]"), *w1 = in("f32[784, 128]"), *w2 = in("f32[128, 10]");
+  CHECK(OP_MATMUL, V(x, w1), "f32[N, 128]");
+  CHECK(OP_MATMUL, V(x, w2), "!matmul: inner dims differ: f32[N, 784] @ f32[128, 10]");
+  CHECK(OP_MATMUL, V(in("f32[3]"), in("f32[3, 4]")), "f32[4]");
+  CHECK(OP_MATMUL, V(in("f32[2, 3]"), in("f32[3]")), "f32[2]");
+  CHECK(OP_MATMUL, V(in("f32[3]"), in("f32[3]")), "f32[]");
+  CHECK(OP_MATMUL, V(in("f32[K]"), in("f32[B, K, 5]")), "f32[B, 5]");
+  CHECK(OP_MATMUL, V(in("f32[B, 1, 2, 3]"), in("f32[5, 3, 4]")), "f32[B, 5, 2, 4]");
+  CHECK(OP_MATMUL, V(in("f32[B, 2, K]"), in("f32[B, K, 4]")), "f32[B, 2, 4]");
+  CHECK(OP_MATMUL, V(in("f32[2, 2, 3]"), in("f32[4, 3, 4]")), "!cannot broadcast batch dims");
+  CHECK(OP_MATMUL, V(in("f16[2, 3]"), in("f32[3, 4]")), "!operand types differ: f16 and f32");
+  CHECK(OP_MATMUL, V(in("bool[2, 3]"), in("bool[3, 4]")), "!bool");
+  CHECK(OP_MATMUL, V(in("f32[]"), in("f32[3, 4]")), "!at least 1-D");
+  CHECK(OP_MATMUL, V(in("i8[2, 3]"), in("i8[3, 4]")), "i8[2, 4]");
+}
+
+static void test_reductions(void) {
+  Value *x = in("f32[2, 3, 4]"), *s = in("f32[N, S, 64]"), *i = in("i32[2, 3]");
+  CHECKA(OP_REDUCE_SUM, V(x), A(INTS("axes", 1, -1), INT("keepdims", 0)), "f32[2]");
+  CHECKA(OP_REDUCE_SUM, V(x), A(INTS("axes", 1, -1)), "f32[2, 1, 1]");
+  CHECK(OP_REDUCE_MAX, V(x), "f32[1, 1, 1]");
+  CHECKA(OP_REDUCE_MAX, V(x), A(INT("keepdims", 0)), "f32[]");
+  CHECKA(OP_REDUCE_SUM, V(s), A(INTS("axes", -1)), "f32[N, S, 1]");
+  CHECKA(OP_REDUCE_SUM, V(x), A(INTS("axes", 1, -2)), "!reduce_sum: axis -2 appears twice");
+  CHECKA(OP_REDUCE_SUM, V(x), A(INTS("axes", 3)), "!reduce_sum: axis 3 is out of range for f32[2, 3, 4]");
+  CHECKA(OP_REDUCE_SUM, V(x), A(INTS("axes", -4)), "!out of range");
+  CHECK(OP_REDUCE_MEAN, V(i), "!reduce_mean: needs a floating-point type, got i32");
+  CHECKA(OP_REDUCE_PROD, V(i), A(INTS("axes", 0)), "i32[1, 3]");
+  CHECKA(OP_ARGMAX, V(x), A(INT("axis", 1), INT("keepdims", 0)), "i64[2, 4]");
+  CHECKA(OP_ARGMAX, V(s), A(INT("axis", -1)), "i64[N, S, 1]");
+  CHECKA(OP_ARGMAX, V(x), A(INT("axis", 3)), "!argmax: axis 3 is out of range");
+  CHECK(OP_SOFTMAX, V(s), "f32[N, S, 64]");
+  CHECKA(OP_LOG_SOFTMAX, V(s), A(INT("axis", 1)), "f32[N, S, 64]");
+  CHECKA(OP_SOFTMAX, V(i), A(INT("axis", 1)), "!softmax: needs a floating-point type");
+  CHECKA(OP_SOFTMAX, V(x), A(INT("axis", -4)), "!softmax: axis -4 is out of range");
+  Value *g64 = in("f32[64]"), *g32 = in("f32[32]"), *g164 = in("f32[1, 64]");
+  CHECK(OP_LAYER_NORM, V(s, g64), "f32[N, S, 64]");
+  CHECK(OP_LAYER_NORM, V(s, g64, g64), "f32[N, S, 64]");
+  CHECK(OP_LAYER_NORM, V(s, g64, NULL), "f32[N, S, 64]");
+  CHECK(OP_LAYER_NORM, V(s, g32), "!layer_norm: scale f32[32] does not broadcast");
+  CHECK(OP_LAYER_NORM, V(s, g64, g32), "!layer_norm: bias f32[32] does not broadcast");
+  CHECK(OP_LAYER_NORM, V(s, g164), "!does not broadcast");
+  CHECKA(OP_LAYER_NORM, V(s, g164), A(INT("axis", -2)), "f32[N, S, 64]");
+  CHECKA(OP_LAYER_NORM, V(s, in("f32[S, 64]")), A(INT("axis", 1)), "f32[N, S, 64]");
+  CHECK(OP_LAYER_NORM, V(s, in("f16[64]")), "!operand types differ");
+  CHECK(OP_LAYER_NORM, V(s), "!op 'layer_norm' takes 2 to 3 inputs, got 1");
+}
+
+static void test_reshape(void) {
+  Value *s = in("f32[N, 4, 32]"), *x = in("f32[2, 3, 4]");
+  CHECKA(OP_RESHAPE, V(s), A(INTS("shape", -1, 4, 32)), "f32[N, 4, 32]");
+  CHECKA(OP_RESHAPE, V(s), A(INTS("shape", 0, 128)), "f32[N, 128]");
+  CHECKA(OP_RESHAPE, V(s), A(INTS("shape", 0, -1)), "f32[N, 128]");
+  CHECKA(OP_RESHAPE, V(s), A(INTS("shape", -1, 128)), "f32[N, 128]");
+  CHECKA(OP_RESHAPE, V(s), A(INTS("shape", 0, 4, 8, 4)), "f32[N, 4, 8, 4]");
+  CHECKA(OP_RESHAPE, V(s), A(INTS("shape", -1, 64)), "!reshape: cannot reshape f32[N, 4, 32] to [-1, 64]: use 0 to copy symbolic dims");
+  CHECKA(OP_RESHAPE, V(s), A(INTS("shape", 4, 32, -1)), "f32[4, 32, N]");
+  CHECKA(OP_RESHAPE, V(s), A(INTS("shape", 128, 1)), "!use 0 to copy symbolic dims");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", 4, -1)), "f32[4, 6]");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", 24)), "f32[24]");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", 0, 0, 0)), "f32[2, 3, 4]");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", 5, -1)), "!element counts do not divide");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", 4, 5)), "!reshape: element counts differ: f32[2, 3, 4] has 24, shape [4, 5] has 20");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", -1, -1)), "!more than one -1");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", 2, 3, 4, 0)), "!copies dim 3 with 0");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", -2, 12)), "!negative size");
+  CHECK(OP_RESHAPE, V(x), "!reshape needs attribute 'shape'");
+  CHECKA(OP_RESHAPE, V(in("f32[]")), A(INTS("shape", 1, 1)), "f32[1, 1]");
+  Value *one = in("f32[1]");
+  check_node(__LINE__, OP_RESHAPE, V(one), 1, A(attr_make_ints("shape", NULL, 0)), 1, 1, 0, "f32[]");
+}
+
+static void test_layout(void) {
+  Value *x = in("f32[N, 3, 4]"), *q = in("f32[N, 1, 3, 1]");
+  CHECK(OP_TRANSPOSE, V(x), "f32[4, 3, N]");
+  CHECKA(OP_TRANSPOSE, V(x), A(INTS("perm", 0, 2, 1)), "f32[N, 4, 3]");
+  CHECKA(OP_TRANSPOSE, V(x), A(INTS("perm", 0, 0, 1)), "!transpose: perm [0, 0, 1] is not a permutation");
+  CHECKA(OP_TRANSPOSE, V(x), A(INTS("perm", 1, 0)), "!perm [1, 0] has 2 entries");
+  CHECKA(OP_SQUEEZE, V(q), A(INTS("axes", 1, -1)), "f32[N, 3]");
+  CHECKA(OP_SQUEEZE, V(q), A(INTS("axes", 0)), "!squeeze: dim 0 of f32[N, 1, 3, 1] is N, not 1");
+  CHECKA(OP_SQUEEZE, V(q), A(INTS("axes", 2)), "!dim 2 of f32[N, 1, 3, 1] is 3, not 1");
+  CHECKA(OP_SQUEEZE, V(q), A(INTS("axes", 1, -3)), "!appears twice");
+  CHECKA(OP_UNSQUEEZE, V(in("f32[A, B]")), A(INTS("axes", 0, 2)), "f32[1, A, 1, B]");
+  CHECKA(OP_UNSQUEEZE, V(in("f32[A, B]")), A(INTS("axes", -1)), "f32[A, B, 1]");
+  CHECKA(OP_UNSQUEEZE, V(in("f32[A, B]")), A(INTS("axes", 3)), "!out of range for the result rank 3");
+  CHECKA(OP_UNSQUEEZE, V(in("f32[1, 2, 3, 4, 5, 6, 7]")), A(INTS("axes", 0, 1)), "!exceeds 8");
+  CHECK(OP_FLATTEN, V(x), "f32[N, 12]");
+  CHECKA(OP_FLATTEN, V(in("f32[2, 3, 4]")), A(INT("axis", 2)), "f32[6, 4]");
+  CHECKA(OP_FLATTEN, V(in("f32[2, 3, 4]")), A(INT("axis", -1)), "f32[6, 4]");
+  CHECKA(OP_FLATTEN, V(in("f32[2, 3, 4]")), A(INT("axis", 0)), "f32[1, 24]");
+  CHECKA(OP_FLATTEN, V(in("f32[2, 3, 4]")), A(INT("axis", 3)), "f32[24, 1]");
+  CHECKA(OP_FLATTEN, V(in("f32[N, 1, 4]")), A(INT("axis", 2)), "f32[N, 4]");
+  CHECKA(OP_FLATTEN, V(x), A(INT("axis", 0)), "!flatten: cannot flatten f32[N, 3, 4] at axis 0");
+  CHECKA(OP_FLATTEN, V(x), A(INT("axis", 4)), "!axis 4 is out of range");
+  CHECKA(OP_EXPAND, V(in("f32[N, 1]")), A(INTS("shape", 1, 5)), "f32[N, 5]");
+  CHECKA(OP_EXPAND, V(in("f32[3]")), A(INTS("shape", 2, 3)), "f32[2, 3]");
+  CHECKA(OP_EXPAND, V(in("f32[3]")), A(INTS("shape", 4)), "!expand: cannot broadcast f32[3] to shape [4]");
+  CHECKA(OP_EXPAND, V(in("f32[1]")), A(INTS("shape", 1 << 30, 1 << 30, 1 << 30)), "!too many elements");
+}
+
+static void test_concat_slice_split_gather(void) {
+  Value *a = in("f32[N, 3]"), *b = in("f32[N, 5]"), *h = in("f16[N, 5]");
+  CHECKA(OP_CONCAT, V(a, b), A(INT("axis", 1)), "f32[N, 8]");
+  CHECKA(OP_CONCAT, V(a, b, a), A(INT("axis", -1)), "f32[N, 11]");
+  CHECKA(OP_CONCAT, V(a), A(INT("axis", 0)), "f32[N, 3]");
+  CHECKA(OP_CONCAT, V(a, a), A(INT("axis", 0)), "!symbolic; concat needs static sizes");
+  CHECKA(OP_CONCAT, V(a, h), A(INT("axis", 1)), "!operand types differ: f32 and f16");
+  CHECKA(OP_CONCAT, V(a, in("f32[N, 3, 1]")), A(INT("axis", 1)), "!differ outside axis 1");
+  CHECKA(OP_CONCAT, V(a, in("f32[M, 5]")), A(INT("axis", 1)), "!differ outside axis 1");
+  CHECK(OP_CONCAT, V(a, b), "!concat needs attribute 'axis'");
+  check_node(__LINE__, OP_CONCAT, NULL, 0, A(INT("axis", 0)), 1, 1, 0, "!op 'concat' takes at least 1 input, got 0");
+
+  Value *x = in("f32[10, 20]"), *s = in("f32[N, 20]");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 2), INTS("ends", -1)), "f32[7, 20]");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 0), INTS("ends", 100), INTS("steps", 3)), "f32[4, 20]");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", -1), INTS("ends", -INT64_MAX), INTS("axes", 1), INTS("steps", -1)), "f32[10, 20]");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 5), INTS("ends", 2), INTS("axes", -1), INTS("steps", -2)), "f32[10, 2]");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 5), INTS("ends", 2)), "f32[0, 20]");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 1, 2), INTS("ends", 3, 4), INTS("axes", 1, 0)), "f32[2, 2]");
+  CHECKA(OP_SLICE, V(s), A(INTS("starts", 0, 4), INTS("ends", INT64_MAX, 8)), "f32[N, 4]");
+  CHECKA(OP_SLICE, V(s), A(INTS("starts", 1), INTS("ends", INT64_MAX)), "!slice: cannot slice symbolic dim N of f32[N, 20] on axis 0");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 0), INTS("ends", 1), INTS("steps", 0)), "!step on axis 0 is 0");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 0), INTS("ends", 1, 2)), "!starts has 1 entries but ends has 2");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 0, 0), INTS("ends", 1, 1), INTS("axes", 0, -2)), "!sliced twice");
+  CHECKA(OP_SLICE, V(x), A(INTS("starts", 0), INTS("ends", 1), INTS("axes", 2)), "!axis 2 is out of range");
+
+  Value *y = in("f32[N, 128]");
+  Attr sp[] = {INT("axis", 1), INTS("split", 64, 32, 32)};
+  check_node(__LINE__, OP_SPLIT, V(y), 1, sp, 2, 3, 0, "f32[N, 64]");
+  check_node(__LINE__, OP_SPLIT, V(y), 1, sp, 2, 3, 2, "f32[N, 32]");
+  check_node(__LINE__, OP_SPLIT, V(y), 1, sp, 2, 2, 0, "!split: the node has 2 outputs but split lists 3 sizes");
+  Attr sp0[] = {INTS("split", 1, 1)};
+  check_node(__LINE__, OP_SPLIT, V(y), 1, sp0, 1, 2, 0, "!dim 0 of f32[N, 128] is symbolic");
+  Attr sp2[] = {INT("axis", -1), INTS("split", 64, 60)};
+  check_node(__LINE__, OP_SPLIT, V(y), 1, sp2, 2, 2, 0, "!split sizes add up to 124, but dim 1 of f32[N, 128] is 128");
+  Attr sp3[] = {INT("axis", -1), INTS("split", 128, 0)};
+  check_node(__LINE__, OP_SPLIT, V(y), 1, sp3, 2, 2, 0, "!split sizes must be positive");
+
+  Value *emb = in("f32[V, 64]"), *ids = in("i64[N, S]"), *fid = in("f32[N]");
+  CHECK(OP_GATHER, V(emb, ids), "f32[N, S, 64]");
+  CHECKA(OP_GATHER, V(emb, in("i32[]")), A(INT("axis", 1)), "f32[V]");
+  CHECKA(OP_GATHER, V(in("f32[2, 3, 4]"), in("i32[5, 6]")), A(INT("axis", -2)), "f32[2, 5, 6, 4]");
+  CHECK(OP_GATHER, V(emb, fid), "!gather: indices must be i32 or i64, got f32");
+  CHECKA(OP_GATHER, V(emb, ids), A(INT("axis", 2)), "!axis 2 is out of range");
+}
+
+static void test_attrs_and_inputs(void) {
+  Value *x = in("f32[2, 3]");
+  CHECKA(OP_SOFTMAX, V(x), A(INTS("axes", 1)), "!softmax has no attribute 'axes' (it has: axis)");
+  CHECKA(OP_RELU, V(x), A(INT("axis", 1)), "!relu has no attribute 'axis' (it has: none)");
+  CHECKA(OP_SOFTMAX, V(x), A(attr_make_float("axis", 1)), "!attribute 'axis' of softmax must be int, got float");
+  CHECKA(OP_SOFTMAX, V(x), A(INT("axis", 1), INT("axis", 0)), "!attribute 'axis' of softmax is given twice");
+  /* a value that nothing has typed yet */
+  Value *w = in("f32[3, 4]");
+  const char *nm[] = {"h"};
+  Node *n = graph_add_node(g, OP_RELU, V(w), 1, NULL, 0, nm, 1);
+  n->out[0]->type = type_unknown();
+  CHECK(OP_MATMUL, V(x, n->out[0]), "!input %h of matmul has no type");
+  CHECK(OP_ADD, V(x, NULL), "!input 1 of add is missing");
+}
+
+/* ir_infer over a whole graph: types are filled in, and a declared type must agree. */
+static void test_graph(void) {
+  Graph *saved = g;
+  g = graph_new("t");
+  Value *x = graph_add_input(g, "x", parse_type("f32[N, 784]"));
+  Tensor *wt = tensor_in_arena(g->arena, DT_F32, 2, (int64_t[]){784, 128});
+  Value *w = graph_add_const(g, "w", wt);
+  const char *hn[] = {"h"}, *yn[] = {"y"};
+  Node *mm = graph_add_node(g, OP_MATMUL, V(x, w), 2, NULL, 0, hn, 1);
+  Node *sm = graph_add_node(g, OP_SOFTMAX, mm->out, 1, NULL, 0, yn, 1);
+  Diag d = {0};
+  char buf[256];
+  if (ir_infer(g, &d) || strcmp(type_str(&sm->out[0]->type, buf, sizeof buf), "f32[N, 128]")) {
+    fprintf(stderr, "%s:%d: ir_infer: %s %s\n", __FILE__, __LINE__, d.msg, buf);
+    failures++;
+  }
+  /* the symbol of the result is the graph's interned one */
+  if (sm->out[0]->type.shape.dims[0].sym != graph_intern(g, "N")) {
+    fprintf(stderr, "%s:%d: symbol not reused\n", __FILE__, __LINE__);
+    failures++;
+  }
+  mm->out[0]->type = parse_type("f32[N, 64]");
+  mm->loc = (SrcLoc){"t.gir", "graph t(%x: f32[N, 784]) {\n  %h: f32[N, 64] = %x @ %w\n}", 2, 22};
+  d = (Diag){0};
+  const char *want = "t.gir:2:22: error: type mismatch: %h is declared f32[N, 64] but matmul gives f32[N, 128]";
+  if (ir_infer(g, &d) == 0 || strncmp(d.msg, want, strlen(want)) || !strstr(d.msg, "                     ^")) {
+    fprintf(stderr, "%s:%d: ir_infer mismatch: got '%s'\n", __FILE__, __LINE__, d.msg);
+    failures++;
+  }
+  /* an untyped input */
+  Graph *g2 = graph_new("u");
+  graph_add_input(g2, "x", type_unknown());
+  d = (Diag){0};
+  if (ir_infer(g2, &d) == 0 || !strstr(d.msg, "input %x has no type")) {
+    fprintf(stderr, "%s:%d: want untyped input error, got '%s'\n", __FILE__, __LINE__, d.msg);
+    failures++;
+  }
+  graph_free(g2);
+  /* graph_op infers at once and leaves the graph untouched on failure */
+  d = (Diag){0};
+  int before = g->nnodes;
+  Value *bad = graph_op(g, &d, OP_ADD, V(x, w), 2, NULL, 0, NULL);
+  if (bad || g->nnodes != before || !strstr(d.msg, "cannot broadcast f32[N, 784] and f32[784, 128]")) {
+    fprintf(stderr, "%s:%d: graph_op: '%s'\n", __FILE__, __LINE__, d.msg);
+    failures++;
+  }
+  graph_free(g);
+  g = saved;
+}
+
+int main(void) {
+  g = graph_new("test");
+  test_unary();
+  test_binary();
+  test_matmul();
+  test_reductions();
+  test_reshape();
+  test_layout();
+  test_concat_slice_split_gather();
+  test_attrs_and_inputs();
+  test_graph();
+  graph_free(g);
+  if (failures) {
+    fprintf(stderr, "test_infer: %d failure(s)\n", failures);
+    return 1;
+  }
+  printf("test_infer: ok\n");
+  return 0;
+}
