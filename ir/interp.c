@@ -1,4 +1,1005 @@
-/* placeholder: being written */
+/* interp.c: the reference executor. It defines what every op of ops.def means.
+ *
+ * It is the oracle for the passes and the GPU path, so it is kept simple and obviously
+ * right: plain loops over row-major tensors, floating point computed in double and
+ * rounded once to the output type, integers in int64 with wrapping arithmetic done in
+ * uint64 (no UB). Output shapes come from ir_infer_node, the same shape logic the
+ * compiler uses, applied to the concrete shapes of the inputs.
+ */
 #include "ir/ir.h"
-int ir_eval_node(const Node *n, Tensor *const *in, Tensor **out, Diag *d) { (void)in; (void)out; return diag_error(d, n->loc, "not implemented"); }
-int ir_eval(const Graph *g, Tensor *const *inputs, Tensor **outputs, Diag *d) { (void)inputs; (void)outputs; return diag_error(d, g->loc, "not implemented"); }
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OPERANDS 4
+
+/* ---------------------------------------------------------------- helpers */
+
+static int node_error(const Node *n, Diag *d, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int node_error(const Node *n, Diag *d, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  const char *out = n->nout > 0 && n->out && n->out[0] ? n->out[0]->name : NULL;
+  if (out)
+    return diag_error(d, n->loc, "%%%s = %s: %s", out, op_info[n->op].name, msg);
+  return diag_error(d, n->loc, "%s: %s", op_info[n->op].name, msg);
+}
+
+static char *elem(const Tensor *t, int64_t i) {
+  return (char *)t->data + (size_t)i * dtype_size(t->dtype);
+}
+
+static void contiguous_strides(int rank, const int64_t *dims, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+}
+
+static int64_t norm_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+/* One walker over an index space of `rank` dims that keeps, for each operand, the
+ * element offset of the current index. Strides are per operand and may be 0 (numpy
+ * broadcasting, reductions) or negative (slices with negative steps). Every op that
+ * maps indices to offsets uses it. */
+typedef struct Walk {
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+  int nops;
+  int64_t stride[MAX_OPERANDS][IR_MAX_RANK];
+  int64_t idx[IR_MAX_RANK];
+  int64_t off[MAX_OPERANDS];
+} Walk;
+
+static void walk_init(Walk *w, int rank, const int64_t *dims) {
+  memset(w, 0, sizeof *w);
+  w->rank = rank;
+  for (int i = 0; i < rank; i++)
+    w->dims[i] = dims[i];
+}
+
+/* An operand addressed through explicit strides from a base offset. */
+static void walk_add_strides(Walk *w, const int64_t *strides, int64_t base) {
+  int k = w->nops++;
+  for (int i = 0; i < w->rank; i++)
+    w->stride[k][i] = strides[i];
+  w->off[k] = base;
+}
+
+/* A contiguous tensor broadcast (numpy rules: aligned at the right, size-1 dims
+ * repeat) to the walker's shape. */
+static void walk_add_bcast(Walk *w, int rank, const int64_t *dims) {
+  int64_t cs[IR_MAX_RANK], st[IR_MAX_RANK];
+  contiguous_strides(rank, dims, cs);
+  for (int i = 0; i < w->rank; i++) {
+    int j = i - (w->rank - rank);
+    st[i] = j < 0 || dims[j] == 1 ? 0 : cs[j];
+  }
+  walk_add_strides(w, st, 0);
+}
+
+static void walk_next(Walk *w) {
+  for (int i = w->rank - 1; i >= 0; i--) {
+    if (++w->idx[i] < w->dims[i]) {
+      for (int k = 0; k < w->nops; k++)
+        w->off[k] += w->stride[k][i];
+      return;
+    }
+    w->idx[i] = 0;
+    for (int k = 0; k < w->nops; k++)
+      w->off[k] -= w->stride[k][i] * (w->dims[i] - 1);
+  }
+}
+
+static int64_t walk_numel(const Walk *w) {
+  int64_t n = 1;
+  for (int i = 0; i < w->rank; i++)
+    n *= w->dims[i];
+  return n;
+}
+
+/* Wrapping int64 arithmetic without UB. */
+static int64_t wrap(uint64_t v) {
+  return v <= (uint64_t)INT64_MAX ? (int64_t)v : -(int64_t)(~v) - 1;
+}
+static int64_t iadd(int64_t a, int64_t b) { return wrap((uint64_t)a + (uint64_t)b); }
+static int64_t isub(int64_t a, int64_t b) { return wrap((uint64_t)a - (uint64_t)b); }
+static int64_t imul(int64_t a, int64_t b) { return wrap((uint64_t)a * (uint64_t)b); }
+static int64_t ineg(int64_t a) { return wrap(0 - (uint64_t)a); }
+/* Truncating division like C, ONNX and CUDA; by zero gives 0; INT64_MIN / -1 wraps. */
+static int64_t idiv(int64_t a, int64_t b) {
+  if (b == 0)
+    return 0;
+  if (b == -1)
+    return ineg(a);
+  return a / b;
+}
+
+/* ---------------------------------------------------------------- unary pointwise */
+
+typedef struct UnaryParams {
+  double alpha, beta, lo, hi;
+  bool gelu_tanh;
+} UnaryParams;
+
+static double sigmoid(double x) {
+  if (x >= 0)
+    return 1 / (1 + exp(-x));
+  double e = exp(x);
+  return e / (1 + e);
+}
+
+static double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
+
+static double unary_f(Op op, double x, const UnaryParams *p) {
+  switch (op) {
+  case OP_IDENTITY: return x;
+  case OP_NEG: return -x;
+  case OP_ABS: return fabs(x);
+  case OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x; /* keeps 0, -0 and NaN */
+  case OP_EXP: return exp(x);
+  case OP_LOG: return log(x);
+  case OP_SQRT: return sqrt(x);
+  case OP_RSQRT: return 1 / sqrt(x);
+  case OP_RECIP: return 1 / x;
+  case OP_FLOOR: return floor(x);
+  case OP_CEIL: return ceil(x);
+  case OP_ROUND: return nearbyint(x); /* the default rounding mode: half to even */
+  case OP_SIN: return sin(x);
+  case OP_COS: return cos(x);
+  case OP_TANH: return tanh(x);
+  case OP_ERF: return erf(x);
+  case OP_SIGMOID: return sigmoid(x);
+  case OP_RELU: return x < 0 ? 0 : x; /* NaN stays NaN */
+  case OP_GELU:
+    if (p->gelu_tanh)
+      return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case OP_SILU: return x * sigmoid(x);
+  case OP_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+  case OP_LEAKY_RELU: return x < 0 ? p->alpha * x : x;
+  case OP_ELU: return x < 0 ? p->alpha * (exp(x) - 1) : x;
+  /* plain comparisons rather than fmin/fmax, which would swallow a NaN */
+  case OP_HARD_SIGMOID: return clamp01(p->alpha * x + p->beta);
+  case OP_HARD_SWISH: return x * clamp01(x / 6 + 0.5);
+  case OP_CLIP: return x < p->lo ? p->lo : x > p->hi ? p->hi : x;
+  case OP_NOT: return x == 0;
+  default: return NAN;
+  }
+}
+
+/* The ops that have a meaning on integers; the float-only ones are rejected by
+ * inference and never get here with integer inputs. */
+static int64_t unary_i(Op op, int64_t x, int64_t lo, int64_t hi) {
+  switch (op) {
+  case OP_NEG: return ineg(x);
+  case OP_ABS: return x < 0 ? ineg(x) : x;
+  case OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
+  case OP_RELU: return x < 0 ? 0 : x;
+  case OP_CLIP: return x < lo ? lo : x > hi ? hi : x;
+  case OP_NOT: return x == 0;
+  default: return x;
+  }
+}
+
+static int eval_unary(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  UnaryParams p = {0};
+  if (n->op == OP_GELU) {
+    const char *a = attr_string(n, "approximate");
+    if (a && !strcmp(a, "tanh"))
+      p.gelu_tanh = true;
+    else if (!a || strcmp(a, "none"))
+      return node_error(n, d, "approximate must be \"none\" or \"tanh\", not \"%s\"",
+                        a ? a : "");
+  }
+  p.alpha = attr_float(n, "alpha");
+  p.beta = attr_float(n, "beta");
+  if (n->op == OP_CLIP) {
+    p.lo = attr_float(n, "min");
+    p.hi = attr_float(n, "max");
+  }
+  /* clip's float bounds converted to integers the way a cast does (saturating) */
+  int64_t ilo = 0, ihi = 0;
+  dtype_store_f64(DT_I64, &ilo, p.lo);
+  dtype_store_f64(DT_I64, &ihi, p.hi);
+  int64_t numel = tensor_numel(x);
+  bool fl = dtype_is_float(x->dtype);
+  for (int64_t i = 0; i < numel; i++) {
+    if (n->op == OP_CAST) {
+      /* Through double for floats, through int64 otherwise: exact both ways, float to
+       * int truncates toward zero, anything to bool is "nonzero". */
+      if (fl)
+        dtype_store_f64(y->dtype, elem(y, i), dtype_load_f64(x->dtype, elem(x, i)));
+      else
+        dtype_store_i64(y->dtype, elem(y, i), dtype_load_i64(x->dtype, elem(x, i)));
+    } else if (fl) {
+      double v = unary_f(n->op, dtype_load_f64(x->dtype, elem(x, i)), &p);
+      dtype_store_f64(y->dtype, elem(y, i), v);
+    } else {
+      int64_t v = unary_i(n->op, dtype_load_i64(x->dtype, elem(x, i)), ilo, ihi);
+      dtype_store_i64(y->dtype, elem(y, i), v);
+    }
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- binary and ternary pointwise */
+
+static double binary_f(Op op, double a, double b) {
+  switch (op) {
+  case OP_ADD: return a + b;
+  case OP_SUB: return a - b;
+  case OP_MUL: return a * b;
+  case OP_DIV: return a / b;
+  case OP_POW: return pow(a, b);
+  /* like numpy.maximum/minimum: a NaN on either side wins */
+  case OP_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+  case OP_MIN: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+  case OP_EQUAL: return a == b;
+  case OP_LESS: return a < b;
+  case OP_LESS_EQUAL: return a <= b;
+  case OP_GREATER: return a > b;
+  case OP_GREATER_EQUAL: return a >= b;
+  case OP_AND: return a != 0 && b != 0;
+  case OP_OR: return a != 0 || b != 0;
+  case OP_XOR: return (a != 0) != (b != 0);
+  default: return NAN;
+  }
+}
+
+static int64_t binary_i(Op op, int64_t a, int64_t b) {
+  switch (op) {
+  case OP_ADD: return iadd(a, b);
+  case OP_SUB: return isub(a, b);
+  case OP_MUL: return imul(a, b);
+  case OP_DIV: return idiv(a, b);
+  case OP_POW: { /* float-only in the table; saturating like a cast if it ever gets here */
+    int64_t r;
+    dtype_store_f64(DT_I64, &r, pow((double)a, (double)b));
+    return r;
+  }
+  case OP_MAX: return a > b ? a : b;
+  case OP_MIN: return a < b ? a : b;
+  case OP_EQUAL: return a == b;
+  case OP_LESS: return a < b;
+  case OP_LESS_EQUAL: return a <= b;
+  case OP_GREATER: return a > b;
+  case OP_GREATER_EQUAL: return a >= b;
+  case OP_AND: return a != 0 && b != 0;
+  case OP_OR: return a != 0 || b != 0;
+  case OP_XOR: return (a != 0) != (b != 0);
+  default: return 0;
+  }
+}
+
+static int eval_nary(const Node *n, Tensor *const *in, Tensor *y) {
+  Walk w;
+  walk_init(&w, y->rank, y->dims);
+  for (int k = 0; k < n->nin; k++)
+    walk_add_bcast(&w, in[k]->rank, in[k]->dims);
+  int64_t numel = walk_numel(&w);
+  if (n->op == OP_WHERE) {
+    const Tensor *c = in[0], *a = in[1], *b = in[2];
+    bool fl = dtype_is_float(y->dtype);
+    for (int64_t i = 0; i < numel; i++, walk_next(&w)) {
+      bool take_a = dtype_load_i64(c->dtype, elem(c, w.off[0])) != 0;
+      const Tensor *src = take_a ? a : b;
+      int64_t off = take_a ? w.off[1] : w.off[2];
+      if (fl)
+        dtype_store_f64(y->dtype, elem(y, i), dtype_load_f64(src->dtype, elem(src, off)));
+      else
+        dtype_store_i64(y->dtype, elem(y, i), dtype_load_i64(src->dtype, elem(src, off)));
+    }
+    return 0;
+  }
+  const Tensor *a = in[0], *b = in[1];
+  bool fl = dtype_is_float(a->dtype) || dtype_is_float(b->dtype);
+  for (int64_t i = 0; i < numel; i++, walk_next(&w)) {
+    if (fl) {
+      double v = binary_f(n->op, dtype_load_f64(a->dtype, elem(a, w.off[0])),
+                          dtype_load_f64(b->dtype, elem(b, w.off[1])));
+      if (dtype_is_float(y->dtype))
+        dtype_store_f64(y->dtype, elem(y, i), v);
+      else
+        dtype_store_i64(y->dtype, elem(y, i), v != 0); /* a comparison's bool */
+    } else {
+      int64_t v = binary_i(n->op, dtype_load_i64(a->dtype, elem(a, w.off[0])),
+                           dtype_load_i64(b->dtype, elem(b, w.off[1])));
+      dtype_store_i64(y->dtype, elem(y, i), v);
+    }
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+static void eval_matmul(const Tensor *a, const Tensor *b, Tensor *y) {
+  /* numpy.matmul: a 1-D operand gets a dim of 1 (prepended for a, appended for b) that
+   * the output then drops; the leading dims broadcast as batch dims. */
+  int ar = a->rank, br = b->rank;
+  int64_t M = ar == 1 ? 1 : a->dims[ar - 2], K = a->dims[ar - 1];
+  int64_t N = br == 1 ? 1 : b->dims[br - 1];
+  int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
+  int batch_rank = abr > bbr ? abr : bbr;
+  int64_t bdims[IR_MAX_RANK];
+  for (int i = 0; i < batch_rank; i++) {
+    int ia = i - (batch_rank - abr), ib = i - (batch_rank - bbr);
+    int64_t da = ia < 0 ? 1 : a->dims[ia], db = ib < 0 ? 1 : b->dims[ib];
+    bdims[i] = da == 1 ? db : da;
+  }
+  Walk w;
+  walk_init(&w, batch_rank, bdims);
+  walk_add_bcast(&w, abr, a->dims); /* offsets count whole matrices */
+  walk_add_bcast(&w, bbr, b->dims);
+  int64_t nbatch = walk_numel(&w);
+  bool fl = dtype_is_float(y->dtype);
+  int64_t yo = 0;
+  for (int64_t bi = 0; bi < nbatch; bi++, walk_next(&w)) {
+    int64_t ao = w.off[0] * M * K, bo = w.off[1] * K * N;
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++, yo++) {
+        double accf = 0;
+        int64_t acci = 0;
+        for (int64_t k = 0; k < K; k++) {
+          const char *pa = elem(a, ao + i * K + k), *pb = elem(b, bo + k * N + j);
+          if (fl)
+            accf += dtype_load_f64(a->dtype, pa) * dtype_load_f64(b->dtype, pb);
+          else
+            acci = iadd(acci, imul(dtype_load_i64(a->dtype, pa), dtype_load_i64(b->dtype, pb)));
+        }
+        if (fl)
+          dtype_store_f64(y->dtype, elem(y, yo), accf);
+        else
+          dtype_store_i64(y->dtype, elem(y, yo), acci);
+      }
+  }
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+/* Marks the reduced axes; empty axes means all. */
+static int reduced_axes(const Node *n, int rank, bool *red, Diag *d) {
+  int na;
+  const int64_t *axes = attr_ints(n, "axes", &na);
+  for (int i = 0; i < rank; i++)
+    red[i] = na == 0;
+  for (int i = 0; i < na; i++) {
+    int64_t a = norm_axis(axes[i], rank);
+    if (a < 0 || a >= rank)
+      return node_error(n, d, "axis %lld is out of range for rank %d", (long long)axes[i],
+                        rank);
+    red[a] = true;
+  }
+  return 0;
+}
+
+static int eval_reduce(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  bool red[IR_MAX_RANK];
+  if (reduced_axes(n, x->rank, red, d))
+    return -1;
+  /* Walk x; the accumulator index is x's index with the reduced dims dropped. */
+  int64_t odims[IR_MAX_RANK], ostr[IR_MAX_RANK], ast[IR_MAX_RANK], xst[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    odims[i] = red[i] ? 1 : x->dims[i];
+  contiguous_strides(x->rank, odims, ostr);
+  contiguous_strides(x->rank, x->dims, xst);
+  for (int i = 0; i < x->rank; i++)
+    ast[i] = red[i] ? 0 : ostr[i];
+  int64_t nout = tensor_numel(y);
+  double *accf = calloc((size_t)nout + 1, sizeof(double));
+  int64_t *acci = calloc((size_t)nout + 1, sizeof(int64_t));
+  int64_t *count = calloc((size_t)nout + 1, sizeof(int64_t));
+  if (!accf || !acci || !count) {
+    free(accf), free(acci), free(count);
+    return node_error(n, d, "out of memory");
+  }
+  bool fl = dtype_is_float(x->dtype);
+  Op op = n->op;
+  for (int64_t o = 0; o < nout; o++) {
+    accf[o] = op == OP_REDUCE_PROD ? 1 : op == OP_REDUCE_MAX ? -INFINITY
+              : op == OP_REDUCE_MIN ? INFINITY : 0;
+    acci[o] = op == OP_REDUCE_PROD ? 1 : 0;
+  }
+  Walk w;
+  walk_init(&w, x->rank, x->dims);
+  walk_add_strides(&w, xst, 0);
+  walk_add_strides(&w, ast, 0);
+  int64_t numel = walk_numel(&w);
+  for (int64_t i = 0; i < numel; i++, walk_next(&w)) {
+    int64_t o = w.off[1];
+    const char *p = elem(x, w.off[0]);
+    if (fl) {
+      double v = dtype_load_f64(x->dtype, p);
+      double *acc = &accf[o];
+      switch (op) {
+      case OP_REDUCE_SUM: case OP_REDUCE_MEAN: *acc += v; break;
+      case OP_REDUCE_PROD: *acc *= v; break;
+      /* like numpy: a NaN anywhere makes the max/min NaN */
+      case OP_REDUCE_MAX: if (isnan(v) || v > *acc) *acc = isnan(*acc) ? *acc : v; break;
+      case OP_REDUCE_MIN: if (isnan(v) || v < *acc) *acc = isnan(*acc) ? *acc : v; break;
+      default: break;
+      }
+    } else {
+      int64_t v = dtype_load_i64(x->dtype, p);
+      int64_t *acc = &acci[o];
+      switch (op) {
+      case OP_REDUCE_SUM: case OP_REDUCE_MEAN: *acc = iadd(*acc, v); break;
+      case OP_REDUCE_PROD: *acc = imul(*acc, v); break;
+      case OP_REDUCE_MAX: if (!count[o] || v > *acc) *acc = v; break;
+      case OP_REDUCE_MIN: if (!count[o] || v < *acc) *acc = v; break;
+      default: break;
+      }
+    }
+    count[o]++;
+  }
+  for (int64_t o = 0; o < nout; o++) {
+    if (fl || op == OP_REDUCE_MEAN) {
+      double v = fl ? accf[o] : (double)acci[o];
+      if (op == OP_REDUCE_MEAN)
+        v /= (double)count[o]; /* NaN for an empty reduction, like numpy */
+      dtype_store_f64(y->dtype, elem(y, o), v);
+    } else {
+      dtype_store_i64(y->dtype, elem(y, o), acci[o]);
+    }
+  }
+  free(accf), free(acci), free(count);
+  return 0;
+}
+
+/* outer, len, inner: x viewed as [outer, len, inner] around `axis`. */
+static void split_at_axis(const Tensor *x, int axis, int64_t *outer, int64_t *len,
+                          int64_t *inner) {
+  *outer = *inner = 1;
+  for (int i = 0; i < axis; i++)
+    *outer *= x->dims[i];
+  for (int i = axis + 1; i < x->rank; i++)
+    *inner *= x->dims[i];
+  *len = x->dims[axis];
+}
+
+static int eval_argmax(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  int64_t axis = norm_axis(attr_int(n, "axis"), x->rank);
+  if (axis < 0 || axis >= x->rank)
+    return node_error(n, d, "axis %lld is out of range for rank %d",
+                      (long long)attr_int(n, "axis"), x->rank);
+  int64_t outer, len, inner;
+  split_at_axis(x, (int)axis, &outer, &len, &inner);
+  bool fl = dtype_is_float(x->dtype);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t best = 0;
+      double bf = 0;
+      int64_t bi = 0;
+      for (int64_t k = 0; k < len; k++) {
+        const char *p = elem(x, (o * len + k) * inner + in);
+        if (fl) {
+          double v = dtype_load_f64(x->dtype, p);
+          /* the first NaN is the max, like numpy.argmax */
+          if (k == 0 || (!isnan(bf) && (isnan(v) || v > bf))) {
+            bf = v;
+            best = k;
+          }
+        } else {
+          int64_t v = dtype_load_i64(x->dtype, p);
+          if (k == 0 || v > bi) {
+            bi = v;
+            best = k;
+          }
+        }
+      }
+      dtype_store_i64(y->dtype, elem(y, o * inner + in), best);
+    }
+  return 0;
+}
+
+static int eval_softmax(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  int64_t axis = norm_axis(attr_int(n, "axis"), x->rank);
+  if (axis < 0 || axis >= x->rank)
+    return node_error(n, d, "axis %lld is out of range for rank %d",
+                      (long long)attr_int(n, "axis"), x->rank);
+  int64_t outer, len, inner;
+  split_at_axis(x, (int)axis, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t base = o * len * inner + in;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t k = 0; k < len; k++)
+        mx = fmax(mx, dtype_load_f64(x->dtype, elem(x, base + k * inner)));
+      if (isinf(mx))
+        mx = 0; /* all -inf (or +inf present): no shift keeps inf - inf out of it */
+      for (int64_t k = 0; k < len; k++)
+        sum += exp(dtype_load_f64(x->dtype, elem(x, base + k * inner)) - mx);
+      for (int64_t k = 0; k < len; k++) {
+        double v = dtype_load_f64(x->dtype, elem(x, base + k * inner)) - mx;
+        v = n->op == OP_SOFTMAX ? exp(v) / sum : v - log(sum);
+        dtype_store_f64(y->dtype, elem(y, base + k * inner), v);
+      }
+    }
+  return 0;
+}
+
+/* scale or bias broadcast to x.shape[axis:], as inner doubles. */
+static double *expand_param(const Tensor *p, const Tensor *x, int axis, int64_t inner) {
+  double *v = malloc(sizeof(double) * (size_t)(inner ? inner : 1));
+  if (!v)
+    return NULL;
+  Walk w;
+  walk_init(&w, x->rank - axis, x->dims + axis);
+  walk_add_bcast(&w, p->rank, p->dims);
+  for (int64_t i = 0; i < inner; i++, walk_next(&w))
+    v[i] = dtype_load_f64(p->dtype, elem(p, w.off[0]));
+  return v;
+}
+
+static int eval_layer_norm(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
+  const Tensor *x = in[0];
+  int64_t axis = norm_axis(attr_int(n, "axis"), x->rank);
+  if (axis < 0 || axis >= x->rank)
+    return node_error(n, d, "axis %lld is out of range for rank %d",
+                      (long long)attr_int(n, "axis"), x->rank);
+  for (int k = 1; k < n->nin; k++)
+    if (in[k] && in[k]->rank > x->rank - axis)
+      return node_error(n, d, "%s has rank %d, more than the %d normalized dims",
+                        k == 1 ? "scale" : "bias", in[k]->rank, (int)(x->rank - axis));
+  double eps = attr_float(n, "epsilon");
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; i++)
+    outer *= x->dims[i];
+  for (int i = (int)axis; i < x->rank; i++)
+    inner *= x->dims[i];
+  double *scale = expand_param(in[1], x, (int)axis, inner);
+  double *bias = n->nin > 2 && in[2] ? expand_param(in[2], x, (int)axis, inner) : NULL;
+  if (!scale || (n->nin > 2 && in[2] && !bias)) {
+    free(scale), free(bias);
+    return node_error(n, d, "out of memory");
+  }
+  for (int64_t o = 0; o < outer; o++) {
+    int64_t base = o * inner;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < inner; i++)
+      mean += dtype_load_f64(x->dtype, elem(x, base + i));
+    mean /= (double)inner;
+    for (int64_t i = 0; i < inner; i++) {
+      double c = dtype_load_f64(x->dtype, elem(x, base + i)) - mean;
+      var += c * c;
+    }
+    var /= (double)inner;
+    double rstd = 1 / sqrt(var + eps);
+    for (int64_t i = 0; i < inner; i++) {
+      double v = (dtype_load_f64(x->dtype, elem(x, base + i)) - mean) * rstd * scale[i];
+      if (bias)
+        v += bias[i];
+      dtype_store_f64(y->dtype, elem(y, base + i), v);
+    }
+  }
+  free(scale), free(bias);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- layout */
+
+/* Copies element src[so] to dst[dof], converting if the types differ. */
+static void copy_elem(const Tensor *src, int64_t so, Tensor *dst, int64_t dof) {
+  if (src->dtype == dst->dtype)
+    memcpy(elem(dst, dof), elem(src, so), dtype_size(dst->dtype));
+  else if (dtype_is_float(src->dtype))
+    dtype_store_f64(dst->dtype, elem(dst, dof), dtype_load_f64(src->dtype, elem(src, so)));
+  else
+    dtype_store_i64(dst->dtype, elem(dst, dof), dtype_load_i64(src->dtype, elem(src, so)));
+}
+
+/* y[i] = x[offset of walker operand 0 at i], for every i in y's row-major order. */
+static void gather_walk(Walk *w, const Tensor *x, Tensor *y) {
+  int64_t numel = walk_numel(w);
+  for (int64_t i = 0; i < numel; i++, walk_next(w))
+    copy_elem(x, w->off[0], y, i);
+}
+
+static int eval_transpose(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  int np;
+  const int64_t *perm = attr_ints(n, "perm", &np);
+  int64_t xs[IR_MAX_RANK], st[IR_MAX_RANK];
+  contiguous_strides(x->rank, x->dims, xs);
+  if (perm && np != x->rank)
+    return node_error(n, d, "perm has %d entries for rank %d", np, x->rank);
+  for (int i = 0; i < x->rank; i++) {
+    int64_t p = perm ? norm_axis(perm[i], x->rank) : x->rank - 1 - i;
+    if (p < 0 || p >= x->rank)
+      return node_error(n, d, "perm entry %lld is out of range", (long long)perm[i]);
+    st[i] = xs[p];
+  }
+  Walk w;
+  walk_init(&w, y->rank, y->dims);
+  walk_add_strides(&w, st, 0);
+  gather_walk(&w, x, y);
+  return 0;
+}
+
+static int eval_slice(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  int ns, ne, na, nst;
+  const int64_t *starts = attr_ints(n, "starts", &ns);
+  const int64_t *ends = attr_ints(n, "ends", &ne);
+  const int64_t *axes = attr_ints(n, "axes", &na);
+  const int64_t *steps = attr_ints(n, "steps", &nst);
+  if (ne != ns || (axes && na != ns) || (steps && nst != ns))
+    return node_error(n, d, "starts, ends, axes and steps must have the same length");
+  int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], xs[IR_MAX_RANK], st[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) {
+    start[i] = 0;
+    step[i] = 1;
+  }
+  for (int i = 0; i < ns; i++) {
+    int64_t a = axes ? norm_axis(axes[i], x->rank) : i;
+    if (a < 0 || a >= x->rank)
+      return node_error(n, d, "slice axis %lld is out of range for rank %d",
+                        (long long)(axes ? axes[i] : i), x->rank);
+    int64_t dim = x->dims[a], s = starts[i], e = ends[i], k = steps ? steps[i] : 1;
+    if (k == 0)
+      return node_error(n, d, "slice step must not be 0");
+    /* ONNX: negative counts from the end, then clamp; [0, dim] going forward,
+     * [-1, dim - 1] going backward (so -1 as an end means "through index 0"). */
+    if (s < 0)
+      s = s < -dim ? 0 : s + dim;
+    if (e < 0)
+      e = e < -dim ? -1 : e + dim;
+    if (k > 0) {
+      s = s > dim ? dim : s;
+      e = e > dim ? dim : e < 0 ? 0 : e;
+    } else {
+      s = s > dim - 1 ? dim - 1 : s;
+      e = e > dim - 1 ? dim - 1 : e;
+    }
+    /* in uint64: a step of INT64_MIN has no int64 negation */
+    uint64_t mag = k > 0 ? (uint64_t)k : 0 - (uint64_t)k;
+    int64_t span = k > 0 ? e - s : s - e;
+    int64_t count = span > 0 ? (int64_t)(((uint64_t)span - 1) / mag + 1) : 0;
+    if (count != y->dims[a])
+      return node_error(n, d, "slice of axis %lld has %lld elements but inference says %lld",
+                        (long long)a, (long long)count, (long long)y->dims[a]);
+    start[a] = count ? s : 0;
+    step[a] = count > 1 ? k : 1; /* a huge step taken once must not overflow a stride */
+  }
+  contiguous_strides(x->rank, x->dims, xs);
+  int64_t base = 0;
+  for (int i = 0; i < x->rank; i++) {
+    base += start[i] * xs[i];
+    st[i] = step[i] * xs[i];
+  }
+  Walk w;
+  walk_init(&w, y->rank, y->dims);
+  walk_add_strides(&w, st, base);
+  gather_walk(&w, x, y);
+  return 0;
+}
+
+static int eval_concat(const Node *n, Tensor *const *in, Tensor *y) {
+  int64_t axis = norm_axis(attr_int(n, "axis"), y->rank);
+  int64_t outer, len, inner;
+  split_at_axis(y, (int)axis, &outer, &len, &inner);
+  int64_t at = 0; /* position along axis */
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = in[k];
+    int64_t xl = x->dims[axis];
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < xl * inner; j++)
+        copy_elem(x, o * xl * inner + j, y, (o * len + at) * inner + j);
+    at += xl;
+  }
+  return 0;
+}
+
+static int eval_split(const Node *n, const Tensor *x, Tensor **out, Diag *d) {
+  int64_t axis = norm_axis(attr_int(n, "axis"), x->rank);
+  if (axis < 0 || axis >= x->rank)
+    return node_error(n, d, "axis %lld is out of range for rank %d",
+                      (long long)attr_int(n, "axis"), x->rank);
+  int64_t outer, len, inner;
+  split_at_axis(x, (int)axis, &outer, &len, &inner);
+  int64_t at = 0;
+  for (int k = 0; k < n->nout; k++) {
+    Tensor *y = out[k];
+    int64_t yl = y->dims[axis];
+    if (at + yl > len)
+      return node_error(n, d, "split sizes add up to more than %lld", (long long)len);
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < yl * inner; j++)
+        copy_elem(x, (o * len + at) * inner + j, y, o * yl * inner + j);
+    at += yl;
+  }
+  return 0;
+}
+
+static int eval_gather(const Node *n, const Tensor *x, const Tensor *idx, Tensor *y,
+                       Diag *d) {
+  int64_t axis = norm_axis(attr_int(n, "axis"), x->rank);
+  if (axis < 0 || axis >= x->rank)
+    return node_error(n, d, "axis %lld is out of range for rank %d",
+                      (long long)attr_int(n, "axis"), x->rank);
+  int64_t outer, len, inner;
+  split_at_axis(x, (int)axis, &outer, &len, &inner);
+  int64_t ni = tensor_numel(idx);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < ni; j++) {
+      int64_t raw = dtype_load_i64(idx->dtype, elem(idx, j)), i = raw;
+      if (i < 0)
+        i += len;
+      if (i < 0 || i >= len)
+        return node_error(n, d, "index %lld is out of range for axis %lld of size %lld",
+                          (long long)raw, (long long)axis, (long long)len);
+      for (int64_t k = 0; k < inner; k++)
+        copy_elem(x, (o * len + i) * inner + k, y, (o * ni + j) * inner + k);
+    }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- one node */
+
+static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
+  Op op = n->op;
+  switch (op) {
+  case OP_MATMUL: eval_matmul(in[0], in[1], out[0]); return 0;
+  case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+  case OP_REDUCE_PROD:
+    return eval_reduce(n, in[0], out[0], d);
+  case OP_ARGMAX: return eval_argmax(n, in[0], out[0], d);
+  case OP_SOFTMAX: case OP_LOG_SOFTMAX: return eval_softmax(n, in[0], out[0], d);
+  case OP_LAYER_NORM: return eval_layer_norm(n, in, out[0], d);
+  case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
+    if (tensor_numel(in[0]) != tensor_numel(out[0]))
+      return node_error(n, d, "element count changes from %lld to %lld",
+                        (long long)tensor_numel(in[0]), (long long)tensor_numel(out[0]));
+    for (int64_t i = 0; i < tensor_numel(in[0]); i++)
+      copy_elem(in[0], i, out[0], i);
+    return 0;
+  case OP_TRANSPOSE: return eval_transpose(n, in[0], out[0], d);
+  case OP_EXPAND: {
+    Walk w;
+    walk_init(&w, out[0]->rank, out[0]->dims);
+    walk_add_bcast(&w, in[0]->rank, in[0]->dims);
+    gather_walk(&w, in[0], out[0]);
+    return 0;
+  }
+  case OP_CONCAT: return eval_concat(n, in, out[0]);
+  case OP_SLICE: return eval_slice(n, in[0], out[0], d);
+  case OP_SPLIT: return eval_split(n, in[0], out, d);
+  case OP_GATHER: return eval_gather(n, in[0], in[1], out[0], d);
+  default: break;
+  }
+  if (op_info[op].flags & OPF_POINTWISE) {
+    if (n->nin == 1)
+      return eval_unary(n, in[0], out[0], d);
+    return eval_nary(n, in, out[0]);
+  }
+  return node_error(n, d, "the reference executor does not know this op");
+}
+
+int ir_eval_node(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
+  int nin = n->nin, nout = n->nout;
+  for (int k = 0; k < nout; k++)
+    out[k] = NULL;
+  /* A probe node over temporary values whose types are the inputs' concrete shapes, so
+   * the output shapes come from the compiler's own shape rules. */
+  Value *vin = calloc((size_t)nin + 1, sizeof *vin);
+  Value **pin = calloc((size_t)nin + 1, sizeof *pin);
+  Value *vout = calloc((size_t)nout + 1, sizeof *vout);
+  Value **pout = calloc((size_t)nout + 1, sizeof *pout);
+  Type *types = calloc((size_t)nout + 1, sizeof *types);
+  int rc = -1;
+  if (!vin || !pin || !vout || !pout || !types) {
+    node_error(n, d, "out of memory");
+    goto done;
+  }
+  for (int k = 0; k < nin; k++) {
+    if (!in[k])
+      continue; /* an omitted optional input */
+    if (in[k]->rank < 0 || in[k]->rank > IR_MAX_RANK) {
+      node_error(n, d, "input %d has bad rank %d", k, in[k]->rank);
+      goto done;
+    }
+    vin[k] = (Value){.id = -1, .name = n->in && n->in[k] ? n->in[k]->name : "",
+                     .kind = VK_INPUT};
+    vin[k].type.dtype = in[k]->dtype;
+    vin[k].type.shape.rank = in[k]->rank;
+    for (int i = 0; i < in[k]->rank; i++)
+      vin[k].type.shape.dims[i] = (Dim){in[k]->dims[i], NULL};
+    pin[k] = &vin[k];
+  }
+  for (int k = 0; k < nout; k++) {
+    vout[k] = (Value){.id = -1, .name = n->out && n->out[k] ? n->out[k]->name : "",
+                      .kind = VK_NODE, .type = type_unknown(), .def_index = k};
+    pout[k] = &vout[k];
+  }
+  Node probe = *n;
+  probe.in = pin;
+  probe.out = pout;
+  for (int k = 0; k < nout; k++)
+    vout[k].def = &probe;
+  if (ir_infer_node(&probe, types, d))
+    goto done;
+  for (int k = 0; k < nout; k++) {
+    if (!type_is_known(&types[k]) || !shape_is_static(&types[k].shape)) {
+      char buf[128];
+      node_error(n, d, "output %d has no concrete type (%s)", k,
+                 type_str(&types[k], buf, sizeof buf));
+      goto done;
+    }
+    int64_t dims[IR_MAX_RANK];
+    for (int i = 0; i < types[k].shape.rank; i++)
+      dims[i] = types[k].shape.dims[i].n;
+    out[k] = tensor_new(types[k].dtype, types[k].shape.rank, dims);
+    if (!out[k]) {
+      node_error(n, d, "out of memory for a %s", type_str(&types[k], (char[128]){0}, 128));
+      goto done;
+    }
+  }
+  rc = eval_compute(n, in, out, d);
+done:
+  if (rc)
+    for (int k = 0; k < nout; k++) {
+      tensor_free(out[k]);
+      out[k] = NULL;
+    }
+  free(vin), free(pin), free(vout), free(pout), free(types);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- the graph */
+
+/* Symbol bindings: each symbolic dim gets its size from the first input that has it. */
+typedef struct Binding {
+  const char *sym;
+  int64_t n;
+  const char *where; /* the input it came from */
+} Binding;
+
+static Binding *find_binding(Binding *b, int nb, const char *sym) {
+  for (int i = 0; i < nb; i++)
+    if (!strcmp(b[i].sym, sym))
+      return &b[i];
+  return NULL;
+}
+
+static char *tensor_type_str(const Tensor *t, char *buf, size_t n) {
+  Type ty = {.dtype = t->dtype};
+  ty.shape.rank = t->rank;
+  for (int i = 0; i < t->rank; i++)
+    ty.shape.dims[i] = (Dim){t->dims[i], NULL};
+  return type_str(&ty, buf, n);
+}
+
+static Tensor *tensor_copy(const Tensor *t) {
+  Tensor *c = tensor_new(t->dtype, t->rank, t->dims);
+  if (c)
+    memcpy(c->data, t->data, tensor_nbytes(t));
+  return c;
+}
+
+/* Checks an input tensor against its declared type and binds its symbols. */
+static int bind_input(const Value *v, const Tensor *t, Binding *b, int *nb, Diag *d) {
+  const Type *ty = &v->type;
+  char want[256], got[256];
+  bool ok = t && t->dtype == ty->dtype && t->rank == ty->shape.rank;
+  for (int i = 0; ok && i < t->rank; i++)
+    ok = t->dims[i] >= 0 && (ty->shape.dims[i].sym || ty->shape.dims[i].n == t->dims[i]);
+  if (!ok)
+    return diag_error(d, v->loc, "input %%%s: expected %s, got %s", v->name,
+                      type_str(ty, want, sizeof want),
+                      t ? tensor_type_str(t, got, sizeof got) : "nothing");
+  for (int i = 0; i < t->rank; i++) {
+    const char *sym = ty->shape.dims[i].sym;
+    if (!sym)
+      continue;
+    Binding *e = find_binding(b, *nb, sym);
+    if (!e) {
+      b[(*nb)++] = (Binding){sym, t->dims[i], v->name};
+    } else if (e->n != t->dims[i]) {
+      return diag_error(d, v->loc, "input %%%s: dim %s is %lld here but %lld in %%%s",
+                        v->name, sym, (long long)t->dims[i], (long long)e->n, e->where);
+    }
+  }
+  return 0;
+}
+
+int ir_eval(const Graph *g, Tensor *const *inputs, Tensor **outputs, Diag *d) {
+  for (int i = 0; i < g->noutputs; i++)
+    outputs[i] = NULL;
+  int nv = g->next_value_id;
+  Tensor **env = calloc((size_t)nv + 1, sizeof *env);
+  bool *owned = calloc((size_t)nv + 1, sizeof *owned);
+  int *last = malloc(sizeof(int) * ((size_t)nv + 1));
+  Binding *binds = calloc((size_t)g->ninputs * IR_MAX_RANK + 1, sizeof *binds);
+  Tensor **nin = NULL, **nout = NULL;
+  int maxin = 1, maxout = 1, nb = 0, rc = -1;
+  if (!env || !owned || !last || !binds) {
+    diag_error(d, g->loc, "out of memory");
+    goto done;
+  }
+  for (int i = 0; i < g->ninputs; i++) {
+    if (bind_input(g->inputs[i], inputs[i], binds, &nb, d))
+      goto done;
+    env[g->inputs[i]->id] = inputs[i];
+  }
+  for (int i = 0; i < g->nconsts; i++)
+    env[g->consts[i]->id] = g->consts[i]->data;
+  /* last[v]: the index of the last node reading v; graph outputs live to the end. */
+  for (int i = 0; i < nv; i++)
+    last[i] = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    maxin = n->nin > maxin ? n->nin : maxin;
+    maxout = n->nout > maxout ? n->nout : maxout;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k])
+        last[n->in[k]->id] = i;
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    last[g->outputs[i]->id] = g->nnodes;
+  nin = calloc((size_t)maxin, sizeof *nin);
+  nout = calloc((size_t)maxout, sizeof *nout);
+  if (!nin || !nout) {
+    diag_error(d, g->loc, "out of memory");
+    goto done;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    for (int k = 0; k < n->nin; k++) {
+      nin[k] = n->in[k] ? env[n->in[k]->id] : NULL;
+      if (n->in[k] && !nin[k]) {
+        node_error(n, d, "operand %%%s has no value (used before it is defined)",
+                   n->in[k]->name);
+        goto done;
+      }
+    }
+    if (ir_eval_node(n, nin, nout, d))
+      goto done;
+    for (int k = 0; k < n->nout; k++) {
+      int id = n->out[k]->id;
+      if (owned[id])
+        tensor_free(env[id]); /* a value defined twice: the verifier forbids it */
+      env[id] = nout[k];
+      owned[id] = true;
+    }
+    /* Free what no later node needs: inputs read for the last time here, and outputs
+     * that nothing reads. */
+    for (int k = 0; k < n->nin + n->nout; k++) {
+      const Value *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+      if (v && owned[v->id] && last[v->id] <= i) {
+        tensor_free(env[v->id]);
+        env[v->id] = NULL;
+        owned[v->id] = false;
+      }
+    }
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    const Value *v = g->outputs[i];
+    if (!env[v->id]) {
+      diag_error(d, v->loc, "output %%%s has no value", v->name);
+      goto done;
+    }
+    /* Always a copy, so the caller may free every output and input independently. */
+    outputs[i] = tensor_copy(env[v->id]);
+    if (!outputs[i]) {
+      diag_error(d, v->loc, "out of memory for output %%%s", v->name);
+      goto done;
+    }
+  }
+  rc = 0;
+done:
+  if (rc)
+    for (int i = 0; i < g->noutputs; i++) {
+      tensor_free(outputs[i]);
+      outputs[i] = NULL;
+    }
+  if (env && owned)
+    for (int i = 0; i < nv; i++)
+      if (owned[i])
+        tensor_free(env[i]);
+  free(env), free(owned), free(last), free(binds), free(nin), free(nout);
+  return rc;
+}

@@ -360,9 +360,11 @@ int ir_eval(const Graph *g, Tensor *const *inputs, Tensor **outputs, Diag *d);
 
 /* ---------------------------------------------------------------- tensorio.c: tensor files */
 
-/* .npy (format 1.0-3.0, little-endian, C order; the dtypes of dtypes.def that numpy
- * has, plus '<V2'-free bf16 as written by ml_dtypes is not supported). Errors name the
- * file. Reads into malloc'd tensors (caller frees with tensor_free). */
+/* .npy: formats 1.0, 2.0 and 3.0, little-endian, C order only, and the dtypes of
+ * dtypes.def that numpy has natively ('<f8' '<f4' '<f2' '<i8' '<i4' '<i2' '|i1' '|u1'
+ * '|b1'); bf16 and f8 (numpy has no such types) can be neither read nor written. Shape ()
+ * is a scalar (rank 0). Errors name the file. Reads into malloc'd tensors (caller frees
+ * with tensor_free). npy_write writes format 1.0 (2.0 if the header needs it). */
 Tensor *npy_read(const char *path, Diag *d);
 int npy_write(const char *path, const Tensor *t, Diag *d); /* via a temp file + rename */
 /* .safetensors: reads the tensor named key. */

@@ -1,0 +1,368 @@
+/* Unit tests of ir/interp.c, the reference executor: for a representative op of each
+ * family, a tiny graph built with the builder API, evaluated with ir_eval and compared
+ * with values derived by hand; and the errors ir_eval must report (inputs that disagree
+ * with the graph, gather indices out of range). */
+#include "ir/ir.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+      failures++;                                                                \
+    }                                                                            \
+  } while (0)
+
+static Tensor *tens(DType dt, int rank, const int64_t *dims, const double *vals) {
+  Tensor *t = tensor_new(dt, rank, dims);
+  for (int64_t i = 0; i < tensor_numel(t); i++)
+    dtype_store_f64(dt, (char *)t->data + i * (int64_t)dtype_size(dt), vals[i]);
+  return t;
+}
+
+static Type type_of(const Tensor *t) {
+  Type ty = {.dtype = t->dtype};
+  ty.shape.rank = t->rank;
+  for (int i = 0; i < t->rank; i++)
+    ty.shape.dims[i] = (Dim){t->dims[i], NULL};
+  return ty;
+}
+
+/* One node over graph inputs shaped like ins[], evaluated with ir_eval. NULL on error,
+ * with the message in *d. The inputs are freed. */
+static Tensor *run_op(Op op, int nin, Tensor **ins, const Attr *attrs, int nattr, Diag *d) {
+  Graph *g = graph_new("t");
+  Value *vin[4];
+  for (int k = 0; k < nin; k++) {
+    char name[16];
+    snprintf(name, sizeof name, "x%d", k);
+    vin[k] = graph_add_input(g, name, type_of(ins[k]));
+  }
+  Tensor *out = NULL;
+  Value *y = graph_op(g, d, op, vin, nin, attrs, nattr, "y");
+  if (y) {
+    graph_add_output(g, y);
+    if (ir_eval(g, ins, &out, d))
+      out = NULL;
+  }
+  for (int k = 0; k < nin; k++)
+    tensor_free(ins[k]);
+  graph_free(g);
+  return out;
+}
+
+/* Compares t with the expected dtype, dims and values (tol 0: exact). Frees t. */
+static void expect(int line, Tensor *t, DType dt, int rank, const int64_t *dims,
+                   const double *want, double tol) {
+  if (!t) {
+    fprintf(stderr, "%s:%d: no result\n", __FILE__, line);
+    failures++;
+    return;
+  }
+  bool ok = t->dtype == dt && t->rank == rank;
+  for (int i = 0; ok && i < rank; i++)
+    ok = t->dims[i] == dims[i];
+  if (!ok) {
+    char buf[64];
+    Type ty = type_of(t);
+    fprintf(stderr, "%s:%d: got %s\n", __FILE__, line, type_str(&ty, buf, sizeof buf));
+    failures++;
+  }
+  for (int64_t i = 0; ok && i < tensor_numel(t); i++) {
+    double v = dtype_load_f64(dt, (char *)t->data + i * (int64_t)dtype_size(dt));
+    bool same = isnan(want[i]) ? isnan(v) : fabs(v - want[i]) <= tol;
+    if (!same) {
+      fprintf(stderr, "%s:%d: element %lld is %.17g, expected %.17g\n", __FILE__, line,
+              (long long)i, v, want[i]);
+      failures++;
+    }
+  }
+  tensor_free(t);
+}
+
+#define EXPECT(t, dt, rank, dims, want, tol) expect(__LINE__, t, dt, rank, dims, want, tol)
+
+static void test_unary(void) {
+  Diag d = {0};
+  int64_t n4[1] = {4};
+  Tensor *x = tens(DT_F32, 1, n4, (double[]){-1, 0, 2, NAN});
+  EXPECT(run_op(OP_RELU, 1, &x, NULL, 0, &d), DT_F32, 1, n4, ((double[]){0, 0, 2, NAN}), 0);
+  x = tens(DT_F32, 1, n4, (double[]){0.5, 1.5, 2.5, -0.5});
+  EXPECT(run_op(OP_ROUND, 1, &x, NULL, 0, &d), DT_F32, 1, n4, ((double[]){0, 2, 2, -0.0}), 0);
+  x = tens(DT_F64, 1, n4, (double[]){0, 1000, -1000, 1});
+  EXPECT(run_op(OP_SIGMOID, 1, &x, NULL, 0, &d), DT_F64, 1, n4,
+         ((double[]){0.5, 1, 0, 1 / (1 + exp(-1.0))}), 1e-15);
+  x = tens(DT_F64, 1, n4, (double[]){0, 1000, -1000, 1});
+  EXPECT(run_op(OP_SOFTPLUS, 1, &x, NULL, 0, &d), DT_F64, 1, n4,
+         ((double[]){log(2.0), 1000, 0, log(1 + exp(1.0))}), 1e-12);
+  /* gelu(1) = 0.5 (1 + erf(1/sqrt 2)) = 0.841344746... */
+  Attr tanh_a = attr_make_string("approximate", "tanh");
+  x = tens(DT_F64, 1, n4, (double[]){1, 0, -1, 3});
+  Tensor *g = run_op(OP_GELU, 1, &x, NULL, 0, &d);
+  EXPECT(g, DT_F64, 1, n4, ((double[]){0.8413447460685429, 0, -0.15865525393145707,
+                                       2.99595030590511}), 1e-12);
+  x = tens(DT_F64, 1, n4, (double[]){1, 0, -1, 3});
+  EXPECT(run_op(OP_GELU, 1, &x, &tanh_a, 1, &d), DT_F64, 1, n4,
+         ((double[]){0.8411919906082768, 0, -0.15880800939172324, 2.996362607918227}), 1e-12);
+  Attr bad_a = attr_make_string("approximate", "fast");
+  x = tens(DT_F64, 1, n4, (double[]){1, 0, -1, 3});
+  Diag d2 = {0};
+  CHECK(run_op(OP_GELU, 1, &x, &bad_a, 1, &d2) == NULL && d2.failed);
+  /* clip on ints converts its float bounds; neg wraps INT64_MIN */
+  Attr clip[2] = {attr_make_float("min", -2.5), attr_make_float("max", 3)};
+  x = tens(DT_I32, 1, n4, (double[]){-10, -2, 2, 10});
+  EXPECT(run_op(OP_CLIP, 1, &x, clip, 2, &d), DT_I32, 1, n4, ((double[]){-2, -2, 2, 3}), 0);
+  int64_t one = 1;
+  Tensor *m = tensor_new(DT_I64, 1, &one);
+  ((int64_t *)m->data)[0] = INT64_MIN;
+  Tensor *r = run_op(OP_NEG, 1, &m, NULL, 0, &d);
+  CHECK(r && ((int64_t *)r->data)[0] == INT64_MIN);
+  tensor_free(r);
+  /* cast: float to int truncates toward zero; anything nonzero is true */
+  Attr to_i32 = attr_make_string("to", "i32"), to_bool = attr_make_string("to", "bool");
+  x = tens(DT_F32, 1, n4, (double[]){-1.7, 2.9, 0.2, -0.0});
+  EXPECT(run_op(OP_CAST, 1, &x, &to_i32, 1, &d), DT_I32, 1, n4, ((double[]){-1, 2, 0, 0}), 0);
+  x = tens(DT_F32, 1, n4, (double[]){-1.7, 2.9, 0.2, -0.0});
+  EXPECT(run_op(OP_CAST, 1, &x, &to_bool, 1, &d), DT_BOOL, 1, n4, ((double[]){1, 1, 1, 0}), 0);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+}
+
+static void test_binary(void) {
+  Diag d = {0};
+  /* numpy broadcasting: [2, 1] + [3] -> [2, 3] */
+  int64_t c21[2] = {2, 1}, r3[1] = {3}, o23[2] = {2, 3};
+  Tensor *in[3] = {tens(DT_F32, 2, c21, (double[]){10, 20}),
+                   tens(DT_F32, 1, r3, (double[]){1, 2, 3})};
+  EXPECT(run_op(OP_ADD, 2, in, NULL, 0, &d), DT_F32, 2, o23,
+         ((double[]){11, 12, 13, 21, 22, 23}), 0);
+  /* integer division truncates; by zero gives 0; INT64_MIN / -1 wraps */
+  int64_t n4[1] = {4};
+  in[0] = tens(DT_I64, 1, n4, (double[]){7, -7, 5, -9223372036854775808.0});
+  in[1] = tens(DT_I64, 1, n4, (double[]){2, 2, 0, -1});
+  Tensor *q = run_op(OP_DIV, 2, in, NULL, 0, &d);
+  CHECK(q && ((int64_t *)q->data)[0] == 3 && ((int64_t *)q->data)[1] == -3 &&
+        ((int64_t *)q->data)[2] == 0 && ((int64_t *)q->data)[3] == INT64_MIN);
+  tensor_free(q);
+  /* max propagates NaN like numpy.maximum */
+  in[0] = tens(DT_F32, 1, n4, (double[]){1, NAN, 3, -1});
+  in[1] = tens(DT_F32, 1, n4, (double[]){2, 0, NAN, -2});
+  EXPECT(run_op(OP_MAX, 2, in, NULL, 0, &d), DT_F32, 1, n4, ((double[]){2, NAN, NAN, -1}), 0);
+  in[0] = tens(DT_I32, 1, n4, (double[]){1, 2, 3, 4});
+  in[1] = tens(DT_I32, 1, (int64_t[]){1}, (double[]){3});
+  EXPECT(run_op(OP_LESS, 2, in, NULL, 0, &d), DT_BOOL, 1, n4, ((double[]){1, 1, 0, 0}), 0);
+  /* where broadcasts all three */
+  in[0] = tens(DT_BOOL, 2, c21, (double[]){1, 0});
+  in[1] = tens(DT_F32, 1, r3, (double[]){1, 2, 3});
+  in[2] = tens(DT_F32, 0, NULL, (double[]){-1});
+  EXPECT(run_op(OP_WHERE, 3, in, NULL, 0, &d), DT_F32, 2, o23,
+         ((double[]){1, 2, 3, -1, -1, -1}), 0);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+}
+
+static void test_matmul(void) {
+  Diag d = {0};
+  int64_t s22[2] = {2, 2}, s3[1] = {3}, s23[2] = {2, 3}, s2[1] = {2};
+  Tensor *in[2] = {tens(DT_F32, 2, s22, (double[]){1, 2, 3, 4}),
+                   tens(DT_F32, 2, s22, (double[]){5, 6, 7, 8})};
+  EXPECT(run_op(OP_MATMUL, 2, in, NULL, 0, &d), DT_F32, 2, s22,
+         ((double[]){19, 22, 43, 50}), 0);
+  /* 1-D on the right: [2, 3] @ [3] -> [2] */
+  in[0] = tens(DT_F32, 2, s23, (double[]){1, 2, 3, 4, 5, 6});
+  in[1] = tens(DT_F32, 1, s3, (double[]){1, 0, -1});
+  EXPECT(run_op(OP_MATMUL, 2, in, NULL, 0, &d), DT_F32, 1, s2, ((double[]){-2, -2}), 0);
+  /* 1-D @ 1-D -> scalar */
+  in[0] = tens(DT_F64, 1, s3, (double[]){1, 2, 3});
+  in[1] = tens(DT_F64, 1, s3, (double[]){4, 5, 6});
+  EXPECT(run_op(OP_MATMUL, 2, in, NULL, 0, &d), DT_F64, 0, NULL, ((double[]){32}), 0);
+  /* batch broadcasting: [2, 1, 2] @ [2, 1] -> [2, 1, 1] */
+  int64_t b212[3] = {2, 1, 2}, b21[2] = {2, 1}, o211[3] = {2, 1, 1};
+  in[0] = tens(DT_F32, 3, b212, (double[]){1, 2, 3, 4});
+  in[1] = tens(DT_F32, 2, b21, (double[]){10, 1});
+  EXPECT(run_op(OP_MATMUL, 2, in, NULL, 0, &d), DT_F32, 3, o211, ((double[]){12, 34}), 0);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+}
+
+static void test_reductions(void) {
+  Diag d = {0};
+  int64_t s23[2] = {2, 3}, s2[1] = {2}, s11[2] = {1, 1}, s12[2] = {1, 2};
+  const double v[6] = {1, 2, 3, 4, 5, 6};
+  int64_t ax1[1] = {1};
+  Attr sum_a[2] = {attr_make_ints("axes", ax1, 1), attr_make_int("keepdims", 0)};
+  Tensor *x = tens(DT_F32, 2, s23, v);
+  EXPECT(run_op(OP_REDUCE_SUM, 1, &x, sum_a, 2, &d), DT_F32, 1, s2, ((double[]){6, 15}), 0);
+  x = tens(DT_F32, 2, s23, v);
+  EXPECT(run_op(OP_REDUCE_MAX, 1, &x, NULL, 0, &d), DT_F32, 2, s11, ((double[]){6}), 0);
+  x = tens(DT_F32, 2, s23, v);
+  EXPECT(run_op(OP_REDUCE_MEAN, 1, &x, NULL, 0, &d), DT_F32, 2, s11, ((double[]){3.5}), 0);
+  x = tens(DT_I32, 2, s23, v);
+  EXPECT(run_op(OP_REDUCE_PROD, 1, &x, sum_a, 2, &d), DT_I32, 1, s2, ((double[]){6, 120}), 0);
+  /* argmax: the first max; a NaN is the max */
+  Attr am[2] = {attr_make_int("axis", 1), attr_make_int("keepdims", 0)};
+  x = tens(DT_F32, 2, s23, (double[]){3, 1, 3, 0, NAN, 9});
+  EXPECT(run_op(OP_ARGMAX, 1, &x, am, 2, &d), DT_I64, 1, s2, ((double[]){0, 1}), 0);
+  /* softmax of [0, ln 2] is [1/3, 2/3]; log_softmax is its log */
+  x = tens(DT_F64, 2, s12, (double[]){0, log(2.0)});
+  EXPECT(run_op(OP_SOFTMAX, 1, &x, NULL, 0, &d), DT_F64, 2, s12,
+         ((double[]){1.0 / 3, 2.0 / 3}), 1e-15);
+  x = tens(DT_F64, 2, s12, (double[]){1000, 1000 + log(2.0)}); /* stable */
+  EXPECT(run_op(OP_LOG_SOFTMAX, 1, &x, NULL, 0, &d), DT_F64, 2, s12,
+         ((double[]){log(1.0 / 3), log(2.0 / 3)}), 1e-12);
+  /* layer_norm of [1, 3]: mean 2, var 1 -> [-1, 1], then * 2 + 1 */
+  Attr eps = attr_make_float("epsilon", 0);
+  Tensor *in[3] = {tens(DT_F64, 2, s12, (double[]){1, 3}),
+                   tens(DT_F64, 1, (int64_t[]){1}, (double[]){2}),
+                   tens(DT_F64, 1, s2, (double[]){1, 0})};
+  EXPECT(run_op(OP_LAYER_NORM, 3, in, &eps, 1, &d), DT_F64, 2, s12, ((double[]){-1, 2}), 1e-15);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+}
+
+static void test_layout(void) {
+  Diag d = {0};
+  int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
+  const double v[6] = {1, 2, 3, 4, 5, 6};
+  Tensor *x = tens(DT_F32, 2, s23, v);
+  EXPECT(run_op(OP_TRANSPOSE, 1, &x, NULL, 0, &d), DT_F32, 2, s32,
+         ((double[]){1, 4, 2, 5, 3, 6}), 0);
+  /* slice with a negative step and clamping: x[:, ::-2] */
+  int64_t st[1] = {-1}, en[1] = {INT64_MIN}, ax[1] = {1}, sp[1] = {-2}, s22[2] = {2, 2};
+  Attr sl[4] = {attr_make_ints("starts", st, 1), attr_make_ints("ends", en, 1),
+                attr_make_ints("axes", ax, 1), attr_make_ints("steps", sp, 1)};
+  x = tens(DT_I16, 2, s23, v);
+  EXPECT(run_op(OP_SLICE, 1, &x, sl, 4, &d), DT_I16, 2, s22, ((double[]){3, 1, 6, 4}), 0);
+  /* concat along axis 1 */
+  Attr cat = attr_make_int("axis", 1);
+  int64_t s21[2] = {2, 1}, s24[2] = {2, 4};
+  Tensor *in[2] = {tens(DT_F32, 2, s23, v), tens(DT_F32, 2, s21, (double[]){7, 8})};
+  EXPECT(run_op(OP_CONCAT, 2, in, &cat, 1, &d), DT_F32, 2, s24,
+         ((double[]){1, 2, 3, 7, 4, 5, 6, 8}), 0);
+  /* expand [3] to [2, 3] */
+  Attr ex = attr_make_ints("shape", s23, 2);
+  x = tens(DT_F32, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+  EXPECT(run_op(OP_EXPAND, 1, &x, &ex, 1, &d), DT_F32, 2, s23, ((double[]){1, 2, 3, 1, 2, 3}), 0);
+  /* reshape with 0 and -1 */
+  int64_t shp[2] = {-1, 2};
+  Attr rs = attr_make_ints("shape", shp, 2);
+  x = tens(DT_F32, 2, s23, v);
+  EXPECT(run_op(OP_RESHAPE, 1, &x, &rs, 1, &d), DT_F32, 2, s32, v, 0);
+  /* gather rows with a negative index */
+  Attr ga = attr_make_int("axis", 0);
+  in[0] = tens(DT_F32, 2, s23, v);
+  in[1] = tens(DT_I64, 1, (int64_t[]){2}, (double[]){-1, 0});
+  EXPECT(run_op(OP_GATHER, 2, in, &ga, 1, &d), DT_F32, 2, s23, ((double[]){4, 5, 6, 1, 2, 3}), 0);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+  /* an index out of range is an error naming the node and the index */
+  in[0] = tens(DT_F32, 2, s23, v);
+  in[1] = tens(DT_I32, 1, (int64_t[]){2}, (double[]){0, 2});
+  Diag d2 = {0};
+  CHECK(run_op(OP_GATHER, 2, in, &ga, 1, &d2) == NULL);
+  CHECK(strstr(d2.msg, "index 2") && strstr(d2.msg, "gather") && strstr(d2.msg, "%y"));
+
+  /* split has several outputs: through ir_eval_node directly */
+  Graph *g = graph_new("s");
+  Tensor *xs = tens(DT_F32, 2, s23, v), *outs[2] = {0};
+  Value *xv = graph_add_input(g, "x", type_of(xs));
+  int64_t parts[2] = {1, 2};
+  Attr sa[2] = {attr_make_int("axis", 1), attr_make_ints("split", parts, 2)};
+  const char *names[2] = {"a", "b"};
+  Node *n = graph_add_node(g, OP_SPLIT, &xv, 1, sa, 2, names, 2);
+  CHECK(ir_eval_node(n, &xs, outs, &d) == 0);
+  EXPECT(outs[0], DT_F32, 2, s21, ((double[]){1, 4}), 0);
+  EXPECT(outs[1], DT_F32, 2, s22, ((double[]){2, 3, 5, 6}), 0);
+  tensor_free(xs);
+  graph_free(g);
+}
+
+static void test_graph(void) {
+  /* x: f32[N, 2] -> y = relu(x @ w + x @ w), with the intermediate freed on the way,
+   * plus the input itself as a second output (a copy the caller owns). */
+  Graph *g = graph_new("g");
+  Type tx = {.dtype = DT_F32};
+  tx.shape.rank = 2;
+  tx.shape.dims[0] = (Dim){-1, "N"}; /* graph_add_input interns it */
+  tx.shape.dims[1] = (Dim){2, NULL};
+  Value *x = graph_add_input(g, "x", tx);
+  Tensor *w = tensor_in_arena(g->arena, DT_F32, 2, (int64_t[]){2, 2});
+  ((float *)w->data)[0] = 1, ((float *)w->data)[1] = -1;
+  ((float *)w->data)[2] = 1, ((float *)w->data)[3] = 1;
+  Value *wv = graph_add_const(g, "w", w);
+  Diag d = {0};
+  Value *mm = graph_op(g, &d, OP_MATMUL, (Value *[]){x, wv}, 2, NULL, 0, "mm");
+  Value *s = mm ? graph_op(g, &d, OP_ADD, (Value *[]){mm, mm}, 2, NULL, 0, "s") : NULL;
+  Value *y = s ? graph_op(g, &d, OP_RELU, &s, 1, NULL, 0, "y") : NULL;
+  CHECK(y != NULL);
+  if (!y) {
+    fprintf(stderr, "%s\n", d.msg);
+    graph_free(g);
+    return;
+  }
+  graph_add_output(g, y);
+  graph_add_output(g, x);
+  int64_t s32[2] = {3, 2};
+  Tensor *in = tens(DT_F32, 2, s32, (double[]){1, 2, 3, 1, -1, -1});
+  Tensor *out[2];
+  CHECK(ir_eval(g, &in, out, &d) == 0);
+  EXPECT(out[0], DT_F32, 2, s32, ((double[]){6, 2, 8, 0, 0, 0}), 0);
+  EXPECT(out[1], DT_F32, 2, s32, ((double[]){1, 2, 3, 1, -1, -1}), 0);
+  tensor_free(in);
+
+  /* inputs that disagree with the graph */
+  Tensor *bad = tens(DT_F32, 2, (int64_t[]){2, 3}, (double[]){0, 0, 0, 0, 0, 0});
+  Diag d2 = {0};
+  CHECK(ir_eval(g, &bad, out, &d2) == -1);
+  CHECK(strstr(d2.msg, "input %x: expected f32[N, 2], got f32[2, 3]") != NULL);
+  tensor_free(bad);
+  bad = tens(DT_F64, 2, (int64_t[]){1, 2}, (double[]){0, 0});
+  Diag d3 = {0};
+  CHECK(ir_eval(g, &bad, out, &d3) == -1 && strstr(d3.msg, "got f64[1, 2]"));
+  tensor_free(bad);
+  graph_free(g);
+
+  /* the same symbol must have one size */
+  g = graph_new("h");
+  Value *a = graph_add_input(g, "a", tx);
+  Value *b = graph_add_input(g, "b", tx);
+  Value *sum = graph_op(g, &d, OP_ADD, (Value *[]){a, b}, 2, NULL, 0, "sum");
+  CHECK(sum != NULL);
+  if (sum) {
+    graph_add_output(g, sum);
+    Tensor *ins[2] = {tens(DT_F32, 2, (int64_t[]){3, 2}, (double[]){0, 0, 0, 0, 0, 0}),
+                      tens(DT_F32, 2, (int64_t[]){4, 2}, (double[]){0, 0, 0, 0, 0, 0, 0, 0})};
+    Diag d4 = {0};
+    CHECK(ir_eval(g, ins, out, &d4) == -1);
+    CHECK(strstr(d4.msg, "input %b: dim N is 4 here but 3 in %a") != NULL);
+    if (!strstr(d4.msg, "dim N"))
+      fprintf(stderr, "%s\n", d4.msg);
+    tensor_free(ins[0]), tensor_free(ins[1]);
+  }
+  graph_free(g);
+}
+
+int main(void) {
+  test_unary();
+  test_binary();
+  test_matmul();
+  test_reductions();
+  test_layout();
+  test_graph();
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("test_interp: ok\n");
+  return 0;
+}
