@@ -12,6 +12,8 @@ typedef struct PassContext {
   const char *dump_dir;  /* non-NULL: write DIR/00-input.gir, DIR/01-<pass>.gir, ... */
   FILE *report;          /* non-NULL: one line per pass saying what it did */
   int changes;           /* a pass adds the number of rewrites it made */
+  char note[160];        /* a pass may add a remark for its report line (what it skipped);
+                            cleared by the pass manager before each pass */
 } PassContext;
 
 typedef struct Pass {

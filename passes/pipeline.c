@@ -1,2 +1,202 @@
-/* placeholder: being written */
+/* pipeline.c: the pass manager. It knows every pass by name, parses pass lists, and runs
+ * a list of passes with the verifier between them, so a broken pass is caught right after
+ * it runs rather than three passes later. Each stage can be printed (--print-after-all)
+ * and dumped to a file (--dump-ir) in the text form the DSL parser reads back. */
 #include "passes/passes.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const Pass *const pass_registry[] = {&pass_constfold, &pass_dce, NULL};
+const Pass *const pass_default_pipeline[] = {&pass_constfold, &pass_dce, NULL};
+
+const Pass *pass_lookup(const char *name) {
+  for (int i = 0; pass_registry[i]; i++)
+    if (!strcmp(pass_registry[i]->name, name))
+      return pass_registry[i];
+  return NULL;
+}
+
+/* "constfold, dce": for messages that tell the user what exists. */
+static void known_passes(char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; pass_registry[i] && at < n; i++) {
+    int k = snprintf(buf + at, n - at, "%s%s", i ? ", " : "", pass_registry[i]->name);
+    if (k < 0)
+      break;
+    at += (size_t)k;
+  }
+}
+
+int pass_parse_list(const char *list, const Pass **out, int max, Diag *d) {
+  int count = 0;
+  const char *p = list;
+  if (!*p)
+    return 0;
+  for (;;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    char name[64];
+    const Pass *pass = NULL;
+    if (len < sizeof name) {
+      memcpy(name, p, len);
+      name[len] = 0;
+      pass = pass_lookup(name);
+    }
+    if (!pass) {
+      char known[512];
+      known_passes(known, sizeof known);
+      if (!len)
+        return diag_error(d, (SrcLoc){0}, "empty pass name in '%s' (known passes: %s)",
+                          list, known);
+      return diag_error(d, (SrcLoc){0}, "unknown pass '%.*s' (known passes: %s)",
+                        (int)(len > 200 ? 200 : len), p, known);
+    }
+    if (count == max)
+      return diag_error(d, (SrcLoc){0}, "too many passes in '%s' (at most %d)", list, max);
+    out[count++] = pass;
+    if (!end)
+      return count;
+    p = end + 1;
+  }
+}
+
+/* mkdir -p: every missing folder on the way is created. */
+static int make_dirs(const char *dir, Diag *d) {
+  char path[4096];
+  size_t len = strlen(dir);
+  if (len >= sizeof path)
+    return diag_error(d, (SrcLoc){0}, "path too long: '%s'", dir);
+  memcpy(path, dir, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (path[i] != '/' && path[i] != 0)
+      continue;
+    char c = path[i];
+    path[i] = 0;
+    struct stat st;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+      return diag_error(d, (SrcLoc){0}, "cannot create directory '%s': %s", path,
+                        strerror(errno));
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+      return diag_error(d, (SrcLoc){0}, "cannot create directory '%s': %s", path,
+                        "it exists and is not a directory");
+    path[i] = c;
+  }
+  return 0;
+}
+
+/* Writes one stage to DIR/NN-NAME.gir through a temporary file, so a reader never sees a
+ * half-written dump. */
+static int dump_stage(const Graph *g, const char *dir, int index, const char *name,
+                      Diag *d) {
+  char path[4096], tmp[4200];
+  int k = snprintf(path, sizeof path, "%s/%02d-%s.%s", dir, index, name, "gir");
+  if (k < 0 || (size_t)k >= sizeof path)
+    return diag_error(d, (SrcLoc){0}, "path too long: '%s'", dir);
+  snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0)
+    return diag_error(d, (SrcLoc){0}, "cannot write '%s': %s", path, strerror(errno));
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    unlink(tmp);
+    return diag_error(d, (SrcLoc){0}, "cannot write '%s': %s", path, strerror(e));
+  }
+  /* mkstemp makes the file private; a dump is an ordinary file. */
+  mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
+  ir_print(g, f);
+  int failed = fflush(f) != 0 || ferror(f);
+  int e = errno;
+  if (fclose(f) != 0 && !failed) {
+    failed = 1;
+    e = errno;
+  }
+  if (!failed && rename(tmp, path) != 0) {
+    failed = 1;
+    e = errno;
+  }
+  if (failed) {
+    unlink(tmp);
+    return diag_error(d, (SrcLoc){0}, "cannot write '%s': %s", path, strerror(e));
+  }
+  return 0;
+}
+
+/* Prints and dumps one stage, as asked by ctx. */
+static int emit_stage(const Graph *g, PassContext *ctx, int index, const char *name) {
+  if (ctx->print_after_all) {
+    if (index == 0)
+      fputs("// -----// IR Dump Input //----- //\n", ctx->print_after_all);
+    else
+      fprintf(ctx->print_after_all, "// -----// IR Dump After %s //----- //\n", name);
+    ir_print(g, ctx->print_after_all);
+    fflush(ctx->print_after_all);
+  }
+  if (ctx->dump_dir)
+    return dump_stage(g, ctx->dump_dir, index, name, ctx->diag);
+  return 0;
+}
+
+/* Verifies after a pass; on failure the verifier's message is kept whole (location,
+ * source line, caret), with "after pass 'X': " put in front of its text so the user knows
+ * which pass broke the graph. */
+static int verify_after(const Graph *g, const Pass *p, Diag *d) {
+  Diag v = {0};
+  if (ir_verify(g, &v) == 0)
+    return 0;
+  if (!d || d->failed)
+    return -1;
+  const char *tag = "error: ";
+  const char *at = strstr(v.msg, tag);
+  size_t head = at ? (size_t)(at - v.msg) + strlen(tag) : 0;
+  char buf[2 * sizeof d->msg];
+  snprintf(buf, sizeof buf, "%.*s%safter pass '%s': %s", (int)head, v.msg,
+           at ? "" : "error: ", p->name, v.msg + head);
+  d->failed = true;
+  memcpy(d->msg, buf, sizeof d->msg - 1);
+  d->msg[sizeof d->msg - 1] = 0;
+  return -1;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *ctx) {
+  if (ir_verify(g, ctx->diag))
+    return -1;
+  if (ctx->dump_dir && make_dirs(ctx->dump_dir, ctx->diag))
+    return -1;
+  if (emit_stage(g, ctx, 0, "input"))
+    return -1;
+  for (int i = 0; i < n; i++) {
+    const Pass *p = passes[i];
+    int before = ctx->changes;
+    ctx->note[0] = 0;
+    double t0 = now_ms();
+    if (p->run(g, ctx))
+      return -1;
+    double ms = now_ms() - t0;
+    if (verify_after(g, p, ctx->diag))
+      return -1;
+    if (ctx->report) {
+      fprintf(ctx->report, "%s: %d changes, %.3f ms%s%s\n", p->name, ctx->changes - before,
+              ms, ctx->note[0] ? "; " : "", ctx->note);
+      fflush(ctx->report);
+    }
+    if (emit_stage(g, ctx, i + 1, p->name))
+      return -1;
+  }
+  return 0;
+}
