@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Installs what gpucc needs to build and test on a fresh Debian/Ubuntu machine (one with
+# the CUDA toolkit, which this script leaves alone): cmake, make, gcc, flex, bison,
+# FileCheck and not (llvm-N-tools), python3 with numpy, and protobuf-c for the ONNX
+# frontend. Installs only what is missing, so running it again is a no-op; uses sudo
+# only when not root.
+set -euo pipefail
+
+missing=()
+need_pkg() { missing+=("$1"); }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+have cmake || need_pkg cmake
+have make || need_pkg make
+have gcc || need_pkg gcc
+have flex || need_pkg flex
+have bison || need_pkg bison
+have python3 || need_pkg python3
+if ! have python3 || ! python3 -c 'import numpy' >/dev/null 2>&1; then
+  need_pkg python3-numpy
+fi
+have protoc-c || need_pkg protobuf-c-compiler
+[ -f /usr/include/protobuf-c/protobuf-c.h ] || need_pkg libprotobuf-c-dev
+
+# FileCheck and not: any LLVM version will do (tests/CMakeLists.txt looks in PATH and
+# in every /usr/lib/llvm-*/bin).
+have_llvm_tools() {
+  if have FileCheck && have not; then return 0; fi
+  local d
+  for d in /usr/lib/llvm-*/bin; do
+    [ -x "$d/FileCheck" ] && [ -x "$d/not" ] && return 0
+  done
+  return 1
+}
+want_llvm_tools=0
+have_llvm_tools || want_llvm_tools=1
+
+if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ]; then
+  echo "install-deps: everything gpucc needs is installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=()
+elif have sudo; then
+  SUDO=(sudo)
+else
+  echo "install-deps: not root and no sudo; please install: ${missing[*]} llvm-N-tools" >&2
+  exit 1
+fi
+if ! have apt-get; then
+  echo "install-deps: no apt-get here; please install: ${missing[*]} llvm-N-tools" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -q
+
+if [ $want_llvm_tools -eq 1 ]; then
+  # llvm-14-tools where the release has it, else the newest llvm-N-tools it has.
+  if apt-cache show llvm-14-tools >/dev/null 2>&1; then
+    missing+=(llvm-14-tools)
+  else
+    pkg=$(apt-cache search --names-only '^llvm-[0-9]+-tools$' | awk '{print $1}' | sort -V | tail -n 1)
+    if [ -z "$pkg" ]; then
+      echo "install-deps: no llvm-N-tools package found (FileCheck and not are needed)" >&2
+      exit 1
+    fi
+    missing+=("$pkg")
+  fi
+fi
+
+echo "install-deps: installing ${missing[*]}"
+"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# A python3 that is not the system's (pyenv, a venv) does not see python3-numpy.
+if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+  echo "install-deps: $(command -v python3) cannot import numpy; install numpy for it" >&2
+  exit 1
+fi
+echo "install-deps: done"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer, warnings
+# as errors: configures build-asan/ (BUILD_DIR to change it), builds, runs ctest.
+# JOBS sets the parallelism (default: the number of cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build-asan}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+cmake -S . -B "$build" -DGPUCC_SANITIZE=ON -DGPUCC_WERROR=ON
+cmake --build "$build" -j "$jobs"
+ctest --test-dir "$build" --output-on-failure -j "$jobs"
