@@ -35,6 +35,17 @@ have_llvm_tools() {
 want_llvm_tools=0
 have_llvm_tools || want_llvm_tools=1
 
+# A python3 that is not the system's (pyenv, a venv) does not see python3-numpy: give it
+# numpy from PyPI.
+python_numpy() {
+  python3 -c 'import numpy' >/dev/null 2>&1 && return 0
+  echo "install-deps: $(command -v python3) cannot import numpy; installing it with pip"
+  python3 -m pip install -q numpy || {
+    echo "install-deps: could not install numpy for $(command -v python3)" >&2
+    exit 1
+  }
+}
+
 if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ]; then
   echo "install-deps: everything gpucc needs is installed"
   exit 0
@@ -73,9 +84,5 @@ fi
 echo "install-deps: installing ${missing[*]}"
 "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 
-# A python3 that is not the system's (pyenv, a venv) does not see python3-numpy.
-if ! python3 -c 'import numpy' >/dev/null 2>&1; then
-  echo "install-deps: $(command -v python3) cannot import numpy; install numpy for it" >&2
-  exit 1
-fi
+python_numpy
 echo "install-deps: done"
