@@ -1,6 +1,328 @@
-/* placeholder: being written */
+/* print.c: the text form of a graph, as docs/ir.md defines it and frontends/dsl parses
+ * it back. The output is canonical (inputs, then constants, then nodes, then one
+ * return; every named thing in its stored order), so print(parse(print(g))) is
+ * byte-identical to print(g) and dumps can be diffed and FileChecked.
+ *
+ * Numbers are the delicate part: each one is written as the shortest "%.*g" that reads
+ * back as the same value of its element type, and floats that are not constant elements
+ * always carry a '.', an exponent, inf or nan so that the parser keeps their kind. */
 #include "ir/ir.h"
-void ir_print(const Graph *g, FILE *f) { (void)g; (void)f; }
-char *ir_print_str(const Graph *g) { (void)g; return NULL; }
-void ir_print_double(FILE *f, double v) { fprintf(f, "%.17g", v); }
-void ir_print_float32(FILE *f, float v) { fprintf(f, "%.9g", v); }
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- numbers */
+
+/* Whether the text `s` reads back (through strtod, then rounding to t, exactly as the
+ * parser stores it) as the same bits as v rounded to t. */
+static bool reads_back(const char *s, double v, DType t) {
+  double r = strtod(s, NULL);
+  if (t == DT_F64)
+    return r == v && signbit(r) == signbit(v);
+  unsigned char a[8] = {0}, b[8] = {0};
+  dtype_store_f64(t, a, r);
+  dtype_store_f64(t, b, v);
+  return !memcmp(a, b, sizeof a);
+}
+
+/* The shortest "%.*g" of v (the fewest significant digits) that reads back as v in
+ * type t, e.g. 0.1 for the f32 nearest 0.1 and 6.55e+04 for the f16 65504. */
+static void fmt_real(char *buf, size_t n, double v, DType t) {
+  if (isnan(v)) {
+    snprintf(buf, n, "%s", signbit(v) ? "-nan" : "nan");
+    return;
+  }
+  if (isinf(v)) {
+    snprintf(buf, n, "%s", v < 0 ? "-inf" : "inf");
+    return;
+  }
+  int p = 1;
+  for (; p < 17; p++) {
+    snprintf(buf, n, "%.*g", p, v);
+    if (reads_back(buf, v, t))
+      break;
+  }
+  if (p == 17)
+    snprintf(buf, n, "%.17g", v);
+  /* "1e+01" is exactly 10: an integer below 1e16 that the digits give exactly reads
+   * better without the exponent, as Python writes it. "6.55e+04" for the f16 65504 is
+   * not exact, so it keeps the fewest digits. */
+  const char *e = strstr(buf, "e+");
+  if (e && atoi(e + 2) < 16 && strtod(buf, NULL) == v)
+    snprintf(buf, n, "%.*g", atoi(e + 2) + 1, v);
+}
+
+/* A float that must stay a float when parsed back: "1" becomes "1.0". */
+static void fmt_float_kind(char *buf, size_t n, double v, DType t) {
+  fmt_real(buf, n, v, t);
+  if (!strpbrk(buf, ".en")) /* 'n': inf and nan */
+    strncat(buf, ".0", n - strlen(buf) - 1);
+}
+
+void ir_print_double(FILE *f, double v) {
+  char buf[64];
+  fmt_float_kind(buf, sizeof buf, v, DT_F64);
+  fputs(buf, f);
+}
+
+void ir_print_float32(FILE *f, float v) {
+  char buf[64];
+  fmt_float_kind(buf, sizeof buf, v, DT_F32);
+  fputs(buf, f);
+}
+
+/* ---------------------------------------------------------------- names and strings */
+
+static bool is_plain_char(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '.';
+}
+
+static void put_quoted(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    switch (*p) {
+    case '"': fputs("\\\"", f); break;
+    case '\\': fputs("\\\\", f); break;
+    case '\n': fputs("\\n", f); break;
+    case '\t': fputs("\\t", f); break;
+    default:
+      if (*p < 0x20 || *p >= 0x7f)
+        fprintf(f, "\\x%02x", *p);
+      else
+        fputc(*p, f);
+    }
+  }
+  fputc('"', f);
+}
+
+/* A value name after its '%': bare when the lexer reads it back as one token. */
+static void put_value_name(FILE *f, const char *name) {
+  bool plain = *name != 0;
+  for (const char *p = name; *p && plain; p++)
+    plain = is_plain_char((unsigned char)*p);
+  fputc('%', f);
+  if (plain)
+    fputs(name, f);
+  else
+    put_quoted(f, name);
+}
+
+/* A bare word (graph name, symbolic dim) must also lex as an identifier: no leading
+ * digit, and not one of the words that lex as numbers. */
+static bool is_identifier(const char *s) {
+  if (!*s || (*s >= '0' && *s <= '9') || *s == '.')
+    return false;
+  for (const char *p = s; *p; p++)
+    if (!is_plain_char((unsigned char)*p))
+      return false;
+  return strcmp(s, "inf") != 0 && strcmp(s, "nan") != 0;
+}
+
+static void put_word(FILE *f, const char *s) {
+  if (is_identifier(s))
+    fputs(s, f);
+  else
+    put_quoted(f, s);
+}
+
+/* ---------------------------------------------------------------- types and data */
+
+static void put_type(FILE *f, const Type *t) {
+  fprintf(f, "%s[", dtype_name(t->dtype));
+  for (int i = 0; i < t->shape.rank; i++) {
+    const Dim *d = &t->shape.dims[i];
+    if (i)
+      fputs(", ", f);
+    if (d->sym)
+      put_word(f, d->sym);
+    else
+      fprintf(f, "%" PRId64, d->n);
+  }
+  fputc(']', f);
+}
+
+static void put_tensor_type(FILE *f, const Tensor *t) {
+  fprintf(f, "%s[", dtype_name(t->dtype));
+  for (int i = 0; i < t->rank; i++)
+    fprintf(f, "%s%" PRId64, i ? ", " : "", t->dims[i]);
+  fputc(']', f);
+}
+
+static void put_element(FILE *f, DType t, const void *p) {
+  if (dtype_is_float(t)) {
+    char buf[64];
+    fmt_real(buf, sizeof buf, dtype_load_f64(t, p), t);
+    fputs(buf, f);
+  } else {
+    fprintf(f, "%" PRId64, dtype_load_i64(t, p));
+  }
+}
+
+/* Nested lists like numpy, one level per dim; recursion is bounded by IR_MAX_RANK.
+ * *at is the running row-major element index. */
+static void put_data_level(FILE *f, const Tensor *t, int level, int64_t *at) {
+  if (level == t->rank) {
+    put_element(f, t->dtype, (const char *)t->data + (size_t)*at * dtype_size(t->dtype));
+    ++*at;
+    return;
+  }
+  fputc('[', f);
+  for (int64_t i = 0; i < t->dims[level]; i++) {
+    if (i)
+      fputs(", ", f);
+    put_data_level(f, t, level + 1, at);
+  }
+  fputc(']', f);
+}
+
+static void put_data(FILE *f, const Tensor *t) {
+  int64_t at = 0;
+  put_data_level(f, t, 0, &at);
+}
+
+/* ---------------------------------------------------------------- attributes, values, nodes */
+
+static void put_attr(FILE *f, const Attr *a) {
+  fprintf(f, "%s = ", a->name);
+  switch (a->kind) {
+  case AK_INT: fprintf(f, "%" PRId64, a->i); break;
+  case AK_FLOAT: ir_print_double(f, a->f); break;
+  case AK_STRING: put_quoted(f, a->s); break;
+  case AK_INTS:
+    fputc('[', f);
+    for (int i = 0; i < a->n; i++)
+      fprintf(f, "%s%" PRId64, i ? ", " : "", a->ints[i]);
+    fputc(']', f);
+    break;
+  case AK_FLOATS:
+    fputc('[', f);
+    for (int i = 0; i < a->n; i++) {
+      if (i)
+        fputs(", ", f);
+      ir_print_double(f, a->floats[i]);
+    }
+    fputc(']', f);
+    break;
+  case AK_TENSOR:
+    put_tensor_type(f, a->t);
+    fputc(' ', f);
+    put_data(f, a->t);
+    break;
+  }
+}
+
+/* "%x" or "%x: f32[N]": a value not inferred yet prints without its type. */
+static void put_value_decl(FILE *f, const Value *v) {
+  put_value_name(f, v->name);
+  if (type_is_known(&v->type)) {
+    fputs(": ", f);
+    put_type(f, &v->type);
+  }
+}
+
+static void put_const(FILE *f, const Value *v) {
+  fputs("  ", f);
+  put_value_name(f, v->name);
+  fputs(" = const ", f);
+  put_type(f, &v->type);
+  fputc(' ', f);
+  switch (v->init) {
+  case CI_ZEROS: fputs("zeros", f); break;
+  case CI_ONES: fputs("ones", f); break;
+  case CI_FULL:
+    fputs("full(", f);
+    ir_print_double(f, v->fill);
+    fputc(')', f);
+    break;
+  case CI_RANDOM:
+    fprintf(f, "random(seed = %" PRIu64 ", scale = ", v->seed);
+    ir_print_double(f, v->scale);
+    fputc(')', f);
+    break;
+  case CI_FILE:
+    fputs("load(", f);
+    put_quoted(f, v->path ? v->path : "");
+    if (v->key) {
+      fputs(", ", f);
+      put_quoted(f, v->key);
+    }
+    fputc(')', f);
+    break;
+  case CI_DATA:
+    if (v->data)
+      put_data(f, v->data);
+    else
+      fputs("zeros", f); /* no data at all: not a state the builder produces */
+    break;
+  }
+  fputc('\n', f);
+}
+
+static void put_node(FILE *f, const Node *n) {
+  fputs("  ", f);
+  for (int i = 0; i < n->nout; i++) {
+    if (i)
+      fputs(", ", f);
+    put_value_decl(f, n->out[i]);
+  }
+  fprintf(f, " = %s(", op_info[n->op].name);
+  for (int i = 0; i < n->nin && n->in[i]; i++) {
+    if (i)
+      fputs(", ", f);
+    put_value_name(f, n->in[i]->name);
+  }
+  fputc(')', f);
+  if (n->nattr) {
+    fputs(" {", f);
+    for (int i = 0; i < n->nattr; i++) {
+      if (i)
+        fputs(", ", f);
+      put_attr(f, &n->attrs[i]);
+    }
+    fputc('}', f);
+  }
+  if (n->origin) {
+    fputs(" @", f);
+    put_quoted(f, n->origin);
+  }
+  fputc('\n', f);
+}
+
+void ir_print(const Graph *g, FILE *f) {
+  fputs("graph ", f);
+  put_word(f, g->name ? g->name : "main");
+  fputc('(', f);
+  for (int i = 0; i < g->ninputs; i++) {
+    if (i)
+      fputs(", ", f);
+    put_value_decl(f, g->inputs[i]);
+  }
+  fputs(") {\n", f);
+  for (int i = 0; i < g->nconsts; i++)
+    put_const(f, g->consts[i]);
+  for (int i = 0; i < g->nnodes; i++)
+    put_node(f, g->nodes[i]);
+  fputs("  return", f);
+  for (int i = 0; i < g->noutputs; i++) {
+    fputs(i ? ", " : " ", f);
+    put_value_name(f, g->outputs[i]->name);
+  }
+  fputs("\n}\n", f);
+}
+
+char *ir_print_str(const Graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return NULL;
+  ir_print(g, f);
+  if (fclose(f) != 0) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
