@@ -295,71 +295,19 @@ static int load_graph(const Options *o, Graph **out) {
   return 0;
 }
 
-/* mkdir -p DIR. */
-static int make_dirs(const char *dir) {
-  char *path = strdup(dir);
-  if (!path)
-    return input_error("out of memory");
-  size_t len = strlen(path);
-  for (size_t i = 1; i <= len; i++) {
-    if (path[i] != '/' && path[i] != 0)
-      continue;
-    char c = path[i];
-    path[i] = 0;
-    struct stat st;
-    if ((mkdir(path, 0777) != 0 && errno != EEXIST) || stat(path, &st) != 0 ||
-        !S_ISDIR(st.st_mode)) {
-      int rc = input_error("cannot create directory '%s': %s", path,
-                           errno == EEXIST ? "it exists and is not a directory" : strerror(errno));
-      free(path);
-      return rc;
-    }
-    path[i] = c;
-  }
-  free(path);
-  return 0;
-}
-
 /* ---------------------------------------------------------------- compile mode */
 
-/* Prints g into OUT through a temporary file in OUT's folder, renamed on success. */
+/* Prints g into OUT as one output file (see OutFile). */
 static int write_ir_file(const Graph *g, const char *out) {
-  size_t n = strlen(out) + 16;
-  char *tmp = malloc(n);
-  if (!tmp)
-    return input_error("out of memory");
-  snprintf(tmp, n, "%s.tmpXXXXXX", out);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    int rc = input_error("cannot write '%s': %s", out, strerror(errno));
-    free(tmp);
-    return rc;
-  }
-  /* mkstemp makes the file private; the output is an ordinary file. */
-  mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
-  FILE *f = fdopen(fd, "w");
-  bool ok = f != NULL;
-  if (f) {
-    ir_print(g, f);
-    ok = fflush(f) == 0 && !ferror(f);
-    ok = fclose(f) == 0 && ok;
-  } else {
-    close(fd);
-  }
-  int e = errno;
-  if (ok && rename(tmp, out) != 0) {
-    ok = false;
-    e = errno;
-  }
-  int rc = 0;
-  if (!ok) {
-    unlink(tmp);
-    rc = input_error("cannot write '%s': %s", out, strerror(e));
-  }
-  free(tmp);
-  return rc;
+  Diag d = {0};
+  OutFile o;
+  FILE *f = outfile_open(&o, out, &d);
+  if (!f)
+    return diag_exit(&d, EXIT_INPUT);
+  ir_print(g, f);
+  if (outfile_commit(&o, &d))
+    return diag_exit(&d, EXIT_INPUT);
+  return 0;
 }
 
 static int emit_ir(const Graph *g, const char *out) {
@@ -598,7 +546,8 @@ static char *output_path(const char *dir, const char *name) {
 
 /* Writes every output; if one fails, the ones already written are removed again. */
 static int write_outputs(const Graph *g, Tensor *const *out, const char *dir) {
-  int rc = make_dirs(dir);
+  Diag dd = {0};
+  int rc = make_dirs(dir, &dd) ? diag_exit(&dd, EXIT_INPUT) : 0;
   if (rc)
     return rc;
   char **written = calloc((size_t)g->noutputs + 1, sizeof *written);

@@ -762,15 +762,6 @@ int ir_infer_node(const Node *n, Type *out, Diag *d) {
   return rc;
 }
 
-/* Nodes from outside the DSL have no position; say which node it was instead. */
-static void note_node(const Node *n, Diag *d) {
-  if (n->loc.line > 0)
-    return;
-  const char *out = n->nout > 0 && n->out && n->out[0] ? n->out[0]->name : NULL;
-  diag_note(d, (SrcLoc){0}, "in node %s%s%s%s%s%s", op_info[n->op].name, out ? " -> %" : "",
-            out ? out : "", n->origin ? " (from \"" : "", n->origin ? n->origin : "",
-            n->origin ? "\")" : "");
-}
 
 int ir_infer(Graph *g, Diag *d) {
   for (int i = 0; i < g->ninputs; i++)
@@ -793,7 +784,7 @@ int ir_infer(Graph *g, Diag *d) {
         return diag_error(d, n->loc, "out of memory");
     }
     if (ir_infer_node(n, out, d)) {
-      note_node(n, d);
+      ir_note_node(d, n);
       rc = -1;
       break;
     }
@@ -805,7 +796,7 @@ int ir_infer(Graph *g, Diag *d) {
         char bd[TSTR], bg[TSTR];
         rc = diag_error(d, n->loc, "type mismatch: %%%s is declared %s but %s gives %s",
                         v->name, ts(&v->type, bd), op_info[n->op].name, ts(&out[k], bg));
-        note_node(n, d);
+        ir_note_node(d, n);
         break;
       }
       v->type = out[k];

@@ -4,12 +4,15 @@
 #include "ir/ir.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- arena */
 
@@ -934,4 +937,107 @@ void graph_retain(Graph *g, const bool *keep_node, const bool *keep_const) {
     if (keep_const[g->consts[i]->id])
       g->consts[k++] = g->consts[i];
   g->nconsts = k;
+}
+
+void ir_note_node(Diag *d, const Node *n) {
+  if (n->loc.line > 0)
+    return;
+  const char *out = n->nout > 0 && n->out && n->out[0] ? n->out[0]->name : NULL;
+  diag_note(d, (SrcLoc){0}, "in node %s%s%s%s%s%s", op_info[n->op].name, out ? " -> %" : "",
+            out ? out : "", n->origin ? " (from \"" : "", n->origin ? n->origin : "",
+            n->origin ? "\")" : "");
+}
+
+/* ---------------------------------------------------------------- output files */
+
+static int file_error(Diag *d, const char *path, const char *what, int err) {
+  return diag_error(d, (SrcLoc){.file = path}, "%s: %s", what, strerror(err));
+}
+
+FILE *outfile_open(OutFile *o, const char *path, Diag *d) {
+  memset(o, 0, sizeof *o);
+  size_t n = strlen(path);
+  o->path = malloc(n + 1);
+  o->tmp = malloc(n + 12);
+  if (!o->path || !o->tmp) {
+    outfile_abort(o);
+    file_error(d, path, "cannot write", ENOMEM);
+    return NULL;
+  }
+  memcpy(o->path, path, n + 1);
+  memcpy(o->tmp, path, n);
+  memcpy(o->tmp + n, ".tmpXXXXXX", 11);
+  int fd = mkstemp(o->tmp);
+  if (fd < 0) {
+    int e = errno;
+    free(o->tmp);
+    o->tmp = NULL; /* nothing to remove */
+    outfile_abort(o);
+    file_error(d, path, "cannot write", e);
+    return NULL;
+  }
+  /* mkstemp makes the file private; an output is an ordinary file. */
+  (void)fchmod(fd, 0644);
+  o->f = fdopen(fd, "wb");
+  if (!o->f) {
+    int e = errno;
+    close(fd);
+    outfile_abort(o);
+    file_error(d, path, "cannot write", e);
+    return NULL;
+  }
+  return o->f;
+}
+
+int outfile_commit(OutFile *o, Diag *d) {
+  int e = 0;
+  if (fflush(o->f) != 0 || ferror(o->f))
+    e = errno ? errno : EIO;
+  if (fclose(o->f) != 0 && !e)
+    e = errno;
+  o->f = NULL;
+  if (!e && rename(o->tmp, o->path) != 0)
+    e = errno;
+  if (e) {
+    file_error(d, o->path, "cannot write", e);
+    outfile_abort(o);
+    return -1;
+  }
+  free(o->tmp);
+  free(o->path);
+  memset(o, 0, sizeof *o);
+  return 0;
+}
+
+void outfile_abort(OutFile *o) {
+  if (o->f)
+    fclose(o->f);
+  if (o->tmp)
+    unlink(o->tmp);
+  free(o->tmp);
+  free(o->path);
+  memset(o, 0, sizeof *o);
+}
+
+int make_dirs(const char *dir, Diag *d) {
+  size_t len = strlen(dir);
+  char *path = malloc(len + 1);
+  if (!path)
+    return file_error(d, dir, "cannot create directory", ENOMEM);
+  memcpy(path, dir, len + 1);
+  int rc = 0;
+  for (size_t i = 1; i <= len && !rc; i++) {
+    if (path[i] != '/' && path[i] != 0)
+      continue;
+    char c = path[i];
+    path[i] = 0;
+    struct stat st;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+      rc = file_error(d, path, "cannot create directory", errno);
+    else if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+      rc = file_error(d, path, "cannot create directory", ENOTDIR);
+    path[i] = c;
+  }
+  free(path);
+  return rc;
 }

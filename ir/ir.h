@@ -312,6 +312,26 @@ int graph_count_uses(const Graph *g, const Value *v);        /* node inputs + gr
  * keep all). Order is preserved. */
 void graph_retain(Graph *g, const bool *keep_node, const bool *keep_const);
 
+/* ---------------------------------------------------------------- ir.c: output files */
+
+/* An output file is written under a temporary name beside its path and renamed into
+ * place on success, so no reader ever sees half a file and a failure leaves nothing
+ * behind. The file gets mode 0644, like a file most tools make. */
+typedef struct OutFile {
+  FILE *f;
+  char *path, *tmp;
+} OutFile;
+FILE *outfile_open(OutFile *o, const char *path, Diag *d); /* NULL with d set */
+/* Flushes, closes and renames; on any failure removes the temporary. 0 or -1. */
+int outfile_commit(OutFile *o, Diag *d);
+void outfile_abort(OutFile *o); /* closes and removes the temporary */
+int make_dirs(const char *dir, Diag *d); /* mkdir -p */
+
+/* Adds a note naming a node that has no source position (an ONNX node, a builder node):
+ * its op, first output and origin. Nothing for nodes with a position: the error already
+ * points at them. */
+void ir_note_node(Diag *d, const Node *n);
+
 /* ---------------------------------------------------------------- infer.c: shape and type inference */
 
 /* Computes the output types of one node from its inputs and attributes into out[]

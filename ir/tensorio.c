@@ -342,45 +342,19 @@ static const char *npy_descr(DType dt) {
   }
 }
 
-/* Writes bytes to a fresh temporary file beside path and renames it into place, so a
- * reader never sees half a file and a failure leaves nothing behind. */
+/* Writes two byte runs (header, data) to path as one output file. */
 static int write_atomic(const char *path, const void *a, size_t na, const void *b,
                         size_t nb, Diag *d) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
-  if (!tmp)
-    return file_error(d, path, "out of memory");
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    free(tmp);
-    return file_error(d, path, "cannot create a temporary file: %s", strerror(errno));
-  }
-  /* mkstemp makes the file private; an output file should read like one cp made. */
-  (void)fchmod(fd, 0644);
-  FILE *f = fdopen(fd, "wb");
-  bool ok = f != NULL;
+  OutFile out;
+  FILE *f = outfile_open(&out, path, d);
   if (!f)
-    close(fd);
-  if (ok && na && fwrite(a, 1, na, f) != na)
-    ok = false;
-  if (ok && nb && fwrite(b, 1, nb, f) != nb)
-    ok = false;
-  if (f && fclose(f))
-    ok = false;
-  int err = errno;
-  if (ok && rename(tmp, path)) {
-    err = errno;
-    ok = false;
+    return -1;
+  if ((na && fwrite(a, 1, na, f) != na) || (nb && fwrite(b, 1, nb, f) != nb)) {
+    int e = errno;
+    outfile_abort(&out);
+    return file_error(d, path, "cannot write: %s", strerror(e));
   }
-  if (!ok) {
-    unlink(tmp);
-    free(tmp);
-    return file_error(d, path, "cannot write: %s", strerror(err));
-  }
-  free(tmp);
-  return 0;
+  return outfile_commit(&out, d);
 }
 
 int npy_write(const char *path, const Tensor *t, Diag *d) {

@@ -261,16 +261,6 @@ static int at_error(Diag *d, const Node *n, SrcLoc loc, const char *fmt, ...) {
 
 #define node_error(d, n, ...) at_error(d, n, (SrcLoc){0}, __VA_ARGS__)
 
-/* Follows a failure already reported by ir_check_attrs/ir_infer_node with the node's
- * identity when it has no position. */
-static void note_node(Diag *d, const Node *n) {
-  if (n->loc.line > 0)
-    return;
-  const char *out = n->nout > 0 && n->out && n->out[0] ? n->out[0]->name : NULL;
-  diag_note(d, (SrcLoc){0}, "in node %s%s%s%s%s%s", op_info[n->op].name, out ? " -> %" : "",
-            out ? out : "", n->origin ? " (from \"" : "", n->origin ? n->origin : "",
-            n->origin ? "\")" : "");
-}
 
 static bool type_valid(const Type *t) {
   if (!type_is_known(t) || t->shape.rank > IR_MAX_RANK)
@@ -369,7 +359,7 @@ static int verify_node(const Graph *g, VState *s, int at, Type *tmp, Diag *d) {
     return node_error(d, n, "%%%s, used by %s, is not defined in the graph", v->name, op);
   }
   if (ir_check_attrs(n, d) || ir_infer_node(n, tmp, d)) {
-    note_node(d, n);
+    ir_note_node(d, n);
     return -1;
   }
   for (int k = 0; k < n->nout; k++) {

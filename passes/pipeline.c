@@ -4,12 +4,9 @@
  * and dumped to a file (--dump-ir) in the text form the DSL parser reads back. */
 #include "passes/passes.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 const Pass *const pass_registry[] = {&pass_constfold, &pass_dce, NULL};
 const Pass *const pass_default_pipeline[] = {&pass_constfold, &pass_dce, NULL};
@@ -66,69 +63,19 @@ int pass_parse_list(const char *list, const Pass **out, int max, Diag *d) {
   }
 }
 
-/* mkdir -p: every missing folder on the way is created. */
-static int make_dirs(const char *dir, Diag *d) {
-  char path[4096];
-  size_t len = strlen(dir);
-  if (len >= sizeof path)
-    return diag_error(d, (SrcLoc){0}, "path too long: '%s'", dir);
-  memcpy(path, dir, len + 1);
-  for (size_t i = 1; i <= len; i++) {
-    if (path[i] != '/' && path[i] != 0)
-      continue;
-    char c = path[i];
-    path[i] = 0;
-    struct stat st;
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-      return diag_error(d, (SrcLoc){0}, "cannot create directory '%s': %s", path,
-                        strerror(errno));
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-      return diag_error(d, (SrcLoc){0}, "cannot create directory '%s': %s", path,
-                        "it exists and is not a directory");
-    path[i] = c;
-  }
-  return 0;
-}
-
-/* Writes one stage to DIR/NN-NAME.gir through a temporary file, so a reader never sees a
- * half-written dump. */
+/* Writes one stage to DIR/NN-NAME.gir. */
 static int dump_stage(const Graph *g, const char *dir, int index, const char *name,
                       Diag *d) {
-  char path[4096], tmp[4200];
+  char path[4096];
   int k = snprintf(path, sizeof path, "%s/%02d-%s.%s", dir, index, name, "gir");
   if (k < 0 || (size_t)k >= sizeof path)
     return diag_error(d, (SrcLoc){0}, "path too long: '%s'", dir);
-  snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0)
-    return diag_error(d, (SrcLoc){0}, "cannot write '%s': %s", path, strerror(errno));
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    int e = errno;
-    close(fd);
-    unlink(tmp);
-    return diag_error(d, (SrcLoc){0}, "cannot write '%s': %s", path, strerror(e));
-  }
-  /* mkstemp makes the file private; a dump is an ordinary file. */
-  mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
+  OutFile out;
+  FILE *f = outfile_open(&out, path, d);
+  if (!f)
+    return -1;
   ir_print(g, f);
-  int failed = fflush(f) != 0 || ferror(f);
-  int e = errno;
-  if (fclose(f) != 0 && !failed) {
-    failed = 1;
-    e = errno;
-  }
-  if (!failed && rename(tmp, path) != 0) {
-    failed = 1;
-    e = errno;
-  }
-  if (failed) {
-    unlink(tmp);
-    return diag_error(d, (SrcLoc){0}, "cannot write '%s': %s", path, strerror(e));
-  }
-  return 0;
+  return outfile_commit(&out, d);
 }
 
 /* Prints and dumps one stage, as asked by ctx. */
