@@ -886,6 +886,16 @@ void graph_add_output(Graph *g, Value *v) {
   g->outputs[g->noutputs++] = v;
 }
 
+void graph_make_const(Graph *g, Value *v, Tensor *data) {
+  v->kind = VK_CONST;
+  v->def = NULL;
+  v->def_index = 0;
+  v->data = data;
+  v->init = CI_DATA;
+  grow(&g->consts, &g->caps_[CAP_CONST], g->nconsts, sizeof(Value *));
+  g->consts[g->nconsts++] = v;
+}
+
 Value *graph_op(Graph *g, Diag *d, Op op, Value **in, int nin, const Attr *attrs, int nattr,
                 const char *out_name) {
   /* Infer on a node that is not in the graph yet, so a failure leaves g untouched. */

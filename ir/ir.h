@@ -284,6 +284,10 @@ Value *graph_add_const(Graph *g, const char *name, Tensor *data);
 Node *graph_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
                      const char *const *out_names, int nout);
 void graph_add_output(Graph *g, Value *v);
+/* Turns node output v into a constant holding data (which must live in g->arena or
+ * outlive g), keeping its name, id and type; appends it to g->consts. The node that
+ * defined it is the caller's to remove. */
+void graph_make_const(Graph *g, Value *v, Tensor *data);
 Value *graph_find_value(const Graph *g, const char *name);
 
 /* Convenience for builder users: one node with one output, types inferred at once.

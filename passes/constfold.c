@@ -38,25 +38,11 @@ static bool tensor_has_type(const Tensor *t, const Type *ty) {
   return true;
 }
 
-/* Appends v to g->consts. The builder grows that array only when it adds a new constant,
- * so add a throwaway one (it ends up like a constant dce removed: in g->values, in no
- * list) and put v in its slot. */
-static void append_const(Graph *g, Value *v) {
-  Tensor *empty = tensor_in_arena(g->arena, v->data->dtype, 0, NULL);
-  graph_add_const(g, NULL, empty);
-  g->consts[g->nconsts - 1] = v;
-}
-
 /* Turns output v into a constant holding t (copied into the graph's arena). */
 static void make_const(Graph *g, Value *v, const Tensor *t) {
   Tensor *data = tensor_in_arena(g->arena, t->dtype, t->rank, t->dims);
   memcpy(data->data, t->data, tensor_nbytes(t));
-  v->kind = VK_CONST;
-  v->def = NULL;
-  v->def_index = 0;
-  v->data = data;
-  v->init = CI_DATA;
-  append_const(g, v);
+  graph_make_const(g, v, data);
 }
 
 /* Evaluates n and, on success, turns its outputs into constants. Returns 1 if folded,
