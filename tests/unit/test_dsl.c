@@ -5,21 +5,14 @@
  * scalars, every constant init and node origins. Errors are checked by substring and by
  * their file:line:col prefix. Runs with the repository root as working directory. */
 #include "frontends/frontends.h"
+#include "tests/unit/check.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-      failures++;                                                                \
-    }                                                                            \
-  } while (0)
 
 static Graph *parse(const char *text, Diag *d) {
   memset(d, 0, sizeof *d);

@@ -3,20 +3,13 @@
  * with values derived by hand; and the errors ir_eval must report (inputs that disagree
  * with the graph, gather indices out of range). */
 #include "ir/ir.h"
+#include "tests/unit/check.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-      failures++;                                                                \
-    }                                                                            \
-  } while (0)
 
 static Tensor *tens(DType dt, int rank, const int64_t *dims, const double *vals) {
   Tensor *t = tensor_new(dt, rank, dims);

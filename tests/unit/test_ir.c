@@ -2,19 +2,12 @@
  * op table's attribute schemas and the graph builder. Expected values come from numpy
  * (float16) and from the formats' definitions, never from gpucc itself. */
 #include "ir/ir.h"
+#include "tests/unit/check.h"
 
 #include <math.h>
 #include <string.h>
 
-static int failures;
 
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                       \
-    }                                                                   \
-  } while (0)
 
 static void test_f16(void) {
   /* numpy: np.float16(v).view(np.uint16) */

@@ -3,21 +3,14 @@
  * hostile files that must fail with an error naming the file, and .safetensors files
  * written by hand. Everything goes to a fresh folder under /tmp. */
 #include "ir/ir.h"
+#include "tests/unit/check.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
 static char dir[64];
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-      failures++;                                                                \
-    }                                                                            \
-  } while (0)
 
 static const char *tmp_path(const char *name) {
   static char buf[8][256];
