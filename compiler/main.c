@@ -42,6 +42,12 @@ typedef struct Options {
   int ninputs;
   Binding *dims;
   int ndims;
+  /* ONNX models (a FILE ending in .onnx) */
+  bool onnx;
+  Binding *shapes; /* --shape NAME=AxBxC */
+  int nshapes;
+  bool check_ops;
+  int64_t max_weight_bytes; /* 0: the loader's default */
 } Options;
 
 /* ---------------------------------------------------------------- messages */
@@ -80,7 +86,7 @@ static int diag_exit(const Diag *d, int code) {
 }
 
 static void print_help(void) {
-  printf("usage: gpucc FILE [options]            compile FILE (.gir); FILE '-' reads stdin\n"
+  printf("usage: gpucc FILE [options]            compile FILE (.gir, .onnx); FILE '-' reads stdin\n"
          "       gpucc run FILE [run options]    evaluate FILE\n"
          "       gpucc --help | --version\n"
          "\n"
@@ -93,6 +99,13 @@ static void print_help(void) {
          "                          each pass\n"
          "  --dump-ir=DIR           write DIR/00-input.gir, DIR/01-<pass>.gir, ...\n"
          "  -o OUT                  write the output to OUT (needs --emit=ir for now)\n"
+         "\n"
+         "ONNX models (FILE ending in .onnx), both modes:\n"
+         "  --dim SYM=N             bind symbolic dim SYM to N when loading\n"
+         "  --shape NAME=AxBxC      give input NAME this static shape (repeatable)\n"
+         "  --max-weight-bytes=N    refuse models whose weights need more than N bytes\n"
+         "  --check-ops             list every unsupported op of the model (exit 0 when\n"
+         "                          there is none, 1 otherwise); compiles nothing\n"
          "\n"
          "run options (and --passes, --print-after-all, --dump-ir as above):\n"
          "  --cpu                   use the reference executor (the only one for now)\n"
@@ -152,8 +165,11 @@ static void free_options(Options *o) {
     free(o->inputs[i].name);
   for (int i = 0; i < o->ndims; i++)
     free(o->dims[i].name);
+  for (int i = 0; i < o->nshapes; i++)
+    free(o->shapes[i].name);
   free(o->inputs);
   free(o->dims);
+  free(o->shapes);
 }
 
 /* The options only one mode understands, checked once all are read. */
@@ -168,8 +184,8 @@ static int check_mode(const Options *o) {
       return usage_error("option '--cpu' is only for 'gpucc run'");
     if (o->ninputs)
       return usage_error("option '--input' is only for 'gpucc run'");
-    if (o->ndims)
-      return usage_error("option '--dim' is only for 'gpucc run'");
+    if (o->ndims && !o->onnx)
+      return usage_error("option '--dim' is only for 'gpucc run' and ONNX models");
     if (o->output_dir)
       return usage_error("option '--output-dir' is only for 'gpucc run'");
     if (o->emit && strcmp(o->emit, "ir") != 0)
@@ -179,6 +195,11 @@ static int check_mode(const Options *o) {
   }
   if (!o->file)
     return usage_error("no input file");
+  if (!o->onnx && (o->nshapes || o->check_ops || o->max_weight_bytes))
+    return usage_error("options '--shape', '--check-ops' and '--max-weight-bytes' are for ONNX "
+                       "models (FILE.onnx)");
+  if (o->check_ops && o->mode == MODE_RUN)
+    return usage_error("option '--check-ops' is not for 'gpucc run'");
   for (int i = 0; i < o->ndims; i++) {
     char *end;
     errno = 0;
@@ -216,7 +237,8 @@ static int parse_args(int argc, char **argv, Options *o) {
   memset(o, 0, sizeof *o);
   o->inputs = calloc((size_t)argc, sizeof *o->inputs);
   o->dims = calloc((size_t)argc, sizeof *o->dims);
-  if (!o->inputs || !o->dims)
+  o->shapes = calloc((size_t)argc, sizeof *o->shapes);
+  if (!o->inputs || !o->dims || !o->shapes)
     return input_error("out of memory");
   int i = 1;
   if (argc > 1 && !strcmp(argv[1], "run")) {
@@ -244,6 +266,19 @@ static int parse_args(int argc, char **argv, Options *o) {
       o->print_after_all = true;
     } else if (!strcmp(a, "--cpu")) {
       o->cpu = true;
+    } else if (!strcmp(a, "--check-ops")) {
+      o->check_ops = true;
+    } else if ((v = option_value(a, "--shape", argc, argv, &i, &missing))) {
+      int rc = add_binding(o->shapes, &o->nshapes, "--shape", v);
+      if (rc)
+        return rc;
+    } else if ((v = option_value(a, "--max-weight-bytes", argc, argv, &i, &missing))) {
+      char *end;
+      errno = 0;
+      long long n = strtoll(v, &end, 10);
+      if (!*v || *end || errno || n <= 0)
+        return usage_error("--max-weight-bytes expects a positive byte count, got '%s'", v);
+      o->max_weight_bytes = n;
     } else if ((v = option_value(a, "--emit", argc, argv, &i, &missing))) {
       o->emit = v;
     } else if ((v = option_value(a, "-o", argc, argv, &i, &missing))) {
@@ -272,6 +307,8 @@ static int parse_args(int argc, char **argv, Options *o) {
     if (v && !*v && strncmp(a, "--passes", 8) != 0)
       return usage_error("option '%s' needs an argument", a);
   }
+  size_t flen = o->file ? strlen(o->file) : 0;
+  o->onnx = flen > 5 && !strcmp(o->file + flen - 5, ".onnx");
   int rc = check_mode(o);
   return rc ? rc : choose_passes(o, passes_arg);
 }
@@ -279,9 +316,30 @@ static int parse_args(int argc, char **argv, Options *o) {
 /* ---------------------------------------------------------------- both modes */
 
 /* Parses the file and runs the passes with the printing and dumping asked for. */
+/* --dim and --shape for the ONNX loader, which binds them at load. */
+static Graph *load_onnx(const Options *o, Diag *d) {
+  OnnxBinding *dims = calloc((size_t)o->ndims + 1, sizeof *dims);
+  OnnxBinding *shapes = calloc((size_t)o->nshapes + 1, sizeof *shapes);
+  Graph *g = NULL;
+  if (!dims || !shapes) {
+    diag_error(d, (SrcLoc){0}, "out of memory");
+  } else {
+    for (int i = 0; i < o->ndims; i++)
+      dims[i] = (OnnxBinding){o->dims[i].name, o->dims[i].value};
+    for (int i = 0; i < o->nshapes; i++)
+      shapes[i] = (OnnxBinding){o->shapes[i].name, o->shapes[i].value};
+    OnnxOptions opt = {.dims = dims, .ndims = o->ndims, .shapes = shapes,
+                       .nshapes = o->nshapes, .max_weight_bytes = o->max_weight_bytes};
+    g = onnx_load(o->file, &opt, d);
+  }
+  free(dims);
+  free(shapes);
+  return g;
+}
+
 static int load_graph(const Options *o, Graph **out) {
   Diag d = {0};
-  Graph *g = dsl_parse_file(o->file, &d);
+  Graph *g = o->onnx ? load_onnx(o, &d) : dsl_parse_file(o->file, &d);
   if (!g)
     return diag_exit(&d, EXIT_INPUT);
   PassContext ctx = {.diag = &d,
@@ -329,7 +387,24 @@ static void print_summary(const Graph *g, const Options *o) {
   fputc('\n', stderr);
 }
 
+/* --check-ops: every unsupported op at once, one line each. */
+static int check_ops(const Options *o) {
+  Diag d = {0};
+  char *report = NULL;
+  int n = onnx_check_ops(o->file, NULL, &report, &d);
+  if (n < 0)
+    return diag_exit(&d, EXIT_INPUT);
+  if (n == 0)
+    printf("%s: every op is supported\n", o->file);
+  else
+    fputs(report, stdout);
+  free(report);
+  return n ? EXIT_INPUT : 0;
+}
+
 static int cmd_compile(const Options *o) {
+  if (o->check_ops)
+    return check_ops(o);
   Graph *g = NULL;
   int rc = load_graph(o, &g);
   if (rc)
@@ -417,7 +492,8 @@ static bool graph_has_symbol(const Graph *g, const char *sym) {
 
 /* Fills the inputs not given with the documented generator, saying so on stderr. */
 static int make_default_inputs(const Options *o, const Graph *g, Tensor **in) {
-  for (int i = 0; i < o->ndims; i++)
+  /* The ONNX loader has bound --dim already (and checked the names). */
+  for (int i = 0; i < o->ndims && !o->onnx; i++)
     if (!graph_has_symbol(g, o->dims[i].name))
       return input_error("--dim %s: no input of the graph has a dim named '%s'", o->dims[i].arg,
                          o->dims[i].name);

@@ -13,6 +13,34 @@ Graph *dsl_parse(const char *file, const char *text, size_t len, Diag *d);
 /* Reads the file ("-" is standard input) and parses it. */
 Graph *dsl_parse_file(const char *path, Diag *d);
 
+/* ONNX (frontends/onnx): a ModelProto read with protobuf-c. docs/onnx.md lists what is
+ * supported. Errors name the model and, for a node, its name, index, op and opset:
+ *   model.onnx: error: node 'conv1' (#12, Conv, opset 17): op Conv is not supported */
+typedef struct OnnxBinding {
+  const char *name;
+  const char *value;
+} OnnxBinding;
+
+typedef struct OnnxOptions {
+  const OnnxBinding *dims;   /* --dim SYM=N: symbolic dim SYM becomes N at load */
+  int ndims;
+  const OnnxBinding *shapes; /* --shape NAME=1x3x224x224 ("scalar" for rank 0) */
+  int nshapes;
+  int64_t max_weight_bytes;  /* 0: the model's size x 8 plus its external data */
+  const char *base_dir;      /* onnx_load_bytes: folder of external data (NULL: none) */
+} OnnxOptions;
+
+/* Loads and verifies a model. opt may be NULL. Nodes need not be sorted (they are
+ * sorted here; a cycle is an error). NULL with d set on error. */
+Graph *onnx_load(const char *path, const OnnxOptions *opt, Diag *d);
+/* The same from memory; `name` names the model in messages ("<memory>" when NULL). */
+Graph *onnx_load_bytes(const void *data, size_t len, const char *name, const OnnxOptions *opt,
+                       Diag *d);
+/* Lists every unsupported op of a model: *report (malloc'd, caller frees) gets one line
+ * per distinct reason with its node count and first node. Returns the number of lines
+ * (0: every op is supported), or -1 with d set when the model cannot be read. */
+int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag *d);
+
 /* The extension of the text form, used for dumps: "gir". */
 #define DSL_EXT "gir"
 
