@@ -1030,19 +1030,20 @@ static int b_constant(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
 
 /* ---------------------------------------------------------------- the op table */
 
-#define UNARY(onnx, op) {onnx, op, 1, b_simple, ""}
+/* An op that maps one to one, with no attributes, from opset 1. */
+#define SIMPLE(onnx, op) {onnx, op, 1, b_simple, ""}
 static const OnnxOp onnx_ops[] = {
-    UNARY("Neg", OP_NEG), UNARY("Abs", OP_ABS), UNARY("Sign", OP_SIGN), UNARY("Exp", OP_EXP),
-    UNARY("Log", OP_LOG), UNARY("Sqrt", OP_SQRT), UNARY("Reciprocal", OP_RECIP),
-    UNARY("Floor", OP_FLOOR), UNARY("Ceil", OP_CEIL), UNARY("Round", OP_ROUND),
-    UNARY("Sin", OP_SIN), UNARY("Cos", OP_COS), UNARY("Tanh", OP_TANH), UNARY("Erf", OP_ERF),
-    UNARY("Sigmoid", OP_SIGMOID), UNARY("Relu", OP_RELU), UNARY("Softplus", OP_SOFTPLUS),
-    UNARY("Not", OP_NOT), UNARY("Add", OP_ADD), UNARY("Sub", OP_SUB), UNARY("Mul", OP_MUL),
-    UNARY("Div", OP_DIV), UNARY("Pow", OP_POW), UNARY("Equal", OP_EQUAL),
-    UNARY("Less", OP_LESS), UNARY("LessOrEqual", OP_LESS_EQUAL),
-    UNARY("Greater", OP_GREATER), UNARY("GreaterOrEqual", OP_GREATER_EQUAL),
-    UNARY("And", OP_AND), UNARY("Or", OP_OR), UNARY("Xor", OP_XOR), UNARY("Where", OP_WHERE),
-    UNARY("MatMul", OP_MATMUL),
+    SIMPLE("Neg", OP_NEG), SIMPLE("Abs", OP_ABS), SIMPLE("Sign", OP_SIGN), SIMPLE("Exp", OP_EXP),
+    SIMPLE("Log", OP_LOG), SIMPLE("Sqrt", OP_SQRT), SIMPLE("Reciprocal", OP_RECIP),
+    SIMPLE("Floor", OP_FLOOR), SIMPLE("Ceil", OP_CEIL), SIMPLE("Round", OP_ROUND),
+    SIMPLE("Sin", OP_SIN), SIMPLE("Cos", OP_COS), SIMPLE("Tanh", OP_TANH), SIMPLE("Erf", OP_ERF),
+    SIMPLE("Sigmoid", OP_SIGMOID), SIMPLE("Relu", OP_RELU), SIMPLE("Softplus", OP_SOFTPLUS),
+    SIMPLE("Not", OP_NOT), SIMPLE("Add", OP_ADD), SIMPLE("Sub", OP_SUB), SIMPLE("Mul", OP_MUL),
+    SIMPLE("Div", OP_DIV), SIMPLE("Pow", OP_POW), SIMPLE("Equal", OP_EQUAL),
+    SIMPLE("Less", OP_LESS), SIMPLE("LessOrEqual", OP_LESS_EQUAL),
+    SIMPLE("Greater", OP_GREATER), SIMPLE("GreaterOrEqual", OP_GREATER_EQUAL),
+    SIMPLE("And", OP_AND), SIMPLE("Or", OP_OR), SIMPLE("Xor", OP_XOR), SIMPLE("Where", OP_WHERE),
+    SIMPLE("MatMul", OP_MATMUL),
     {"HardSwish", OP_HARD_SWISH, 14, b_simple, ""},
     {"Gelu", OP_GELU, 20, b_simple, "approximate"},
     {"LeakyRelu", OP_LEAKY_RELU, 1, b_simple, "alpha"},
@@ -1077,7 +1078,7 @@ static const OnnxOp onnx_ops[] = {
     {"Gemm", OP_MATMUL, 1, b_gemm, "alpha,beta,transA,transB"},
     {"Constant", OP_COUNT, 1, b_constant, "value,value_float,value_floats,value_int,value_ints"},
 };
-#undef UNARY
+#undef SIMPLE
 
 static const OnnxOp *find_op(const char *name) {
   for (size_t i = 0; i < sizeof onnx_ops / sizeof *onnx_ops; i++)
