@@ -6,6 +6,7 @@
 #include "ir/ir.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,8 @@ static int infer_unary(const Node *n, Type *out, Diag *d) {
   *out = *x;
   if ((op_info[n->op].flags & OPF_FLOAT_ONLY) && need_float(n, d, x))
     return -1;
+  if (op_info[n->op].flags & OPF_BOOL_OUT)
+    out->dtype = DT_BOOL;
   switch (n->op) {
   case OP_NOT:
     if (x->dtype != DT_BOOL)
@@ -128,9 +131,14 @@ static int infer_binary(const Node *n, Type *out, Diag *d) {
     return -1;
   if ((n->op == OP_AND || n->op == OP_OR || n->op == OP_XOR) && a->dtype != DT_BOOL)
     return fail(n, d, "needs bool inputs, got %s", dtype_name(a->dtype));
+  if (n->op == OP_MOD && a->dtype == DT_BOOL)
+    return fail(n, d, "bool operands are not supported");
   out->dtype = fl & OPF_BOOL_OUT ? DT_BOOL : a->dtype;
   if (!broadcast(&a->shape, &b->shape, &out->shape))
     return fail(n, d, "cannot broadcast %s and %s", ts(a, ba), ts(b, bb));
+  /* prelu's slope broadcasts to x, never the other way */
+  if (n->op == OP_PRELU && !type_eq(out, a))
+    return fail(n, d, "slope %s does not broadcast to x %s", ts(b, bb), ts(a, ba));
   return 0;
 }
 
@@ -222,7 +230,7 @@ static int infer_reduce(const Node *n, Type *out, Diag *d) {
   bool red[IR_MAX_RANK];
   if ((op_info[n->op].flags & OPF_FLOAT_ONLY) && need_float(n, d, x))
     return -1;
-  if (n->op == OP_ARGMAX) {
+  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN) {
     int ax;
     int64_t axis = attr_int(n, "axis");
     if (!norm_axis(axis, x->shape.rank, &ax))
@@ -660,6 +668,497 @@ static int infer_gather(const Node *n, Type *out, Diag *d) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- neural-network ops */
+
+/* The sliding-window parameters of conv, conv_transpose and the pools over k spatial
+ * dims, with the defaults of empty lists applied. */
+typedef struct Window {
+  int k;
+  int64_t kernel[IR_MAX_RANK], stride[IR_MAX_RANK], dil[IR_MAX_RANK];
+  int64_t pad_begin[IR_MAX_RANK], pad_end[IR_MAX_RANK], out_pad[IR_MAX_RANK];
+} Window;
+
+/* Window sizes past this are nonsense; the bound keeps the arithmetic below in int64. */
+#define WINDOW_MAX INT32_MAX
+
+/* Reads list attribute `name` of `want` entries into dst, dflt for every entry when the
+ * list is empty (or absent); entries must lie in [lo, WINDOW_MAX]. */
+static int window_list(const Node *n, Diag *d, const char *name, int want, int64_t dflt,
+                       int64_t lo, int64_t *dst) {
+  int len;
+  const int64_t *v = attr_ints(n, name, &len);
+  char bv[600];
+  for (int i = 0; i < want; i++)
+    dst[i] = dflt;
+  if (len == 0)
+    return 0;
+  ints_str(v, len, bv, sizeof bv);
+  if (len != want)
+    return fail(n, d, "%s %s has %d entries, expected %d", name, bv, len, want);
+  for (int i = 0; i < len; i++) {
+    if (v[i] < lo || v[i] > WINDOW_MAX)
+      return fail(n, d, "%s %s: entry %" PRId64 " is out of range (at least %" PRId64 ")",
+                  name, bv, v[i], lo);
+    dst[i] = v[i];
+  }
+  return 0;
+}
+
+static int window_params(const Node *n, Diag *d, int k, Window *w) {
+  w->k = k;
+  if (window_list(n, d, "strides", k, 1, 1, w->stride) ||
+      window_list(n, d, "dilations", k, 1, 1, w->dil))
+    return -1;
+  int64_t pads[2 * IR_MAX_RANK];
+  if (window_list(n, d, "pads", 2 * k, 0, 0, pads))
+    return -1;
+  for (int i = 0; i < k; i++) {
+    w->pad_begin[i] = pads[i];
+    w->pad_end[i] = pads[k + i];
+    w->out_pad[i] = 0;
+  }
+  if (n->op == OP_CONV_TRANSPOSE)
+    return window_list(n, d, "output_padding", k, 0, 0, w->out_pad);
+  return 0;
+}
+
+/* The number of window positions over a padded dim; false when the window does not fit.
+ * ceil_mode counts a last partial window, unless it would start in the end padding. */
+static bool window_out(const Window *w, int i, int64_t in, bool ceil_mode, int64_t *out) {
+  if (in > INT64_MAX / 4)
+    return false;
+  int64_t span = w->dil[i] * (w->kernel[i] - 1) + 1;
+  int64_t padded = in + w->pad_begin[i] + w->pad_end[i];
+  if (padded < span)
+    return false;
+  int64_t o = (padded - span) / w->stride[i] + 1;
+  if (ceil_mode && (padded - span) % w->stride[i] != 0) {
+    o++;
+    if ((o - 1) * w->stride[i] >= in + w->pad_begin[i])
+      o--;
+  }
+  *out = o;
+  return true;
+}
+
+/* x must be [N, C, spatial...] with at least one spatial dim. */
+static int need_nchw(const Node *n, Diag *d, const Type *x) {
+  char bx[TSTR];
+  if (x->shape.rank >= 3)
+    return 0;
+  return fail(n, d, "x must be [N, C, spatial...] with at least one spatial dim, got %s",
+              ts(x, bx));
+}
+
+static int static_spatial(const Node *n, Diag *d, const Type *x, int i) {
+  char bx[TSTR];
+  if (!x->shape.dims[2 + i].sym)
+    return 0;
+  return fail(n, d, "spatial dim %d of %s is symbolic; %s needs static spatial dims", i,
+              ts(x, bx), op_info[n->op].name);
+}
+
+static int infer_conv(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *w = in_type(n, 1), *b = in_type(n, 2);
+  char bx[TSTR], bw[TSTR];
+  bool tr = n->op == OP_CONV_TRANSPOSE;
+  if (need_float(n, d, x) || same_dtype(n, d, x, w) || (b && same_dtype(n, d, x, b)) ||
+      need_nchw(n, d, x))
+    return -1;
+  int r = x->shape.rank, k = r - 2;
+  if (w->shape.rank != r)
+    return fail(n, d, "w %s must have the rank of x %s", ts(w, bw), ts(x, bx));
+  if (!shape_is_static(&w->shape))
+    return fail(n, d, "w %s must have static dims", ts(w, bw));
+  int64_t group = attr_int(n, "group");
+  if (group < 1 || group > WINDOW_MAX)
+    return fail(n, d, "group must be positive, got %" PRId64, group);
+  Dim c = x->shape.dims[1];
+  if (c.sym)
+    return fail(n, d, "the channel dim of %s is symbolic; %s needs it static", ts(x, bx),
+                op_info[n->op].name);
+  /* conv: w is [M, C/group, k...]; conv_transpose: w is [C, M/group, k...] */
+  int64_t want_c, m;
+  if (tr) {
+    want_c = w->shape.dims[0].n;
+    if (!mul_ok(w->shape.dims[1].n, group, &m))
+      return fail(n, d, "w %s with group %" PRId64 " has too many channels", ts(w, bw), group);
+  } else {
+    m = w->shape.dims[0].n;
+    if (!mul_ok(w->shape.dims[1].n, group, &want_c))
+      return fail(n, d, "w %s with group %" PRId64 " has too many channels", ts(w, bw), group);
+  }
+  if (c.n != want_c)
+    return fail(n, d, "x %s has %" PRId64 " channels, but w %s with group %" PRId64
+                " expects %" PRId64, ts(x, bx), c.n, ts(w, bw), group, want_c);
+  if ((tr ? c.n : m) % group)
+    return fail(n, d, "%s channels %" PRId64 " are not divisible by group %" PRId64,
+                tr ? "input" : "output", tr ? c.n : m, group);
+  if (b && (b->shape.rank != 1 || !dim_eq(b->shape.dims[0], (Dim){m, NULL})))
+    return fail(n, d, "bias %s must be [%" PRId64 "]", ts(b, bw), m);
+  Window win;
+  if (window_params(n, d, k, &win))
+    return -1;
+  out->dtype = x->dtype;
+  out->shape.rank = r;
+  out->shape.dims[0] = x->shape.dims[0];
+  out->shape.dims[1] = (Dim){m, NULL};
+  for (int i = 0; i < k; i++) {
+    if (static_spatial(n, d, x, i))
+      return -1;
+    int64_t in = x->shape.dims[2 + i].n, o;
+    win.kernel[i] = w->shape.dims[2 + i].n;
+    if (win.kernel[i] < 1 || win.kernel[i] > WINDOW_MAX)
+      return fail(n, d, "kernel dim %d of w %s is out of range", i, ts(w, bw));
+    if (tr) {
+      int64_t span = win.dil[i] * (win.kernel[i] - 1) + 1;
+      if (in < 1 || !mul_ok(win.stride[i], in - 1, &o) || o > INT64_MAX / 4)
+        return fail(n, d, "spatial dim %d of %s is out of range", i, ts(x, bx));
+      o += win.out_pad[i] + span - win.pad_begin[i] - win.pad_end[i];
+      if (o < 0)
+        return fail(n, d, "pads remove more than the whole output on spatial dim %d", i);
+    } else if (!window_out(&win, i, in, false, &o)) {
+      return fail(n, d, "the kernel (%" PRId64 " with dilation %" PRId64 ") is bigger than "
+                  "the padded input (%" PRId64 ") on spatial dim %d", win.kernel[i],
+                  win.dil[i], in + win.pad_begin[i] + win.pad_end[i], i);
+    }
+    out->shape.dims[2 + i] = (Dim){o, NULL};
+  }
+  return 0;
+}
+
+static int infer_pool(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  bool avg = n->op == OP_AVERAGE_POOL || n->op == OP_GLOBAL_AVERAGE_POOL;
+  if (x->dtype == DT_BOOL)
+    return fail(n, d, "bool inputs are not supported");
+  if ((avg && need_float(n, d, x)) || need_nchw(n, d, x))
+    return -1;
+  int k = x->shape.rank - 2;
+  *out = *x;
+  if (n->op == OP_GLOBAL_AVERAGE_POOL || n->op == OP_GLOBAL_MAX_POOL) {
+    for (int i = 0; i < k; i++)
+      out->shape.dims[2 + i] = (Dim){1, NULL};
+    return 0;
+  }
+  Window win;
+  if (window_list(n, d, "kernel_shape", k, 1, 1, win.kernel) || window_params(n, d, k, &win))
+    return -1;
+  int len;
+  attr_ints(n, "kernel_shape", &len);
+  if (len != k)
+    return fail(n, d, "kernel_shape has %d entries, expected %d", len, k);
+  bool ceil_mode = attr_int(n, "ceil_mode") != 0;
+  for (int i = 0; i < k; i++) {
+    if (static_spatial(n, d, x, i))
+      return -1;
+    int64_t in = x->shape.dims[2 + i].n, o;
+    if (!window_out(&win, i, in, ceil_mode, &o))
+      return fail(n, d, "the kernel (%" PRId64 " with dilation %" PRId64 ") is bigger than "
+                  "the padded input (%" PRId64 ") on spatial dim %d", win.kernel[i],
+                  win.dil[i], in + win.pad_begin[i] + win.pad_end[i], i);
+    for (int s = 0; s < 2; s++) {
+      int64_t p = s ? win.pad_end[i] : win.pad_begin[i];
+      if (p >= win.dil[i] * (win.kernel[i] - 1) + 1)
+        return fail(n, d, "pad %" PRId64 " on spatial dim %d is not smaller than the "
+                    "window, so a window could hold only padding", p, i);
+    }
+    out->shape.dims[2 + i] = (Dim){o, NULL};
+  }
+  return 0;
+}
+
+/* Per-channel parameters of the norms: rank 1, the channel dim of x. */
+static int channel_params(const Node *n, Diag *d, const Type *x, int from) {
+  char bx[TSTR], bp[TSTR];
+  static const char *const names[] = {"x", "scale", "bias", "mean", "var"};
+  for (int k = from; k < n->nin; k++) {
+    const Type *p = in_type(n, k);
+    if (same_dtype(n, d, x, p))
+      return -1;
+    if (p->shape.rank != 1 || !dim_eq(p->shape.dims[0], x->shape.dims[1]))
+      return fail(n, d, "%s %s must be [C] for x %s", names[k], ts(p, bp), ts(x, bx));
+  }
+  return 0;
+}
+
+static int infer_norm(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  if (need_float(n, d, x))
+    return -1;
+  /* batch_norm also takes [N, C]; the others need spatial dims */
+  if (n->op == OP_BATCH_NORM && x->shape.rank < 2)
+    return fail(n, d, "x must be [N, C, ...], got %s", ts(x, bx));
+  if (n->op != OP_BATCH_NORM && need_nchw(n, d, x))
+    return -1;
+  if (n->op == OP_LRN) {
+    int64_t size = attr_int(n, "size");
+    if (size < 1)
+      return fail(n, d, "size must be positive, got %" PRId64, size);
+  } else if (channel_params(n, d, x, 1)) {
+    return -1;
+  }
+  *out = *x;
+  return 0;
+}
+
+static int infer_pad(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR], bp[600];
+  int r = x->shape.rank, len;
+  const int64_t *pads = attr_ints(n, "pads", &len);
+  ints_str(pads, len, bp, sizeof bp);
+  if (len != 2 * r)
+    return fail(n, d, "pads %s has %d entries, but %s needs %d (begin of each dim, then end)",
+                bp, len, ts(x, bx), 2 * r);
+  const char *mode = attr_string(n, "mode");
+  bool reflect = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
+  if (!reflect && !edge && strcmp(mode, "constant"))
+    return fail(n, d, "mode must be 'constant', 'reflect' or 'edge', got '%s'", mode);
+  *out = *x;
+  for (int i = 0; i < r; i++) {
+    int64_t pb = pads[i], pe = pads[r + i];
+    Dim dm = x->shape.dims[i];
+    if (pb == 0 && pe == 0)
+      continue;
+    if (dm.sym)
+      return fail(n, d, "dim %d of %s is symbolic; pad needs it static to pad it", i,
+                  ts(x, bx));
+    if (pb < -WINDOW_MAX || pb > WINDOW_MAX || pe < -WINDOW_MAX || pe > WINDOW_MAX ||
+        dm.n > INT64_MAX / 2)
+      return fail(n, d, "pads %s are out of range", bp);
+    int64_t o = dm.n + pb + pe;
+    if (o < 0)
+      return fail(n, d, "pads %s crop more than dim %d of %s", bp, i, ts(x, bx));
+    /* the source positions must exist: within the kept part of the input */
+    int64_t lo = pb < 0 ? -pb : 0, hi = pe < 0 ? dm.n + pe : dm.n;
+    if ((reflect || edge) && (pb > 0 || pe > 0) && hi - lo < 1)
+      return fail(n, d, "%s padding needs a non-empty dim %d in %s", mode, i, ts(x, bx));
+    if (reflect && (pb > dm.n - 1 || pe > dm.n - 1))
+      return fail(n, d, "reflect pads %s are larger than dim %d of %s minus 1", bp, i,
+                  ts(x, bx));
+    out->shape.dims[i] = (Dim){o, NULL};
+  }
+  return 0;
+}
+
+static bool str_in(const char *s, const char *const *list) {
+  for (; *list; list++)
+    if (!strcmp(s, *list))
+      return true;
+  return false;
+}
+
+static int infer_resize(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR], bs[600];
+  int r = x->shape.rank, len;
+  static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
+  static const char *const coords[] = {"half_pixel", "pytorch_half_pixel", "asymmetric",
+                                       "align_corners", "half_pixel_symmetric", NULL};
+  static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                        "ceil", NULL};
+  const char *mode = attr_string(n, "mode");
+  const char *coord = attr_string(n, "coordinate_transformation_mode");
+  const char *nm = attr_string(n, "nearest_mode");
+  if (!str_in(mode, modes))
+    return fail(n, d, "mode must be 'nearest', 'linear' or 'cubic', got '%s'", mode);
+  if (!str_in(coord, coords))
+    return fail(n, d, "coordinate_transformation_mode '%s' is not supported", coord);
+  if (!str_in(nm, nearest))
+    return fail(n, d, "nearest_mode '%s' is not supported", nm);
+  if (x->dtype == DT_BOOL)
+    return fail(n, d, "bool inputs are not supported");
+  if (strcmp(mode, "nearest") && need_float(n, d, x))
+    return -1;
+  const int64_t *sizes = attr_ints(n, "sizes", &len);
+  ints_str(sizes, len, bs, sizeof bs);
+  if (r < 1 || len != r)
+    return fail(n, d, "sizes %s must have one entry per dim of %s", bs, ts(x, bx));
+  const Attr *sc = attr_find(n, "scales");
+  if (sc && sc->n != r)
+    return fail(n, d, "scales has %d entries, but %s has rank %d", sc->n, ts(x, bx), r);
+  *out = *x;
+  for (int i = 0; i < r; i++) {
+    Dim dm = x->shape.dims[i];
+    if (sc && !(sc->floats[i] > 0))
+      return fail(n, d, "scales must be positive, got %g on dim %d", sc->floats[i], i);
+    if (sizes[i] == -1) {
+      if (sc && sc->floats[i] != 1)
+        return fail(n, d, "sizes keeps dim %d (-1), but its scale is %g, not 1", i,
+                    sc->floats[i]);
+      continue;
+    }
+    if (sizes[i] < 0)
+      return fail(n, d, "sizes %s has a negative size", bs);
+    if (dm.sym)
+      return fail(n, d, "dim %d of %s is symbolic: write -1 in sizes to keep it", i,
+                  ts(x, bx));
+    if (dm.n == 0 && sizes[i] > 0)
+      return fail(n, d, "cannot resize the empty dim %d of %s", i, ts(x, bx));
+    out->shape.dims[i] = (Dim){sizes[i], NULL};
+  }
+  return 0;
+}
+
+static int infer_topk(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  int ax;
+  if (x->dtype == DT_BOOL)
+    return fail(n, d, "bool inputs are not supported");
+  int64_t axis = attr_int(n, "axis"), k = attr_int(n, "k");
+  if (!norm_axis(axis, x->shape.rank, &ax))
+    return bad_axis(n, d, axis, x);
+  Dim dm = x->shape.dims[ax];
+  if (dm.sym)
+    return fail(n, d, "dim %d of %s is symbolic; topk needs its axis static", ax, ts(x, bx));
+  if (k < 0 || k > dm.n)
+    return fail(n, d, "k %" PRId64 " is out of range for dim %d of %s", k, ax, ts(x, bx));
+  out[0] = *x;
+  out[0].shape.dims[ax] = (Dim){k, NULL};
+  out[1] = out[0];
+  out[1].dtype = DT_I64;
+  return 0;
+}
+
+static int infer_cumsum_trilu(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  int ax;
+  if (x->dtype == DT_BOOL && n->op == OP_CUMSUM)
+    return fail(n, d, "bool inputs are not supported");
+  if (n->op == OP_CUMSUM) {
+    int64_t axis = attr_int(n, "axis");
+    if (!norm_axis(axis, x->shape.rank, &ax))
+      return bad_axis(n, d, axis, x);
+  } else if (x->shape.rank < 2) {
+    return fail(n, d, "needs at least 2 dims, got %s", ts(x, bx));
+  }
+  *out = *x;
+  return 0;
+}
+
+static int infer_tile(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR], br[600];
+  int len;
+  const int64_t *rep = attr_ints(n, "repeats", &len);
+  ints_str(rep, len, br, sizeof br);
+  if (len != x->shape.rank)
+    return fail(n, d, "repeats %s has %d entries, but %s has rank %d", br, len, ts(x, bx),
+                x->shape.rank);
+  *out = *x;
+  for (int i = 0; i < len; i++) {
+    Dim dm = x->shape.dims[i];
+    if (rep[i] < 0)
+      return fail(n, d, "repeats %s has a negative entry", br);
+    if (rep[i] == 1)
+      continue;
+    if (dm.sym)
+      return fail(n, d, "dim %d of %s is symbolic; tile can only repeat it once", i,
+                  ts(x, bx));
+    if (!mul_ok(dm.n, rep[i], &out->shape.dims[i].n))
+      return fail(n, d, "repeats %s overflow dim %d of %s", br, i, ts(x, bx));
+  }
+  return 0;
+}
+
+static int infer_gather_elements(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *idx = in_type(n, 1);
+  char bx[TSTR], bi[TSTR];
+  int ax;
+  if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
+    return fail(n, d, "indices must be i32 or i64, got %s", dtype_name(idx->dtype));
+  int64_t axis = attr_int(n, "axis");
+  if (!norm_axis(axis, x->shape.rank, &ax))
+    return bad_axis(n, d, axis, x);
+  if (idx->shape.rank != x->shape.rank)
+    return fail(n, d, "indices %s must have the rank of data %s", ts(idx, bi), ts(x, bx));
+  for (int i = 0; i < x->shape.rank; i++) {
+    Dim a = x->shape.dims[i], b = idx->shape.dims[i];
+    if (i == ax || dim_eq(a, b) || (!a.sym && !b.sym && b.n <= a.n))
+      continue;
+    return fail(n, d, "dim %d of indices %s exceeds that of data %s", i, ts(idx, bi),
+                ts(x, bx));
+  }
+  out->dtype = x->dtype;
+  out->shape = idx->shape;
+  return 0;
+}
+
+static int infer_scatter_elements(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *idx = in_type(n, 1), *u = in_type(n, 2);
+  char bi[TSTR], bu[TSTR];
+  static const char *const reductions[] = {"none", "add", "mul", "max", "min", NULL};
+  const char *red = attr_string(n, "reduction");
+  if (!str_in(red, reductions))
+    return fail(n, d, "reduction must be 'none', 'add', 'mul', 'max' or 'min', got '%s'", red);
+  if (same_dtype(n, d, x, u))
+    return -1;
+  if (x->dtype == DT_BOOL && strcmp(red, "none"))
+    return fail(n, d, "bool data takes no reduction");
+  /* the indices are checked like gather_elements' */
+  if (infer_gather_elements(n, out, d))
+    return -1;
+  if (!type_eq(&(Type){idx->dtype, u->shape}, idx))
+    return fail(n, d, "updates %s must have the shape of indices %s", ts(u, bu), ts(idx, bi));
+  *out = *x;
+  return 0;
+}
+
+static int infer_range(const Node *n, Type *out, Diag *d) {
+  const Type *s = in_type(n, 0);
+  char bt[TSTR];
+  double v[3];
+  int64_t iv[3];
+  for (int k = 0; k < 3; k++) {
+    const Type *t = in_type(n, k);
+    if (same_dtype(n, d, s, t))
+      return -1;
+    if (shape_numel(&t->shape) != 1 || t->shape.rank > 1)
+      return fail(n, d, "inputs must be scalars, got %s", ts(t, bt));
+  }
+  if (s->dtype == DT_BOOL)
+    return fail(n, d, "bool inputs are not supported");
+  for (int k = 0; k < 3; k++) {
+    const Value *c = n->in[k];
+    if (c->kind != VK_CONST || !c->data)
+      return fail(n, d, "range needs constant inputs (%%%s is not)", c->name);
+    v[k] = dtype_load_f64(c->data->dtype, c->data->data);
+    iv[k] = dtype_load_i64(c->data->dtype, c->data->data);
+  }
+  int64_t count;
+  if (dtype_is_float(s->dtype)) {
+    if (v[2] == 0)
+      return fail(n, d, "delta is 0");
+    double c = ceil((v[1] - v[0]) / v[2]);
+    if (c != c || c > 1e15)
+      return fail(n, d, "the range from %g to %g by %g is too long", v[0], v[1], v[2]);
+    count = c > 0 ? (int64_t)c : 0;
+  } else {
+    if (iv[2] == 0)
+      return fail(n, d, "delta is 0");
+    bool up = iv[2] > 0;
+    if (up ? iv[1] <= iv[0] : iv[1] >= iv[0]) {
+      count = 0;
+    } else {
+      /* in uint64: the distance of two int64s always fits there */
+      uint64_t dist = up ? (uint64_t)iv[1] - (uint64_t)iv[0] : (uint64_t)iv[0] - (uint64_t)iv[1];
+      uint64_t mag = up ? (uint64_t)iv[2] : 0 - (uint64_t)iv[2];
+      uint64_t c = dist / mag + (dist % mag != 0);
+      if (c > (uint64_t)1e15)
+        return fail(n, d, "the range is too long");
+      count = (int64_t)c;
+    }
+  }
+  out->dtype = s->dtype;
+  out->shape.rank = 1;
+  out->shape.dims[0] = (Dim){count, NULL};
+  return 0;
+}
+
 /* ---------------------------------------------------------------- the entry points */
 
 static bool type_well_formed(const Type *t) {
@@ -746,6 +1245,24 @@ int ir_infer_node(const Node *n, Type *out, Diag *d) {
   case OP_SLICE: rc = infer_slice(n, out, d); break;
   case OP_SPLIT: rc = infer_split(n, out, d); break;
   case OP_GATHER: rc = infer_gather(n, out, d); break;
+  case OP_CONV:
+  case OP_CONV_TRANSPOSE: rc = infer_conv(n, out, d); break;
+  case OP_MAX_POOL:
+  case OP_AVERAGE_POOL:
+  case OP_GLOBAL_AVERAGE_POOL:
+  case OP_GLOBAL_MAX_POOL: rc = infer_pool(n, out, d); break;
+  case OP_BATCH_NORM:
+  case OP_INSTANCE_NORM:
+  case OP_LRN: rc = infer_norm(n, out, d); break;
+  case OP_PAD: rc = infer_pad(n, out, d); break;
+  case OP_RESIZE: rc = infer_resize(n, out, d); break;
+  case OP_TOPK: rc = infer_topk(n, out, d); break;
+  case OP_CUMSUM:
+  case OP_TRILU: rc = infer_cumsum_trilu(n, out, d); break;
+  case OP_TILE: rc = infer_tile(n, out, d); break;
+  case OP_GATHER_ELEMENTS: rc = infer_gather_elements(n, out, d); break;
+  case OP_RANGE: rc = infer_range(n, out, d); break;
+  case OP_SCATTER_ELEMENTS: rc = infer_scatter_elements(n, out, d); break;
   default:
     if (fl & OPF_REDUCTION)
       rc = infer_reduce(n, out, d);

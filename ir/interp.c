@@ -125,7 +125,7 @@ static int64_t idiv(int64_t a, int64_t b) {
 
 typedef struct UnaryParams {
   double alpha, beta, lo, hi;
-  bool gelu_tanh;
+  bool gelu_tanh, inf_neg, inf_pos;
 } UnaryParams;
 
 static double sigmoid(double x) {
@@ -170,6 +170,8 @@ static double unary_f(Op op, double x, const UnaryParams *p) {
   case OP_HARD_SWISH: return x * clamp01(x / 6 + 0.5);
   case OP_CLIP: return x < p->lo ? p->lo : x > p->hi ? p->hi : x;
   case OP_NOT: return x == 0;
+  case OP_IS_NAN: return isnan(x);
+  case OP_IS_INF: return isinf(x) && (x < 0 ? p->inf_neg : p->inf_pos);
   default: return NAN;
   }
 }
@@ -200,6 +202,10 @@ static int eval_unary(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
   }
   p.alpha = attr_float(n, "alpha");
   p.beta = attr_float(n, "beta");
+  if (n->op == OP_IS_INF) {
+    p.inf_neg = attr_int(n, "detect_negative") != 0;
+    p.inf_pos = attr_int(n, "detect_positive") != 0;
+  }
   if (n->op == OP_CLIP) {
     p.lo = attr_float(n, "min");
     p.hi = attr_float(n, "max");
@@ -249,6 +255,7 @@ static double binary_f(Op op, double a, double b) {
   case OP_AND: return a != 0 && b != 0;
   case OP_OR: return a != 0 || b != 0;
   case OP_XOR: return (a != 0) != (b != 0);
+  case OP_PRELU: return a < 0 ? a * b : a;
   default: return NAN;
   }
 }
@@ -278,6 +285,24 @@ static int64_t binary_i(Op op, int64_t a, int64_t b) {
   }
 }
 
+/* mod with the sign of the divisor (Python), or of the dividend (C fmod) when c_fmod. */
+static double mod_f(double a, double b, bool c_fmod) {
+  double r = fmod(a, b);
+  if (!c_fmod && r != 0 && (r < 0) != (b < 0))
+    r += b;
+  return r;
+}
+
+/* Integer mod; a divisor of 0 gives 0 like div, and INT64_MIN % -1 is 0. */
+static int64_t mod_i(int64_t a, int64_t b, bool c_fmod) {
+  if (b == 0 || b == -1)
+    return 0;
+  int64_t r = a % b;
+  if (!c_fmod && r != 0 && (r < 0) != (b < 0))
+    r += b;
+  return r;
+}
+
 static int eval_nary(const Node *n, Tensor *const *in, Tensor *y) {
   Walk w;
   walk_init(&w, y->rank, y->dims);
@@ -300,6 +325,20 @@ static int eval_nary(const Node *n, Tensor *const *in, Tensor *y) {
   }
   const Tensor *a = in[0], *b = in[1];
   bool fl = dtype_is_float(a->dtype) || dtype_is_float(b->dtype);
+  if (n->op == OP_MOD) {
+    bool c_fmod = attr_int(n, "fmod") != 0;
+    for (int64_t i = 0; i < numel; i++, walk_next(&w)) {
+      if (fl)
+        dtype_store_f64(y->dtype, elem(y, i),
+                        mod_f(dtype_load_f64(a->dtype, elem(a, w.off[0])),
+                              dtype_load_f64(b->dtype, elem(b, w.off[1])), c_fmod));
+      else
+        dtype_store_i64(y->dtype, elem(y, i),
+                        mod_i(dtype_load_i64(a->dtype, elem(a, w.off[0])),
+                              dtype_load_i64(b->dtype, elem(b, w.off[1])), c_fmod));
+    }
+    return 0;
+  }
   for (int64_t i = 0; i < numel; i++, walk_next(&w)) {
     if (fl) {
       double v = binary_f(n->op, dtype_load_f64(a->dtype, elem(a, w.off[0])),
@@ -395,8 +434,9 @@ static int eval_reduce(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
   double *accf = calloc((size_t)nout + 1, sizeof(double));
   int64_t *acci = calloc((size_t)nout + 1, sizeof(int64_t));
   int64_t *count = calloc((size_t)nout + 1, sizeof(int64_t));
-  if (!accf || !acci || !count) {
-    free(accf), free(acci), free(count);
+  double *mx = calloc((size_t)nout + 1, sizeof(double)); /* log_sum_exp's running max */
+  if (!accf || !acci || !count || !mx) {
+    free(accf), free(acci), free(count), free(mx);
     return node_error(n, d, "out of memory");
   }
   bool fl = dtype_is_float(x->dtype);
@@ -405,6 +445,7 @@ static int eval_reduce(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
     accf[o] = op == OP_REDUCE_PROD ? 1 : op == OP_REDUCE_MAX ? -INFINITY
               : op == OP_REDUCE_MIN ? INFINITY : 0;
     acci[o] = op == OP_REDUCE_PROD ? 1 : 0;
+    mx[o] = -INFINITY;
   }
   Walk w;
   walk_init(&w, x->rank, x->dims);
@@ -423,6 +464,18 @@ static int eval_reduce(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
       /* like numpy: a NaN anywhere makes the max/min NaN */
       case OP_REDUCE_MAX: if (isnan(v) || v > *acc) *acc = isnan(*acc) ? *acc : v; break;
       case OP_REDUCE_MIN: if (isnan(v) || v < *acc) *acc = isnan(*acc) ? *acc : v; break;
+      case OP_REDUCE_L1: *acc += fabs(v); break;
+      case OP_REDUCE_L2: case OP_REDUCE_SUM_SQUARE: *acc += v * v; break;
+      case OP_REDUCE_LOG_SUM_EXP:
+        /* sum of exp(v - mx), rescaled when the max grows, so nothing overflows */
+        if (isnan(v))
+          *acc = NAN;
+        else if (v > mx[o]) {
+          *acc = *acc * exp(mx[o] - v) + 1;
+          mx[o] = v;
+        } else if (v != -INFINITY && mx[o] != INFINITY)
+          *acc += exp(v - mx[o]);
+        break;
       default: break;
       }
     } else {
@@ -433,6 +486,8 @@ static int eval_reduce(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
       case OP_REDUCE_PROD: *acc = imul(*acc, v); break;
       case OP_REDUCE_MAX: if (!count[o] || v > *acc) *acc = v; break;
       case OP_REDUCE_MIN: if (!count[o] || v < *acc) *acc = v; break;
+      case OP_REDUCE_L1: *acc = iadd(*acc, v < 0 ? ineg(v) : v); break;
+      case OP_REDUCE_SUM_SQUARE: *acc = iadd(*acc, imul(v, v)); break;
       default: break;
       }
     }
@@ -443,12 +498,16 @@ static int eval_reduce(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
       double v = fl ? accf[o] : (double)acci[o];
       if (op == OP_REDUCE_MEAN)
         v /= (double)count[o]; /* NaN for an empty reduction, like numpy */
+      else if (op == OP_REDUCE_L2)
+        v = sqrt(v);
+      else if (op == OP_REDUCE_LOG_SUM_EXP)
+        v = mx[o] + log(v); /* -inf when empty or all -inf */
       dtype_store_f64(y->dtype, elem(y, o), v);
     } else {
       dtype_store_i64(y->dtype, elem(y, o), acci[o]);
     }
   }
-  free(accf), free(acci), free(count);
+  free(accf), free(acci), free(count), free(mx);
   return 0;
 }
 
@@ -463,7 +522,9 @@ static void split_at_axis(const Tensor *x, int axis, int64_t *outer, int64_t *le
   *len = x->dims[axis];
 }
 
+/* argmax and argmin. */
 static int eval_argmax(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  bool want_min = n->op == OP_ARGMIN, last = attr_int(n, "select_last_index") != 0;
   int64_t axis = norm_axis(attr_int(n, "axis"), x->rank);
   if (axis < 0 || axis >= x->rank)
     return node_error(n, d, "axis %lld is out of range for rank %d",
@@ -481,13 +542,14 @@ static int eval_argmax(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
         if (fl) {
           double v = dtype_load_f64(x->dtype, p);
           /* the first NaN is the max, like numpy.argmax */
-          if (k == 0 || (!isnan(bf) && (isnan(v) || v > bf))) {
+          bool better = want_min ? v < bf || (last && v == bf) : v > bf || (last && v == bf);
+          if (k == 0 || (!isnan(bf) && (isnan(v) || better))) {
             bf = v;
             best = k;
           }
         } else {
           int64_t v = dtype_load_i64(x->dtype, p);
-          if (k == 0 || v > bi) {
+          if (k == 0 || (want_min ? v < bi : v > bi) || (last && v == bi)) {
             bi = v;
             best = k;
           }
@@ -738,6 +800,555 @@ static int eval_gather(const Node *n, const Tensor *x, const Tensor *idx, Tensor
   return 0;
 }
 
+/* ---------------------------------------------------------------- neural-network ops */
+
+/* Row-major coordinates of flat index i in a space of k dims. */
+static void unravel(int64_t i, int k, const int64_t *dims, int64_t *coord) {
+  for (int j = k - 1; j >= 0; j--) {
+    coord[j] = dims[j] ? i % dims[j] : 0;
+    i = dims[j] ? i / dims[j] : 0;
+  }
+}
+
+static int64_t prod(int k, const int64_t *dims) {
+  int64_t p = 1;
+  for (int j = 0; j < k; j++)
+    p *= dims[j];
+  return p;
+}
+
+/* A list attribute of `want` entries, or dflt for each when empty (inference has
+ * checked the lengths). */
+static void list_or(const Node *n, const char *name, int want, int64_t dflt, int64_t *dst) {
+  int len;
+  const int64_t *v = attr_ints(n, name, &len);
+  for (int i = 0; i < want; i++)
+    dst[i] = len ? v[i] : dflt;
+}
+
+/* Strides, dilations and begin pads of a window op over k spatial dims. */
+typedef struct Window {
+  int64_t stride[IR_MAX_RANK], dil[IR_MAX_RANK], pad[2 * IR_MAX_RANK];
+} Window;
+
+static void window_read(const Node *n, int k, Window *w) {
+  list_or(n, "strides", k, 1, w->stride);
+  list_or(n, "dilations", k, 1, w->dil);
+  list_or(n, "pads", 2 * k, 0, w->pad);
+}
+
+/* The offset of x[b, c, p...] in a [B, C, spatial...] tensor. */
+static int64_t nchw_off(const Tensor *t, int64_t b, int64_t c, const int64_t *p) {
+  int64_t off = b * t->dims[1] + c;
+  for (int j = 2; j < t->rank; j++)
+    off = off * t->dims[j] + p[j - 2];
+  return off;
+}
+
+static double ld(const Tensor *t, int64_t i) { return dtype_load_f64(t->dtype, elem(t, i)); }
+
+static int eval_conv(const Node *n, Tensor *const *in, Tensor *y) {
+  const Tensor *x = in[0], *w = in[1], *b = n->nin > 2 ? in[2] : NULL;
+  int k = x->rank - 2;
+  Window win;
+  window_read(n, k, &win);
+  int64_t group = attr_int(n, "group"), batch = x->dims[0], m_all = y->dims[1];
+  int64_t cg = w->dims[1], mg = m_all / group;
+  int64_t nout = prod(k, y->dims + 2), nker = prod(k, w->dims + 2);
+  int64_t o[IR_MAX_RANK], kk[IR_MAX_RANK], p[IR_MAX_RANK];
+  for (int64_t nb = 0; nb < batch; nb++)
+    for (int64_t m = 0; m < m_all; m++)
+      for (int64_t oi = 0; oi < nout; oi++) {
+        unravel(oi, k, y->dims + 2, o);
+        double acc = b ? ld(b, m) : 0;
+        for (int64_t ci = 0; ci < cg; ci++) {
+          int64_t c = m / mg * cg + ci;
+          for (int64_t ki = 0; ki < nker; ki++) {
+            unravel(ki, k, w->dims + 2, kk);
+            bool inside = true;
+            for (int j = 0; j < k; j++) {
+              p[j] = o[j] * win.stride[j] - win.pad[j] + kk[j] * win.dil[j];
+              inside = inside && p[j] >= 0 && p[j] < x->dims[2 + j];
+            }
+            if (inside)
+              acc += ld(x, nchw_off(x, nb, c, p)) * ld(w, nchw_off(w, m, ci, kk));
+          }
+        }
+        dtype_store_f64(y->dtype, elem(y, nchw_off(y, nb, m, o)), acc);
+      }
+  return 0;
+}
+
+/* Every input element scatters into the output windows it belongs to. */
+static int eval_conv_transpose(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
+  const Tensor *x = in[0], *w = in[1], *b = n->nin > 2 ? in[2] : NULL;
+  int k = x->rank - 2;
+  Window win;
+  window_read(n, k, &win);
+  int64_t group = attr_int(n, "group"), batch = x->dims[0], c_all = x->dims[1];
+  int64_t cg = c_all / group, mg = w->dims[1], m_all = y->dims[1];
+  int64_t nin = prod(k, x->dims + 2), nker = prod(k, w->dims + 2);
+  int64_t numel = tensor_numel(y);
+  double *acc = calloc((size_t)numel + 1, sizeof(double));
+  if (!acc)
+    return node_error(n, d, "out of memory");
+  int64_t p[IR_MAX_RANK], kk[IR_MAX_RANK], o[IR_MAX_RANK];
+  for (int64_t nb = 0; nb < batch; nb++)
+    for (int64_t c = 0; c < c_all; c++)
+      for (int64_t mi = 0; mi < mg; mi++) {
+        int64_t m = c / cg * mg + mi;
+        for (int64_t pi = 0; pi < nin; pi++) {
+          unravel(pi, k, x->dims + 2, p);
+          double xv = ld(x, nchw_off(x, nb, c, p));
+          for (int64_t ki = 0; ki < nker; ki++) {
+            unravel(ki, k, w->dims + 2, kk);
+            bool inside = true;
+            for (int j = 0; j < k; j++) {
+              o[j] = p[j] * win.stride[j] - win.pad[j] + kk[j] * win.dil[j];
+              inside = inside && o[j] >= 0 && o[j] < y->dims[2 + j];
+            }
+            if (inside)
+              acc[nchw_off(y, nb, m, o)] += xv * ld(w, nchw_off(w, c, mi, kk));
+          }
+        }
+      }
+  int64_t plane = prod(k, y->dims + 2);
+  for (int64_t i = 0; i < numel; i++) {
+    double v = acc[i] + (b ? ld(b, i / plane % m_all) : 0);
+    dtype_store_f64(y->dtype, elem(y, i), v);
+  }
+  free(acc);
+  return 0;
+}
+
+static int eval_pool(const Node *n, const Tensor *x, Tensor *y) {
+  int k = x->rank - 2;
+  bool global = n->op == OP_GLOBAL_AVERAGE_POOL || n->op == OP_GLOBAL_MAX_POOL;
+  bool is_max = n->op == OP_MAX_POOL || n->op == OP_GLOBAL_MAX_POOL;
+  Window win;
+  int64_t kernel[IR_MAX_RANK];
+  if (global) {
+    for (int j = 0; j < k; j++) {
+      win.stride[j] = win.dil[j] = 1;
+      win.pad[j] = win.pad[k + j] = 0;
+      kernel[j] = x->dims[2 + j];
+    }
+  } else {
+    window_read(n, k, &win);
+    list_or(n, "kernel_shape", k, 1, kernel);
+  }
+  bool include_pad = n->op == OP_AVERAGE_POOL && attr_int(n, "count_include_pad") != 0;
+  bool fl = dtype_is_float(x->dtype);
+  int64_t planes = x->dims[0] * x->dims[1], nout = prod(k, y->dims + 2);
+  int64_t nx = prod(k, x->dims + 2), nker = prod(k, kernel);
+  int64_t o[IR_MAX_RANK], kk[IR_MAX_RANK], p[IR_MAX_RANK];
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t oi = 0; oi < nout; oi++) {
+      unravel(oi, k, y->dims + 2, o);
+      double sum = 0, best = -INFINITY;
+      int64_t ibest = 0, n_in = 0, n_padded = 0;
+      for (int64_t ki = 0; ki < nker; ki++) {
+        unravel(ki, k, kernel, kk);
+        bool inside = true, padded = true;
+        int64_t off = 0;
+        for (int j = 0; j < k; j++) {
+          p[j] = o[j] * win.stride[j] - win.pad[j] + kk[j] * win.dil[j];
+          inside = inside && p[j] >= 0 && p[j] < x->dims[2 + j];
+          padded = padded && p[j] >= -win.pad[j] && p[j] < x->dims[2 + j] + win.pad[k + j];
+          off = off * x->dims[2 + j] + p[j];
+        }
+        n_padded += padded;
+        if (!inside)
+          continue;
+        off += pl * nx;
+        if (fl) {
+          double v = ld(x, off);
+          /* like reduce_max: a NaN in the window makes the max NaN */
+          if (isnan(v) || v > best)
+            best = isnan(best) ? best : v;
+          sum += v;
+        } else {
+          int64_t v = dtype_load_i64(x->dtype, elem(x, off));
+          if (!n_in || v > ibest)
+            ibest = v;
+        }
+        n_in++;
+      }
+      int64_t yo = pl * nout + oi;
+      if (is_max && !fl)
+        dtype_store_i64(y->dtype, elem(y, yo), ibest);
+      else
+        dtype_store_f64(y->dtype, elem(y, yo),
+                        is_max ? best : sum / (double)(include_pad ? n_padded : n_in));
+    }
+  return 0;
+}
+
+/* batch_norm, instance_norm and lrn: x is [N, C, rest...] seen as planes of `inner`. */
+static int eval_norm(const Node *n, Tensor *const *in, Tensor *y) {
+  const Tensor *x = in[0];
+  int64_t batch = x->dims[0], ch = x->dims[1], inner = prod(x->rank - 2, x->dims + 2);
+  double eps = n->op == OP_LRN ? 0 : attr_float(n, "epsilon");
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t c = 0; c < ch; c++) {
+      int64_t base = (b * ch + c) * inner;
+      double mean = 0, var = 0;
+      if (n->op == OP_BATCH_NORM) {
+        mean = ld(in[3], c);
+        var = ld(in[4], c);
+      } else if (n->op == OP_INSTANCE_NORM) {
+        for (int64_t i = 0; i < inner; i++)
+          mean += ld(x, base + i);
+        mean /= (double)inner;
+        for (int64_t i = 0; i < inner; i++)
+          var += (ld(x, base + i) - mean) * (ld(x, base + i) - mean);
+        var /= (double)inner;
+      }
+      for (int64_t i = 0; i < inner; i++) {
+        double v = ld(x, base + i);
+        if (n->op == OP_LRN) {
+          int64_t size = attr_int(n, "size");
+          double sq = 0;
+          for (int64_t c2 = c - (size - 1) / 2; c2 <= c + size / 2; c2++)
+            if (c2 >= 0 && c2 < ch)
+              sq += ld(x, (b * ch + c2) * inner + i) * ld(x, (b * ch + c2) * inner + i);
+          v /= pow(attr_float(n, "bias") + attr_float(n, "alpha") / (double)size * sq,
+                   attr_float(n, "beta"));
+        } else {
+          v = (v - mean) / sqrt(var + eps) * ld(in[1], c) + ld(in[2], c);
+        }
+        dtype_store_f64(y->dtype, elem(y, base + i), v);
+      }
+    }
+  return 0;
+}
+
+static int eval_pad(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  int r = x->rank, len;
+  const int64_t *pads = attr_ints(n, "pads", &len);
+  const char *mode = attr_string(n, "mode");
+  bool reflect = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
+  Tensor *fill = tensor_new(y->dtype, 0, NULL); /* the constant, converted once */
+  if (!fill)
+    return node_error(n, d, "out of memory");
+  dtype_store_f64(y->dtype, fill->data, attr_float(n, "value"));
+  int64_t numel = tensor_numel(y), o[IR_MAX_RANK];
+  for (int64_t i = 0; i < numel; i++) {
+    unravel(i, r, y->dims, o);
+    int64_t off = 0;
+    bool outside = false;
+    for (int j = 0; j < r; j++) {
+      int64_t p = o[j] - pads[j], dim = x->dims[j];
+      if (p < 0 || p >= dim) {
+        if (reflect)
+          p = p < 0 ? -p : 2 * (dim - 1) - p;
+        else if (edge)
+          p = p < 0 ? 0 : dim - 1;
+        else
+          outside = true;
+      }
+      off = off * dim + p;
+    }
+    if (outside)
+      copy_elem(fill, 0, y, i);
+    else
+      copy_elem(x, off, y, i);
+  }
+  tensor_free(fill);
+  return 0;
+}
+
+/* The input coordinate of output coordinate xo on one dim (the ONNX formulas). Given
+ * scales, align_corners divides by the unrounded output length in * scale, as the ONNX
+ * reference implementation (and so the conformance data) does. */
+static double resize_coord(const char *mode, double xo, int64_t in, int64_t out, double scale,
+                           bool scaled) {
+  if (!strcmp(mode, "asymmetric"))
+    return xo / scale;
+  if (!strcmp(mode, "align_corners")) {
+    double len = scaled ? scale * (double)in : (double)out;
+    return len == 1 ? 0 : xo * (double)(in - 1) / (len - 1);
+  }
+  if (!strcmp(mode, "pytorch_half_pixel"))
+    return out > 1 ? (xo + 0.5) / scale - 0.5 : 0;
+  if (!strcmp(mode, "half_pixel_symmetric")) {
+    double adjust = (double)out / (scale * (double)in);
+    return (double)in / 2 * (1 - adjust) + (xo + 0.5) / scale - 0.5;
+  }
+  return (xo + 0.5) / scale - 0.5; /* half_pixel */
+}
+
+static double cubic_coeff(double s, double a) {
+  s = fabs(s);
+  if (s <= 1)
+    return ((a + 2) * s - (a + 3)) * s * s + 1;
+  if (s < 2)
+    return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
+  return 0;
+}
+
+static int eval_resize(const Node *n, const Tensor *x, Tensor *y) {
+  int r = x->rank;
+  const char *mode = attr_string(n, "mode");
+  const char *coord = attr_string(n, "coordinate_transformation_mode");
+  const char *nm = attr_string(n, "nearest_mode");
+  const Attr *sc = attr_find(n, "scales");
+  double a = attr_float(n, "cubic_coeff_a");
+  bool exclude = attr_int(n, "exclude_outside") != 0;
+  bool nearest = !strcmp(mode, "nearest"), linear = !strcmp(mode, "linear");
+  /* per dim: up to 4 source indices and their weights */
+  int64_t idx[IR_MAX_RANK][4], o[IR_MAX_RANK], corner[IR_MAX_RANK];
+  double wt[IR_MAX_RANK][4];
+  int64_t cnt[IR_MAX_RANK];
+  int64_t numel = tensor_numel(y);
+  for (int64_t i = 0; i < numel; i++) {
+    unravel(i, r, y->dims, o);
+    for (int j = 0; j < r; j++) {
+      int64_t in = x->dims[j], out = y->dims[j];
+      double scale = sc ? sc->floats[j] : (double)out / (double)in;
+      double xi = resize_coord(coord, (double)o[j], in, out, scale, sc != NULL);
+      if (nearest) {
+        double f = floor(xi);
+        bool half = xi - f == 0.5;
+        double v = !strcmp(nm, "floor") ? f : !strcmp(nm, "ceil") ? ceil(xi)
+                 : half ? (!strcmp(nm, "round_prefer_ceil") ? f + 1 : f) : floor(xi + 0.5);
+        idx[j][0] = v < 0 ? 0 : v > (double)(in - 1) ? in - 1 : (int64_t)v;
+        wt[j][0] = 1;
+        cnt[j] = 1;
+        continue;
+      }
+      /* beyond a few elements outside, every tap clamps to the edge: the clamp keeps the
+       * int64 conversion defined for absurd scales */
+      xi = xi < -8 ? -8 : xi > (double)in + 8 ? (double)in + 8 : xi;
+      double f = floor(xi), t = xi - f;
+      int64_t i0 = (int64_t)f;
+      double total = 0;
+      cnt[j] = linear ? 2 : 4;
+      for (int q = 0; q < cnt[j]; q++) {
+        int64_t at = linear ? i0 + q : i0 - 1 + q;
+        wt[j][q] = linear ? (q ? t : 1 - t) : cubic_coeff(t - (double)(at - i0), a);
+        if (exclude && (at < 0 || at >= in))
+          wt[j][q] = 0;
+        total += wt[j][q];
+        idx[j][q] = at < 0 ? 0 : at >= in ? in - 1 : at;
+      }
+      if (exclude)
+        for (int q = 0; q < cnt[j]; q++)
+          wt[j][q] /= total;
+    }
+    /* the weighted sum over every combination of the dims' source indices */
+    double acc = 0;
+    int64_t ncorner = prod(r, cnt);
+    for (int64_t ci = 0; ci < ncorner; ci++) {
+      unravel(ci, r, cnt, corner);
+      double w = 1;
+      int64_t off = 0;
+      for (int j = 0; j < r; j++) {
+        w *= wt[j][corner[j]];
+        off = off * x->dims[j] + idx[j][corner[j]];
+      }
+      if (nearest) {
+        copy_elem(x, off, y, i);
+        break;
+      }
+      acc += w * ld(x, off);
+    }
+    if (!nearest)
+      dtype_store_f64(y->dtype, elem(y, i), acc);
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- sorting, scans and indexing */
+
+typedef struct TopkItem {
+  double f;
+  int64_t i, idx;
+} TopkItem;
+
+/* Does a come before b: larger (or smaller) first, a NaN as the largest, ties by index. */
+static bool topk_before(const TopkItem *a, const TopkItem *b, bool fl, bool largest) {
+  if (fl && (isnan(a->f) || isnan(b->f))) {
+    if (isnan(a->f) != isnan(b->f))
+      return isnan(a->f) == largest;
+  } else {
+    bool gt = fl ? a->f > b->f : a->i > b->i, lt = fl ? a->f < b->f : a->i < b->i;
+    if (gt || lt)
+      return largest ? gt : lt;
+  }
+  return a->idx < b->idx;
+}
+
+/* A stable merge sort of items[0, len) by topk_before, through tmp. */
+static void topk_sort(TopkItem *items, TopkItem *tmp, int64_t len, bool fl, bool largest) {
+  for (int64_t w = 1; w < len; w *= 2) {
+    for (int64_t lo = 0; lo < len; lo += 2 * w) {
+      int64_t mid = lo + w < len ? lo + w : len, hi = lo + 2 * w < len ? lo + 2 * w : len;
+      int64_t a = lo, b = mid, k = lo;
+      while (a < mid || b < hi)
+        tmp[k++] = b >= hi || (a < mid && !topk_before(&items[b], &items[a], fl, largest))
+                       ? items[a++] : items[b++];
+    }
+    memcpy(items, tmp, sizeof *items * (size_t)len);
+  }
+}
+
+static int eval_topk(const Node *n, const Tensor *x, Tensor **out, Diag *d) {
+  int axis = (int)norm_axis(attr_int(n, "axis"), x->rank);
+  int64_t k = attr_int(n, "k");
+  bool largest = attr_int(n, "largest") != 0, fl = dtype_is_float(x->dtype);
+  int64_t outer, len, inner;
+  split_at_axis(x, axis, &outer, &len, &inner);
+  TopkItem *items = malloc(sizeof *items * (size_t)(len + 1));
+  TopkItem *tmp = malloc(sizeof *tmp * (size_t)(len + 1));
+  if (!items || !tmp) {
+    free(items), free(tmp);
+    return node_error(n, d, "out of memory");
+  }
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      for (int64_t j = 0; j < len; j++) {
+        int64_t off = (o * len + j) * inner + in;
+        items[j] = (TopkItem){fl ? ld(x, off) : 0, fl ? 0 : dtype_load_i64(x->dtype, elem(x, off)), j};
+      }
+      topk_sort(items, tmp, len, fl, largest);
+      for (int64_t j = 0; j < k; j++) {
+        int64_t yo = (o * k + j) * inner + in;
+        copy_elem(x, (o * len + items[j].idx) * inner + in, out[0], yo);
+        dtype_store_i64(DT_I64, elem(out[1], yo), items[j].idx);
+      }
+    }
+  free(items), free(tmp);
+  return 0;
+}
+
+static int eval_cumsum(const Node *n, const Tensor *x, Tensor *y) {
+  int axis = (int)norm_axis(attr_int(n, "axis"), x->rank);
+  bool excl = attr_int(n, "exclusive") != 0, rev = attr_int(n, "reverse") != 0;
+  bool fl = dtype_is_float(x->dtype);
+  int64_t outer, len, inner;
+  split_at_axis(x, axis, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      double accf = 0;
+      int64_t acci = 0;
+      for (int64_t s = 0; s < len; s++) {
+        int64_t j = rev ? len - 1 - s : s, off = (o * len + j) * inner + in;
+        double vf = fl ? ld(x, off) : 0;
+        int64_t vi = fl ? 0 : dtype_load_i64(x->dtype, elem(x, off));
+        if (!excl) {
+          accf += vf;
+          acci = iadd(acci, vi);
+        }
+        if (fl)
+          dtype_store_f64(y->dtype, elem(y, off), accf);
+        else
+          dtype_store_i64(y->dtype, elem(y, off), acci);
+        if (excl) {
+          accf += vf;
+          acci = iadd(acci, vi);
+        }
+      }
+    }
+  return 0;
+}
+
+static int eval_trilu(const Node *n, const Tensor *x, Tensor *y) {
+  bool upper = attr_int(n, "upper") != 0;
+  int64_t k = attr_int(n, "k"), rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+  int64_t numel = tensor_numel(x);
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t c = i % cols, r = i / cols % rows;
+    /* j - i compared with k, in double: k may be anything int64 holds */
+    double diag = (double)c - (double)r;
+    if (upper ? diag >= (double)k : diag <= (double)k)
+      copy_elem(x, i, y, i);
+    else
+      memset(elem(y, i), 0, dtype_size(y->dtype));
+  }
+  return 0;
+}
+
+static int eval_tile(const Tensor *x, Tensor *y) {
+  int64_t numel = tensor_numel(y), o[IR_MAX_RANK];
+  for (int64_t i = 0; i < numel; i++) {
+    unravel(i, y->rank, y->dims, o);
+    int64_t off = 0;
+    for (int j = 0; j < x->rank; j++)
+      off = off * x->dims[j] + o[j] % x->dims[j];
+    copy_elem(x, off, y, i);
+  }
+  return 0;
+}
+
+static int eval_gather_elements(const Node *n, const Tensor *x, const Tensor *idx, Tensor *y,
+                                Diag *d) {
+  int axis = (int)norm_axis(attr_int(n, "axis"), x->rank);
+  int64_t numel = tensor_numel(y), o[IR_MAX_RANK];
+  for (int64_t i = 0; i < numel; i++) {
+    unravel(i, y->rank, y->dims, o);
+    int64_t raw = dtype_load_i64(idx->dtype, elem(idx, i)), at = raw < 0 ? raw + x->dims[axis] : raw;
+    if (at < 0 || at >= x->dims[axis])
+      return node_error(n, d, "index %lld is out of range for axis %d of size %lld",
+                        (long long)raw, axis, (long long)x->dims[axis]);
+    o[axis] = at;
+    int64_t off = 0;
+    for (int j = 0; j < x->rank; j++)
+      off = off * x->dims[j] + o[j];
+    copy_elem(x, off, y, i);
+  }
+  return 0;
+}
+
+static int eval_scatter_elements(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
+  const Tensor *x = in[0], *idx = in[1], *u = in[2];
+  int axis = (int)norm_axis(attr_int(n, "axis"), x->rank);
+  const char *red = attr_string(n, "reduction");
+  bool fl = dtype_is_float(x->dtype);
+  memcpy(y->data, x->data, tensor_nbytes(x));
+  int64_t numel = tensor_numel(u), o[IR_MAX_RANK];
+  for (int64_t i = 0; i < numel; i++) {
+    unravel(i, u->rank, u->dims, o);
+    int64_t raw = dtype_load_i64(idx->dtype, elem(idx, i)), at = raw < 0 ? raw + x->dims[axis] : raw;
+    if (at < 0 || at >= x->dims[axis])
+      return node_error(n, d, "index %lld is out of range for axis %d of size %lld",
+                        (long long)raw, axis, (long long)x->dims[axis]);
+    o[axis] = at;
+    int64_t off = 0;
+    for (int j = 0; j < x->rank; j++)
+      off = off * x->dims[j] + o[j];
+    if (!strcmp(red, "none")) {
+      copy_elem(u, i, y, off);
+    } else if (fl) {
+      double a = ld(y, off), b = ld(u, i);
+      double v = !strcmp(red, "add") ? a + b : !strcmp(red, "mul") ? a * b
+               : !strcmp(red, "max") ? (isnan(a) || isnan(b) ? NAN : a > b ? a : b)
+               : (isnan(a) || isnan(b) ? NAN : a < b ? a : b);
+      dtype_store_f64(y->dtype, elem(y, off), v);
+    } else {
+      int64_t a = dtype_load_i64(y->dtype, elem(y, off)), b = dtype_load_i64(u->dtype, elem(u, i));
+      int64_t v = !strcmp(red, "add") ? iadd(a, b) : !strcmp(red, "mul") ? imul(a, b)
+                : !strcmp(red, "max") ? (a > b ? a : b) : (a < b ? a : b);
+      dtype_store_i64(y->dtype, elem(y, off), v);
+    }
+  }
+  return 0;
+}
+
+static int eval_range(Tensor *const *in, Tensor *y) {
+  bool fl = dtype_is_float(y->dtype);
+  int64_t numel = tensor_numel(y);
+  for (int64_t i = 0; i < numel; i++) {
+    if (fl)
+      dtype_store_f64(y->dtype, elem(y, i), ld(in[0], 0) + (double)i * ld(in[2], 0));
+    else
+      dtype_store_i64(y->dtype, elem(y, i),
+                      iadd(dtype_load_i64(in[0]->dtype, in[0]->data),
+                           imul(i, dtype_load_i64(in[2]->dtype, in[2]->data))));
+  }
+  return 0;
+}
+
 /* ---------------------------------------------------------------- one node */
 
 static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
@@ -745,9 +1356,10 @@ static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d)
   switch (op) {
   case OP_MATMUL: eval_matmul(in[0], in[1], out[0]); return 0;
   case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
-  case OP_REDUCE_PROD:
+  case OP_REDUCE_PROD: case OP_REDUCE_L1: case OP_REDUCE_L2: case OP_REDUCE_SUM_SQUARE:
+  case OP_REDUCE_LOG_SUM_EXP:
     return eval_reduce(n, in[0], out[0], d);
-  case OP_ARGMAX: return eval_argmax(n, in[0], out[0], d);
+  case OP_ARGMAX: case OP_ARGMIN: return eval_argmax(n, in[0], out[0], d);
   case OP_SOFTMAX: case OP_LOG_SOFTMAX: return eval_softmax(n, in[0], out[0], d);
   case OP_LAYER_NORM: return eval_layer_norm(n, in, out[0], d);
   case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
@@ -769,6 +1381,20 @@ static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d)
   case OP_SLICE: return eval_slice(n, in[0], out[0], d);
   case OP_SPLIT: return eval_split(n, in[0], out, d);
   case OP_GATHER: return eval_gather(n, in[0], in[1], out[0], d);
+  case OP_CONV: return eval_conv(n, in, out[0]);
+  case OP_CONV_TRANSPOSE: return eval_conv_transpose(n, in, out[0], d);
+  case OP_MAX_POOL: case OP_AVERAGE_POOL: case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL:
+    return eval_pool(n, in[0], out[0]);
+  case OP_BATCH_NORM: case OP_INSTANCE_NORM: case OP_LRN: return eval_norm(n, in, out[0]);
+  case OP_PAD: return eval_pad(n, in[0], out[0], d);
+  case OP_RESIZE: return eval_resize(n, in[0], out[0]);
+  case OP_TOPK: return eval_topk(n, in[0], out, d);
+  case OP_CUMSUM: return eval_cumsum(n, in[0], out[0]);
+  case OP_TRILU: return eval_trilu(n, in[0], out[0]);
+  case OP_TILE: return eval_tile(in[0], out[0]);
+  case OP_GATHER_ELEMENTS: return eval_gather_elements(n, in[0], in[1], out[0], d);
+  case OP_RANGE: return eval_range(in, out[0]);
+  case OP_SCATTER_ELEMENTS: return eval_scatter_elements(n, in, out[0], d);
   default: break;
   }
   if (op_info[op].flags & OPF_POINTWISE) {
@@ -802,8 +1428,9 @@ int ir_eval_node(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
       node_error(n, d, "input %d has bad rank %d", k, in[k]->rank);
       goto done;
     }
+    /* constants, with their data: range's size depends on it */
     vin[k] = (Value){.id = -1, .name = n->in && n->in[k] ? n->in[k]->name : "",
-                     .kind = VK_INPUT};
+                     .kind = VK_CONST, .data = in[k]};
     vin[k].type.dtype = in[k]->dtype;
     vin[k].type.shape.rank = in[k]->rank;
     for (int i = 0; i < in[k]->rank; i++)

@@ -72,12 +72,248 @@ def onnx_slice(x, starts, ends, axes, steps):
     return x[tuple(idx)]
 
 
+def windows(x, kernel, strides, pads, dils, ceil_mode=False, pad_value=0.0):
+    """Yields (out_index, window_values, in_input_mask, in_padded_mask) of a sliding window
+    over the spatial dims of x [N, C, spatial...], written out with explicit loops."""
+    k = x.ndim - 2
+    sp = x.shape[2:]
+    outs = []
+    for i in range(k):
+        padded = sp[i] + pads[i] + pads[k + i]
+        span = dils[i] * (kernel[i] - 1) + 1
+        o = (padded - span) // strides[i] + 1
+        if ceil_mode and (padded - span) % strides[i]:
+            o += 1
+            if (o - 1) * strides[i] >= sp[i] + pads[i]:
+                o -= 1
+        outs.append(o)
+    for oidx in np.ndindex(*outs):
+        vals, inside, padded = [], [], []
+        for kidx in np.ndindex(*kernel):
+            p = [oidx[i] * strides[i] - pads[i] + kidx[i] * dils[i] for i in range(k)]
+            ins = all(0 <= p[i] < sp[i] for i in range(k))
+            pad = all(-pads[i] <= p[i] < sp[i] + pads[k + i] for i in range(k))
+            vals.append(x[(slice(None), slice(None)) + tuple(p)] if ins
+                        else np.full(x.shape[:2], pad_value))
+            inside.append(ins)
+            padded.append(pad)
+        yield oidx, outs, np.stack(vals, -1), np.array(inside), np.array(padded)
+
+
+def np_conv(x, w, b=None, strides=None, pads=None, dils=None, group=1):
+    k = x.ndim - 2
+    strides = strides or [1] * k
+    pads = pads or [0] * 2 * k
+    dils = dils or [1] * k
+    m, cg = w.shape[0], w.shape[1]
+    y = None
+    for oidx, outs, vals, _, _ in windows(x, w.shape[2:], strides, pads, dils):
+        if y is None:
+            y = np.zeros((x.shape[0], m) + tuple(outs))
+        # vals: [N, C, K]; per group an einsum over (c, kernel)
+        for g in range(group):
+            v = vals[:, g * cg:(g + 1) * cg]
+            wg = w[g * (m // group):(g + 1) * (m // group)].reshape(m // group, cg, -1)
+            y[(slice(None), slice(g * (m // group), (g + 1) * (m // group))) + oidx] = \
+                np.einsum("nck,mck->nm", v, wg)
+    if b is not None:
+        y += b.reshape((1, -1) + (1,) * k)
+    return y
+
+
+def np_conv_transpose(x, w, b=None, strides=None, pads=None, dils=None, group=1,
+                      out_pad=None):
+    k = x.ndim - 2
+    strides = strides or [1] * k
+    pads = pads or [0] * 2 * k
+    dils = dils or [1] * k
+    out_pad = out_pad or [0] * k
+    c, mg = w.shape[0], w.shape[1]
+    cg = c // group
+    full = [(x.shape[2 + i] - 1) * strides[i] + dils[i] * (w.shape[2 + i] - 1) + 1 + out_pad[i]
+            for i in range(k)]
+    y = np.zeros((x.shape[0], mg * group) + tuple(full))
+    for pidx in np.ndindex(*x.shape[2:]):
+        for kidx in np.ndindex(*w.shape[2:]):
+            o = tuple(pidx[i] * strides[i] + kidx[i] * dils[i] for i in range(k))
+            for g in range(group):
+                xv = x[(slice(None), slice(g * cg, (g + 1) * cg)) + pidx]     # [N, cg]
+                wv = w[(slice(g * cg, (g + 1) * cg), slice(None)) + kidx]     # [cg, mg]
+                y[(slice(None), slice(g * mg, (g + 1) * mg)) + o] += xv @ wv
+    crop = tuple(slice(pads[i], full[i] - pads[k + i]) for i in range(k))
+    y = y[(slice(None), slice(None)) + crop]
+    if b is not None:
+        y += b.reshape((1, -1) + (1,) * k)
+    return y
+
+
+def np_pool(x, kernel, kind, strides=None, pads=None, dils=None, ceil_mode=False,
+            include_pad=False):
+    k = x.ndim - 2
+    strides = strides or [1] * k
+    pads = pads or [0] * 2 * k
+    dils = dils or [1] * k
+    y = None
+    for oidx, outs, vals, inside, padded in windows(x, kernel, strides, pads, dils,
+                                                     ceil_mode):
+        if y is None:
+            y = np.zeros(x.shape[:2] + tuple(outs))
+        v = vals[..., inside]
+        if kind == "max":
+            r = v.max(axis=-1)
+        else:
+            r = v.sum(axis=-1) / (padded.sum() if include_pad else inside.sum())
+        y[(slice(None), slice(None)) + oidx] = r
+    return y
+
+
+def np_lrn(x, size, alpha, beta, bias):
+    sq = np.zeros_like(x)
+    c = x.shape[1]
+    for i in range(c):
+        lo, hi = max(0, i - (size - 1) // 2), min(c - 1, i + int(math.ceil((size - 1) / 2)))
+        sq[:, i] = (x[:, lo:hi + 1] ** 2).sum(axis=1)
+    return x / (bias + alpha / size * sq) ** beta
+
+
+def np_pad(x, pads, mode="constant", value=0.0):
+    r = x.ndim
+    # negative pads crop first; then numpy pads the rest
+    crop = tuple(slice(max(0, -pads[i]), x.shape[i] - max(0, -pads[r + i])) for i in range(r))
+    x = x[crop]
+    width = [(max(0, pads[i]), max(0, pads[r + i])) for i in range(r)]
+    if mode == "constant":
+        return np.pad(x, width, mode="constant", constant_values=value)
+    return np.pad(x, width, mode=mode)
+
+
+def np_resize_1d_coeffs(mode, coord, nearest_mode, a, exclude, in_len, out_len, scale, scaled):
+    """A matrix [out_len, in_len] interpolating along one dim, from the ONNX formulas
+    (align_corners with given scales uses the unrounded length, like the ONNX reference)."""
+    m = np.zeros((out_len, in_len))
+    for o in range(out_len):
+        if coord == "asymmetric":
+            xi = o / scale
+        elif coord == "align_corners":
+            length = scale * in_len if scaled else out_len
+            xi = 0 if length == 1 else o * (in_len - 1) / (length - 1)
+        elif coord == "pytorch_half_pixel":
+            xi = (o + 0.5) / scale - 0.5 if out_len > 1 else 0
+        elif coord == "half_pixel_symmetric":
+            adj = out_len / (scale * in_len)
+            xi = in_len / 2 * (1 - adj) + (o + 0.5) / scale - 0.5
+        else:
+            xi = (o + 0.5) / scale - 0.5
+        clamp = lambda i: min(max(i, 0), in_len - 1)
+        if mode == "nearest":
+            if nearest_mode == "floor":
+                i = math.floor(xi)
+            elif nearest_mode == "ceil":
+                i = math.ceil(xi)
+            elif xi - math.floor(xi) == 0.5:
+                i = math.floor(xi) + (1 if nearest_mode == "round_prefer_ceil" else 0)
+            else:
+                i = math.floor(xi + 0.5)
+            m[o, clamp(i)] = 1
+            continue
+        f = math.floor(xi)
+        t = xi - f
+        if mode == "linear":
+            taps = [(f, 1 - t), (f + 1, t)]
+        else:
+            def cc(s):
+                s = abs(s)
+                if s <= 1:
+                    return (a + 2) * s ** 3 - (a + 3) * s ** 2 + 1
+                if s < 2:
+                    return a * s ** 3 - 5 * a * s ** 2 + 8 * a * s - 4 * a
+                return 0
+            taps = [(f + q, cc(t - q)) for q in (-1, 0, 1, 2)]
+        if exclude:
+            taps = [(i, w if 0 <= i < in_len else 0) for i, w in taps]
+            tot = sum(w for _, w in taps)
+            taps = [(i, w / tot) for i, w in taps]
+        for i, w in taps:
+            m[o, clamp(i)] += w
+    return m
+
+
+def np_resize(x, sizes, mode="nearest", coord="half_pixel", nearest_mode="round_prefer_floor",
+              a=-0.75, exclude=False, scales=None):
+    y = x
+    for d in range(x.ndim):
+        out = x.shape[d] if sizes[d] == -1 else sizes[d]
+        scale = scales[d] if scales else out / x.shape[d]
+        m = np_resize_1d_coeffs(mode, coord, nearest_mode, a, exclude, x.shape[d], out, scale,
+                                bool(scales))
+        y = np.moveaxis(np.tensordot(m, np.moveaxis(y, d, 0), axes=(1, 0)), 0, d)
+    return y
+
+
+def np_topk(x, k, axis=-1, largest=True):
+    key = -x if largest else x
+    order = np.argsort(key, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx
+
+
+def np_cumsum(x, axis, exclusive=False, reverse=False):
+    if reverse:
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis=axis)
+    if exclusive:
+        y = y - x
+    return np.flip(y, axis) if reverse else y
+
+
+def np_scatter_elements(x, idx, upd, axis, reduction="none"):
+    y = x.copy()
+    for i in np.ndindex(*idx.shape):
+        t = list(i)
+        t[axis] = int(idx[i]) % x.shape[axis]
+        t = tuple(t)
+        if reduction == "none":
+            y[t] = upd[i]
+        elif reduction == "add":
+            y[t] += upd[i]
+        elif reduction == "mul":
+            y[t] *= upd[i]
+        elif reduction == "max":
+            y[t] = max(y[t], upd[i])
+        else:
+            y[t] = min(y[t], upd[i])
+    return y
+
+
+def np_log(x):
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def py_mod(a, b):
+    a, b = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
+    q = [0 if y == 0 else x % y for x, y in zip(a.ravel().tolist(), b.ravel().tolist())]
+    return np.array(q, dtype=np.int64).reshape(a.shape)
+
+
+def c_fmod(a, b):
+    a, b = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
+    q = [0 if y == 0 else int(math.fmod(x, y)) for x, y in zip(a.ravel().tolist(),
+                                                               b.ravel().tolist())]
+    return np.array(q, dtype=np.int64).reshape(a.shape)
+
+
+
 class Case:
     """One graph: a call of `op` on inputs (a dict name -> array), with attrs text.
-    ref(*float64 inputs) gives the outputs; out_dtypes their numpy dtypes."""
+    ref(*float64 inputs) gives the outputs; out_dtypes their numpy dtypes. consts (a dict
+    name -> scalar array) become constants of the graph, passed to the op after the
+    inputs (range needs constant operands); ref does not get them."""
 
-    def __init__(self, op, inputs, ref, attrs="", out_dtypes=None, nout=1, name=None):
+    def __init__(self, op, inputs, ref, attrs="", out_dtypes=None, nout=1, name=None,
+                 consts=None):
         self.op, self.inputs, self.ref, self.attrs = op, inputs, ref, attrs
+        self.consts = consts or {}
         self.nout = nout
         self.out_dtypes = out_dtypes
         self.name = name or op
@@ -101,6 +337,10 @@ def cases():
     bools_b = np.array([False, True, True])
     halves = np.array([[0.5, 1.5, 2.5], [-0.5, -1.5, 3.7]], dtype=np.float32)
     x234 = rand(2, 3, 4)
+    x4 = rand(2, 3, 5, 4)
+    ties = np.array([[3, 1, 3, 2, 3], [0, 5, 5, -1, 0]], dtype=np.float32)
+    many_ties = RNG.integers(0, 6, size=(3, 37)).astype(np.float32)
+    specials = np.array([[np.nan, np.inf, -np.inf], [0, -1.5, 3e38]], dtype=np.float32)
     c = {
         "identity": [unary("identity", lambda x: x)],
         "neg": [unary("neg", lambda x: -x), unary("neg", lambda x: -x, x=ints)],
@@ -188,7 +428,10 @@ def cases():
         "argmax": [unary("argmax", lambda x: x.argmax(axis=1), x=x234,
                          attrs="{axis = 1, keepdims = 0}", out=np.int64),
                    unary("argmax", lambda x: x.argmax(axis=0)[None], out=np.int64,
-                         x=np.array([[1, 5, 2], [1, 5, 7]], dtype=np.int32))],
+                         x=np.array([[1, 5, 2], [1, 5, 7]], dtype=np.int32)),
+                   unary("argmax", lambda x: 1 - x[::-1].argmax(axis=0), out=np.int64,
+                         x=np.array([[1, 5, 2], [1, 5, 7]], dtype=np.int32),
+                         attrs="{keepdims = 0, select_last_index = 1}")],
         "softmax": [unary("softmax", lambda x: np.exp(x - x.max(axis=2, keepdims=True)) /
                           np.exp(x - x.max(axis=2, keepdims=True)).sum(axis=2, keepdims=True),
                           x=x234 * 10)],
@@ -234,6 +477,180 @@ def cases():
                    Case("gather", {"x": ints, "i": np.array([-2, 1, 1], dtype=np.int32)},
                         lambda x, i: np.take(x, i.astype(np.int64), axis=0),
                         out_dtypes=[np.int32])],
+        "conv": [Case("conv", {"x": x4, "w": rand(4, 3, 3, 3), "b": rand(4)},
+                      lambda x, w, b: np_conv(x, w, b, pads=[1, 1, 1, 1]),
+                      attrs="{pads = [1, 1, 1, 1]}", out_dtypes=[np.float32]),
+                 Case("conv", {"x": rand(1, 4, 7, 6), "w": rand(6, 2, 2, 3)},
+                      lambda x, w: np_conv(x, w, strides=[2, 1], pads=[0, 1, 1, 0],
+                                           dils=[2, 1], group=2),
+                      attrs="{strides = [2, 1], pads = [0, 1, 1, 0], dilations = [2, 1], "
+                            "group = 2}", out_dtypes=[np.float32]),
+                 Case("conv", {"x": rand(2, 2, 9), "w": rand(3, 2, 4)},
+                      lambda x, w: np_conv(x, w, strides=[3]), attrs="{strides = [3]}",
+                      out_dtypes=[np.float32])],
+        "conv_transpose": [
+            Case("conv_transpose", {"x": rand(2, 4, 3, 4), "w": rand(4, 3, 3, 2), "b": rand(6)},
+                 lambda x, w, b: np_conv_transpose(x, w, b, strides=[2, 3], pads=[1, 0, 0, 1],
+                                                   group=2, out_pad=[1, 0]),
+                 attrs="{strides = [2, 3], pads = [1, 0, 0, 1], group = 2, "
+                       "output_padding = [1, 0]}", out_dtypes=[np.float32]),
+            Case("conv_transpose", {"x": rand(1, 2, 5), "w": rand(2, 3, 3)},
+                 lambda x, w: np_conv_transpose(x, w, dils=[2]), attrs="{dilations = [2]}",
+                 out_dtypes=[np.float32])],
+        "max_pool": [unary("max_pool", lambda x: np_pool(x, [3, 3], "max", [2, 2], [1, 1, 1, 1]),
+                           x=x4, attrs="{kernel_shape = [3, 3], strides = [2, 2], "
+                                       "pads = [1, 1, 1, 1]}"),
+                     unary("max_pool", lambda x: np_pool(x, [2, 2], "max", [2, 2],
+                                                         ceil_mode=True),
+                           x=rand(1, 2, 5, 5), attrs="{kernel_shape = [2, 2], "
+                                                     "strides = [2, 2], ceil_mode = 1}"),
+                     unary("max_pool", lambda x: np_pool(x, [2], "max", dils=[2]),
+                           x=np.arange(14, dtype=np.int8).reshape(1, 2, 7) * 3 % 11,
+                           attrs="{kernel_shape = [2], dilations = [2]}")],
+        "average_pool": [
+            unary("average_pool", lambda x: np_pool(x, [3, 3], "avg", [2, 2], [1, 1, 1, 1]),
+                  x=x4, attrs="{kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]}"),
+            unary("average_pool", lambda x: np_pool(x, [3, 2], "avg", [2, 2], [1, 0, 1, 1],
+                                                    ceil_mode=True, include_pad=True),
+                  x=rand(1, 2, 6, 5), attrs="{kernel_shape = [3, 2], strides = [2, 2], "
+                  "pads = [1, 0, 1, 1], ceil_mode = 1, count_include_pad = 1}")],
+        "global_average_pool": [unary("global_average_pool",
+                                      lambda x: x.mean(axis=(2, 3), keepdims=True), x=x4)],
+        "global_max_pool": [unary("global_max_pool",
+                                  lambda x: x.max(axis=2, keepdims=True), x=rand(2, 3, 5))],
+        "batch_norm": [Case("batch_norm", {"x": x4, "s": rand(3), "b": rand(3), "m": rand(3),
+                                           "v": rand(3, lo=0.5, hi=2)},
+                            lambda x, s, b, m, v: (x - m.reshape(3, 1, 1)) /
+                            np.sqrt(v.reshape(3, 1, 1) + 1e-3) * s.reshape(3, 1, 1) +
+                            b.reshape(3, 1, 1), attrs="{epsilon = 0.001}",
+                            out_dtypes=[np.float32])],
+        "instance_norm": [Case("instance_norm", {"x": x4, "s": rand(3), "b": rand(3)},
+                               lambda x, s, b: (x - x.mean(axis=(2, 3), keepdims=True)) /
+                               np.sqrt(x.var(axis=(2, 3), keepdims=True) + 1e-5) *
+                               s.reshape(3, 1, 1) + b.reshape(3, 1, 1),
+                               out_dtypes=[np.float32])],
+        "lrn": [unary("lrn", lambda x: np_lrn(x, 3, 0.01, 0.6, 1.5), x=rand(2, 5, 2, 3),
+                      attrs="{size = 3, alpha = 0.01, beta = 0.6, bias = 1.5}"),
+                unary("lrn", lambda x: np_lrn(x, 4, 1e-4, 0.75, 1.0), x=rand(1, 6, 3),
+                      attrs="{size = 4}")],
+        "pad": [unary("pad", lambda x: np_pad(x, [0, 1, -1, 0, 2, 1], value=1.5), x=x234,
+                      attrs="{pads = [0, 1, -1, 0, 2, 1], value = 1.5}"),
+                unary("pad", lambda x: np_pad(x, [1, 2, 1, 0], "reflect"), x=ints,
+                      attrs='{pads = [1, 2, 1, 0], mode = "reflect"}'),
+                unary("pad", lambda x: np_pad(x, [0, 3, 2, -1, 2, 0], "edge"), x=x234,
+                      attrs='{pads = [0, 3, 2, -1, 2, 0], mode = "edge"}')],
+        "resize": [
+            unary("resize", lambda x: np_resize(x, [2, 3, 7, 3]), x=x4,
+                  attrs="{sizes = [2, 3, 7, 3]}"),
+            unary("resize", lambda x: np_resize(x, [2, 3, 8, 10], "linear",
+                                                scales=[1, 1, 2, 2]),
+                  x=x4, attrs='{sizes = [2, 3, 8, 10], scales = [1, 1, 2, 2], '
+                              'mode = "linear"}'),
+            unary("resize", lambda x: np_resize(x, [-1, -1, 3, 7], "linear", "align_corners"),
+                  x=x4, attrs='{sizes = [-1, -1, 3, 7], mode = "linear", '
+                              'coordinate_transformation_mode = "align_corners"}'),
+            unary("resize", lambda x: np_resize(x, [2, 3, 3, 2], "linear", "align_corners",
+                                                scales=[1, 1, 0.6, 0.6]),
+                  x=x4, attrs='{sizes = [2, 3, 3, 2], scales = [1, 1, 0.6, 0.6], '
+                              'mode = "linear", coordinate_transformation_mode = "align_corners"}'),
+            unary("resize", lambda x: np_resize(x, [2, 3, 9, 4], "cubic", "pytorch_half_pixel"),
+                  x=x4, attrs='{sizes = [2, 3, 9, 4], mode = "cubic", '
+                              'coordinate_transformation_mode = "pytorch_half_pixel"}'),
+            unary("resize", lambda x: np_resize(x, [2, 3, 6, 3], "cubic", a=-0.5, exclude=True,
+                                                coord="half_pixel_symmetric"),
+                  x=x4, attrs='{sizes = [2, 3, 6, 3], mode = "cubic", cubic_coeff_a = -0.5, '
+                              'exclude_outside = 1, '
+                              'coordinate_transformation_mode = "half_pixel_symmetric"}'),
+            unary("resize", lambda x: np_resize(x, [1, 7, 8], "nearest", "asymmetric",
+                                                "ceil", scales=[1, 1.9, 2.5]),
+                  x=np.arange(20, dtype=np.int32).reshape(1, 4, 5),
+                  attrs='{sizes = [1, 7, 8], scales = [1, 1.9, 2.5], '
+                        'coordinate_transformation_mode = "asymmetric", nearest_mode = "ceil"}'),
+            unary("resize", lambda x: np_resize(x, [2, 3, 8, 2], "nearest", "half_pixel",
+                                                "round_prefer_ceil"),
+                  x=x4, attrs='{sizes = [2, 3, 8, 2], nearest_mode = "round_prefer_ceil"}')],
+        "prelu": [binary("prelu", lambda x, s: np.where(x < 0, x * s, x), a=x234,
+                         b=rand(3, 1)),
+                  binary("prelu", lambda x, s: np.where(x < 0, x * s, x), a=x234,
+                         b=rand(1))],
+        "topk": [Case("topk", {"x": ties}, lambda x: np_topk(x, 3, 1),
+                      attrs="{k = 3, axis = 1}", out_dtypes=[np.float32, np.int64], nout=2),
+                 Case("topk", {"x": ties}, lambda x: np_topk(x, 2, 0, largest=False),
+                      attrs="{k = 2, axis = 0, largest = 0}",
+                      out_dtypes=[np.float32, np.int64], nout=2),
+                 Case("topk", {"x": many_ties}, lambda x: np_topk(x, 20, 1),
+                      attrs="{k = 20, axis = 1}", out_dtypes=[np.float32, np.int64], nout=2,
+                      name="topk_long"),
+                 Case("topk", {"x": ints}, lambda x: np_topk(x, 2, -1),
+                      attrs="{k = 2}", out_dtypes=[np.int32, np.int64], nout=2)],
+        "cumsum": [unary("cumsum", lambda x: np_cumsum(x, 1), x=x234, attrs="{axis = 1}"),
+                   unary("cumsum", lambda x: np_cumsum(x, -1, True, True), x=ints,
+                         attrs="{axis = -1, exclusive = 1, reverse = 1}")],
+        "trilu": [unary("trilu", lambda x: np.triu(x, 1), x=x234, attrs="{k = 1}"),
+                  unary("trilu", lambda x: np.tril(x, -1), x=ints, attrs="{upper = 0, k = -1}")],
+        "tile": [unary("tile", lambda x: np.tile(x, (2, 1, 3)), x=x234,
+                       attrs="{repeats = [2, 1, 3]}")],
+        "gather_elements": [
+            Case("gather_elements", {"x": x234,
+                                     "i": np.array([[[0, 2, -1]], [[1, -3, 2]]], dtype=np.int64)},
+                 lambda x, i: np.take_along_axis(x[:, :, :3], (i % 3).astype(np.int64), axis=1),
+                 attrs="{axis = 1}", out_dtypes=[np.float32]),
+            Case("gather_elements", {"x": ints, "i": np.array([[1, 0], [-2, 1]], dtype=np.int32)},
+                 lambda x, i: np.take_along_axis(x[:, :2], i.astype(np.int64) % 2, axis=0),
+                 out_dtypes=[np.int32])],
+        "reduce_l1": [unary("reduce_l1", lambda x: np.abs(x).sum(axis=1), x=x234,
+                            attrs="{axes = [1], keepdims = 0}"),
+                      unary("reduce_l1", lambda x: np.abs(x).sum(keepdims=True), x=ints)],
+        "reduce_l2": [unary("reduce_l2", lambda x: np.sqrt((x ** 2).sum(axis=(0, 2),
+                                                                      keepdims=True)),
+                            x=x234, attrs="{axes = [0, 2]}")],
+        "reduce_sum_square": [unary("reduce_sum_square", lambda x: (x ** 2).sum(axis=2),
+                                    x=x234, attrs="{axes = [-1], keepdims = 0}"),
+                              unary("reduce_sum_square", lambda x: (x ** 2).sum(keepdims=True),
+                                    x=ints)],
+        "reduce_log_sum_exp": [
+            unary("reduce_log_sum_exp", lambda x: np.log(np.exp(x).sum(axis=1)), x=x234,
+                  attrs="{axes = [1], keepdims = 0}"),
+            unary("reduce_log_sum_exp",
+                  lambda x: np_log(np.exp(x - 1000).sum(axis=1, keepdims=True)) + 1000,
+                  x=np.array([[1000, 999, -np.inf], [-np.inf, -np.inf, -np.inf]], np.float64),
+                  attrs="{axes = [1]}")],
+        "argmin": [unary("argmin", lambda x: x.argmin(axis=1), x=x234,
+                         attrs="{axis = 1, keepdims = 0}", out=np.int64),
+                   unary("argmin", lambda x: x.argmin(axis=0)[None], out=np.int64,
+                         x=np.array([[1, 5, 2], [1, -5, 7]], dtype=np.int32)),
+                   unary("argmin", lambda x: 2 - x[:, ::-1].argmin(axis=1), out=np.int64,
+                         x=np.array([[1, 5, 1], [3, 3, 3]], dtype=np.float32),
+                         attrs="{axis = 1, keepdims = 0, select_last_index = 1}")],
+        "mod": [binary("mod", py_mod, a=ints, b=np.array([3, -4, 0], dtype=np.int32)),
+                Case("mod", {"a": ints, "b": np.array([3, -4, 0], dtype=np.int32)}, c_fmod,
+                     attrs="{fmod = 1}", out_dtypes=[np.int32]),
+                Case("mod", {"a": rand(2, 3, lo=-9, hi=9), "b": rand(3, lo=0.5, hi=3)},
+                     np.fmod, attrs="{fmod = 1}", out_dtypes=[np.float32]),
+                binary("mod", np.mod, a=rand(2, 3, lo=-9, hi=9), b=rand(3, lo=-3, hi=3))],
+        "is_nan": [unary("is_nan", np.isnan, x=specials, out=np.bool_)],
+        "is_inf": [unary("is_inf", np.isinf, x=specials, out=np.bool_),
+                   unary("is_inf", lambda x: np.isposinf(x), x=specials, out=np.bool_,
+                         attrs="{detect_negative = 0}")],
+        "scatter_elements": [
+            Case("scatter_elements", {"x": x234, "i": np.array([[[0, 2, -1]], [[1, -3, 2]]],
+                                                               dtype=np.int64),
+                                      "u": rand(2, 1, 3)},
+                 lambda x, i, u: np_scatter_elements(x, i, u, 1), attrs="{axis = 1}",
+                 out_dtypes=[np.float32]),
+            Case("scatter_elements", {"x": ints, "i": np.array([[2, 2, 0]], dtype=np.int32),
+                                      "u": np.array([[4, -6, 1]], dtype=np.int32)},
+                 lambda x, i, u: np_scatter_elements(x, i, u, 1, "add"),
+                 attrs='{axis = -1, reduction = "add"}', out_dtypes=[np.int32]),
+            Case("scatter_elements", {"x": x234, "i": np.array([[[1], [1]]], dtype=np.int64),
+                                      "u": rand(1, 2, 1)},
+                 lambda x, i, u: np_scatter_elements(x, i, u, 0, "max"),
+                 attrs='{reduction = "max"}', out_dtypes=[np.float32])],
+        "range": [Case("range", {}, lambda: np.arange(1.5, -2.0, -0.75), out_dtypes=[np.float32],
+                       consts={"s": np.array(1.5, np.float32), "l": np.array(-2.0, np.float32),
+                               "d": np.array(-0.75, np.float32)}),
+                  Case("range", {}, lambda: np.arange(-3, 10, 4), out_dtypes=[np.int64],
+                       consts={"s": np.array(-3), "l": np.array(10), "d": np.array(4)})],
     }
     return c
 
@@ -243,10 +660,12 @@ def run_case(gpucc, case, tmp, k):
     os.makedirs(folder)
     params = ", ".join("%%%s: %s" % (n, gir_type(a)) for n, a in case.inputs.items())
     outs = ["y%d" % i for i in range(case.nout)]
-    args = ", ".join("%" + n for n in case.inputs)
+    args = ", ".join("%" + n for n in list(case.inputs) + list(case.consts))
     lhs = ", ".join("%" + o for o in outs)
-    text = "graph t(%s) {\n  %s = %s(%s)%s\n  return %s\n}\n" % (
-        params, lhs, case.op, args, " " + case.attrs if case.attrs else "", lhs)
+    consts = "".join("  %%%s = const %s %s\n" % (n, gir_type(a), repr(a.item()))
+                     for n, a in case.consts.items())
+    text = "graph t(%s) {\n%s  %s = %s(%s)%s\n  return %s\n}\n" % (
+        params, consts, lhs, case.op, args, " " + case.attrs if case.attrs else "", lhs)
     gir = os.path.join(folder, "t.gir")
     with open(gir, "w") as f:
         f.write(text)

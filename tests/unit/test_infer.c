@@ -264,6 +264,150 @@ static void test_concat_slice_split_gather(void) {
   CHECKA(OP_GATHER, V(emb, ids), A(INT("axis", 2)), "!axis 2 is out of range");
 }
 
+#define STR(name, v) attr_make_string(name, v)
+#define FLT(name, v) attr_make_float(name, v)
+
+/* conv, the pools and the norms: N passes through symbolic, C and spatial dims are checked. */
+static void test_nn(void) {
+  Value *x = in("f32[N, 3, 224, 224]"), *w = in("f32[64, 3, 7, 7]"), *b = in("f32[64]");
+  CHECKA(OP_CONV, V(x, w, b), A(INTS("strides", 2, 2), INTS("pads", 3, 3, 3, 3)), "f32[N, 64, 112, 112]");
+  CHECK(OP_CONV, V(x, w), "f32[N, 64, 218, 218]");
+  CHECKA(OP_CONV, V(x, w), A(INTS("dilations", 2, 1), INTS("pads", 0, 1, 2, 3)), "f32[N, 64, 214, 222]");
+  Value *xg = in("f32[N, 32, 10]"), *wg = in("f32[64, 8, 3]");
+  CHECKA(OP_CONV, V(xg, wg), A(INT("group", 4)), "f32[N, 64, 8]");
+  CHECKA(OP_CONV, V(xg, wg), A(INT("group", 2)), "!x f32[N, 32, 10] has 32 channels, but w f32[64, 8, 3] with group 2 expects 16");
+  CHECKA(OP_CONV, V(xg, in("f32[6, 8, 3]")), A(INT("group", 4)), "!output channels 6 are not divisible by group 4");
+  CHECK(OP_CONV, V(in("f32[N, 4, 10]"), wg), "!has 4 channels, but w f32[64, 8, 3] with group 1 expects 8");
+  CHECK(OP_CONV, V(in("f32[1, C, 10]"), wg), "!the channel dim of f32[1, C, 10] is symbolic");
+  CHECK(OP_CONV, V(in("f32[1, 8, H]"), wg), "!spatial dim 0 of f32[1, 8, H] is symbolic");
+  CHECK(OP_CONV, V(in("f32[1, 8, 2]"), wg), "!the kernel (3 with dilation 1) is bigger than the padded input (2)");
+  CHECKA(OP_CONV, V(in("f32[1, 8, 2]"), wg), A(INTS("pads", 1, 0)), "f32[1, 64, 1]");
+  CHECKA(OP_CONV, V(xg, wg), A(INT("group", 4), INTS("pads", 1, 1, 1)), "!pads [1, 1, 1] has 3 entries, expected 2");
+  CHECKA(OP_CONV, V(xg, wg), A(INT("group", 4), INTS("strides", 0)), "!strides [0]: entry 0 is out of range");
+  CHECKA(OP_CONV, V(xg, wg), A(INT("group", 4), INTS("pads", -1, 0)), "!out of range");
+  CHECKA(OP_CONV, V(xg, wg, in("f32[32]")), A(INT("group", 4)), "!bias f32[32] must be [64]");
+  CHECK(OP_CONV, V(in("f32[8, 10]"), wg), "!x must be [N, C, spatial...]");
+  CHECK(OP_CONV, V(xg, in("f32[64, 8]")), "!must have the rank of x");
+  CHECK(OP_CONV, V(in("i32[1, 8, 5]"), in("i32[4, 8, 3]")), "!needs a floating-point type");
+  /* conv_transpose: w is [C, M/group, k...] */
+  Value *xt = in("f32[N, 8, 5, 5]"), *wt = in("f32[8, 3, 3, 3]");
+  CHECKA(OP_CONV_TRANSPOSE, V(xt, wt), A(INTS("strides", 2, 2)), "f32[N, 3, 11, 11]");
+  CHECKA(OP_CONV_TRANSPOSE, V(xt, wt, in("f32[6]")), A(INTS("strides", 2, 2), INTS("pads", 1, 1, 1, 1), INTS("output_padding", 1, 0), INT("group", 2)), "f32[N, 6, 10, 9]");
+  CHECK(OP_CONV_TRANSPOSE, V(in("f32[1, 4, 5, 5]"), wt), "!has 4 channels, but w f32[8, 3, 3, 3] with group 1 expects 8");
+  CHECKA(OP_CONV_TRANSPOSE, V(xt, wt), A(INTS("pads", 5, 5, 5, 5)), "!pads remove more than the whole output");
+
+  /* pools */
+  Value *p = in("f32[N, 64, 112, 112]");
+  CHECKA(OP_MAX_POOL, V(p), A(INTS("kernel_shape", 3, 3), INTS("strides", 2, 2), INTS("pads", 1, 1, 1, 1)), "f32[N, 64, 56, 56]");
+  CHECKA(OP_AVERAGE_POOL, V(in("f32[1, 2, 5, 5]")), A(INTS("kernel_shape", 2, 2), INTS("strides", 2, 2)), "f32[1, 2, 2, 2]");
+  CHECKA(OP_AVERAGE_POOL, V(in("f32[1, 2, 5, 5]")), A(INTS("kernel_shape", 2, 2), INTS("strides", 2, 2), INT("ceil_mode", 1)), "f32[1, 2, 3, 3]");
+  /* ceil_mode: a last window that would start in the end padding is dropped */
+  CHECKA(OP_MAX_POOL, V(in("f32[1, 1, 6]")), A(INTS("kernel_shape", 2), INTS("strides", 2), INTS("pads", 1, 1), INT("ceil_mode", 1)), "f32[1, 1, 4]");
+  CHECKA(OP_MAX_POOL, V(in("i8[1, 1, 7]")), A(INTS("kernel_shape", 2), INTS("dilations", 3)), "i8[1, 1, 4]");
+  CHECKA(OP_MAX_POOL, V(p), A(INTS("kernel_shape", 3)), "!kernel_shape [3] has 1 entries, expected 2");
+  CHECKA(OP_MAX_POOL, V(in("f32[1, 1, 2, 2]")), A(INTS("kernel_shape", 3, 3)), "!the kernel (3 with dilation 1) is bigger than the padded input (2) on spatial dim 0");
+  CHECKA(OP_MAX_POOL, V(in("f32[1, 1, 8]")), A(INTS("kernel_shape", 2), INTS("pads", 2, 0)), "!is not smaller than the window");
+  CHECKA(OP_AVERAGE_POOL, V(in("i32[1, 1, 8]")), A(INTS("kernel_shape", 2)), "!needs a floating-point type");
+  CHECK(OP_MAX_POOL, V(p), "!max_pool needs attribute 'kernel_shape'");
+  CHECK(OP_GLOBAL_AVERAGE_POOL, V(p), "f32[N, 64, 1, 1]");
+  CHECK(OP_GLOBAL_MAX_POOL, V(in("f32[N, C, 7]")), "f32[N, C, 1]");
+  CHECK(OP_GLOBAL_MAX_POOL, V(in("f32[N, 7]")), "!x must be [N, C, spatial...]");
+
+  /* norms */
+  Value *c64 = in("f32[64]");
+  CHECK(OP_BATCH_NORM, V(p, c64, c64, c64, c64), "f32[N, 64, 112, 112]");
+  CHECK(OP_BATCH_NORM, V(in("f32[N, 64]"), c64, c64, c64, c64), "f32[N, 64]");
+  CHECK(OP_BATCH_NORM, V(p, c64, c64, in("f32[32]"), c64), "!mean f32[32] must be [C] for x f32[N, 64, 112, 112]");
+  CHECK(OP_BATCH_NORM, V(p, c64, c64, c64, in("f16[64]")), "!operand types differ");
+  CHECK(OP_BATCH_NORM, V(p, c64, c64, c64), "!op 'batch_norm' takes 5 inputs, got 4");
+  CHECK(OP_INSTANCE_NORM, V(p, c64, c64), "f32[N, 64, 112, 112]");
+  CHECK(OP_INSTANCE_NORM, V(p, c64, in("f32[1, 64]")), "!bias f32[1, 64] must be [C]");
+  CHECKA(OP_LRN, V(p), A(INT("size", 5)), "f32[N, 64, 112, 112]");
+  CHECKA(OP_LRN, V(p), A(INT("size", 0)), "!size must be positive");
+  CHECK(OP_LRN, V(p), "!lrn needs attribute 'size'");
+}
+
+static void test_nn_layout(void) {
+  Value *x = in("f32[N, 3, 4]"), *i = in("i32[2, 3]");
+  /* pad */
+  CHECKA(OP_PAD, V(x), A(INTS("pads", 0, 1, -1, 0, 2, 1)), "f32[N, 6, 4]");
+  CHECKA(OP_PAD, V(x), A(INTS("pads", 1, 0, 0, 0, 0, 0)), "!dim 0 of f32[N, 3, 4] is symbolic");
+  CHECKA(OP_PAD, V(x), A(INTS("pads", 0, 1, 0, 0)), "!pads [0, 1, 0, 0] has 4 entries, but f32[N, 3, 4] needs 6");
+  CHECKA(OP_PAD, V(i), A(INTS("pads", 0, 2, 0, 0), STR("mode", "reflect")), "i32[2, 5]");
+  CHECKA(OP_PAD, V(i), A(INTS("pads", 0, 3, 0, 0), STR("mode", "reflect")), "!reflect pads [0, 3, 0, 0] are larger than dim 1");
+  CHECKA(OP_PAD, V(i), A(INTS("pads", 0, 0, 0, -4)), "!crop more than dim 1");
+  CHECKA(OP_PAD, V(i), A(INTS("pads", 0, 0, 0, 0), STR("mode", "wrap")), "!mode must be 'constant', 'reflect' or 'edge', got 'wrap'");
+  CHECKA(OP_PAD, V(in("f32[0, 2]")), A(INTS("pads", 1, 0, 0, 0), STR("mode", "edge")), "!edge padding needs a non-empty dim 0");
+  /* resize */
+  Value *r = in("f32[N, 3, 8, 8]");
+  CHECKA(OP_RESIZE, V(r), A(INTS("sizes", -1, -1, 16, 4)), "f32[N, 3, 16, 4]");
+  CHECKA(OP_RESIZE, V(r), A(INTS("sizes", 2, 3, 16, 4)), "!dim 0 of f32[N, 3, 8, 8] is symbolic: write -1 in sizes to keep it");
+  CHECKA(OP_RESIZE, V(r), A(INTS("sizes", -1, -1, 16)), "!sizes [-1, -1, 16] must have one entry per dim");
+  double sc[4] = {1, 1, 2, 0.5};
+  Attr scales = {.name = "scales", .kind = AK_FLOATS, .n = 4, .floats = sc};
+  CHECKA(OP_RESIZE, V(r), A(INTS("sizes", -1, -1, 16, 4), scales, STR("mode", "linear")), "f32[N, 3, 16, 4]");
+  CHECKA(OP_RESIZE, V(r), A(INTS("sizes", -1, 3, 16, -1), scales), "!sizes keeps dim 3 (-1), but its scale is 0.5, not 1");
+  CHECKA(OP_RESIZE, V(r), A(INTS("sizes", -1, -1, 16, 4), STR("mode", "area")), "!mode must be 'nearest', 'linear' or 'cubic'");
+  CHECKA(OP_RESIZE, V(r), A(INTS("sizes", -1, -1, 16, 4), STR("coordinate_transformation_mode", "tf_crop_and_resize")), "!coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+  CHECKA(OP_RESIZE, V(i), A(INTS("sizes", 4, 6), STR("mode", "cubic")), "!needs a floating-point type");
+  CHECKA(OP_RESIZE, V(i), A(INTS("sizes", 4, 6)), "i32[4, 6]");
+  /* topk */
+  Attr tk[] = {INT("k", 2)};
+  check_node(__LINE__, OP_TOPK, V(x), 1, tk, 1, 2, 0, "f32[N, 3, 2]");
+  check_node(__LINE__, OP_TOPK, V(x), 1, tk, 1, 2, 1, "i64[N, 3, 2]");
+  Attr tk5[] = {INT("k", 5)}, tk0[] = {INT("k", 1), INT("axis", 0)};
+  check_node(__LINE__, OP_TOPK, V(x), 1, tk5, 1, 2, 0, "!k 5 is out of range for dim 2 of f32[N, 3, 4]");
+  check_node(__LINE__, OP_TOPK, V(x), 1, tk0, 2, 2, 0, "!dim 0 of f32[N, 3, 4] is symbolic");
+  check_node(__LINE__, OP_TOPK, V(x), 1, tk, 1, 1, 0, "!op 'topk' has 2 outputs, got 1");
+  /* cumsum, trilu, tile, gather_elements */
+  CHECKA(OP_CUMSUM, V(x), A(INT("axis", 1)), "f32[N, 3, 4]");
+  CHECKA(OP_CUMSUM, V(x), A(INT("axis", 3)), "!axis 3 is out of range");
+  CHECK(OP_TRILU, V(x), "f32[N, 3, 4]");
+  CHECK(OP_TRILU, V(in("f32[4]")), "!needs at least 2 dims");
+  CHECKA(OP_TILE, V(x), A(INTS("repeats", 1, 2, 0)), "f32[N, 6, 0]");
+  CHECKA(OP_TILE, V(x), A(INTS("repeats", 2, 1, 1)), "!dim 0 of f32[N, 3, 4] is symbolic");
+  CHECKA(OP_TILE, V(x), A(INTS("repeats", 1, 1)), "!repeats [1, 1] has 2 entries");
+  CHECKA(OP_GATHER_ELEMENTS, V(x, in("i64[N, 5, 2]")), A(INT("axis", 1)), "f32[N, 5, 2]");
+  CHECKA(OP_GATHER_ELEMENTS, V(x, in("i64[N, 5, 5]")), A(INT("axis", 1)), "!dim 2 of indices i64[N, 5, 5] exceeds that of data");
+  CHECK(OP_GATHER_ELEMENTS, V(x, in("i64[5, 5]")), "!must have the rank of data");
+  CHECK(OP_GATHER_ELEMENTS, V(x, in("f32[N, 3, 4]")), "!indices must be i32 or i64");
+  Value *ix = in("i64[N, 2, 4]");
+  CHECK(OP_SCATTER_ELEMENTS, V(x, ix, in("f32[N, 2, 4]")), "f32[N, 3, 4]");
+  CHECK(OP_SCATTER_ELEMENTS, V(x, ix, in("f32[N, 2, 3]")), "!updates f32[N, 2, 3] must have the shape of indices i64[N, 2, 4]");
+  CHECK(OP_SCATTER_ELEMENTS, V(x, ix, in("f16[N, 2, 4]")), "!operand types differ");
+  CHECKA(OP_SCATTER_ELEMENTS, V(x, ix, in("f32[N, 2, 4]")), A(STR("reduction", "sum")), "!reduction must be");
+  /* pointwise additions */
+  CHECK(OP_MOD, V(i, in("i32[3]")), "i32[2, 3]");
+  CHECK(OP_MOD, V(i, in("i64[3]")), "!operand types differ");
+  CHECK(OP_IS_NAN, V(x), "bool[N, 3, 4]");
+  CHECK(OP_IS_INF, V(i), "!needs a floating-point type");
+  CHECK(OP_PRELU, V(x, in("f32[3, 1]")), "f32[N, 3, 4]");
+  CHECK(OP_PRELU, V(in("f32[3]"), in("f32[2, 3]")), "!slope f32[2, 3] does not broadcast to x f32[3]");
+  CHECKA(OP_REDUCE_L2, V(x), A(INTS("axes", 2)), "f32[N, 3, 1]");
+  CHECK(OP_REDUCE_LOG_SUM_EXP, V(i), "!needs a floating-point type");
+  CHECKA(OP_REDUCE_SUM_SQUARE, V(i), A(INT("keepdims", 0)), "i32[]");
+  CHECKA(OP_ARGMIN, V(x), A(INT("axis", -1)), "i64[N, 3, 1]");
+}
+
+/* range needs constants: its size is their arithmetic. */
+static Value *scalar(DType dt, double v) {
+  Tensor *t = tensor_in_arena(g->arena, dt, 0, NULL);
+  dtype_store_f64(dt, t->data, v);
+  Value *c = graph_add_const(g, NULL, t);
+  return c;
+}
+
+static void test_range(void) {
+  CHECK(OP_RANGE, V(scalar(DT_F32, 1.5), scalar(DT_F32, -2), scalar(DT_F32, -0.75)), "f32[5]");
+  CHECK(OP_RANGE, V(scalar(DT_I64, -3), scalar(DT_I64, 10), scalar(DT_I64, 4)), "i64[4]");
+  CHECK(OP_RANGE, V(scalar(DT_I32, 5), scalar(DT_I32, 1), scalar(DT_I32, 1)), "i32[0]");
+  CHECK(OP_RANGE, V(scalar(DT_I64, -9e18), scalar(DT_I64, 9e18), scalar(DT_I64, 9e18)), "i64[2]");
+  CHECK(OP_RANGE, V(scalar(DT_I32, 0), scalar(DT_I32, 1), scalar(DT_I32, 0)), "!delta is 0");
+  CHECK(OP_RANGE, V(scalar(DT_F32, 0), scalar(DT_F32, 1e30), scalar(DT_F32, 1)), "!too long");
+  CHECK(OP_RANGE, V(in("i64[]"), scalar(DT_I64, 1), scalar(DT_I64, 1)), "!range needs constant inputs");
+  CHECK(OP_RANGE, V(scalar(DT_I64, 0), scalar(DT_I32, 1), scalar(DT_I64, 1)), "!operand types differ");
+}
+
 static void test_attrs_and_inputs(void) {
   Value *x = in("f32[2, 3]");
   CHECKA(OP_SOFTMAX, V(x), A(INTS("axes", 1)), "!softmax has no attribute 'axes' (it has: axis)");
@@ -338,6 +482,9 @@ int main(void) {
   test_reshape();
   test_layout();
   test_concat_slice_split_gather();
+  test_nn();
+  test_nn_layout();
+  test_range();
   test_attrs_and_inputs();
   test_graph();
   graph_free(g);

@@ -30,7 +30,7 @@ static Type type_of(const Tensor *t) {
  * with the message in *d. The inputs are freed. */
 static Tensor *run_op(Op op, int nin, Tensor **ins, const Attr *attrs, int nattr, Diag *d) {
   Graph *g = graph_new("t");
-  Value *vin[4];
+  Value *vin[8];
   for (int k = 0; k < nin; k++) {
     char name[16];
     snprintf(name, sizeof name, "x%d", k);
@@ -222,6 +222,126 @@ static void test_reductions(void) {
     fprintf(stderr, "%s\n", d.msg);
 }
 
+static void test_nn(void) {
+  Diag d = {0};
+  int64_t s1133[4] = {1, 1, 3, 3}, s1122[4] = {1, 1, 2, 2}, s114[3] = {1, 1, 4};
+  const double nine[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  /* a 2x2 box filter over 1..9: each output sums a 2x2 block, plus the bias 1 */
+  Tensor *cv[3] = {tens(DT_F32, 4, s1133, nine), tens(DT_F32, 4, s1122, (double[]){1, 1, 1, 1}),
+                   tens(DT_F32, 1, (int64_t[]){1}, (double[]){1})};
+  EXPECT(run_op(OP_CONV, 3, cv, NULL, 0, &d), DT_F32, 4, s1122, ((double[]){13, 17, 25, 29}), 0);
+  /* the same kernel transposed scatters every input over a 2x2 block: corners stay */
+  Tensor *ct[2] = {tens(DT_F32, 4, s1122, (double[]){1, 2, 3, 4}),
+                   tens(DT_F32, 4, s1122, (double[]){1, 1, 1, 1})};
+  EXPECT(run_op(OP_CONV_TRANSPOSE, 2, ct, NULL, 0, &d), DT_F32, 4, s1133,
+         ((double[]){1, 3, 2, 4, 10, 6, 3, 7, 4}), 0);
+  int64_t k2[1] = {2}, st2[1] = {2}, p11[2] = {1, 1};
+  Attr mp[2] = {attr_make_ints("kernel_shape", k2, 1), attr_make_ints("strides", st2, 1)};
+  Tensor *x = tens(DT_F32, 3, s114, (double[]){1, 3, 2, 5});
+  EXPECT(run_op(OP_MAX_POOL, 1, &x, mp, 2, &d), DT_F32, 3, ((int64_t[]){1, 1, 2}),
+         ((double[]){3, 5}), 0);
+  /* windows [pad, 1], [3, 2], [5, pad]: padding is left out of the mean, or counted */
+  Attr ap[4] = {mp[0], mp[1], attr_make_ints("pads", p11, 2), attr_make_int("count_include_pad", 1)};
+  x = tens(DT_F32, 3, s114, (double[]){1, 3, 2, 5});
+  EXPECT(run_op(OP_AVERAGE_POOL, 1, &x, ap, 3, &d), DT_F32, 3, ((int64_t[]){1, 1, 3}),
+         ((double[]){1, 2.5, 5}), 0);
+  x = tens(DT_F32, 3, s114, (double[]){1, 3, 2, 5});
+  EXPECT(run_op(OP_AVERAGE_POOL, 1, &x, ap, 4, &d), DT_F32, 3, ((int64_t[]){1, 1, 3}),
+         ((double[]){0.5, 2.5, 2.5}), 0);
+  /* batch_norm with mean 1, var 3, eps 1: (x - 1) / 2 * 2 + 1 = x */
+  Tensor *bn[5] = {tens(DT_F32, 3, s114, (double[]){1, 3, 2, 5}),
+                   tens(DT_F32, 1, (int64_t[]){1}, (double[]){2}),
+                   tens(DT_F32, 1, (int64_t[]){1}, (double[]){1}),
+                   tens(DT_F32, 1, (int64_t[]){1}, (double[]){1}),
+                   tens(DT_F32, 1, (int64_t[]){1}, (double[]){3})};
+  Attr eps = attr_make_float("epsilon", 1);
+  EXPECT(run_op(OP_BATCH_NORM, 5, bn, &eps, 1, &d), DT_F32, 3, s114, ((double[]){1, 3, 2, 5}), 1e-6);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+}
+
+static void test_nn_layout(void) {
+  Diag d = {0};
+  int64_t s3[1] = {3}, s2[1] = {2}, s4[1] = {4};
+  /* reflect mirrors without repeating the edge; edge repeats it */
+  int64_t p21[2] = {2, 1};
+  Attr refl[2] = {attr_make_ints("pads", p21, 2), attr_make_string("mode", "reflect")};
+  Tensor *x = tens(DT_I32, 1, s3, (double[]){1, 2, 3});
+  EXPECT(run_op(OP_PAD, 1, &x, refl, 2, &d), DT_I32, 1, ((int64_t[]){6}),
+         ((double[]){3, 2, 1, 2, 3, 2}), 0);
+  refl[1] = attr_make_string("mode", "edge");
+  x = tens(DT_I32, 1, s3, (double[]){1, 2, 3});
+  EXPECT(run_op(OP_PAD, 1, &x, refl, 2, &d), DT_I32, 1, ((int64_t[]){6}),
+         ((double[]){1, 1, 1, 2, 3, 3}), 0);
+  /* linear half_pixel 2 -> 4: input coords -0.25 (clamped), 0.25, 0.75, 1.25 (clamped) */
+  int64_t sz4[1] = {4};
+  Attr rs[2] = {attr_make_ints("sizes", sz4, 1), attr_make_string("mode", "linear")};
+  x = tens(DT_F32, 1, s2, (double[]){0, 1});
+  EXPECT(run_op(OP_RESIZE, 1, &x, rs, 2, &d), DT_F32, 1, s4, ((double[]){0, 0.25, 0.75, 1}), 0);
+  /* nearest, round_prefer_floor: coords -0.25, 0.25, 0.75, 1.25 round to 0, 0, 1, 1 */
+  x = tens(DT_F32, 1, s2, (double[]){7, 9});
+  EXPECT(run_op(OP_RESIZE, 1, &x, rs, 1, &d), DT_F32, 1, s4, ((double[]){7, 7, 9, 9}), 0);
+  Attr cs[2] = {attr_make_int("axis", 0), attr_make_int("exclusive", 1)};
+  x = tens(DT_I64, 1, s3, (double[]){1, 2, 3});
+  EXPECT(run_op(OP_CUMSUM, 1, &x, cs, 2, &d), DT_I64, 1, s3, ((double[]){0, 1, 3}), 0);
+  /* mod: Python's sign of the divisor, or C's of the dividend */
+  Tensor *mi[2] = {tens(DT_I32, 1, s2, (double[]){-7, 7}), tens(DT_I32, 1, s2, (double[]){3, -3})};
+  EXPECT(run_op(OP_MOD, 2, mi, NULL, 0, &d), DT_I32, 1, s2, ((double[]){2, -2}), 0);
+  Attr fm = attr_make_int("fmod", 1);
+  Tensor *mf[2] = {tens(DT_F32, 1, s2, (double[]){-7, 7}), tens(DT_F32, 1, s2, (double[]){3, -3})};
+  EXPECT(run_op(OP_MOD, 2, mf, &fm, 1, &d), DT_F32, 1, s2, ((double[]){-1, 1}), 0);
+  Attr up = attr_make_int("upper", 0);
+  x = tens(DT_F32, 2, ((int64_t[]){2, 2}), (double[]){1, 2, 3, 4});
+  EXPECT(run_op(OP_TRILU, 1, &x, &up, 1, &d), DT_F32, 2, ((int64_t[]){2, 2}),
+         ((double[]){1, 0, 3, 4}), 0);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+  /* gather_elements checks every index */
+  Tensor *ge[2] = {tens(DT_F32, 1, s3, (double[]){1, 2, 3}), tens(DT_I64, 1, s2, (double[]){-3, 3})};
+  Diag d2 = {0};
+  CHECK(run_op(OP_GATHER_ELEMENTS, 2, ge, NULL, 0, &d2) == NULL);
+  CHECK(strstr(d2.msg, "index 3 is out of range for axis 0 of size 3") != NULL);
+}
+
+/* topk has two outputs and range constant operands: whole graphs. */
+static void test_topk_range(void) {
+  Graph *g = graph_new("t");
+  Diag d = {0};
+  Value *x = graph_add_input(g, "x", type_of(&(Tensor){.dtype = DT_F32, .rank = 1, .dims = {5}}));
+  Attr k = attr_make_int("k", 3);
+  const char *names[2] = {"v", "i"};
+  Node *n = graph_add_node(g, OP_TOPK, &x, 1, &k, 1, names, 2);
+  Value *cv[3];
+  const double rv[3] = {0, 7, 2.5};
+  for (int i = 0; i < 3; i++) {
+    Tensor *t = tensor_in_arena(g->arena, DT_F32, 0, NULL);
+    dtype_store_f64(DT_F32, t->data, rv[i]);
+    cv[i] = graph_add_const(g, NULL, t);
+  }
+  Value *r = graph_op(g, &d, OP_RANGE, cv, 3, NULL, 0, "r");
+  CHECK(r != NULL && ir_infer(g, &d) == 0);
+  if (r && !d.failed) {
+    graph_add_output(g, n->out[0]);
+    graph_add_output(g, n->out[1]);
+    graph_add_output(g, r);
+    Tensor *in = tens(DT_F32, 1, (int64_t[]){5}, (double[]){2, 9, 2, 9, 4});
+    Tensor *out[3];
+    CHECK(ir_eval(g, &in, out, &d) == 0);
+    if (!d.failed) {
+      /* ties: the lower index first */
+      EXPECT(out[0], DT_F32, 1, ((int64_t[]){3}), ((double[]){9, 9, 4}), 0);
+      EXPECT(out[1], DT_I64, 1, ((int64_t[]){3}), ((double[]){1, 3, 4}), 0);
+      EXPECT(out[2], DT_F32, 1, ((int64_t[]){3}), ((double[]){0, 2.5, 5}), 0);
+    }
+    tensor_free(in);
+  }
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+  graph_free(g);
+}
+
 static void test_layout(void) {
   Diag d = {0};
   int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
@@ -351,6 +471,9 @@ int main(void) {
   test_matmul();
   test_reductions();
   test_layout();
+  test_nn();
+  test_nn_layout();
+  test_topk_range();
   test_graph();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
