@@ -649,6 +649,33 @@ static int b_simple(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return emit(L, np, e->op, in, nin, at, na, output_name(np, 0)) ? 0 : -1;
 }
 
+/* v as dtype dt: v itself, or a cast node named `name` (NULL: a fresh name). */
+static Value *cast_to(Loader *L, const Onnx__NodeProto *np, Value *v, DType dt,
+                      const char *name) {
+  if (v->type.dtype == dt && !name)
+    return v;
+  Attr to = attr_make_string("to", dtype_name(dt));
+  return emit(L, np, OP_CAST, &v, 1, &to, 1, name);
+}
+
+/* Pow: ONNX lets the exponent's type differ from the base's and allows integer bases;
+ * the IR's pow takes one floating-point type. The exponent is cast to the base's type;
+ * an integer base is raised in f64 and the result cast back, which is exact for every
+ * result the integer type can hold. */
+static int b_pow(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0), *y = input(L, np, 1);
+  if (!x || !y)
+    return FAIL("expects 2 inputs");
+  DType dt = x->type.dtype, ct = dtype_is_float(dt) ? dt : DT_F64;
+  Value *in[2] = {cast_to(L, np, x, ct, NULL), cast_to(L, np, y, ct, NULL)};
+  if (!in[0] || !in[1])
+    return -1;
+  if (ct == dt)
+    return emit(L, np, e->op, in, 2, NULL, 0, output_name(np, 0)) ? 0 : -1;
+  Value *p = emit(L, np, e->op, in, 2, NULL, 0, NULL);
+  return p && cast_to(L, np, p, dt, output_name(np, 0)) ? 0 : -1;
+}
+
 /* Max, Min, Sum: variadic in ONNX, binary in the IR: a chain. */
 static int b_variadic(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   if (np->n_input < 1)
@@ -1039,7 +1066,7 @@ static const OnnxOp onnx_ops[] = {
     SIMPLE("Sin", OP_SIN), SIMPLE("Cos", OP_COS), SIMPLE("Tanh", OP_TANH), SIMPLE("Erf", OP_ERF),
     SIMPLE("Sigmoid", OP_SIGMOID), SIMPLE("Relu", OP_RELU), SIMPLE("Softplus", OP_SOFTPLUS),
     SIMPLE("Not", OP_NOT), SIMPLE("Add", OP_ADD), SIMPLE("Sub", OP_SUB), SIMPLE("Mul", OP_MUL),
-    SIMPLE("Div", OP_DIV), SIMPLE("Pow", OP_POW), SIMPLE("Equal", OP_EQUAL),
+    SIMPLE("Div", OP_DIV), SIMPLE("Equal", OP_EQUAL),
     SIMPLE("Less", OP_LESS), SIMPLE("LessOrEqual", OP_LESS_EQUAL),
     SIMPLE("Greater", OP_GREATER), SIMPLE("GreaterOrEqual", OP_GREATER_EQUAL),
     SIMPLE("And", OP_AND), SIMPLE("Or", OP_OR), SIMPLE("Xor", OP_XOR), SIMPLE("Where", OP_WHERE),
@@ -1049,6 +1076,7 @@ static const OnnxOp onnx_ops[] = {
     {"LeakyRelu", OP_LEAKY_RELU, 1, b_simple, "alpha"},
     {"Elu", OP_ELU, 1, b_simple, "alpha"},
     {"HardSigmoid", OP_HARD_SIGMOID, 1, b_simple, "alpha,beta"},
+    {"Pow", OP_POW, 1, b_pow, ""},
     {"Max", OP_MAX, 1, b_variadic, ""},
     {"Min", OP_MIN, 1, b_variadic, ""},
     {"Sum", OP_ADD, 1, b_variadic, ""},
