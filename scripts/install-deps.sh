@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what gpucc needs to build and test on a fresh Debian/Ubuntu machine (one with
 # the CUDA toolkit, which this script leaves alone): cmake, make, gcc, flex, bison,
-# FileCheck and not (llvm-N-tools), python3 with numpy, and protobuf-c for the ONNX
-# frontend. Installs only what is missing, so running it again is a no-op; uses sudo
+# FileCheck and not (llvm-N-tools), python3 with numpy, protobuf-c for the ONNX
+# frontend, and for the ONNX conformance test Debian's libonnx-testdata and python3's
+# onnx package. Installs only what is missing, so running it again is a no-op; uses sudo
 # only when not root.
 set -euo pipefail
 
@@ -21,6 +22,20 @@ if ! have python3 || ! python3 -c 'import numpy' >/dev/null 2>&1; then
 fi
 have protoc-c || need_pkg protobuf-c-compiler
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || need_pkg libprotobuf-c-dev
+[ -d /usr/share/libonnx-testdata/data ] || need_pkg libonnx-testdata
+
+# onnx for python3: Debian's python3-onnx serves the system python3 (whose pip refuses to
+# install: PEP 668); any other python3 (pyenv, a venv) gets it from PyPI after apt.
+want_pip_onnx=0
+if ! have python3; then
+  need_pkg python3-onnx
+elif ! python3 -c 'import onnx' >/dev/null 2>&1; then
+  if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
+    need_pkg python3-onnx
+  else
+    want_pip_onnx=1
+  fi
+fi
 
 # FileCheck and not: any LLVM version will do (tests/CMakeLists.txt looks in PATH and
 # in every /usr/lib/llvm-*/bin).
@@ -46,7 +61,34 @@ python_numpy() {
   }
 }
 
+python_onnx() {
+  [ $want_pip_onnx -eq 1 ] || return 0
+  echo "install-deps: $(command -v python3) cannot import onnx; installing it with pip"
+  python3 -m pip install -q onnx || {
+    echo "install-deps: could not install onnx for $(command -v python3)" >&2
+    exit 1
+  }
+}
+
+# onnxruntime, the second oracle of tests/models (issue 3): optional. Where pip has no
+# wheel for this platform, or the python3 is the system's (PEP 668: pip may not install
+# there, and Debian has no package), the test prints that it skipped onnxruntime.
+python_onnxruntime() {
+  python3 -c 'import onnxruntime' >/dev/null 2>&1 && return 0
+  if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
+    echo "install-deps: note: not installing onnxruntime into the system python3;" \
+         "tests/models will skip that oracle"
+    return 0
+  fi
+  echo "install-deps: $(command -v python3) cannot import onnxruntime; installing it with pip"
+  python3 -m pip install -q onnxruntime ||
+    echo "install-deps: note: pip could not install onnxruntime here;" \
+         "tests/models will skip that oracle"
+}
+
 if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ]; then
+  python_onnx
+  python_onnxruntime
   echo "install-deps: everything gpucc needs is installed"
   exit 0
 fi
@@ -85,4 +127,6 @@ echo "install-deps: installing ${missing[*]}"
 "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 
 python_numpy
+python_onnx
+python_onnxruntime
 echo "install-deps: done"
