@@ -35,6 +35,7 @@ typedef struct Options {
   const Pass *passes[MAX_PASSES];
   int npasses;
   bool print_after_all;
+  bool report; /* -v, --report */
   const char *dump_dir;
   bool cpu;
   const char *output_dir;
@@ -98,6 +99,7 @@ static void print_help(void) {
          "  --print-after-all       print the IR to stderr before the first pass and after\n"
          "                          each pass\n"
          "  --dump-ir=DIR           write DIR/00-input.gir, DIR/01-<pass>.gir, ...\n"
+         "  -v, --report            say what each pass did, and how long it took, on stderr\n"
          "  -o OUT                  write the output to OUT (needs --emit=ir for now)\n"
          "\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
@@ -107,7 +109,7 @@ static void print_help(void) {
          "  --check-ops             list every unsupported op of the model (exit 0 when\n"
          "                          there is none, 1 otherwise); compiles nothing\n"
          "\n"
-         "run options (and --passes, --print-after-all, --dump-ir as above):\n"
+         "run options (and --passes, --print-after-all, --dump-ir, --report as above):\n"
          "  --cpu                   use the reference executor (the only one for now)\n"
          "  --input NAME=PATH.npy   the value of input NAME (repeatable); inputs not given\n"
          "                          are random(seed = 1 + input index, scale = 1)\n"
@@ -264,6 +266,8 @@ static int parse_args(int argc, char **argv, Options *o) {
       return -1;
     } else if (!strcmp(a, "--print-after-all")) {
       o->print_after_all = true;
+    } else if (!strcmp(a, "-v") || !strcmp(a, "--report")) {
+      o->report = true;
     } else if (!strcmp(a, "--cpu")) {
       o->cpu = true;
     } else if (!strcmp(a, "--check-ops")) {
@@ -344,6 +348,7 @@ static int load_graph(const Options *o, Graph **out) {
     return diag_exit(&d, EXIT_INPUT);
   PassContext ctx = {.diag = &d,
                      .print_after_all = o->print_after_all ? stderr : NULL,
+                     .report = o->report ? stderr : NULL,
                      .dump_dir = o->dump_dir};
   if (pass_run_pipeline(g, o->passes, o->npasses, &ctx)) {
     graph_free(g);
