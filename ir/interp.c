@@ -656,6 +656,18 @@ static void copy_elem(const Tensor *src, int64_t so, Tensor *dst, int64_t dof) {
     dtype_store_i64(dst->dtype, elem(dst, dof), dtype_load_i64(src->dtype, elem(src, so)));
 }
 
+/* Element j of an index tensor as a position along `axis` of size `size`: negative
+ * counts from the end; anything else outside [0, size) is an error naming the node. */
+static int index_at(const Node *n, Diag *d, const Tensor *idx, int64_t j, int axis,
+                    int64_t size, int64_t *at) {
+  int64_t raw = dtype_load_i64(idx->dtype, elem(idx, j));
+  *at = raw < 0 ? raw + size : raw;
+  if (*at < 0 || *at >= size)
+    return node_error(n, d, "index %lld is out of range for axis %d of size %lld",
+                      (long long)raw, axis, (long long)size);
+  return 0;
+}
+
 /* y[i] = x[offset of walker operand 0 at i], for every i in y's row-major order. */
 static void gather_walk(Walk *w, const Tensor *x, Tensor *y) {
   int64_t numel = walk_numel(w);
@@ -788,12 +800,9 @@ static int eval_gather(const Node *n, const Tensor *x, const Tensor *idx, Tensor
   int64_t ni = tensor_numel(idx);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < ni; j++) {
-      int64_t raw = dtype_load_i64(idx->dtype, elem(idx, j)), i = raw;
-      if (i < 0)
-        i += len;
-      if (i < 0 || i >= len)
-        return node_error(n, d, "index %lld is out of range for axis %lld of size %lld",
-                          (long long)raw, (long long)axis, (long long)len);
+      int64_t i;
+      if (index_at(n, d, idx, j, (int)axis, len, &i))
+        return -1;
       for (int64_t k = 0; k < inner; k++)
         copy_elem(x, (o * len + i) * inner + k, y, (o * ni + j) * inner + k);
     }
@@ -808,6 +817,14 @@ static void unravel(int64_t i, int k, const int64_t *dims, int64_t *coord) {
     coord[j] = dims[j] ? i % dims[j] : 0;
     i = dims[j] ? i / dims[j] : 0;
   }
+}
+
+/* The flat index of row-major coordinates: unravel's inverse. */
+static int64_t ravel(int k, const int64_t *dims, const int64_t *coord) {
+  int64_t off = 0;
+  for (int j = 0; j < k; j++)
+    off = off * dims[j] + coord[j];
+  return off;
 }
 
 static int64_t prod(int k, const int64_t *dims) {
@@ -1287,14 +1304,9 @@ static int eval_gather_elements(const Node *n, const Tensor *x, const Tensor *id
   int64_t numel = tensor_numel(y), o[IR_MAX_RANK];
   for (int64_t i = 0; i < numel; i++) {
     unravel(i, y->rank, y->dims, o);
-    int64_t raw = dtype_load_i64(idx->dtype, elem(idx, i)), at = raw < 0 ? raw + x->dims[axis] : raw;
-    if (at < 0 || at >= x->dims[axis])
-      return node_error(n, d, "index %lld is out of range for axis %d of size %lld",
-                        (long long)raw, axis, (long long)x->dims[axis]);
-    o[axis] = at;
-    int64_t off = 0;
-    for (int j = 0; j < x->rank; j++)
-      off = off * x->dims[j] + o[j];
+    if (index_at(n, d, idx, i, axis, x->dims[axis], &o[axis]))
+      return -1;
+    int64_t off = ravel(x->rank, x->dims, o);
     copy_elem(x, off, y, i);
   }
   return 0;
@@ -1309,14 +1321,9 @@ static int eval_scatter_elements(const Node *n, Tensor *const *in, Tensor *y, Di
   int64_t numel = tensor_numel(u), o[IR_MAX_RANK];
   for (int64_t i = 0; i < numel; i++) {
     unravel(i, u->rank, u->dims, o);
-    int64_t raw = dtype_load_i64(idx->dtype, elem(idx, i)), at = raw < 0 ? raw + x->dims[axis] : raw;
-    if (at < 0 || at >= x->dims[axis])
-      return node_error(n, d, "index %lld is out of range for axis %d of size %lld",
-                        (long long)raw, axis, (long long)x->dims[axis]);
-    o[axis] = at;
-    int64_t off = 0;
-    for (int j = 0; j < x->rank; j++)
-      off = off * x->dims[j] + o[j];
+    if (index_at(n, d, idx, i, axis, x->dims[axis], &o[axis]))
+      return -1;
+    int64_t off = ravel(x->rank, x->dims, o);
     if (!strcmp(red, "none")) {
       copy_elem(u, i, y, off);
     } else if (fl) {
