@@ -644,15 +644,22 @@ static int infer_split(const Node *n, Type *out, Diag *d) {
   return 0;
 }
 
+/* The indices of gather-like ops are i32 or i64, and their `axis` is one of x's. */
+static int index_operand(const Node *n, Diag *d, const Type *x, const Type *idx, int *ax) {
+  if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
+    return fail(n, d, "indices must be i32 or i64, got %s", dtype_name(idx->dtype));
+  int64_t axis = attr_int(n, "axis");
+  if (!norm_axis(axis, x->shape.rank, ax))
+    return bad_axis(n, d, axis, x);
+  return 0;
+}
+
 static int infer_gather(const Node *n, Type *out, Diag *d) {
   const Type *x = in_type(n, 0), *idx = in_type(n, 1);
   char bx[TSTR], bi[TSTR];
   int ax;
-  if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
-    return fail(n, d, "indices must be i32 or i64, got %s", dtype_name(idx->dtype));
-  int64_t axis = attr_int(n, "axis");
-  if (!norm_axis(axis, x->shape.rank, &ax))
-    return bad_axis(n, d, axis, x);
+  if (index_operand(n, d, x, idx, &ax))
+    return -1;
   int r = x->shape.rank - 1 + idx->shape.rank;
   if (r > IR_MAX_RANK)
     return fail(n, d, "result rank %d of gathering %s with %s exceeds %d", r, ts(x, bx),
@@ -1069,11 +1076,8 @@ static int infer_gather_elements(const Node *n, Type *out, Diag *d) {
   const Type *x = in_type(n, 0), *idx = in_type(n, 1);
   char bx[TSTR], bi[TSTR];
   int ax;
-  if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
-    return fail(n, d, "indices must be i32 or i64, got %s", dtype_name(idx->dtype));
-  int64_t axis = attr_int(n, "axis");
-  if (!norm_axis(axis, x->shape.rank, &ax))
-    return bad_axis(n, d, axis, x);
+  if (index_operand(n, d, x, idx, &ax))
+    return -1;
   if (idx->shape.rank != x->shape.rank)
     return fail(n, d, "indices %s must have the rank of data %s", ts(idx, bi), ts(x, bx));
   for (int i = 0; i < x->shape.rank; i++) {
