@@ -535,42 +535,6 @@ static int make_default_inputs(const Options *o, const Graph *g, Tensor **in) {
 
 /* ---------------------------------------------------------------- run mode: outputs */
 
-static bool name_char(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '.';
-}
-
-static bool plain_name(const char *s) {
-  if (!*s)
-    return false;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    if (!name_char(*p))
-      return false;
-  return true;
-}
-
-/* %name, or %"name" with C escapes as the text form writes it. */
-static void print_value_name(FILE *f, const char *name) {
-  if (plain_name(name)) {
-    fprintf(f, "%%%s", name);
-    return;
-  }
-  fputs("%\"", f);
-  for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p == '\n')
-      fputs("\\n", f);
-    else if (*p == '\t')
-      fputs("\\t", f);
-    else if (*p < 0x20 || *p >= 0x7f)
-      fprintf(f, "\\x%02x", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
-}
-
 static void print_elements(FILE *f, const Tensor *t, int dim, int64_t *at) {
   if (dim == t->rank) {
     const char *p = (const char *)t->data + (size_t)*at * dtype_size(t->dtype);
@@ -601,7 +565,7 @@ static int print_outputs(const Graph *g, Tensor *const *out) {
   for (int i = 0; i < g->noutputs; i++) {
     char ts[256];
     Type t = tensor_type(out[i]);
-    print_value_name(stdout, g->outputs[i]->name);
+    ir_print_value_name(stdout, g->outputs[i]->name);
     printf(": %s\n", type_str(&t, ts, sizeof ts));
     int64_t at = 0;
     print_elements(stdout, out[i], 0, &at);
@@ -612,6 +576,11 @@ static int print_outputs(const Graph *g, Tensor *const *out) {
   return 0;
 }
 
+static bool file_name_char(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '.' || c == '-';
+}
+
 /* DIR/<name>.npy, with bytes outside [A-Za-z0-9_.-] written as _xNN. */
 static char *output_path(const char *dir, const char *name) {
   size_t n = strlen(dir) + 4 * strlen(name) + 8;
@@ -620,7 +589,7 @@ static char *output_path(const char *dir, const char *name) {
     return NULL;
   size_t at = (size_t)snprintf(path, n, "%s/", dir);
   for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-    at += (size_t)snprintf(path + at, n - at, name_char(*p) || *p == '-' ? "%c" : "_x%02x", *p);
+    at += (size_t)snprintf(path + at, n - at, file_name_char(*p) ? "%c" : "_x%02x", *p);
   snprintf(path + at, n - at, ".npy");
   return path;
 }

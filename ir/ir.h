@@ -369,6 +369,8 @@ void ir_print(const Graph *g, FILE *f);
 char *ir_print_str(const Graph *g);
 /* Prints a double so it reads back as the same value (the shortest such "%.*g"). */
 void ir_print_double(FILE *f, double v);
+/* "%name", or %"..." with C escapes when the name is not plain: as the parser reads it. */
+void ir_print_value_name(FILE *f, const char *name);
 void ir_print_float32(FILE *f, float v);
 
 /* ---------------------------------------------------------------- interp.c: the reference executor */

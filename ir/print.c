@@ -99,7 +99,7 @@ static void put_quoted(FILE *f, const char *s) {
 }
 
 /* A value name after its '%': bare when the lexer reads it back as one token. */
-static void put_value_name(FILE *f, const char *name) {
+void ir_print_value_name(FILE *f, const char *name) {
   bool plain = *name != 0;
   for (const char *p = name; *p && plain; p++)
     plain = is_plain_char((unsigned char)*p);
@@ -216,7 +216,7 @@ static void put_attr(FILE *f, const Attr *a) {
 
 /* "%x" or "%x: f32[N]": a value not inferred yet prints without its type. */
 static void put_value_decl(FILE *f, const Value *v) {
-  put_value_name(f, v->name);
+  ir_print_value_name(f, v->name);
   if (type_is_known(&v->type)) {
     fputs(": ", f);
     put_type(f, &v->type);
@@ -225,7 +225,7 @@ static void put_value_decl(FILE *f, const Value *v) {
 
 static void put_const(FILE *f, const Value *v) {
   fputs("  ", f);
-  put_value_name(f, v->name);
+  ir_print_value_name(f, v->name);
   fputs(" = const ", f);
   put_type(f, &v->type);
   fputc(' ', f);
@@ -272,7 +272,7 @@ static void put_node(FILE *f, const Node *n) {
   for (int i = 0; i < n->nin && n->in[i]; i++) {
     if (i)
       fputs(", ", f);
-    put_value_name(f, n->in[i]->name);
+    ir_print_value_name(f, n->in[i]->name);
   }
   fputc(')', f);
   if (n->nattr) {
@@ -308,7 +308,7 @@ void ir_print(const Graph *g, FILE *f) {
   fputs("  return", f);
   for (int i = 0; i < g->noutputs; i++) {
     fputs(i ? ", " : " ", f);
-    put_value_name(f, g->outputs[i]->name);
+    ir_print_value_name(f, g->outputs[i]->name);
   }
   fputs("\n}\n", f);
 }
