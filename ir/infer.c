@@ -116,6 +116,14 @@ static int infer_unary(const Node *n, Type *out, Diag *d) {
       return fail(n, d, "approximate must be 'none' or 'tanh', got '%s'", a ? a : "");
     break;
   }
+  case OP_SHRINK:
+    if (x->dtype == DT_BOOL)
+      return fail(n, d, "bool inputs are not supported");
+    break;
+  case OP_BITWISE_NOT:
+    if (!dtype_is_int(x->dtype))
+      return fail(n, d, "needs an integer type, got %s", dtype_name(x->dtype));
+    break;
   default: break;
   }
   return 0;
@@ -133,6 +141,17 @@ static int infer_binary(const Node *n, Type *out, Diag *d) {
     return fail(n, d, "needs bool inputs, got %s", dtype_name(a->dtype));
   if (n->op == OP_MOD && a->dtype == DT_BOOL)
     return fail(n, d, "bool operands are not supported");
+  if ((n->op == OP_BITWISE_AND || n->op == OP_BITWISE_OR || n->op == OP_BITWISE_XOR) &&
+      !dtype_is_int(a->dtype))
+    return fail(n, d, "needs integer inputs, got %s", dtype_name(a->dtype));
+  if (n->op == OP_BIT_SHIFT) {
+    const char *dir = attr_string(n, "direction");
+    if (!dir || (strcmp(dir, "LEFT") && strcmp(dir, "RIGHT")))
+      return fail(n, d, "direction must be 'LEFT' or 'RIGHT', got '%s'", dir ? dir : "");
+    /* ONNX defines BitShift on unsigned integers only */
+    if (dtype_is_signed(a->dtype) || !dtype_is_int(a->dtype))
+      return fail(n, d, "needs unsigned integer inputs, got %s", dtype_name(a->dtype));
+  }
   out->dtype = fl & OPF_BOOL_OUT ? DT_BOOL : a->dtype;
   if (!broadcast(&a->shape, &b->shape, &out->shape))
     return fail(n, d, "cannot broadcast %s and %s", ts(a, ba), ts(b, bb));
@@ -1163,6 +1182,98 @@ static int infer_range(const Node *n, Type *out, Diag *d) {
   return 0;
 }
 
+/* depth_to_space moves C / b^2 channel blocks into b x b spatial tiles; space_to_depth
+ * does the reverse. The dims it divides or multiplies must be static. */
+static int infer_space_depth(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  bool d2s = n->op == OP_DEPTH_TO_SPACE;
+  if (x->shape.rank != 4)
+    return fail(n, d, "x must be [N, C, H, W], got %s", ts(x, bx));
+  int64_t b = attr_int(n, "blocksize"), bb;
+  if (b < 1 || b > WINDOW_MAX)
+    return fail(n, d, "blocksize must be positive, got %" PRId64, b);
+  bb = b * b;
+  if (d2s) {
+    const char *mode = attr_string(n, "mode");
+    if (strcmp(mode, "DCR") && strcmp(mode, "CRD"))
+      return fail(n, d, "mode must be 'DCR' or 'CRD', got '%s'", mode);
+  }
+  *out = *x;
+  for (int i = 1; i < 4; i++) {
+    Dim dm = x->shape.dims[i];
+    if (dm.sym)
+      return fail(n, d, "dim %d of %s is symbolic; %s needs C, H and W static", i, ts(x, bx),
+                  op_info[n->op].name);
+    /* channels divide on depth_to_space, spatial dims on space_to_depth */
+    bool divide = d2s == (i == 1);
+    int64_t by = i == 1 ? bb : b;
+    if (divide) {
+      if (dm.n % by)
+        return fail(n, d, "dim %d of %s is not divisible by %" PRId64, i, ts(x, bx), by);
+      out->shape.dims[i].n = dm.n / by;
+    } else if (!mul_ok(dm.n, by, &out->shape.dims[i].n)) {
+      return fail(n, d, "dim %d of %s times %" PRId64 " overflows", i, ts(x, bx), by);
+    }
+  }
+  return 0;
+}
+
+static int infer_one_hot(const Node *n, Type *out, Diag *d) {
+  const Type *idx = in_type(n, 0), *v = in_type(n, 1);
+  char bi[TSTR], bv[TSTR];
+  int r = idx->shape.rank, ax;
+  if (idx->dtype == DT_BOOL)
+    return fail(n, d, "indices must be numeric, got bool");
+  if (v->shape.rank != 1 || !dim_eq(v->shape.dims[0], (Dim){2, NULL}))
+    return fail(n, d, "values %s must be [2]: off, on", ts(v, bv));
+  int64_t depth = attr_int(n, "depth"), axis = attr_int(n, "axis");
+  if (depth < 1)
+    return fail(n, d, "depth must be positive, got %" PRId64, depth);
+  if (r + 1 > IR_MAX_RANK)
+    return fail(n, d, "result rank %d of one_hot on %s exceeds %d", r + 1, ts(idx, bi),
+                IR_MAX_RANK);
+  if (!norm_axis(axis, r + 1, &ax))
+    return fail(n, d, "axis %" PRId64 " is out of range for the result rank %d", axis, r + 1);
+  out->dtype = v->dtype;
+  out->shape.rank = r + 1;
+  for (int i = 0, k = 0; i <= r; i++)
+    out->shape.dims[i] = i == ax ? (Dim){depth, NULL} : idx->shape.dims[k++];
+  return 0;
+}
+
+/* nll_loss and softmax_cross_entropy: x [N, C, d...], target [N, d...], weight [C]. */
+static int infer_loss(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *t = in_type(n, 1), *w = in_type(n, 2);
+  char bx[TSTR], bt[TSTR];
+  static const char *const reductions[] = {"none", "sum", "mean", NULL};
+  const char *red = attr_string(n, "reduction");
+  if (!str_in(red, reductions))
+    return fail(n, d, "reduction must be 'none', 'sum' or 'mean', got '%s'", red);
+  if (need_float(n, d, x))
+    return -1;
+  if (x->shape.rank < 2)
+    return fail(n, d, "input must be [N, C, d...], got %s", ts(x, bx));
+  if (t->dtype != DT_I32 && t->dtype != DT_I64)
+    return fail(n, d, "target must be i32 or i64, got %s", dtype_name(t->dtype));
+  bool ok = t->shape.rank == x->shape.rank - 1;
+  for (int i = 0; ok && i < t->shape.rank; i++)
+    ok = dim_eq(t->shape.dims[i], x->shape.dims[i ? i + 1 : 0]);
+  if (!ok)
+    return fail(n, d, "target %s must be input %s without its dim 1", ts(t, bt), ts(x, bx));
+  if (w) {
+    if (same_dtype(n, d, x, w))
+      return -1;
+    if (w->shape.rank != 1 || !dim_eq(w->shape.dims[0], x->shape.dims[1]))
+      return fail(n, d, "weight %s must be [C] for input %s", ts(w, bt), ts(x, bx));
+  }
+  out[0].dtype = x->dtype;
+  out[0].shape = strcmp(red, "none") ? (Shape){.rank = 0} : t->shape;
+  if (n->op == OP_SOFTMAX_CROSS_ENTROPY)
+    out[1] = *x;
+  return 0;
+}
+
 /* ---------------------------------------------------------------- the entry points */
 
 static bool type_well_formed(const Type *t) {
@@ -1237,7 +1348,8 @@ int ir_infer_node(const Node *n, Type *out, Diag *d) {
   case OP_WHERE: rc = infer_where(n, out, d); break;
   case OP_MATMUL: rc = infer_matmul(n, out, d); break;
   case OP_SOFTMAX:
-  case OP_LOG_SOFTMAX: rc = infer_softmax(n, out, d); break;
+  case OP_LOG_SOFTMAX:
+  case OP_HARDMAX: rc = infer_softmax(n, out, d); break;
   case OP_LAYER_NORM: rc = infer_layer_norm(n, out, d); break;
   case OP_RESHAPE: rc = infer_reshape(n, out, d); break;
   case OP_TRANSPOSE: rc = infer_transpose(n, out, d); break;
@@ -1267,6 +1379,11 @@ int ir_infer_node(const Node *n, Type *out, Diag *d) {
   case OP_GATHER_ELEMENTS: rc = infer_gather_elements(n, out, d); break;
   case OP_RANGE: rc = infer_range(n, out, d); break;
   case OP_SCATTER_ELEMENTS: rc = infer_scatter_elements(n, out, d); break;
+  case OP_DEPTH_TO_SPACE:
+  case OP_SPACE_TO_DEPTH: rc = infer_space_depth(n, out, d); break;
+  case OP_ONE_HOT: rc = infer_one_hot(n, out, d); break;
+  case OP_NLL_LOSS:
+  case OP_SOFTMAX_CROSS_ENTROPY: rc = infer_loss(n, out, d); break;
   default:
     if (fl & OPF_REDUCTION)
       rc = infer_reduce(n, out, d);

@@ -124,7 +124,7 @@ static int64_t idiv(int64_t a, int64_t b) {
 /* ---------------------------------------------------------------- unary pointwise */
 
 typedef struct UnaryParams {
-  double alpha, beta, lo, hi;
+  double alpha, beta, gamma, bias, lambd, lo, hi;
   bool gelu_tanh, inf_neg, inf_pos;
 } UnaryParams;
 
@@ -136,6 +136,8 @@ static double sigmoid(double x) {
 }
 
 static double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
+
+static double softplus(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
 
 static double unary_f(Op op, double x, const UnaryParams *p) {
   switch (op) {
@@ -162,7 +164,7 @@ static double unary_f(Op op, double x, const UnaryParams *p) {
       return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
     return 0.5 * x * (1 + erf(x / sqrt(2.0)));
   case OP_SILU: return x * sigmoid(x);
-  case OP_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+  case OP_SOFTPLUS: return softplus(x);
   case OP_LEAKY_RELU: return x < 0 ? p->alpha * x : x;
   case OP_ELU: return x < 0 ? p->alpha * (exp(x) - 1) : x;
   /* plain comparisons rather than fmin/fmax, which would swallow a NaN */
@@ -172,6 +174,25 @@ static double unary_f(Op op, double x, const UnaryParams *p) {
   case OP_NOT: return x == 0;
   case OP_IS_NAN: return isnan(x);
   case OP_IS_INF: return isinf(x) && (x < 0 ? p->inf_neg : p->inf_pos);
+  case OP_TAN: return tan(x);
+  case OP_ASIN: return asin(x);
+  case OP_ACOS: return acos(x);
+  case OP_ATAN: return atan(x);
+  case OP_SINH: return sinh(x);
+  case OP_COSH: return cosh(x);
+  case OP_ASINH: return asinh(x);
+  case OP_ACOSH: return acosh(x);
+  case OP_ATANH: return atanh(x);
+  case OP_SOFTSIGN: return x / (1 + fabs(x));
+  case OP_MISH: return x * tanh(softplus(x));
+  /* max(0, x) + min(0, alpha (exp(x / alpha) - 1)), written so that a NaN stays NaN */
+  case OP_CELU: {
+    double e = p->alpha * (exp(x / p->alpha) - 1);
+    return isnan(x) ? x : (x > 0 ? x : 0) + (e < 0 ? e : 0);
+  }
+  case OP_SELU: return p->gamma * (x > 0 ? x : p->alpha * (exp(x) - 1));
+  case OP_THRESHOLDED_RELU: return x > p->alpha ? x : 0;
+  case OP_SHRINK: return x < -p->lambd ? x + p->bias : x > p->lambd ? x - p->bias : 0;
   default: return NAN;
   }
 }
@@ -186,6 +207,7 @@ static int64_t unary_i(Op op, int64_t x, int64_t lo, int64_t hi) {
   case OP_RELU: return x < 0 ? 0 : x;
   case OP_CLIP: return x < lo ? lo : x > hi ? hi : x;
   case OP_NOT: return x == 0;
+  case OP_BITWISE_NOT: return wrap(~(uint64_t)x); /* the store truncates to the type */
   default: return x;
   }
 }
@@ -202,6 +224,9 @@ static int eval_unary(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
   }
   p.alpha = attr_float(n, "alpha");
   p.beta = attr_float(n, "beta");
+  p.gamma = attr_float(n, "gamma");
+  p.bias = attr_float(n, "bias");
+  p.lambd = attr_float(n, "lambd");
   if (n->op == OP_IS_INF) {
     p.inf_neg = attr_int(n, "detect_negative") != 0;
     p.inf_pos = attr_int(n, "detect_positive") != 0;
@@ -216,6 +241,8 @@ static int eval_unary(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
   dtype_store_f64(DT_I64, &ihi, p.hi);
   int64_t numel = tensor_numel(x);
   bool fl = dtype_is_float(x->dtype);
+  /* shrink's float attributes apply to integers too: through double, stored like a cast */
+  bool via_f = fl || n->op == OP_SHRINK;
   for (int64_t i = 0; i < numel; i++) {
     if (n->op == OP_CAST) {
       /* Through double for floats, through int64 otherwise: exact both ways, float to
@@ -224,7 +251,7 @@ static int eval_unary(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
         dtype_store_f64(y->dtype, elem(y, i), dtype_load_f64(x->dtype, elem(x, i)));
       else
         dtype_store_i64(y->dtype, elem(y, i), dtype_load_i64(x->dtype, elem(x, i)));
-    } else if (fl) {
+    } else if (via_f) {
       double v = unary_f(n->op, dtype_load_f64(x->dtype, elem(x, i)), &p);
       dtype_store_f64(y->dtype, elem(y, i), v);
     } else {
@@ -281,6 +308,9 @@ static int64_t binary_i(Op op, int64_t a, int64_t b) {
   case OP_AND: return a != 0 && b != 0;
   case OP_OR: return a != 0 || b != 0;
   case OP_XOR: return (a != 0) != (b != 0);
+  case OP_BITWISE_AND: return wrap((uint64_t)a & (uint64_t)b);
+  case OP_BITWISE_OR: return wrap((uint64_t)a | (uint64_t)b);
+  case OP_BITWISE_XOR: return wrap((uint64_t)a ^ (uint64_t)b);
   default: return 0;
   }
 }
@@ -325,6 +355,18 @@ static int eval_nary(const Node *n, Tensor *const *in, Tensor *y) {
   }
   const Tensor *a = in[0], *b = in[1];
   bool fl = dtype_is_float(a->dtype) || dtype_is_float(b->dtype);
+  if (n->op == OP_BIT_SHIFT) {
+    /* unsigned operands (inference checks); the store truncates a left shift to the type */
+    const char *dir = attr_string(n, "direction");
+    bool left = dir && !strcmp(dir, "LEFT");
+    for (int64_t i = 0; i < numel; i++, walk_next(&w)) {
+      uint64_t va = (uint64_t)dtype_load_i64(a->dtype, elem(a, w.off[0]));
+      uint64_t sh = (uint64_t)dtype_load_i64(b->dtype, elem(b, w.off[1]));
+      uint64_t v = sh >= 64 ? 0 : left ? va << sh : va >> sh;
+      dtype_store_i64(y->dtype, elem(y, i), wrap(v));
+    }
+    return 0;
+  }
   if (n->op == OP_MOD) {
     bool c_fmod = attr_int(n, "fmod") != 0;
     for (int64_t i = 0; i < numel; i++, walk_next(&w)) {
@@ -582,6 +624,31 @@ static int eval_softmax(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
         v = n->op == OP_SOFTMAX ? exp(v) / sum : v - log(sum);
         dtype_store_f64(y->dtype, elem(y, base + k * inner), v);
       }
+    }
+  return 0;
+}
+
+/* hardmax: 1 at the first max along the axis, where the first NaN counts as the max. */
+static int eval_hardmax(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  int64_t axis = norm_axis(attr_int(n, "axis"), x->rank);
+  if (axis < 0 || axis >= x->rank)
+    return node_error(n, d, "axis %lld is out of range for rank %d",
+                      (long long)attr_int(n, "axis"), x->rank);
+  int64_t outer, len, inner;
+  split_at_axis(x, (int)axis, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t base = o * len * inner + in, best = 0;
+      double bv = 0;
+      for (int64_t k = 0; k < len; k++) {
+        double v = dtype_load_f64(x->dtype, elem(x, base + k * inner));
+        if (k == 0 || (!isnan(bv) && (isnan(v) || v > bv))) {
+          bv = v;
+          best = k;
+        }
+      }
+      for (int64_t k = 0; k < len; k++)
+        dtype_store_f64(y->dtype, elem(y, base + k * inner), k == best ? 1 : 0);
     }
   return 0;
 }
@@ -1356,6 +1423,114 @@ static int eval_range(Tensor *const *in, Tensor *y) {
   return 0;
 }
 
+/* depth_to_space and space_to_depth: each output element names its source directly. */
+static int eval_space_depth(const Node *n, const Tensor *x, Tensor *y) {
+  int64_t b = attr_int(n, "blocksize"), numel = tensor_numel(y), o[4];
+  const char *mode = attr_string(n, "mode");
+  bool crd = mode && !strcmp(mode, "CRD");
+  for (int64_t i = 0; i < numel; i++) {
+    unravel(i, 4, y->dims, o);
+    int64_t src[4];
+    if (n->op == OP_DEPTH_TO_SPACE) {
+      int64_t bi = o[2] % b, bj = o[3] % b, c = y->dims[1];
+      src[0] = o[0];
+      src[1] = crd ? (o[1] * b + bi) * b + bj : (bi * b + bj) * c + o[1];
+      src[2] = o[2] / b;
+      src[3] = o[3] / b;
+    } else {
+      int64_t c = x->dims[1], blk = o[1] / c;
+      src[0] = o[0];
+      src[1] = o[1] % c;
+      src[2] = o[2] * b + blk / b;
+      src[3] = o[3] * b + blk % b;
+    }
+    copy_elem(x, ravel(4, x->dims, src), y, i);
+  }
+  return 0;
+}
+
+static int eval_one_hot(const Node *n, const Tensor *idx, const Tensor *vals, Tensor *y) {
+  int axis = (int)norm_axis(attr_int(n, "axis"), y->rank);
+  int64_t depth = attr_int(n, "depth"), numel = tensor_numel(y), o[IR_MAX_RANK];
+  bool fl = dtype_is_float(idx->dtype);
+  for (int64_t i = 0; i < numel; i++) {
+    unravel(i, y->rank, y->dims, o);
+    int64_t k = o[axis];
+    /* the index's coordinates are the output's without the axis */
+    for (int j = axis; j + 1 < y->rank; j++)
+      o[j] = o[j + 1];
+    int64_t at = ravel(idx->rank, idx->dims, o), v;
+    if (fl) {
+      double dv = trunc(dtype_load_f64(idx->dtype, elem(idx, at)));
+      /* NaN and anything outside [-depth, depth): no class */
+      v = dv >= -(double)depth && dv < (double)depth ? (int64_t)dv : depth;
+    } else {
+      v = dtype_load_i64(idx->dtype, elem(idx, at));
+    }
+    if (v < 0 && v >= -depth)
+      v += depth;
+    copy_elem(vals, v == k, y, i);
+  }
+  return 0;
+}
+
+/* nll_loss, and softmax_cross_entropy as nll_loss of log_softmax over axis 1. x is viewed
+ * as [N, C, D] and the target as [N, D]. */
+static int eval_loss(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
+  const Tensor *x = in[0], *t = in[1], *w = n->nin > 2 ? in[2] : NULL;
+  int64_t N = x->dims[0], C = x->dims[1], D = 1;
+  for (int i = 2; i < x->rank; i++)
+    D *= x->dims[i];
+  const char *red = attr_string(n, "reduction");
+  const Attr *ig = attr_find(n, "ignore_index");
+  double *lp = malloc(sizeof(double) * (size_t)(N * C * D + 1));
+  if (!lp)
+    return node_error(n, d, "out of memory");
+  for (int64_t i = 0; i < N * C * D; i++)
+    lp[i] = ld(x, i);
+  if (n->op == OP_SOFTMAX_CROSS_ENTROPY) {
+    for (int64_t b = 0; b < N; b++)
+      for (int64_t j = 0; j < D; j++) {
+        double *row = lp + b * C * D + j, mx = -INFINITY, sum = 0;
+        for (int64_t c = 0; c < C; c++)
+          mx = fmax(mx, row[c * D]);
+        if (isinf(mx))
+          mx = 0; /* as in softmax: no inf - inf */
+        for (int64_t c = 0; c < C; c++)
+          sum += exp(row[c * D] - mx);
+        for (int64_t c = 0; c < C; c++) {
+          row[c * D] = row[c * D] - mx - log(sum);
+          dtype_store_f64(out[1]->dtype, elem(out[1], (b * C + c) * D + j), row[c * D]);
+        }
+      }
+  }
+  double total = 0, wsum = 0;
+  for (int64_t b = 0; b < N; b++)
+    for (int64_t j = 0; j < D; j++) {
+      int64_t tv = dtype_load_i64(t->dtype, elem(t, b * D + j));
+      double loss = 0;
+      if (!ig || tv != ig->i) {
+        if (tv < 0 || tv >= C) {
+          free(lp);
+          return node_error(n, d, "target %lld is out of range for %lld classes",
+                            (long long)tv, (long long)C);
+        }
+        double wt = w ? ld(w, tv) : 1;
+        loss = -lp[(b * C + tv) * D + j] * wt;
+        wsum += wt;
+      }
+      total += loss;
+      if (!strcmp(red, "none"))
+        dtype_store_f64(out[0]->dtype, elem(out[0], b * D + j), loss);
+    }
+  if (!strcmp(red, "sum"))
+    dtype_store_f64(out[0]->dtype, out[0]->data, total);
+  else if (!strcmp(red, "mean"))
+    dtype_store_f64(out[0]->dtype, out[0]->data, total / wsum); /* NaN when all ignored */
+  free(lp);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- one node */
 
 static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
@@ -1402,6 +1577,10 @@ static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d)
   case OP_GATHER_ELEMENTS: return eval_gather_elements(n, in[0], in[1], out[0], d);
   case OP_RANGE: return eval_range(in, out[0]);
   case OP_SCATTER_ELEMENTS: return eval_scatter_elements(n, in, out[0], d);
+  case OP_HARDMAX: return eval_hardmax(n, in[0], out[0], d);
+  case OP_DEPTH_TO_SPACE: case OP_SPACE_TO_DEPTH: return eval_space_depth(n, in[0], out[0]);
+  case OP_ONE_HOT: return eval_one_hot(n, in[0], in[1], out[0]);
+  case OP_NLL_LOSS: case OP_SOFTMAX_CROSS_ENTROPY: return eval_loss(n, in, out, d);
   default: break;
   }
   if (op_info[op].flags & OPF_POINTWISE) {

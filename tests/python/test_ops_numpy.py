@@ -303,6 +303,73 @@ def c_fmod(a, b):
     return np.array(q, dtype=np.int64).reshape(a.shape)
 
 
+def np_hardmax(x, axis):
+    y = np.zeros_like(x)
+    np.put_along_axis(y, np.expand_dims(x.argmax(axis=axis), axis), 1, axis=axis)
+    return y
+
+
+def np_depth_to_space(x, b, mode):
+    n, c, h, w = x.shape
+    if mode == "DCR":
+        t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+def np_space_to_depth(x, b):
+    n, c, h, w = x.shape
+    t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return t.reshape(n, c * b * b, h // b, w // b)
+
+
+def np_one_hot(idx, values, depth, axis=-1):
+    """The ONNX OneHot text: a negative index counts from the end, one outside
+    [-depth, depth) gives an all-off row."""
+    idx = np.nan_to_num(np.trunc(idx), nan=depth)  # NaN names no class
+    axis = axis + idx.ndim + 1 if axis < 0 else axis
+    out = np.full(idx.shape[:axis] + (depth,) + idx.shape[axis:], values[0])
+    for pos in np.ndindex(*idx.shape):
+        k = idx[pos]
+        if -depth <= k < depth:
+            k = int(k) + depth if k < 0 else int(k)
+            out[pos[:axis] + (k,) + pos[axis:]] = values[1]
+    return out
+
+
+def np_nll(x, target, weight=None, reduction="mean", ignore_index=None):
+    """ONNX NegativeLogLikelihoodLoss: loss = -x[n, t, d...] * weight[t], 0 where t is
+    ignore_index; mean is sum(loss) / sum(weight[t]) over the targets not ignored."""
+    target = target.astype(np.int64)
+    loss = np.zeros(target.shape)
+    wsum = 0.0
+    for pos in np.ndindex(*target.shape):
+        t = target[pos]
+        if ignore_index is not None and t == ignore_index:
+            continue
+        wt = 1.0 if weight is None else weight[t]
+        loss[pos] = -x[(pos[0], t) + pos[1:]] * wt
+        wsum += wt
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() / wsum
+
+
+def np_log_softmax(x, axis):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def np_sce(x, labels, weight=None, reduction="mean", ignore_index=None):
+    lp = np_log_softmax(x, 1)
+    return np_nll(lp, labels, weight, reduction, ignore_index), lp
+
+
+def as_int(f):
+    """A reference over integers: the cases get their inputs as float64."""
+    return lambda *a: f(*[v.astype(np.int64) for v in a])
+
 
 class Case:
     """One graph: a call of `op` on inputs (a dict name -> array), with attrs text.
@@ -341,7 +408,117 @@ def cases():
     ties = np.array([[3, 1, 3, 2, 3], [0, 5, 5, -1, 0]], dtype=np.float32)
     many_ties = RNG.integers(0, 6, size=(3, 37)).astype(np.float32)
     specials = np.array([[np.nan, np.inf, -np.inf], [0, -1.5, 3e38]], dtype=np.float32)
+    unit = rand(2, 3, lo=-0.95, hi=0.95)
+    u8 = np.array([[0, 1, 127], [128, 200, 255]], dtype=np.uint8)
+    u8_b = np.array([3, 255, 9], dtype=np.uint8)
+    shifts = np.array([[0, 1, 7], [8, 3, 9]], dtype=np.uint8)
+    x5 = rand(3, 5)
+    x3d = rand(2, 4, 3, 2)
+    lbl = np.array([[[1, 3], [0, 2], [3, 3]], [[2, 0], [1, 1], [0, 3]]], dtype=np.int64)
+    selu_a, selu_g = 1.67326319217681884765625, 1.05070102214813232421875
     c = {
+        "tan": [unary("tan", np.tan, x=unit)],
+        "asin": [unary("asin", np.arcsin, x=unit)],
+        "acos": [unary("acos", np.arccos, x=unit)],
+        "atan": [unary("atan", np.arctan)],
+        "sinh": [unary("sinh", np.sinh)],
+        "cosh": [unary("cosh", np.cosh)],
+        "asinh": [unary("asinh", np.arcsinh)],
+        "acosh": [unary("acosh", np.arccosh, x=rand(2, 3, lo=1.0, hi=5.0))],
+        "atanh": [unary("atanh", np.arctanh, x=unit)],
+        "softsign": [unary("softsign", lambda x: x / (1 + np.abs(x)), x=rand(2, 3, lo=-9, hi=9))],
+        "mish": [unary("mish", lambda x: x * np.tanh(np.logaddexp(0, x)),
+                       x=np.array([[-30, -1, 0], [0.5, 3, 40]], dtype=np.float32))],
+        "celu": [unary("celu", lambda x: np.maximum(0, x) + np.minimum(0, 2 * (np.exp(x / 2) - 1)),
+                       attrs="{alpha = 2.0}"),
+                 unary("celu", lambda x: np.maximum(0, x) + np.minimum(0, np.exp(x) - 1))],
+        "selu": [unary("selu", lambda x: selu_g * np.where(x > 0, x, selu_a * (np.exp(x) - 1))),
+                 unary("selu", lambda x: 3 * np.where(x > 0, x, 2 * np.exp(x) - 2),
+                       attrs="{alpha = 2.0, gamma = 3.0}")],
+        "thresholded_relu": [unary("thresholded_relu", lambda x: np.where(x > 0.5, x, 0),
+                                   attrs="{alpha = 0.5}"),
+                             unary("thresholded_relu", lambda x: np.where(x > 1, x, 0))],
+        "shrink": [unary("shrink", lambda x: np.where(x < -0.6, x + 0.3,
+                                                      np.where(x > 0.6, x - 0.3, 0)),
+                         attrs="{bias = 0.3, lambd = 0.6}"),
+                   unary("shrink", lambda x: np.where(x < -1.5, x + 2, np.where(x > 1.5, x - 2, 0)),
+                         x=ints, attrs="{bias = 2.0, lambd = 1.5}"),
+                   unary("shrink", lambda x: np.where(np.abs(x) > 0.5, x, 0))],
+        "bitwise_not": [unary("bitwise_not", as_int(np.invert), x=ints),
+                        unary("bitwise_not", lambda x: 255 - x, x=u8)],
+        "bitwise_and": [binary("bitwise_and", as_int(np.bitwise_and), a=ints,
+                               b=np.array([-1, 6, 0x7fff], dtype=np.int32)),
+                        binary("bitwise_and", as_int(np.bitwise_and), a=u8, b=u8_b)],
+        "bitwise_or": [binary("bitwise_or", as_int(np.bitwise_or), a=ints,
+                              b=np.array([-8, 6, 1], dtype=np.int32)),
+                       binary("bitwise_or", as_int(np.bitwise_or), a=u8, b=u8_b)],
+        "bitwise_xor": [binary("bitwise_xor", as_int(np.bitwise_xor), a=ints,
+                               b=np.array([-1, 6, 3], dtype=np.int32)),
+                        binary("bitwise_xor", as_int(np.bitwise_xor), a=u8, b=u8_b)],
+        "bit_shift": [Case("bit_shift", {"a": u8, "b": shifts},
+                           as_int(lambda a, b: (a << b) & 0xFF), attrs='{direction = "LEFT"}',
+                           out_dtypes=[np.uint8]),
+                      Case("bit_shift", {"a": u8, "b": shifts[1]},
+                           as_int(lambda a, b: a >> b), attrs='{direction = "RIGHT"}',
+                           out_dtypes=[np.uint8])],
+        "hardmax": [unary("hardmax", lambda x: np_hardmax(x, -1), x=ties),
+                    unary("hardmax", lambda x: np_hardmax(x, 1), x=x234, attrs="{axis = 1}"),
+                    unary("hardmax", lambda x: np_hardmax(x, 0), x=many_ties[:, :4],
+                          attrs="{axis = 0}")],
+        "depth_to_space": [unary("depth_to_space", lambda x: np_depth_to_space(x, 2, "DCR"),
+                                 x=rand(2, 8, 2, 3), attrs="{blocksize = 2}"),
+                           unary("depth_to_space", lambda x: np_depth_to_space(x, 2, "CRD"),
+                                 x=rand(1, 8, 3, 2), attrs='{blocksize = 2, mode = "CRD"}'),
+                           unary("depth_to_space", lambda x: np_depth_to_space(x, 3, "DCR"),
+                                 x=np.arange(18, dtype=np.int32).reshape(1, 9, 1, 2),
+                                 attrs="{blocksize = 3}")],
+        "space_to_depth": [unary("space_to_depth", lambda x: np_space_to_depth(x, 2),
+                                 x=rand(2, 3, 4, 6), attrs="{blocksize = 2}"),
+                           unary("space_to_depth", lambda x: np_space_to_depth(x, 3),
+                                 x=np.arange(36, dtype=np.int8).reshape(1, 1, 6, 6),
+                                 attrs="{blocksize = 3}")],
+        "one_hot": [Case("one_hot", {"i": np.array([[1, -1, 5], [0, -4, -5]], dtype=np.int64),
+                                     "v": np.array([0.5, 3], dtype=np.float32)},
+                         lambda i, v: np_one_hot(i, v, 4), attrs="{depth = 4}",
+                         out_dtypes=[np.float32]),
+                    Case("one_hot", {"i": np.array([2, 0, -2, 3], dtype=np.int32),
+                                     "v": np.array([-1, 7], dtype=np.int32)},
+                         lambda i, v: np_one_hot(i, v, 3, axis=0), attrs="{depth = 3, axis = 0}",
+                         out_dtypes=[np.int32]),
+                    Case("one_hot", {"i": np.array([[1.7, -0.5], [-3.0, 9.0], [-2.2, np.nan]],
+                                                   dtype=np.float32),
+                                     "v": np.array([0, 1], dtype=np.int64)},
+                         lambda i, v: np_one_hot(i, v, 3, axis=1), attrs="{depth = 3, axis = 1}",
+                         out_dtypes=[np.int64])],
+        "nll_loss": [
+            Case("nll_loss", {"x": x5, "t": np.array([4, 0, 2], dtype=np.int64)},
+                 lambda x, t: np_nll(x, t), out_dtypes=[np.float32]),
+            Case("nll_loss", {"x": x3d, "t": lbl, "w": rand(4, lo=0.1, hi=2)},
+                 lambda x, t, w: np_nll(x, t, w, "mean", 3),
+                 attrs="{ignore_index = 3}", out_dtypes=[np.float32]),
+            Case("nll_loss", {"x": x3d, "t": lbl.astype(np.int32)},
+                 lambda x, t: np_nll(x, t, None, "none", 0),
+                 attrs='{reduction = "none", ignore_index = 0}', out_dtypes=[np.float32]),
+            Case("nll_loss", {"x": x5, "t": np.array([-1, 1, 3], dtype=np.int32),
+                              "w": rand(5, lo=0.1, hi=2)},
+                 lambda x, t, w: np_nll(x, t, w, "sum", -1),
+                 attrs='{reduction = "sum", ignore_index = -1}', out_dtypes=[np.float32]),
+            Case("nll_loss", {"x": x5, "t": np.array([2, 2, 1], dtype=np.int64)},
+                 lambda x, t: np_nll(x, t, None, "mean", 2),
+                 attrs="{ignore_index = 2}", out_dtypes=[np.float32], name="nll_loss_ii")],
+        "softmax_cross_entropy": [
+            Case("softmax_cross_entropy", {"x": x5 * 5, "t": np.array([4, 0, 2], dtype=np.int64)},
+                 lambda x, t: np_sce(x, t), out_dtypes=[np.float32] * 2, nout=2),
+            Case("softmax_cross_entropy", {"x": x3d, "t": lbl, "w": rand(4, lo=0.1, hi=2)},
+                 lambda x, t, w: np_sce(x, t, w, "mean", 1),
+                 attrs="{ignore_index = 1}", out_dtypes=[np.float32] * 2, nout=2),
+            Case("softmax_cross_entropy", {"x": x3d, "t": lbl.astype(np.int32)},
+                 lambda x, t: np_sce(x, t, None, "none", 3),
+                 attrs='{reduction = "none", ignore_index = 3}', out_dtypes=[np.float32] * 2,
+                 nout=2),
+            Case("softmax_cross_entropy", {"x": x3d, "t": lbl, "w": rand(4, lo=0.1, hi=2)},
+                 lambda x, t, w: np_sce(x, t, w, "sum"),
+                 attrs='{reduction = "sum"}', out_dtypes=[np.float32] * 2, nout=2)],
         "identity": [unary("identity", lambda x: x)],
         "neg": [unary("neg", lambda x: -x), unary("neg", lambda x: -x, x=ints)],
         "abs": [unary("abs", np.abs), unary("abs", np.abs, x=ints)],

@@ -389,6 +389,63 @@ static void test_nn_layout(void) {
   CHECKA(OP_ARGMIN, V(x), A(INT("axis", -1)), "i64[N, 3, 1]");
 }
 
+/* The second batch of ONNX ops: math, bitwise, hardmax, depth/space, one_hot, losses. */
+static void test_onnx_ops(void) {
+  Value *x = in("f32[N, 3, 4]"), *i = in("i32[2, 3]"), *u = in("u8[2, 3]");
+  CHECK(OP_ACOSH, V(x), "f32[N, 3, 4]");
+  CHECK(OP_MISH, V(i), "!needs a floating-point type, got i32");
+  CHECKA(OP_SELU, V(x), A(attr_make_float("gamma", 2)), "f32[N, 3, 4]");
+  CHECK(OP_SHRINK, V(i), "i32[2, 3]");
+  CHECK(OP_SHRINK, V(in("bool[2]")), "!bool inputs are not supported");
+  CHECK(OP_BITWISE_NOT, V(u), "u8[2, 3]");
+  CHECK(OP_BITWISE_NOT, V(x), "!needs an integer type, got f32");
+  CHECK(OP_BITWISE_AND, V(i, in("i32[3]")), "i32[2, 3]");
+  CHECK(OP_BITWISE_XOR, V(in("bool[3]"), in("bool[3]")), "!needs integer inputs, got bool");
+  CHECK(OP_BITWISE_OR, V(i, u), "!operand types differ");
+  CHECKA(OP_BIT_SHIFT, V(u, in("u8[1]")), A(STR("direction", "LEFT")), "u8[2, 3]");
+  CHECKA(OP_BIT_SHIFT, V(i, i), A(STR("direction", "RIGHT")), "!needs unsigned integer inputs, got i32");
+  CHECKA(OP_BIT_SHIFT, V(u, u), A(STR("direction", "left")), "!direction must be 'LEFT' or 'RIGHT'");
+  CHECK(OP_BIT_SHIFT, V(u, u), "!bit_shift needs attribute 'direction'");
+  /* hardmax */
+  CHECK(OP_HARDMAX, V(x), "f32[N, 3, 4]");
+  CHECKA(OP_HARDMAX, V(x), A(INT("axis", 3)), "!axis 3 is out of range");
+  CHECK(OP_HARDMAX, V(i), "!needs a floating-point type");
+  /* depth_to_space, space_to_depth */
+  Value *img = in("f32[N, 8, 3, 5]");
+  CHECKA(OP_DEPTH_TO_SPACE, V(img), A(INT("blocksize", 2)), "f32[N, 2, 6, 10]");
+  CHECKA(OP_DEPTH_TO_SPACE, V(img), A(INT("blocksize", 2), STR("mode", "CRD")), "f32[N, 2, 6, 10]");
+  CHECKA(OP_DEPTH_TO_SPACE, V(img), A(INT("blocksize", 3)), "!dim 1 of f32[N, 8, 3, 5] is not divisible by 9");
+  CHECKA(OP_DEPTH_TO_SPACE, V(img), A(INT("blocksize", 2), STR("mode", "RCD")), "!mode must be 'DCR' or 'CRD'");
+  CHECKA(OP_SPACE_TO_DEPTH, V(in("i8[1, 3, 4, 6]")), A(INT("blocksize", 2)), "i8[1, 12, 2, 3]");
+  CHECKA(OP_SPACE_TO_DEPTH, V(img), A(INT("blocksize", 3)), "!dim 3 of f32[N, 8, 3, 5] is not divisible by 3");
+  CHECKA(OP_SPACE_TO_DEPTH, V(in("f32[1, 2, H, 4]")), A(INT("blocksize", 2)), "!dim 2 of f32[1, 2, H, 4] is symbolic");
+  CHECKA(OP_SPACE_TO_DEPTH, V(x), A(INT("blocksize", 1)), "!x must be [N, C, H, W]");
+  CHECKA(OP_SPACE_TO_DEPTH, V(img), A(INT("blocksize", 0)), "!blocksize must be positive");
+  /* one_hot */
+  Value *idx = in("i64[N, 5]"), *vals = in("f32[2]");
+  CHECKA(OP_ONE_HOT, V(idx, vals), A(INT("depth", 10)), "f32[N, 5, 10]");
+  CHECKA(OP_ONE_HOT, V(idx, vals), A(INT("depth", 10), INT("axis", 0)), "f32[10, N, 5]");
+  CHECKA(OP_ONE_HOT, V(idx, vals), A(INT("depth", 10), INT("axis", -2)), "f32[N, 10, 5]");
+  CHECKA(OP_ONE_HOT, V(idx, vals), A(INT("depth", 10), INT("axis", 3)), "!axis 3 is out of range for the result rank 3");
+  CHECKA(OP_ONE_HOT, V(idx, in("f32[3]")), A(INT("depth", 10)), "!values f32[3] must be [2]");
+  CHECKA(OP_ONE_HOT, V(idx, vals), A(INT("depth", 0)), "!depth must be positive");
+  CHECK(OP_ONE_HOT, V(idx, vals), "!one_hot needs attribute 'depth'");
+  /* nll_loss, softmax_cross_entropy */
+  Value *sc = in("f32[N, 5, 7]"), *tg = in("i64[N, 7]"), *w5 = in("f32[5]");
+  CHECK(OP_NLL_LOSS, V(sc, tg), "f32[]");
+  CHECKA(OP_NLL_LOSS, V(sc, tg, w5), A(STR("reduction", "none"), INT("ignore_index", -1)), "f32[N, 7]");
+  CHECKA(OP_NLL_LOSS, V(sc, tg), A(STR("reduction", "avg")), "!reduction must be 'none', 'sum' or 'mean', got 'avg'");
+  CHECK(OP_NLL_LOSS, V(sc, in("i64[N, 5]")), "!target i64[N, 5] must be input f32[N, 5, 7] without its dim 1");
+  CHECK(OP_NLL_LOSS, V(sc, in("f32[N, 7]")), "!target must be i32 or i64, got f32");
+  CHECK(OP_NLL_LOSS, V(sc, tg, in("f32[7]")), "!weight f32[7] must be [C] for input f32[N, 5, 7]");
+  CHECK(OP_NLL_LOSS, V(in("f32[5]"), in("i64[]")), "!input must be [N, C, d...]");
+  check_node(__LINE__, OP_SOFTMAX_CROSS_ENTROPY, V(sc, tg, w5), 3, NULL, 0, 2, 0, "f32[]");
+  check_node(__LINE__, OP_SOFTMAX_CROSS_ENTROPY, V(sc, tg), 2, A(STR("reduction", "none")), 1, 2, 0, "f32[N, 7]");
+  check_node(__LINE__, OP_SOFTMAX_CROSS_ENTROPY, V(sc, tg), 2, NULL, 0, 2, 1, "f32[N, 5, 7]");
+  check_node(__LINE__, OP_SOFTMAX_CROSS_ENTROPY, V(sc, tg), 2, NULL, 0, 1, 0, "!op 'softmax_cross_entropy' has 2 outputs, got 1");
+  check_node(__LINE__, OP_SOFTMAX_CROSS_ENTROPY, V(in("i32[2, 3]"), in("i64[2]")), 2, NULL, 0, 2, 0, "!needs a floating-point type");
+}
+
 /* range needs constants: its size is their arithmetic. */
 static Value *scalar(DType dt, double v) {
   Tensor *t = tensor_in_arena(g->arena, dt, 0, NULL);
@@ -485,6 +542,7 @@ int main(void) {
   test_nn();
   test_nn_layout();
   test_range();
+  test_onnx_ops();
   test_attrs_and_inputs();
   test_graph();
   graph_free(g);

@@ -342,6 +342,86 @@ static void test_topk_range(void) {
   graph_free(g);
 }
 
+/* The second batch of ONNX ops, with values worked out by hand. */
+static void test_onnx_ops(void) {
+  Diag d = {0};
+  int64_t s3[1] = {3}, s4[1] = {4}, s23[2] = {2, 3};
+  Attr left = attr_make_string("direction", "LEFT"), right = attr_make_string("direction", "RIGHT");
+  /* a left shift drops the bits past the type; 8 or more shifts everything out */
+  Tensor *sh[2] = {tens(DT_U8, 1, s3, (double[]){200, 1, 255}), tens(DT_U8, 1, s3, (double[]){1, 8, 4})};
+  EXPECT(run_op(OP_BIT_SHIFT, 2, sh, &left, 1, &d), DT_U8, 1, s3, ((double[]){144, 0, 240}), 0);
+  sh[0] = tens(DT_U8, 1, s3, (double[]){200, 255, 255});
+  sh[1] = tens(DT_U8, 1, s3, (double[]){3, 8, 1});
+  EXPECT(run_op(OP_BIT_SHIFT, 2, sh, &right, 1, &d), DT_U8, 1, s3, ((double[]){25, 0, 127}), 0);
+  Tensor *x = tens(DT_I8, 1, s4, (double[]){0, -1, 5, 127});
+  EXPECT(run_op(OP_BITWISE_NOT, 1, &x, NULL, 0, &d), DT_I8, 1, s4, ((double[]){-1, 0, -6, -128}), 0);
+  Tensor *bw[2] = {tens(DT_I16, 1, s3, (double[]){-1, 12, -8}), tens(DT_I16, 1, s3, (double[]){255, 10, 7})};
+  EXPECT(run_op(OP_BITWISE_XOR, 2, bw, NULL, 0, &d), DT_I16, 1, s3, ((double[]){-256, 6, -1}), 0);
+  /* shrink on integers goes through double and stores like a cast */
+  Attr shr[2] = {attr_make_float("bias", 1.5), attr_make_float("lambd", 2)};
+  x = tens(DT_I32, 1, s4, (double[]){-5, -2, 2, 7});
+  EXPECT(run_op(OP_SHRINK, 1, &x, shr, 2, &d), DT_I32, 1, s4, ((double[]){-3, 0, 0, 5}), 0);
+  /* hardmax: the first of tied maxima; a NaN is the max */
+  x = tens(DT_F32, 2, s23, (double[]){1, 3, 3, NAN, 2, NAN});
+  EXPECT(run_op(OP_HARDMAX, 1, &x, NULL, 0, &d), DT_F32, 2, s23, ((double[]){0, 1, 0, 1, 0, 0}), 0);
+  /* depth_to_space on [1, 8, 1, 1]: DCR takes channel (i * 2 + j) * 2 + c, CRD c * 4 + i * 2 + j */
+  int64_t c8[4] = {1, 8, 1, 1}, o2[4] = {1, 2, 2, 2};
+  const double iota8[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  Attr b2 = attr_make_int("blocksize", 2);
+  Attr crd[2] = {b2, attr_make_string("mode", "CRD")};
+  x = tens(DT_F32, 4, c8, iota8);
+  EXPECT(run_op(OP_DEPTH_TO_SPACE, 1, &x, &b2, 1, &d), DT_F32, 4, o2, ((double[]){0, 2, 4, 6, 1, 3, 5, 7}), 0);
+  x = tens(DT_F32, 4, c8, iota8);
+  EXPECT(run_op(OP_DEPTH_TO_SPACE, 1, &x, crd, 2, &d), DT_F32, 4, o2, iota8, 0);
+  /* space_to_depth undoes DCR */
+  x = tens(DT_F32, 4, o2, (double[]){0, 2, 4, 6, 1, 3, 5, 7});
+  EXPECT(run_op(OP_SPACE_TO_DEPTH, 1, &x, &b2, 1, &d), DT_F32, 4, c8, iota8, 0);
+  /* one_hot: -1 is the last class; 3 and -4 are outside [-3, 3): all off */
+  Attr depth = attr_make_int("depth", 3);
+  Tensor *oh[2] = {tens(DT_I64, 1, s4, (double[]){0, -1, 3, -4}), tens(DT_F32, 1, (int64_t[]){2}, (double[]){0, 5})};
+  EXPECT(run_op(OP_ONE_HOT, 2, oh, &depth, 1, &d), DT_F32, 2, ((int64_t[]){4, 3}),
+         ((double[]){5, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0}), 0);
+  /* nll_loss: losses 3 * 3 and 4 * 1; mean divides by the weights applied (3 + 1) */
+  const double lp[6] = {-1, -2, -3, -4, -5, -6}, wt[3] = {1, 2, 3};
+  Tensor *nl[3] = {tens(DT_F32, 2, s23, lp), tens(DT_I64, 1, (int64_t[]){2}, (double[]){2, 0}), tens(DT_F32, 1, s3, wt)};
+  EXPECT(run_op(OP_NLL_LOSS, 3, nl, NULL, 0, &d), DT_F32, 0, NULL, ((double[]){3.25}), 1e-6);
+  /* ignoring class 0: its loss is 0 and its weight leaves the mean */
+  Attr ig0 = attr_make_int("ignore_index", 0);
+  nl[0] = tens(DT_F32, 2, s23, lp);
+  nl[1] = tens(DT_I64, 1, (int64_t[]){2}, (double[]){2, 0});
+  nl[2] = tens(DT_F32, 1, s3, wt);
+  EXPECT(run_op(OP_NLL_LOSS, 3, nl, &ig0, 1, &d), DT_F32, 0, NULL, ((double[]){3}), 1e-6);
+  Attr none_ig[2] = {attr_make_string("reduction", "none"), ig0};
+  nl[0] = tens(DT_F32, 2, s23, lp);
+  nl[1] = tens(DT_I32, 1, (int64_t[]){2}, (double[]){2, 0});
+  EXPECT(run_op(OP_NLL_LOSS, 2, nl, none_ig, 2, &d), DT_F32, 1, ((int64_t[]){2}), ((double[]){3, 0}), 0);
+  nl[0] = tens(DT_F32, 2, s23, lp);
+  nl[1] = tens(DT_I64, 1, (int64_t[]){2}, (double[]){3, 0});
+  Diag d2 = {0};
+  CHECK(run_op(OP_NLL_LOSS, 2, nl, NULL, 0, &d2) == NULL);
+  CHECK(strstr(d2.msg, "target 3 is out of range for 3 classes") != NULL);
+  /* softmax_cross_entropy: two equal scores, log_prob -ln 2 each, loss ln 2 */
+  Graph *g = graph_new("t");
+  Value *vin[2] = {graph_add_input(g, "s", type_of(&(Tensor){.dtype = DT_F32, .rank = 2, .dims = {1, 2}})),
+                   graph_add_input(g, "l", type_of(&(Tensor){.dtype = DT_I64, .rank = 1, .dims = {1}}))};
+  const char *names[2] = {"loss", "lp"};
+  Node *n = graph_add_node(g, OP_SOFTMAX_CROSS_ENTROPY, vin, 2, NULL, 0, names, 2);
+  CHECK(ir_infer(g, &d) == 0);
+  graph_add_output(g, n->out[0]);
+  graph_add_output(g, n->out[1]);
+  Tensor *ins[2] = {tens(DT_F32, 2, (int64_t[]){1, 2}, (double[]){0, 0}), tens(DT_I64, 1, (int64_t[]){1}, (double[]){1})};
+  Tensor *out[2];
+  CHECK(ir_eval(g, ins, out, &d) == 0);
+  if (!d.failed) {
+    EXPECT(out[0], DT_F32, 0, NULL, ((double[]){log(2.0)}), 1e-6);
+    EXPECT(out[1], DT_F32, 2, ((int64_t[]){1, 2}), ((double[]){-log(2.0), -log(2.0)}), 1e-6);
+  } else {
+    fprintf(stderr, "%s\n", d.msg);
+  }
+  tensor_free(ins[0]), tensor_free(ins[1]);
+  graph_free(g);
+}
+
 static void test_layout(void) {
   Diag d = {0};
   int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
@@ -474,6 +554,7 @@ int main(void) {
   test_nn();
   test_nn_layout();
   test_topk_range();
+  test_onnx_ops();
   test_graph();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
