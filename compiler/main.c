@@ -47,6 +47,8 @@ typedef struct Options {
   bool onnx;
   Binding *shapes; /* --shape NAME=AxBxC */
   int nshapes;
+  Binding *consts; /* --const NAME=PATH.npy */
+  int nconsts;
   bool check_ops;
   int64_t max_weight_bytes; /* 0: the loader's default */
 } Options;
@@ -105,6 +107,8 @@ static void print_help(void) {
          "ONNX models (FILE ending in .onnx), both modes:\n"
          "  --dim SYM=N             bind symbolic dim SYM to N when loading\n"
          "  --shape NAME=AxBxC      give input NAME this static shape (repeatable)\n"
+         "  --const NAME=PATH.npy   make input NAME a constant with this value, for inputs\n"
+         "                          that decide shapes (a Reshape's shape); repeatable\n"
          "  --max-weight-bytes=N    refuse models whose weights need more than N bytes\n"
          "  --check-ops             list every unsupported op of the model (exit 0 when\n"
          "                          there is none, 1 otherwise); compiles nothing\n"
@@ -169,6 +173,9 @@ static void free_options(Options *o) {
     free(o->dims[i].name);
   for (int i = 0; i < o->nshapes; i++)
     free(o->shapes[i].name);
+  for (int i = 0; i < o->nconsts; i++)
+    free(o->consts[i].name);
+  free(o->consts);
   free(o->inputs);
   free(o->dims);
   free(o->shapes);
@@ -197,9 +204,9 @@ static int check_mode(const Options *o) {
   }
   if (!o->file)
     return usage_error("no input file");
-  if (!o->onnx && (o->nshapes || o->check_ops || o->max_weight_bytes))
-    return usage_error("options '--shape', '--check-ops' and '--max-weight-bytes' are for ONNX "
-                       "models (FILE.onnx)");
+  if (!o->onnx && (o->nshapes || o->nconsts || o->check_ops || o->max_weight_bytes))
+    return usage_error("options '--shape', '--const', '--check-ops' and '--max-weight-bytes' "
+                       "are for ONNX models (FILE.onnx)");
   if (o->check_ops && o->mode == MODE_RUN)
     return usage_error("option '--check-ops' is not for 'gpucc run'");
   for (int i = 0; i < o->ndims; i++) {
@@ -240,7 +247,8 @@ static int parse_args(int argc, char **argv, Options *o) {
   o->inputs = calloc((size_t)argc, sizeof *o->inputs);
   o->dims = calloc((size_t)argc, sizeof *o->dims);
   o->shapes = calloc((size_t)argc, sizeof *o->shapes);
-  if (!o->inputs || !o->dims || !o->shapes)
+  o->consts = calloc((size_t)argc, sizeof *o->consts);
+  if (!o->inputs || !o->dims || !o->shapes || !o->consts)
     return input_error("out of memory");
   int i = 1;
   if (argc > 1 && !strcmp(argv[1], "run")) {
@@ -274,6 +282,10 @@ static int parse_args(int argc, char **argv, Options *o) {
       o->check_ops = true;
     } else if ((v = option_value(a, "--shape", argc, argv, &i, &missing))) {
       int rc = add_binding(o->shapes, &o->nshapes, "--shape", v);
+      if (rc)
+        return rc;
+    } else if ((v = option_value(a, "--const", argc, argv, &i, &missing))) {
+      int rc = add_binding(o->consts, &o->nconsts, "--const", v);
       if (rc)
         return rc;
     } else if ((v = option_value(a, "--max-weight-bytes", argc, argv, &i, &missing))) {
@@ -320,24 +332,33 @@ static int parse_args(int argc, char **argv, Options *o) {
 /* ---------------------------------------------------------------- both modes */
 
 /* Parses the file and runs the passes with the printing and dumping asked for. */
-/* --dim and --shape for the ONNX loader, which binds them at load. */
+/* --dim, --shape and --const for the ONNX loader, which applies them at load. The
+ * bindings borrow o's strings and live in *b (free it). */
+static int onnx_options(const Options *o, OnnxOptions *opt, OnnxBinding **b, Diag *d) {
+  int n = o->ndims + o->nshapes + o->nconsts;
+  *b = calloc((size_t)n + 1, sizeof **b);
+  if (!*b)
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  OnnxBinding *p = *b;
+  *opt = (OnnxOptions){.dims = p, .ndims = o->ndims, .shapes = p + o->ndims,
+                       .nshapes = o->nshapes, .consts = p + o->ndims + o->nshapes,
+                       .nconsts = o->nconsts, .max_weight_bytes = o->max_weight_bytes};
+  for (int i = 0; i < o->ndims; i++)
+    *p++ = (OnnxBinding){o->dims[i].name, o->dims[i].value};
+  for (int i = 0; i < o->nshapes; i++)
+    *p++ = (OnnxBinding){o->shapes[i].name, o->shapes[i].value};
+  for (int i = 0; i < o->nconsts; i++)
+    *p++ = (OnnxBinding){o->consts[i].name, o->consts[i].value};
+  return 0;
+}
+
 static Graph *load_onnx(const Options *o, Diag *d) {
-  OnnxBinding *dims = calloc((size_t)o->ndims + 1, sizeof *dims);
-  OnnxBinding *shapes = calloc((size_t)o->nshapes + 1, sizeof *shapes);
-  Graph *g = NULL;
-  if (!dims || !shapes) {
-    diag_error(d, (SrcLoc){0}, "out of memory");
-  } else {
-    for (int i = 0; i < o->ndims; i++)
-      dims[i] = (OnnxBinding){o->dims[i].name, o->dims[i].value};
-    for (int i = 0; i < o->nshapes; i++)
-      shapes[i] = (OnnxBinding){o->shapes[i].name, o->shapes[i].value};
-    OnnxOptions opt = {.dims = dims, .ndims = o->ndims, .shapes = shapes,
-                       .nshapes = o->nshapes, .max_weight_bytes = o->max_weight_bytes};
-    g = onnx_load(o->file, &opt, d);
-  }
-  free(dims);
-  free(shapes);
+  OnnxOptions opt;
+  OnnxBinding *b;
+  if (onnx_options(o, &opt, &b, d))
+    return NULL;
+  Graph *g = onnx_load(o->file, &opt, d);
+  free(b);
   return g;
 }
 
@@ -396,7 +417,12 @@ static void print_summary(const Graph *g, const Options *o) {
 static int check_ops(const Options *o) {
   Diag d = {0};
   char *report = NULL;
-  int n = onnx_check_ops(o->file, NULL, &report, &d);
+  OnnxOptions opt;
+  OnnxBinding *b;
+  if (onnx_options(o, &opt, &b, &d))
+    return diag_exit(&d, EXIT_INPUT);
+  int n = onnx_check_ops(o->file, &opt, &report, &d);
+  free(b);
   if (n < 0)
     return diag_exit(&d, EXIT_INPUT);
   if (n == 0)

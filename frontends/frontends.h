@@ -26,6 +26,8 @@ typedef struct OnnxOptions {
   int ndims;
   const OnnxBinding *shapes; /* --shape NAME=1x3x224x224 ("scalar" for rank 0) */
   int nshapes;
+  const OnnxBinding *consts; /* --const NAME=FILE.npy: input NAME becomes that constant */
+  int nconsts;
   int64_t max_weight_bytes;  /* 0: the model's size x 8 plus its external data */
   const char *base_dir;      /* onnx_load_bytes: folder of external data (NULL: none) */
 } OnnxOptions;

@@ -655,6 +655,12 @@ Attr attr_make_ints(const char *name, const int64_t *v, int n) {
   return a;
 }
 
+Attr attr_make_floats(const char *name, const double *v, int n) {
+  Attr a = {.name = name, .kind = AK_FLOATS, .n = n};
+  a.floats = (double *)v;
+  return a;
+}
+
 static Attr attr_copy(Arena *ar, const Attr *a) {
   Attr c = *a;
   c.name = arena_strdup(ar, a->name);
@@ -887,6 +893,14 @@ void graph_add_output(Graph *g, Value *v) {
 }
 
 void graph_make_const(Graph *g, Value *v, Tensor *data) {
+  if (v->kind == VK_INPUT) {
+    int k = 0;
+    while (k < g->ninputs && g->inputs[k] != v)
+      k++;
+    if (k < g->ninputs)
+      memmove(&g->inputs[k], &g->inputs[k + 1], sizeof *g->inputs * (size_t)(g->ninputs - k - 1));
+    g->ninputs -= k < g->ninputs;
+  }
   v->kind = VK_CONST;
   v->def = NULL;
   v->def_index = 0;

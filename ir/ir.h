@@ -284,9 +284,9 @@ Value *graph_add_const(Graph *g, const char *name, Tensor *data);
 Node *graph_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
                      const char *const *out_names, int nout);
 void graph_add_output(Graph *g, Value *v);
-/* Turns node output v into a constant holding data (which must live in g->arena or
- * outlive g), keeping its name, id and type; appends it to g->consts. The node that
- * defined it is the caller's to remove. */
+/* Turns node output or graph input v into a constant holding data (which must live in
+ * g->arena or outlive g), keeping its name, id and type; appends it to g->consts. An input
+ * leaves g->inputs; the node that defined an output is the caller's to remove. */
 void graph_make_const(Graph *g, Value *v, Tensor *data);
 Value *graph_find_value(const Graph *g, const char *name);
 
@@ -307,6 +307,7 @@ Attr attr_make_int(const char *name, int64_t v);
 Attr attr_make_float(const char *name, double v);
 Attr attr_make_string(const char *name, const char *s);
 Attr attr_make_ints(const char *name, const int64_t *v, int n); /* v must outlive use */
+Attr attr_make_floats(const char *name, const double *v, int n); /* v must outlive use */
 
 /* Rewriting. */
 void graph_replace_uses(Graph *g, Value *old, Value *repl); /* node inputs and outputs */

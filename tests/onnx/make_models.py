@@ -126,8 +126,8 @@ MODELS = {
         [value_info("x", FLOAT, [4])], [value_info("onnx::Neg_2", FLOAT, [4])]),
     # Ops gpucc does not support, for --check-ops.
     "unsupported": lambda: model(
-        [node("Conv", ["x", "w"], ["c1"], "conv1"), node("Conv", ["c1", "w"], ["c2"], "conv2"),
-         node("ArgMax", ["c2"], ["am"], "am", [attr_int("select_last_index", 1)]),
+        [node("Unique", ["x"], ["c1"], "uniq1"), node("Unique", ["c1"], ["c2"], "uniq2"),
+         node("MaxPool", ["c2"], ["am"], "mp", [attr_int("storage_order", 1)]),
          node("Relu", ["am"], ["r"]), node("Foo", ["r"], ["y"], "custom", domain="com.example")],
         [value_info("x", FLOAT, [1, 1, 4, 4])], [value_info("y", FLOAT, [])],
         [tensor("w", [1, 1, 1, 1], FLOAT, [1])]),

@@ -399,15 +399,15 @@ static void test_bad_graphs(void) {
   EXPECT_ERROR(&m, NULL, "node 'act' (#2, Concat, opset 17): missing attribute 'axis'");
   /* an unsupported attribute value */
   make_mlp(&m);
-  m.nodes[2].op_type = "ArgMax";
-  m_attr_int(&m, &m.nodes[2], "select_last_index", 1);
-  EXPECT_ERROR(&m, NULL, "op ArgMax with select_last_index=1 is not supported");
+  m.nodes[2].op_type = "MaxPool";
+  m_attr_int(&m, &m.nodes[2], "storage_order", 1);
+  EXPECT_ERROR(&m, NULL, "op MaxPool with storage_order=1 is not supported");
   /* the scan comes before any other work: an unknown op late in the model wins over a
    * bad initializer */
   make_mlp(&m);
   m.inits[0].raw_data.len = 3;
-  m.nodes[2].op_type = "Conv";
-  EXPECT_ERROR(&m, NULL, "op Conv is not supported");
+  m.nodes[2].op_type = "Unique";
+  EXPECT_ERROR(&m, NULL, "op Unique is not supported");
   /* a graph output nobody defines */
   make_mlp(&m);
   m.vis[1].name = "zz";
@@ -518,8 +518,8 @@ static void test_external(void) {
 static void test_check_ops(void) {
   M m;
   make_mlp(&m);
-  m.nodes[0].op_type = "Conv";
-  m.nodes[2].op_type = "Conv";
+  m.nodes[0].op_type = "Unique";
+  m.nodes[2].op_type = "Unique";
   m.nodes[1].op_type = "Frob";
   char path[] = "/tmp/gpucc-onnx-check-XXXXXX";
   int fd = mkstemp(path);
@@ -532,10 +532,86 @@ static void test_check_ops(void) {
   char *report = NULL;
   Diag d = {0};
   CHECK(onnx_check_ops(path, NULL, &report, &d) == 2);
-  CHECK(report && strstr(report, "op Conv is not supported (opset 17): 2 nodes, first 'fc' (#0)"));
+  CHECK(report && strstr(report, "op Unique is not supported (opset 17): 2 nodes, first 'fc' (#0)"));
   CHECK(report && strstr(report, "op Frob is not supported (opset 17): 1 node, first 'Frob#1'"));
   free(report);
   unlink(path);
+}
+
+/* Shape computations fold at load: Reshape(x, Shape(x)) keeps only the reshape, with its
+ * shape as an attribute; a symbolic dim must be bound first. */
+static void test_shape_folding(void) {
+  static char *sin[] = {"x"}, *sout[] = {"s"}, *rin[] = {"x", "s"}, *rout[] = {"r"},
+              *yin[] = {"r"};
+  static const int64_t dn3[] = {-1, 3};
+  M m;
+  m_init(&m, 17);
+  m_input(&m, "x", 2, dn3);
+  m_output(&m, "y");
+  m_node(&m, "Shape", "shape", sin, 1, sout, 1);
+  m_node(&m, "Reshape", "reshape", rin, 2, rout, 1);
+  m_node(&m, "Relu", "relu", yin, 1, S_Y, 1);
+  EXPECT_ERROR(&m, NULL, "node 'shape' (#0, Shape, opset 17): the shape of 'x' has symbolic "
+                         "dim 0 ('N'): bind it with --dim N=N");
+  OnnxBinding b = {"N", "2"};
+  OnnxOptions opt = {.dims = &b, .ndims = 1};
+  Diag d = {0};
+  Graph *g = load_m(&m, &opt, &d);
+  CHECK(g);
+  if (!g) {
+    fprintf(stderr, "%s\n", d.msg);
+    return;
+  }
+  CHECK(g->nnodes == 2 && g->nodes[0]->op == OP_RESHAPE && g->nodes[1]->op == OP_RELU);
+  int n = 0;
+  const int64_t *shape = g->nnodes ? attr_ints(g->nodes[0], "shape", &n) : NULL;
+  CHECK(n == 2 && shape && shape[0] == 2 && shape[1] == 3);
+  graph_free(g);
+}
+
+/* --const: a graph input that decides a shape becomes a constant from a .npy file. */
+static void test_const_input(void) {
+  static char *rin[] = {"x", "s"};
+  static const int64_t d23[] = {2, 3}, d2[] = {2};
+  M m;
+  m_init(&m, 17);
+  m_input(&m, "x", 2, d23);
+  m_input(&m, "s", 1, d2);
+  m.tts[m.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+  m_output(&m, "y");
+  m_node(&m, "Reshape", "reshape", rin, 2, S_Y, 1);
+  EXPECT_ERROR(&m, NULL, "op Reshape with input 1 computed at run time is not supported (it "
+                         "must be a constant: give graph inputs values with --const s=FILE.npy)");
+  char dir[] = "/tmp/gpucc-onnx-const-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char good[64], bad[64];
+  snprintf(good, sizeof good, "%s/s.npy", dir);
+  snprintf(bad, sizeof bad, "%s/f.npy", dir);
+  Tensor *s = tensor_new(DT_I64, 1, d2), *f = tensor_new(DT_F32, 1, d2);
+  ((int64_t *)s->data)[0] = 3;
+  ((int64_t *)s->data)[1] = -1;
+  Diag d = {0};
+  CHECK(npy_write(good, s, &d) == 0 && npy_write(bad, f, &d) == 0);
+  OnnxBinding b = {"s", good};
+  OnnxOptions opt = {.consts = &b, .nconsts = 1};
+  Graph *g = load_m(&m, &opt, &d);
+  CHECK(g && g->ninputs == 1 && g->nnodes == 1);
+  int n = 0;
+  const int64_t *shape = g && g->nnodes ? attr_ints(g->nodes[0], "shape", &n) : NULL;
+  CHECK(n == 2 && shape && shape[0] == 3 && shape[1] == -1);
+  CHECK(g && g->nnodes && g->nodes[0]->out[0]->type.shape.dims[0].n == 3);
+  graph_free(g);
+  b.value = bad;
+  EXPECT_ERROR(&m, &opt, "--const s=");
+  EXPECT_ERROR(&m, &opt, "the file holds f32, but input 's' is i64");
+  OnnxBinding two[2] = {{"s", good}, {"nope", good}};
+  OnnxOptions opt2 = {.consts = two, .nconsts = 2};
+  EXPECT_ERROR(&m, &opt2, "the model has no input named 'nope'");
+  tensor_free(s);
+  tensor_free(f);
+  unlink(good);
+  unlink(bad);
+  rmdir(dir);
 }
 
 int main(void) {
@@ -546,6 +622,8 @@ int main(void) {
   test_bad_graphs();
   test_external();
   test_check_ops();
+  test_shape_folding();
+  test_const_input();
   if (failures)
     fprintf(stderr, "test_onnx: %d failures\n", failures);
   return failures != 0;

@@ -1,0 +1,104 @@
+/* onnx-impl.h: what the ONNX frontend's two files share. onnx.c reads the model (the
+ * protobuf, weights, names, node order, graph inputs); onnx-ops.c holds the op table that
+ * turns each node into IR. Not a public header: frontends/frontends.h is. */
+#ifndef GPUCC_ONNX_IMPL_H
+#define GPUCC_ONNX_IMPL_H
+
+#include "frontends/frontends.h"
+#include "onnx.pb-c.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { OPSET_MIN = 7, OPSET_MAX = 21 };
+
+#define S(x) ((x) ? (x) : "")
+
+/* An open-addressing map from value names (borrowed from the unpacked model) to ints. */
+typedef struct NameMap {
+  const char **keys;
+  int *vals;
+  size_t cap, n;
+} NameMap;
+
+int *onnx_map_get(const NameMap *m, const char *k); /* NULL when absent */
+
+typedef struct Loader Loader;
+typedef struct OnnxOp OnnxOp;
+typedef int (*BuildFn)(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e);
+
+/* One row of the op table: the ONNX op, the IR op it maps to (when one does), the
+ * opsets it exists in here, its builder and the attributes gpucc understands (any other
+ * attribute makes the node unsupported). */
+struct OnnxOp {
+  const char *name;
+  Op op;
+  int min_opset;
+  BuildFn build;
+  const char *attrs; /* comma-separated */
+};
+
+struct Loader {
+  const char *path; /* the model, for messages */
+  char *dir;        /* folder of external data; NULL when there is none */
+  const OnnxOptions *opt;
+  Diag *d;
+  Onnx__ModelProto *model;
+  Onnx__GraphProto *gp;
+  int64_t opset;
+  Graph *g;
+  size_t model_bytes;
+  uint64_t weight_bytes, weight_limit, external_bytes;
+  NameMap producers; /* value name -> index of the node defining it; -1 input, -2 initializer */
+  NameMap uses;      /* value name -> uses by nodes and graph outputs */
+  bool *const_node;  /* per node: every output is known before run time (folded at load) */
+  int cur;           /* the node being built (-1: none), for messages */
+  const char *origin;
+};
+
+/* Messages: "model.onnx: error: ..." and, for node idx, "node 'name' (#idx, Op, opset
+ * N): ...". Both return -1. */
+int onnx_model_error(Loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int onnx_node_error(Loader *L, int idx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Errors while building a node name it; others name only the model. */
+#define FAIL(...) (L->cur >= 0 ? onnx_node_error(L, L->cur, __VA_ARGS__) \
+                               : onnx_model_error(L, __VA_ARGS__))
+/* The node's name, or "Op#idx" for a nameless one (in buf). */
+const char *onnx_node_label(const Onnx__NodeProto *np, int idx, char *buf, size_t n);
+
+const char *onnx_type_name(int32_t t); /* "FLOAT", "STRING", ... */
+int dtype_from_onnx(int32_t t, DType *out);  /* -1 for types gpucc does not carry */
+/* Counts bytes of constant data against the weight limit before they are allocated. */
+int onnx_charge_weights(Loader *L, const char *what, uint64_t nbytes);
+/* Decodes a TensorProto into a tensor in the graph's arena; `what` names it in errors. */
+Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const char *what);
+
+/* Whether value `name` is known at load time (an initializer, an input fixed with
+ * --const, an output of a constant node); an absent optional input counts. */
+bool onnx_value_is_const(const Loader *L, const char *name);
+
+/* The op table (onnx-ops.c). */
+const OnnxOp *onnx_find_op(const char *name);
+/* Why node np cannot be compiled, in a few words naming the op; NULL when it can. The
+ * text is also the grouping key of onnx_check_ops. Needs L->const_node. */
+const char *onnx_unsupported(const Loader *L, const Onnx__NodeProto *np, char *why, size_t n);
+/* Whether node np's outputs are all known at load time, given which of its inputs are
+ * (in_const[i]); the loader folds such nodes into constants. */
+bool onnx_node_foldable(const Loader *L, const Onnx__NodeProto *np, const bool *in_const);
+
+static inline bool is_default_domain(const char *d) {
+  return !d || !*d || !strcmp(d, "ai.onnx");
+}
+
+static inline const char *output_name(const Onnx__NodeProto *np, size_t i) {
+  return i < np->n_output && np->output[i] && *np->output[i] ? np->output[i] : NULL;
+}
+
+/* Strips the "error: " that a located-nowhere Diag message starts with. */
+static inline const char *bare_message(const Diag *d) {
+  return strncmp(d->msg, "error: ", 7) ? d->msg : d->msg + 7;
+}
+
+#endif

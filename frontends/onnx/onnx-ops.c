@@ -1,0 +1,1853 @@
+/* onnx-ops.c: the ONNX op table. Each row maps an ONNX op to a builder that adds one
+ * or more IR nodes for a node of the model; onnx_unsupported says, before any work, why a
+ * node cannot be compiled. docs/onnx.md lists what is supported. */
+#include "onnx-impl.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- attributes */
+
+static const Onnx__AttributeProto *find_attr(const Onnx__NodeProto *np, const char *name) {
+  for (size_t i = 0; i < np->n_attribute; i++)
+    if (!strcmp(S(np->attribute[i]->name), name))
+      return np->attribute[i];
+  return NULL;
+}
+
+/* The attribute's kind: its declared type, or for models that leave it out (IR version
+ * 1), whichever field is set. */
+static int attr_type(const Onnx__AttributeProto *a) {
+  if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED)
+    return a->type;
+  if (a->has_f)
+    return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+  if (a->has_i)
+    return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  if (a->has_s)
+    return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+  if (a->t)
+    return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+  if (a->n_ints)
+    return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+  if (a->n_floats)
+    return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+  return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED;
+}
+
+static int get_int(Loader *L, const Onnx__NodeProto *np, const char *name, int64_t def,
+                   int64_t *out) {
+  const Onnx__AttributeProto *a = find_attr(np, name);
+  *out = def;
+  if (!a)
+    return 0;
+  if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)
+    return FAIL("attribute '%s' must be an int", name);
+  *out = a->i;
+  return 0;
+}
+
+static int need_int(Loader *L, const Onnx__NodeProto *np, const char *name, int64_t *out) {
+  if (!find_attr(np, name))
+    return FAIL("missing attribute '%s'", name);
+  return get_int(L, np, name, 0, out);
+}
+
+static int get_float(Loader *L, const Onnx__NodeProto *np, const char *name, double def,
+                     double *out) {
+  const Onnx__AttributeProto *a = find_attr(np, name);
+  *out = def;
+  if (!a)
+    return 0;
+  if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)
+    return FAIL("attribute '%s' must be a float", name);
+  *out = a->f;
+  return 0;
+}
+
+/* ints attribute; *n = -1 when absent. */
+static int get_ints(Loader *L, const Onnx__NodeProto *np, const char *name, const int64_t **v,
+                    int *n) {
+  const Onnx__AttributeProto *a = find_attr(np, name);
+  *v = NULL;
+  *n = -1;
+  if (!a)
+    return 0;
+  int t = attr_type(a);
+  if (t != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS &&
+      !(t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED && !a->n_ints))
+    return FAIL("attribute '%s' must be a list of ints", name);
+  if (a->n_ints > INT_MAX / 16)
+    return FAIL("attribute '%s' is too long", name);
+  *v = a->ints;
+  *n = (int)a->n_ints;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- building blocks */
+
+static Value *input(Loader *L, const Onnx__NodeProto *np, size_t i) {
+  if (i >= np->n_input || !np->input[i] || !*np->input[i])
+    return NULL;
+  return graph_find_value(L->g, np->input[i]);
+}
+
+/* A name for an intermediate value of a node that becomes several IR nodes: the node's
+ * first output with a suffix, clashing with nothing in the graph or in the model. */
+static const char *tmp_name(Loader *L, const Onnx__NodeProto *np, char *buf, size_t n) {
+  const char *base = output_name(np, 0) ? output_name(np, 0) : "tmp";
+  for (int k = 1;; k++) {
+    snprintf(buf, n, "%.200s.%d", base, k);
+    if (!graph_find_value(L->g, buf) && !onnx_map_get(&L->producers, buf))
+      return buf;
+  }
+}
+
+static void mark_node(Loader *L, Node *n) {
+  n->origin = L->origin;
+  n->loc = (SrcLoc){.file = L->path};
+}
+
+/* Folding at load keeps shape computations out of the graph; it gives up on a result
+ * much bigger than its inputs (a ConstantOfShape the size of an activation), which then
+ * stays a node. */
+enum { FOLD_GROWTH_BYTES = 1 << 20 };
+
+/* Evaluates `probe` on its constant inputs and adds its outputs as constants named nm[].
+ * Returns 1 when folded, 0 when the node should be built instead, -1 on error. */
+static int fold(Loader *L, const Node *probe, const Type *types, const char *const *nm,
+                Value **outs) {
+  uint64_t in_bytes = 0, out_bytes = 0;
+  for (int i = 0; i < probe->nin; i++) {
+    if (probe->in[i] && probe->in[i]->kind != VK_CONST)
+      return 0;
+    if (probe->in[i])
+      in_bytes += tensor_nbytes(probe->in[i]->data);
+  }
+  for (int i = 0; i < probe->nout; i++) {
+    int64_t numel = shape_numel(&types[i].shape);
+    if (numel < 0)
+      return 0;
+    out_bytes += (uint64_t)numel * dtype_size(types[i].dtype);
+  }
+  if (!probe->nin || out_bytes > in_bytes + FOLD_GROWTH_BYTES)
+    return 0;
+  Tensor *in[64] = {0}, *out[64] = {0};
+  Diag local = {0};
+  for (int i = 0; i < probe->nin && i < 64; i++)
+    in[i] = probe->in[i] ? probe->in[i]->data : NULL;
+  if (probe->nin > 64 || ir_eval_node(probe, in, out, &local))
+    return probe->nin > 64 ? 0 : FAIL("%s", bare_message(&local));
+  int rc = 1;
+  for (int i = 0; i < probe->nout && rc == 1; i++) {
+    Tensor *t = tensor_in_arena(L->g->arena, out[i]->dtype, out[i]->rank, out[i]->dims);
+    memcpy(t->data, out[i]->data, tensor_nbytes(t));
+    Value *v = graph_add_const(L->g, nm[i], t);
+    if (!v)
+      rc = FAIL("value '%s' is already defined", nm[i]);
+    else if (outs)
+      outs[i] = v;
+  }
+  for (int i = 0; i < probe->nout; i++)
+    tensor_free(out[i]);
+  return rc;
+}
+
+/* Adds one IR node with nout outputs; names NULL give intermediates. Types are inferred
+ * before the node joins the graph, so a failure leaves the graph as it was. A node whose
+ * inputs are all constants becomes constants instead. */
+static int emit_multi(Loader *L, const Onnx__NodeProto *np, Op op, Value **in, int nin,
+                      const Attr *at, int na, const char *const *names, int nout,
+                      Value **outs) {
+  Node probe = {.id = -1, .op = op, .nin = nin, .in = in, .nout = nout, .nattr = na,
+                .attrs = (Attr *)at, .loc = {.file = L->path}};
+  Type types[64];
+  Diag local = {0};
+  if (nout > 64)
+    return FAIL("too many outputs (%d)", nout);
+  if (ir_infer_node(&probe, types, &local))
+    return FAIL("%s", bare_message(&local));
+  char bufs[64][256];
+  const char *nm[64];
+  for (int i = 0; i < nout; i++) {
+    nm[i] = names ? names[i] : NULL;
+    /* The graph owns the name once the node is added, so each temporary needs its own
+     * buffer only until then. */
+    if (!nm[i])
+      nm[i] = tmp_name(L, np, bufs[i], sizeof bufs[i]);
+  }
+  int folded = fold(L, &probe, types, nm, outs);
+  if (folded)
+    return folded < 0 ? -1 : 0;
+  Node *n = graph_add_node(L->g, op, in, nin, at, na, nm, nout);
+  if (!n)
+    return FAIL("an output name is already defined");
+  mark_node(L, n);
+  for (int i = 0; i < nout; i++) {
+    n->out[i]->type = types[i];
+    if (outs)
+      outs[i] = n->out[i];
+  }
+  return 0;
+}
+
+static Value *emit(Loader *L, const Onnx__NodeProto *np, Op op, Value **in, int nin,
+                   const Attr *at, int na, const char *name) {
+  Value *v = NULL;
+  const char *names[1] = {name};
+  return emit_multi(L, np, op, in, nin, at, na, names, 1, &v) ? NULL : v;
+}
+
+static Value *scalar_const(Loader *L, const Onnx__NodeProto *np, DType dt, double x) {
+  char buf[256];
+  Tensor *t = tensor_in_arena(L->g->arena, dt, 0, NULL);
+  dtype_store_f64(dt, t->data, x);
+  return graph_add_const(L->g, tmp_name(L, np, buf, sizeof buf), t);
+}
+
+/* The elements of constant input i as int64 (for shapes, axes, starts...). *n = -1 when
+ * the optional input is absent. */
+static int const_ints(Loader *L, const Onnx__NodeProto *np, size_t i, const char *what,
+                      int64_t **out, int *n) {
+  Value *v = input(L, np, i);
+  *out = NULL;
+  *n = -1;
+  if (!v)
+    return 0;
+  if (v->kind != VK_CONST)
+    return FAIL("input '%s' (%s) must be a constant: gpucc does not compute %s at run time",
+                v->name, what, what);
+  if (!dtype_is_int(v->data->dtype) || v->data->rank > 1)
+    return FAIL("input '%s' (%s) must be a 1-D integer tensor", v->name, what);
+  int64_t cnt = tensor_numel(v->data);
+  if (cnt > 4096)
+    return FAIL("input '%s' (%s) has too many elements (%" PRId64 ")", v->name, what, cnt);
+  *out = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
+  for (int64_t k = 0; k < cnt; k++)
+    (*out)[k] = dtype_load_i64(v->data->dtype, (char *)v->data->data + k * (int64_t)dtype_size(v->data->dtype));
+  *n = (int)cnt;
+  return 0;
+}
+
+static int const_scalar(Loader *L, const Onnx__NodeProto *np, size_t i, const char *what,
+                        double *out) {
+  Value *v = input(L, np, i);
+  if (!v)
+    return 0;
+  if (v->kind != VK_CONST || tensor_numel(v->data) != 1)
+    return FAIL("input '%s' (%s) must be a constant scalar; a computed %s is not supported",
+                v->name, what, what);
+  *out = dtype_load_f64(v->data->dtype, v->data->data);
+  return 0;
+}
+
+/* Every input present, with as many as the IR op takes. */
+static int plain_inputs(Loader *L, const Onnx__NodeProto *np, Op op, Value **in, int max) {
+  int n = (int)np->n_input;
+  int lo = op_info[op].min_in, hi = op_info[op].max_in;
+  if (n < lo || (hi >= 0 && n > hi) || n > max)
+    return FAIL("expects %d%s inputs, got %d", lo, hi == lo ? "" : " or more", n);
+  for (int i = 0; i < n; i++)
+    if (!(in[i] = input(L, np, (size_t)i)))
+      return FAIL("input %d is missing", i);
+  return n;
+}
+
+/* ---------------------------------------------------------------- op builders */
+
+/* Ops that map one to one, copying the attributes the table lists by the same name. */
+static int b_simple(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[8];
+  int nin = plain_inputs(L, np, e->op, in, 8);
+  if (nin < 0)
+    return -1;
+  Attr at[4];
+  int na = 0;
+  for (size_t i = 0; i < np->n_attribute && na < 4; i++) {
+    const Onnx__AttributeProto *a = np->attribute[i];
+    const char *name = arena_strdup(L->g->arena, S(a->name));
+    switch (attr_type(a)) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: at[na++] = attr_make_float(name, a->f); break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: at[na++] = attr_make_int(name, a->i); break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+      at[na++] = attr_make_string(name, arena_strndup(L->g->arena, (const char *)a->s.data, a->s.len));
+      break;
+    default: return FAIL("attribute '%s' has a kind gpucc does not read here", name);
+    }
+  }
+  return emit(L, np, e->op, in, nin, at, na, output_name(np, 0)) ? 0 : -1;
+}
+
+/* v as dtype dt: v itself, or a cast node named `name` (NULL: a fresh name). */
+static Value *cast_to(Loader *L, const Onnx__NodeProto *np, Value *v, DType dt,
+                      const char *name) {
+  if (v->type.dtype == dt && !name)
+    return v;
+  Attr to = attr_make_string("to", dtype_name(dt));
+  return emit(L, np, OP_CAST, &v, 1, &to, 1, name);
+}
+
+/* Pow: ONNX lets the exponent's type differ from the base's and allows integer bases;
+ * the IR's pow takes one floating-point type. The exponent is cast to the base's type;
+ * an integer base is raised in f64 and the result cast back, which is exact for every
+ * result the integer type can hold. */
+static int b_pow(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0), *y = input(L, np, 1);
+  if (!x || !y)
+    return FAIL("expects 2 inputs");
+  DType dt = x->type.dtype, ct = dtype_is_float(dt) ? dt : DT_F64;
+  Value *in[2] = {cast_to(L, np, x, ct, NULL), cast_to(L, np, y, ct, NULL)};
+  if (!in[0] || !in[1])
+    return -1;
+  if (ct == dt)
+    return emit(L, np, e->op, in, 2, NULL, 0, output_name(np, 0)) ? 0 : -1;
+  Value *p = emit(L, np, e->op, in, 2, NULL, 0, NULL);
+  return p && cast_to(L, np, p, dt, output_name(np, 0)) ? 0 : -1;
+}
+
+/* Max, Min, Sum: variadic in ONNX, binary in the IR: a chain. */
+static int b_variadic(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  if (np->n_input < 1)
+    return FAIL("expects at least one input");
+  Value *acc = input(L, np, 0);
+  if (!acc)
+    return FAIL("input 0 is missing");
+  if (np->n_input == 1)
+    return emit(L, np, OP_IDENTITY, &acc, 1, NULL, 0, output_name(np, 0)) ? 0 : -1;
+  for (size_t i = 1; i < np->n_input; i++) {
+    Value *in[2] = {acc, input(L, np, i)};
+    if (!in[1])
+      return FAIL("input %zu is missing", i);
+    acc = emit(L, np, e->op, in, 2, NULL, 0, i + 1 == np->n_input ? output_name(np, 0) : NULL);
+    if (!acc)
+      return -1;
+  }
+  return 0;
+}
+
+static int static_dims(Loader *L, const Value *v, int64_t *dims, const char *why);
+
+static int b_identity(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  Value *x = input(L, np, 0);
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (!strcmp(S(np->op_type), "Dropout") && L->opset >= 12) {
+    double training = 0;
+    if (const_scalar(L, np, 2, "training_mode", &training))
+      return -1;
+    if (training != 0)
+      return FAIL("training_mode=true is not supported: gpucc compiles inference only");
+  }
+  if (!emit(L, np, OP_IDENTITY, &x, 1, NULL, 0, output_name(np, 0)))
+    return -1;
+  if (!output_name(np, 1))
+    return 0;
+  /* Dropout's mask in inference: all true, of the input's (static) shape. */
+  int64_t dims[IR_MAX_RANK];
+  if (static_dims(L, x, dims, "Dropout's mask output"))
+    return -1;
+  Value *t = scalar_const(L, np, DT_BOOL, 1);
+  Attr at = attr_make_ints("shape", dims, x->type.shape.rank);
+  return emit(L, np, OP_EXPAND, &t, 1, &at, 1, output_name(np, 1)) ? 0 : -1;
+}
+
+static int b_clip_computed(Loader *L, const Onnx__NodeProto *np, Value *x);
+
+/* Whether input i is absent or a constant in the graph built so far. */
+static bool input_const(Loader *L, const Onnx__NodeProto *np, size_t i) {
+  Value *v = input(L, np, i);
+  return !v || v->kind == VK_CONST;
+}
+
+static int b_clip(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  if (!x)
+    return FAIL("input 0 is missing");
+  double lo = -INFINITY, hi = INFINITY;
+  if (L->opset < 11) {
+    if (get_float(L, np, "min", -INFINITY, &lo) || get_float(L, np, "max", INFINITY, &hi))
+      return -1;
+  } else if (!input_const(L, np, 1) || !input_const(L, np, 2)) {
+    return b_clip_computed(L, np, x);
+  } else if (const_scalar(L, np, 1, "min", &lo) || const_scalar(L, np, 2, "max", &hi)) {
+    return -1;
+  }
+  Attr at[2] = {attr_make_float("min", lo), attr_make_float("max", hi)};
+  return emit(L, np, e->op, &x, 1, at, 2, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_cast(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  int64_t to;
+  DType dt;
+  Value *x = input(L, np, 0);
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (need_int(L, np, "to", &to))
+    return -1;
+  if (to < INT32_MIN || to > INT32_MAX || dtype_from_onnx((int32_t)to, &dt))
+    return FAIL("cast to %s is not supported", onnx_type_name((int32_t)to));
+  Attr at = attr_make_string("to", dtype_name(dt));
+  return emit(L, np, e->op, &x, 1, &at, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+/* Before opset 13, Softmax flattens its input to 2-D at axis, normalizes each row and
+ * reshapes back: the same as a plain softmax only when axis is the last dim. */
+static int b_softmax(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  int64_t axis;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (get_int(L, np, "axis", L->opset >= 13 ? -1 : 1, &axis))
+    return -1;
+  int r = x->type.shape.rank;
+  int64_t a = axis < 0 ? axis + r : axis;
+  if (L->opset >= 13 || (r > 0 && a == r - 1)) {
+    Attr at = attr_make_int("axis", L->opset >= 13 ? axis : -1);
+    return emit(L, np, e->op, &x, 1, &at, 1, output_name(np, 0)) ? 0 : -1;
+  }
+  if (a < 0 || a >= r)
+    return FAIL("axis %" PRId64 " is out of range for rank %d", axis, r);
+  int64_t shape[IR_MAX_RANK];
+  int nsym = 0;
+  for (int i = 0; i < r; i++) {
+    Dim dm = x->type.shape.dims[i];
+    shape[i] = dm.sym ? -1 : dm.n;
+    nsym += dm.sym != NULL;
+  }
+  if (nsym > 1)
+    return FAIL("softmax before opset 13 over axis %" PRId64 " needs at most one symbolic dim",
+                axis);
+  Attr fa = attr_make_int("axis", a), sa = attr_make_int("axis", -1);
+  Attr ra = attr_make_ints("shape", shape, r);
+  Value *f = emit(L, np, OP_FLATTEN, &x, 1, &fa, 1, NULL);
+  Value *s = f ? emit(L, np, e->op, &f, 1, &sa, 1, NULL) : NULL;
+  return s && emit(L, np, OP_RESHAPE, &s, 1, &ra, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+/* Ops whose ints attribute comes from a constant input from some opset on (before it,
+ * from the attribute of the same name). */
+static int ints_arg(Loader *L, const Onnx__NodeProto *np, int input_from_opset, size_t i,
+                    const char *name, const int64_t **v, int *n) {
+  if (L->opset >= input_from_opset) {
+    int64_t *c;
+    int rc = const_ints(L, np, i, name, &c, n);
+    *v = c;
+    return rc;
+  }
+  return get_ints(L, np, name, v, n);
+}
+
+static int b_reshape(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  const int64_t *shape;
+  int n;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (ints_arg(L, np, 0, 1, "shape", &shape, &n))
+    return -1;
+  if (n < 0)
+    return FAIL("input 'shape' is missing");
+  int64_t allowzero = 0;
+  if (e->op == OP_RESHAPE && get_int(L, np, "allowzero", 0, &allowzero))
+    return -1;
+  bool has_zero = false;
+  for (int i = 0; allowzero && i < n; i++)
+    has_zero |= shape[i] == 0;
+  if (has_zero) { /* a literal 0: the result is empty, so a constant */
+    char buf[256];
+    const char *out = output_name(np, 0);
+    for (int i = 0; i < n; i++)
+      if (shape[i] < 0)
+        return FAIL("allowzero=1 with both 0 and -1 in the shape is ambiguous");
+    if (n > IR_MAX_RANK)
+      return FAIL("the shape has rank %d; gpucc supports at most %d", n, IR_MAX_RANK);
+    if (shape_numel(&x->type.shape) != 0)
+      return FAIL("reshape of '%s' to an empty shape: the element counts differ", x->name);
+    Tensor *t = tensor_in_arena(L->g->arena, x->type.dtype, n, shape);
+    return graph_add_const(L->g, out ? out : tmp_name(L, np, buf, sizeof buf), t)
+               ? 0 : FAIL("value '%s' is already defined", out);
+  }
+  Attr at = attr_make_ints("shape", shape, n);
+  return emit(L, np, e->op, &x, 1, &at, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_expand(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  return b_reshape(L, np, e); /* the same shape: a constant second input */
+}
+
+static int b_transpose(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  const int64_t *perm;
+  int n;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (get_ints(L, np, "perm", &perm, &n))
+    return -1;
+  Attr at = attr_make_ints("perm", perm, n);
+  return emit(L, np, e->op, &x, 1, &at, n >= 0, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_squeeze(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  const int64_t *axes;
+  int n;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (ints_arg(L, np, 13, 1, "axes", &axes, &n))
+    return -1;
+  if (n < 0 && e->op == OP_UNSQUEEZE)
+    return FAIL(L->opset >= 13 ? "input 'axes' is missing" : "missing attribute 'axes'");
+  int64_t ones[IR_MAX_RANK];
+  if (n < 0) { /* every dim of size 1, which must then be known */
+    n = 0;
+    for (int i = 0; i < x->type.shape.rank; i++) {
+      Dim dm = x->type.shape.dims[i];
+      if (dm.sym)
+        return FAIL("squeeze without axes needs static dims, but dim %d is '%s'", i, dm.sym);
+      if (dm.n == 1)
+        ones[n++] = i;
+    }
+    axes = ones;
+  }
+  Attr at = attr_make_ints("axes", axes, n);
+  return emit(L, np, e->op, &x, 1, &at, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_axis_op(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e, bool required,
+                     int64_t def) {
+  Value *in[1024];
+  int nin = plain_inputs(L, np, e->op, in, 1024);
+  int64_t axis;
+  if (nin < 0)
+    return -1;
+  if (required ? need_int(L, np, "axis", &axis) : get_int(L, np, "axis", def, &axis))
+    return -1;
+  Attr at = attr_make_int("axis", axis);
+  return emit(L, np, e->op, in, nin, &at, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_flatten(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  return b_axis_op(L, np, e, false, 1);
+}
+static int b_gather(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  return b_axis_op(L, np, e, false, 0);
+}
+static int b_concat(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  return b_axis_op(L, np, e, true, 0);
+}
+
+static int b_slice(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  const int64_t *v[4] = {0};
+  int n[4] = {-1, -1, -1, -1};
+  static const char *const names[4] = {"starts", "ends", "axes", "steps"};
+  if (!x)
+    return FAIL("input 0 is missing");
+  for (int i = 0; i < (L->opset >= 10 ? 4 : 3); i++)
+    if (ints_arg(L, np, 10, (size_t)i + 1, names[i], &v[i], &n[i]))
+      return -1;
+  if (n[0] < 0 || n[1] < 0)
+    return FAIL("%s 'starts' and 'ends' are required", L->opset >= 10 ? "inputs" : "attributes");
+  Attr at[4];
+  int na = 0;
+  for (int i = 0; i < 4; i++)
+    if (n[i] >= 0)
+      at[na++] = attr_make_ints(names[i], v[i], n[i]);
+  return emit(L, np, e->op, &x, 1, at, na, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  int64_t axis, parts = -1;
+  const int64_t *split;
+  int n;
+  if (!x)
+    return FAIL("input 0 is missing");
+  int nout = (int)np->n_output;
+  if (nout < 1 || nout > 64)
+    return FAIL("has %d outputs; gpucc supports 1 to 64", nout);
+  if (get_int(L, np, "axis", 0, &axis) || ints_arg(L, np, 13, 1, "split", &split, &n))
+    return -1;
+  if (L->opset >= 18 && get_int(L, np, "num_outputs", -1, &parts))
+    return -1;
+  int64_t sizes[64];
+  if (n < 0) { /* equal parts; from opset 18 the last may be smaller */
+    int r = x->type.shape.rank;
+    int64_t a = axis < 0 ? axis + r : axis;
+    if (a < 0 || a >= r)
+      return FAIL("axis %" PRId64 " is out of range for rank %d", axis, r);
+    Dim dm = x->type.shape.dims[a];
+    if (dm.sym)
+      return FAIL("splitting symbolic dim '%s' needs explicit split sizes", dm.sym);
+    if (parts < 0)
+      parts = nout;
+    if (parts != nout)
+      return FAIL("num_outputs is %" PRId64 ", but the node has %d outputs", parts, nout);
+    int64_t chunk = L->opset >= 18 ? (dm.n + parts - 1) / parts : dm.n / parts;
+    if (L->opset < 18 && dm.n % parts)
+      return FAIL("dim %" PRId64 " of size %" PRId64 " does not split into %" PRId64
+                  " equal parts", a, dm.n, parts);
+    for (int i = 0; i < nout; i++)
+      sizes[i] = i + 1 < nout ? chunk : dm.n - chunk * (nout - 1);
+    split = sizes;
+    n = nout;
+  }
+  if (n != nout)
+    return FAIL("split has %d sizes, but the node has %d outputs", n, nout);
+  /* Parts of size 0 are empty constants; the IR splits into the others. */
+  const char *names[64];
+  int64_t parts_left[64];
+  int m = 0;
+  for (int i = 0; i < nout; i++) {
+    if (split[i] != 0) {
+      parts_left[m] = split[i];
+      names[m++] = output_name(np, (size_t)i);
+      continue;
+    }
+    int64_t dims[IR_MAX_RANK];
+    int r = x->type.shape.rank;
+    int64_t a = axis < 0 ? axis + r : axis;
+    if (a < 0 || a >= r)
+      return FAIL("axis %" PRId64 " is out of range for rank %d", axis, r);
+    if (static_dims(L, x, dims, "an empty part of Split"))
+      return -1;
+    dims[a] = 0;
+    char buf[256];
+    const char *nm = output_name(np, (size_t)i);
+    Tensor *t = tensor_in_arena(L->g->arena, x->type.dtype, r, dims);
+    if (!graph_add_const(L->g, nm ? nm : tmp_name(L, np, buf, sizeof buf), t))
+      return FAIL("value '%s' is already defined", nm);
+  }
+  if (m == 1)
+    return emit(L, np, OP_IDENTITY, &x, 1, NULL, 0, names[0]) ? 0 : -1;
+  Attr at[2] = {attr_make_int("axis", axis), attr_make_ints("split", parts_left, m)};
+  return emit_multi(L, np, e->op, &x, 1, at, 2, names, m, NULL);
+}
+
+/* Y = alpha * A' B' + beta * C, with A' and B' transposed when asked. */
+static int b_gemm(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  Value *a = input(L, np, 0), *b = input(L, np, 1), *c = input(L, np, 2);
+  int64_t ta, tb;
+  double alpha, beta;
+  if (!a || !b)
+    return FAIL("inputs A and B are required");
+  if (get_int(L, np, "transA", 0, &ta) || get_int(L, np, "transB", 0, &tb) ||
+      get_float(L, np, "alpha", 1, &alpha) || get_float(L, np, "beta", 1, &beta))
+    return -1;
+  const char *out = output_name(np, 0);
+  if (ta && !(a = emit(L, np, OP_TRANSPOSE, &a, 1, NULL, 0, NULL)))
+    return -1;
+  if (tb && !(b = emit(L, np, OP_TRANSPOSE, &b, 1, NULL, 0, NULL)))
+    return -1;
+  Value *in[2] = {a, b};
+  Value *y = emit(L, np, OP_MATMUL, in, 2, NULL, 0, alpha == 1 && !c ? out : NULL);
+  if (y && alpha != 1) {
+    Value *m[2] = {y, scalar_const(L, np, y->type.dtype, alpha)};
+    y = emit(L, np, OP_MUL, m, 2, NULL, 0, c ? NULL : out);
+  }
+  if (y && c && beta != 1) {
+    Value *m[2] = {c, scalar_const(L, np, c->type.dtype, beta)};
+    c = emit(L, np, OP_MUL, m, 2, NULL, 0, NULL);
+    if (!c)
+      return -1;
+  }
+  if (y && c) {
+    Value *s[2] = {y, c};
+    y = emit(L, np, OP_ADD, s, 2, NULL, 0, out);
+  }
+  return y ? 0 : -1;
+}
+
+static int b_constant(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  const char *out = output_name(np, 0);
+  if (!out || np->n_attribute != 1)
+    return FAIL("a Constant needs one output and exactly one attribute");
+  const Onnx__AttributeProto *a = np->attribute[0];
+  const char *name = S(a->name);
+  Tensor *t = NULL;
+  char what[512];
+  snprintf(what, sizeof what, "constant '%.400s'", out);
+  if (!strcmp(name, "value")) {
+    if (!a->t)
+      return FAIL("attribute 'value' must be a tensor");
+    t = onnx_tensor_from_proto(L, a->t, what);
+  } else {
+    bool is_float = !strcmp(name, "value_float") || !strcmp(name, "value_floats");
+    bool is_list = !strcmp(name, "value_floats") || !strcmp(name, "value_ints");
+    size_t cnt = is_list ? (is_float ? a->n_floats : a->n_ints) : 1;
+    int64_t dim = (int64_t)cnt;
+    DType dt = is_float ? DT_F32 : DT_I64;
+    if (!is_list && !(is_float ? a->has_f : a->has_i))
+      return FAIL("attribute '%s' has no value", name);
+    if (onnx_charge_weights(L, what, cnt * dtype_size(dt)))
+      return -1;
+    t = tensor_in_arena(L->g->arena, dt, is_list, &dim);
+    for (size_t i = 0; i < cnt; i++) {
+      char *p = (char *)t->data + i * dtype_size(dt);
+      if (is_float)
+        dtype_store_f64(dt, p, is_list ? a->floats[i] : a->f);
+      else
+        dtype_store_i64(dt, p, is_list ? a->ints[i] : a->i);
+    }
+  }
+  if (!t)
+    return -1;
+  if (!graph_add_const(L->g, out, t))
+    return FAIL("value '%s' is already defined", out);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- more attribute readers */
+
+/* A string attribute into buf (def when absent). */
+static int get_string(Loader *L, const Onnx__NodeProto *np, const char *name, const char *def,
+                      char *buf, size_t n) {
+  const Onnx__AttributeProto *a = find_attr(np, name);
+  snprintf(buf, n, "%s", def);
+  if (!a)
+    return 0;
+  if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
+    return FAIL("attribute '%s' must be a string", name);
+  if (a->s.len >= n || memchr(a->s.data, 0, a->s.len))
+    return FAIL("attribute '%s' is not a valid name", name);
+  memcpy(buf, a->s.data, a->s.len);
+  buf[a->s.len] = 0;
+  return 0;
+}
+
+/* floats attribute; *n = -1 when absent. */
+static int get_floats(Loader *L, const Onnx__NodeProto *np, const char *name, const float **v,
+                      int *n) {
+  const Onnx__AttributeProto *a = find_attr(np, name);
+  *v = NULL;
+  *n = -1;
+  if (!a)
+    return 0;
+  if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS || a->n_floats > 4096)
+    return FAIL("attribute '%s' must be a list of at most 4096 floats", name);
+  *v = a->floats;
+  *n = (int)a->n_floats;
+  return 0;
+}
+
+/* The elements of constant input i as doubles; *n = -1 when absent. */
+static int const_floats(Loader *L, const Onnx__NodeProto *np, size_t i, const char *what,
+                        double **out, int *n) {
+  Value *v = input(L, np, i);
+  *out = NULL;
+  *n = -1;
+  if (!v)
+    return 0;
+  if (v->kind != VK_CONST)
+    return FAIL("input '%s' (%s) must be a constant: gpucc does not compute %s at run time",
+                v->name, what, what);
+  int64_t cnt = tensor_numel(v->data);
+  if (v->data->rank > 1 || cnt > 4096)
+    return FAIL("input '%s' (%s) must be a 1-D tensor of at most 4096 elements", v->name, what);
+  *out = arena_alloc(L->g->arena, sizeof(double) * (size_t)(cnt ? cnt : 1));
+  for (int64_t k = 0; k < cnt; k++)
+    (*out)[k] = dtype_load_f64(v->data->dtype,
+                               (char *)v->data->data + k * (int64_t)dtype_size(v->data->dtype));
+  *n = (int)cnt;
+  return 0;
+}
+
+/* A constant int64 tensor of the given elements, named `name` (NULL: a fresh name). */
+static Value *ints_const(Loader *L, const Onnx__NodeProto *np, const int64_t *v, int n,
+                         int rank, const char *name) {
+  char buf[256];
+  int64_t dim = n;
+  Tensor *t = tensor_in_arena(L->g->arena, DT_I64, rank, &dim);
+  for (int i = 0; i < n; i++)
+    ((int64_t *)t->data)[i] = v[i];
+  Value *c = graph_add_const(L->g, name ? name : tmp_name(L, np, buf, sizeof buf), t);
+  if (!c)
+    FAIL("value '%s' is already defined", name);
+  return c;
+}
+
+/* The static dims of v, or an error naming the symbolic one and the flag that binds it. */
+static int static_dims(Loader *L, const Value *v, int64_t *dims, const char *why) {
+  for (int i = 0; i < v->type.shape.rank; i++) {
+    Dim dm = v->type.shape.dims[i];
+    if (dm.sym)
+      return FAIL("%s needs the shape of '%s', whose dim %d is symbolic ('%s'): bind it with "
+                  "--dim %s=N", why, v->name, i, dm.sym, dm.sym);
+    dims[i] = dm.n;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- shapes known at load */
+
+static int b_shape(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  Value *x = input(L, np, 0);
+  int64_t dims[IR_MAX_RANK], start = 0, end;
+  if (!x)
+    return FAIL("input 0 is missing");
+  int r = x->type.shape.rank;
+  if (get_int(L, np, "start", 0, &start) || get_int(L, np, "end", r, &end))
+    return -1;
+  start = start < 0 ? start + r : start;
+  end = end < 0 ? end + r : end;
+  start = start < 0 ? 0 : start > r ? r : start;
+  end = end < start ? start : end > r ? r : end;
+  for (int64_t i = start; i < end; i++) {
+    Dim dm = x->type.shape.dims[i];
+    if (dm.sym)
+      return FAIL("the shape of '%s' has symbolic dim %" PRId64 " ('%s'): bind it with --dim "
+                  "%s=N", x->name, i, dm.sym, dm.sym);
+    dims[i - start] = dm.n;
+  }
+  return ints_const(L, np, dims, (int)(end - start), 1, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_size(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  Value *x = input(L, np, 0);
+  int64_t dims[IR_MAX_RANK], n = 1;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (static_dims(L, x, dims, "Size"))
+    return -1;
+  for (int i = 0; i < x->type.shape.rank; i++)
+    n *= dims[i];
+  return ints_const(L, np, &n, 1, 0, output_name(np, 0)) ? 0 : -1;
+}
+
+/* A scalar constant taken from a one-element tensor attribute (def: f32 0). */
+static Value *attr_scalar(Loader *L, const Onnx__NodeProto *np, const char *name) {
+  const Onnx__AttributeProto *a = find_attr(np, name);
+  if (!a)
+    return scalar_const(L, np, DT_F32, 0);
+  if (!a->t) {
+    FAIL("attribute '%s' must be a tensor", name);
+    return NULL;
+  }
+  Tensor *t = onnx_tensor_from_proto(L, a->t, "attribute 'value'");
+  if (!t)
+    return NULL;
+  if (tensor_numel(t) != 1) {
+    FAIL("attribute '%s' must hold one element", name);
+    return NULL;
+  }
+  char buf[256];
+  t->rank = 0;
+  return graph_add_const(L->g, tmp_name(L, np, buf, sizeof buf), t);
+}
+
+static int b_constant_of_shape(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  int64_t *shape;
+  int n;
+  if (const_ints(L, np, 0, "shape", &shape, &n))
+    return -1;
+  if (n < 0)
+    return FAIL("input 'shape' is missing");
+  Value *v = attr_scalar(L, np, "value");
+  Attr at = attr_make_ints("shape", shape, n);
+  return v && emit(L, np, OP_EXPAND, &v, 1, &at, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_eye_like(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  Value *x = input(L, np, 0);
+  int64_t dims[IR_MAX_RANK], k, dt_onnx;
+  DType dt;
+  char buf[256];
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (x->type.shape.rank != 2)
+    return FAIL("input must be 2-D, not rank %d", x->type.shape.rank);
+  if (static_dims(L, x, dims, "EyeLike") || get_int(L, np, "k", 0, &k) ||
+      get_int(L, np, "dtype", -1, &dt_onnx))
+    return -1;
+  if (dt_onnx < 0)
+    dt = x->type.dtype;
+  else if (dt_onnx > INT32_MAX || dtype_from_onnx((int32_t)dt_onnx, &dt))
+    return FAIL("dtype %s is not supported", onnx_type_name((int32_t)dt_onnx));
+  if (onnx_charge_weights(L, "EyeLike", (uint64_t)dims[0] * (uint64_t)dims[1] * dtype_size(dt)))
+    return -1;
+  Tensor *t = tensor_in_arena(L->g->arena, dt, 2, dims);
+  for (int64_t i = 0; i < dims[0]; i++)
+    if (i + k >= 0 && i + k < dims[1])
+      dtype_store_f64(dt, (char *)t->data + (i * dims[1] + i + k) * (int64_t)dtype_size(dt), 1);
+  const char *out = output_name(np, 0);
+  return graph_add_const(L->g, out ? out : tmp_name(L, np, buf, sizeof buf), t)
+             ? 0 : FAIL("value '%s' is already defined", out);
+}
+
+/* HannWindow, HammingWindow, BlackmanWindow: constants of the given size. */
+static int b_window(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  double size;
+  int64_t periodic, dt_onnx;
+  DType dt;
+  char buf[256];
+  size = -1;
+  if (const_scalar(L, np, 0, "size", &size) || get_int(L, np, "periodic", 1, &periodic) ||
+      get_int(L, np, "output_datatype", 1, &dt_onnx))
+    return -1;
+  if (!(size >= 0 && size <= (1 << 24)))
+    return FAIL("size must be between 0 and 2^24");
+  if (dt_onnx > INT32_MAX || dtype_from_onnx((int32_t)dt_onnx, &dt))
+    return FAIL("output_datatype %s is not supported", onnx_type_name((int32_t)dt_onnx));
+  int64_t n = (int64_t)size;
+  Tensor *t = tensor_in_arena(L->g->arena, dt, 1, &n);
+  double den = periodic ? (double)n : (double)(n - 1), pi = 3.14159265358979323846;
+  const char *op = S(np->op_type);
+  for (int64_t i = 0; i < n; i++) {
+    double c1 = den > 0 ? cos(2 * pi * (double)i / den) : 1, c2 = den > 0 ? cos(4 * pi * (double)i / den) : 1;
+    double w = !strcmp(op, "HannWindow")      ? 0.5 - 0.5 * c1
+               : !strcmp(op, "HammingWindow") ? 25.0 / 46 - 21.0 / 46 * c1
+                                              : 0.42 - 0.5 * c1 + 0.08 * c2;
+    dtype_store_f64(dt, (char *)t->data + i * (int64_t)dtype_size(dt), w);
+  }
+  const char *out = output_name(np, 0);
+  return graph_add_const(L->g, out ? out : tmp_name(L, np, buf, sizeof buf), t)
+             ? 0 : FAIL("value '%s' is already defined", out);
+}
+
+/* ---------------------------------------------------------------- more op builders */
+
+static int b_cast_like(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  Value *x = input(L, np, 0), *like = input(L, np, 1);
+  if (!x || !like)
+    return FAIL("inputs 'input' and 'target_type' are required");
+  return cast_to(L, np, x, like->type.dtype, output_name(np, 0)) ? 0 : -1;
+}
+
+/* Mean: a sum divided by the count. */
+static int b_mean(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  Value *acc = input(L, np, 0);
+  if (!acc)
+    return FAIL("input 0 is missing");
+  for (size_t i = 1; i < np->n_input && acc; i++) {
+    Value *in[2] = {acc, input(L, np, i)};
+    if (!in[1])
+      return FAIL("input %zu is missing", i);
+    acc = emit(L, np, OP_ADD, in, 2, NULL, 0, NULL);
+  }
+  if (!acc)
+    return -1;
+  Value *in[2] = {acc, scalar_const(L, np, acc->type.dtype, (double)np->n_input)};
+  return emit(L, np, OP_DIV, in, 2, NULL, 0, output_name(np, 0)) ? 0 : -1;
+}
+
+/* Clip with bounds computed at run time: max(min(x, hi), lo). */
+static int b_clip_computed(Loader *L, const Onnx__NodeProto *np, Value *x) {
+  Value *lo = input(L, np, 1), *hi = input(L, np, 2);
+  Value *y = x;
+  if (hi) {
+    Value *in[2] = {y, hi};
+    y = emit(L, np, OP_MIN, in, 2, NULL, 0, lo ? NULL : output_name(np, 0));
+  }
+  if (y && lo) {
+    Value *in[2] = {y, lo};
+    y = emit(L, np, OP_MAX, in, 2, NULL, 0, output_name(np, 0));
+  }
+  return y ? 0 : -1;
+}
+
+/* The reduce family: axes from an attribute, or from a constant input from opset 18
+ * (ReduceSum: 13). ReduceLogSum is the log of a ReduceSum. */
+static int b_reduce(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  if (!x)
+    return FAIL("input 0 is missing");
+  bool log_sum = !strcmp(S(np->op_type), "ReduceLogSum");
+  Op op = log_sum ? OP_REDUCE_SUM : e->op;
+  bool axes_input = !strcmp(S(np->op_type), "ReduceSum") ? L->opset >= 13 : L->opset >= 18;
+  int64_t keepdims, noop;
+  const int64_t *axes;
+  int n;
+  if (ints_arg(L, np, axes_input ? 0 : INT32_MAX, 1, "axes", &axes, &n))
+    return -1;
+  if (get_int(L, np, "keepdims", 1, &keepdims) ||
+      get_int(L, np, "noop_with_empty_axes", 0, &noop))
+    return -1;
+  const char *out = output_name(np, 0);
+  if (n <= 0 && noop)
+    return emit(L, np, OP_IDENTITY, &x, 1, NULL, 0, out) ? 0 : -1;
+  Attr at[2] = {attr_make_int("keepdims", keepdims), attr_make_ints("axes", axes, n)};
+  Value *y = emit(L, np, op, &x, 1, at, n > 0 ? 2 : 1, log_sum ? NULL : out);
+  if (y && log_sum)
+    y = emit(L, np, OP_LOG, &y, 1, NULL, 0, out);
+  return y ? 0 : -1;
+}
+
+static int b_argmax(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  int64_t axis, keepdims, last;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (get_int(L, np, "axis", 0, &axis) || get_int(L, np, "keepdims", 1, &keepdims) ||
+      get_int(L, np, "select_last_index", 0, &last))
+    return -1;
+  Attr at[3] = {attr_make_int("axis", axis), attr_make_int("keepdims", keepdims),
+                attr_make_int("select_last_index", last)};
+  return emit(L, np, e->op, &x, 1, at, 3, output_name(np, 0)) ? 0 : -1;
+}
+
+/* LayerNormalization whose Mean or InvStdDev output is used: spelled out, in the
+ * stash type (f32) like ONNX's function body. */
+static int b_layer_norm_parts(Loader *L, const Onnx__NodeProto *np, Value **in, int nin,
+                              int64_t axis, double eps) {
+  Value *x = in[0];
+  int r = x->type.shape.rank;
+  int64_t a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= r)
+    return FAIL("axis %" PRId64 " is out of range for rank %d", axis, r);
+  int64_t axes[IR_MAX_RANK];
+  for (int64_t i = a; i < r; i++)
+    axes[i - a] = i;
+  DType dt = x->type.dtype;
+  Attr red[2] = {attr_make_int("keepdims", 1), attr_make_ints("axes", axes, (int)(r - a))};
+  Value *xf = cast_to(L, np, x, DT_F32, NULL);
+  Value *mean = xf ? emit(L, np, OP_REDUCE_MEAN, &xf, 1, red, 2, output_name(np, 1)) : NULL;
+  Value *d2[2] = {xf, mean};
+  Value *dv = mean ? emit(L, np, OP_SUB, d2, 2, NULL, 0, NULL) : NULL;
+  Value *sq[2] = {dv, dv};
+  Value *dd = dv ? emit(L, np, OP_MUL, sq, 2, NULL, 0, NULL) : NULL;
+  Value *var = dd ? emit(L, np, OP_REDUCE_MEAN, &dd, 1, red, 2, NULL) : NULL;
+  Value *ve[2] = {var, var ? scalar_const(L, np, DT_F32, eps) : NULL};
+  Value *vpe = var ? emit(L, np, OP_ADD, ve, 2, NULL, 0, NULL) : NULL;
+  Value *inv = vpe ? emit(L, np, OP_RSQRT, &vpe, 1, NULL, 0, output_name(np, 2)) : NULL;
+  Value *ni[2] = {dv, inv};
+  Value *y = inv ? emit(L, np, OP_MUL, ni, 2, NULL, 0, NULL) : NULL;
+  y = y ? cast_to(L, np, y, dt, NULL) : NULL;
+  Value *ys[2] = {y, in[1]};
+  y = y ? emit(L, np, OP_MUL, ys, 2, NULL, 0, nin > 2 ? NULL : output_name(np, 0)) : NULL;
+  if (y && nin > 2) {
+    Value *yb[2] = {y, in[2]};
+    y = emit(L, np, OP_ADD, yb, 2, NULL, 0, output_name(np, 0));
+  }
+  return y ? 0 : -1;
+}
+
+static bool output_used(const Loader *L, const Onnx__NodeProto *np, size_t i);
+
+static int b_layer_norm(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[3];
+  int64_t axis;
+  double eps;
+  int nin = plain_inputs(L, np, e->op, in, 3);
+  if (nin < 0)
+    return -1;
+  if (get_int(L, np, "axis", -1, &axis) || get_float(L, np, "epsilon", 1e-5, &eps))
+    return -1;
+  if (output_used(L, np, 1) || output_used(L, np, 2))
+    return b_layer_norm_parts(L, np, in, nin, axis, eps);
+  Attr at[2] = {attr_make_int("axis", axis), attr_make_float("epsilon", eps)};
+  return emit(L, np, e->op, in, nin, at, 2, output_name(np, 0)) ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- convolutions and pools */
+
+/* Spatial attributes shared by Conv, ConvTranspose and the pools, with auto_pad turned
+ * into explicit pads (which needs static spatial dims). */
+typedef struct Window {
+  int nsp;                       /* spatial dims */
+  int64_t kernel[IR_MAX_RANK], strides[IR_MAX_RANK], dil[IR_MAX_RANK];
+  int64_t pads[2 * IR_MAX_RANK]; /* begins, then ends */
+} Window;
+
+static int window_ints(Loader *L, const Onnx__NodeProto *np, const char *name, int nsp,
+                       int64_t def, int64_t *out, int want) {
+  const int64_t *v;
+  int n;
+  if (get_ints(L, np, name, &v, &n))
+    return -1;
+  for (int i = 0; i < want; i++)
+    out[i] = n < 0 ? def : 0;
+  if (n < 0)
+    return 0;
+  if (n != want)
+    return FAIL("attribute '%s' has %d values; %d spatial dims need %d", name, n, nsp, want);
+  for (int i = 0; i < n; i++)
+    out[i] = v[i];
+  return 0;
+}
+
+/* kernel: the weight's spatial dims for convolutions (NULL for pools: the attribute). */
+static int read_window(Loader *L, const Onnx__NodeProto *np, const Value *x, const Value *w,
+                       bool transpose, Window *win) {
+  int r = x->type.shape.rank;
+  if (r < 3)
+    return FAIL("input must be [N, C, spatial...], not rank %d", r);
+  int nsp = win->nsp = r - 2;
+  const int64_t *ks;
+  int nk;
+  if (get_ints(L, np, "kernel_shape", &ks, &nk))
+    return -1;
+  if (nk >= 0 && nk != nsp)
+    return FAIL("kernel_shape has %d values for %d spatial dims", nk, nsp);
+  for (int i = 0; i < nsp; i++) {
+    if (nk >= 0)
+      win->kernel[i] = ks[i];
+    else if (w && w->type.shape.rank == r && !w->type.shape.dims[i + 2].sym)
+      win->kernel[i] = w->type.shape.dims[i + 2].n;
+    else
+      return FAIL("attribute 'kernel_shape' is required");
+  }
+  if (window_ints(L, np, "strides", nsp, 1, win->strides, nsp) ||
+      window_ints(L, np, "dilations", nsp, 1, win->dil, nsp) ||
+      window_ints(L, np, "pads", nsp, 0, win->pads, 2 * nsp))
+    return -1;
+  char ap[32];
+  if (get_string(L, np, "auto_pad", "NOTSET", ap, sizeof ap))
+    return -1;
+  if (!strcmp(ap, "NOTSET"))
+    return 0;
+  if (find_attr(np, "pads"))
+    return FAIL("attributes 'pads' and 'auto_pad' %s exclude each other", ap);
+  if (!strcmp(ap, "VALID")) {
+    memset(win->pads, 0, sizeof win->pads);
+    return 0;
+  }
+  bool upper = !strcmp(ap, "SAME_UPPER");
+  if (!upper && strcmp(ap, "SAME_LOWER") != 0)
+    return FAIL("auto_pad '%s' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", ap);
+  if (transpose)
+    return 0; /* ConvTranspose computes its own, from the output shape */
+  for (int i = 0; i < nsp; i++) {
+    Dim dm = x->type.shape.dims[i + 2];
+    if (dm.sym)
+      return FAIL("auto_pad %s needs static spatial dims, but dim %d is '%s'", ap, i + 2, dm.sym);
+    int64_t out = (dm.n + win->strides[i] - 1) / win->strides[i];
+    int64_t total = (out - 1) * win->strides[i] + (win->kernel[i] - 1) * win->dil[i] + 1 - dm.n;
+    total = total < 0 ? 0 : total;
+    win->pads[i] = upper ? total / 2 : total - total / 2;
+    win->pads[i + nsp] = total - win->pads[i];
+  }
+  return 0;
+}
+
+static int b_conv(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[3];
+  int64_t group;
+  Window w;
+  int nin = plain_inputs(L, np, e->op, in, 3);
+  if (nin < 0 || read_window(L, np, in[0], in[1], false, &w) ||
+      get_int(L, np, "group", 1, &group))
+    return -1;
+  Attr at[4] = {attr_make_ints("strides", w.strides, w.nsp), attr_make_ints("pads", w.pads, 2 * w.nsp),
+                attr_make_ints("dilations", w.dil, w.nsp), attr_make_int("group", group)};
+  return emit(L, np, e->op, in, nin, at, 4, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_conv_transpose(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[3];
+  int64_t group, outpad[IR_MAX_RANK], oshape[IR_MAX_RANK];
+  Window w;
+  int nin = plain_inputs(L, np, e->op, in, 3);
+  if (nin < 0 || read_window(L, np, in[0], in[1], true, &w) ||
+      get_int(L, np, "group", 1, &group) ||
+      window_ints(L, np, "output_padding", w.nsp, 0, outpad, w.nsp))
+    return -1;
+  const int64_t *os;
+  int nos;
+  char ap[32];
+  if (get_ints(L, np, "output_shape", &os, &nos) ||
+      get_string(L, np, "auto_pad", "NOTSET", ap, sizeof ap))
+    return -1;
+  bool same = !strncmp(ap, "SAME_", 5);
+  if (nos >= 0 || same) {
+    /* ONNX's rule: the padding that gives output_shape (for SAME: input x stride), split
+     * with the odd one at the end for SAME_UPPER and at the start otherwise. */
+    if (nos >= 0 && nos != w.nsp && nos != w.nsp + 2)
+      return FAIL("output_shape has %d values for %d spatial dims", nos, w.nsp);
+    for (int i = 0; i < w.nsp; i++) {
+      Dim dm = in[0]->type.shape.dims[i + 2];
+      if (dm.sym)
+        return FAIL("output_shape and auto_pad need static spatial dims, but dim %d is '%s'",
+                    i + 2, dm.sym);
+      oshape[i] = nos >= 0 ? os[nos - w.nsp + i] : dm.n * w.strides[i];
+      int64_t total = w.strides[i] * (dm.n - 1) + outpad[i] + (w.kernel[i] - 1) * w.dil[i] + 1 -
+                      oshape[i];
+      if (total < 0) { /* a bigger output than the kernel reaches: extra output padding */
+        outpad[i] -= total;
+        total = 0;
+      }
+      bool upper = !strcmp(ap, "SAME_UPPER");
+      w.pads[i] = upper ? total / 2 : total - total / 2;
+      w.pads[i + w.nsp] = total - w.pads[i];
+    }
+  }
+  Attr at[5] = {attr_make_ints("strides", w.strides, w.nsp), attr_make_ints("pads", w.pads, 2 * w.nsp),
+                attr_make_ints("dilations", w.dil, w.nsp), attr_make_int("group", group),
+                attr_make_ints("output_padding", outpad, w.nsp)};
+  return emit(L, np, e->op, in, nin, at, 5, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_pool(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  int64_t ceil_mode, cip, storage;
+  Window w;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (read_window(L, np, x, NULL, false, &w) || get_int(L, np, "ceil_mode", 0, &ceil_mode) ||
+      get_int(L, np, "count_include_pad", 0, &cip) || get_int(L, np, "storage_order", 0, &storage))
+    return -1;
+  if (storage)
+    return FAIL("storage_order=1 (column-major indices) is not supported");
+  Attr at[6] = {attr_make_ints("kernel_shape", w.kernel, w.nsp),
+                attr_make_ints("strides", w.strides, w.nsp),
+                attr_make_ints("pads", w.pads, 2 * w.nsp), attr_make_ints("dilations", w.dil, w.nsp),
+                attr_make_int("ceil_mode", ceil_mode), attr_make_int("count_include_pad", cip)};
+  return emit(L, np, e->op, &x, 1, at, e->op == OP_AVERAGE_POOL ? 6 : 5, output_name(np, 0))
+             ? 0 : -1;
+}
+
+static int b_batch_norm(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[5];
+  double eps;
+  int64_t training, spatial;
+  if (plain_inputs(L, np, e->op, in, 5) < 0 || get_float(L, np, "epsilon", 1e-5, &eps) ||
+      get_int(L, np, "training_mode", 0, &training) || get_int(L, np, "spatial", 1, &spatial))
+    return -1;
+  if (training)
+    return FAIL("training_mode=1 is not supported: gpucc compiles inference only");
+  if (!spatial)
+    return FAIL("spatial=0 is not supported");
+  Attr at = attr_make_float("epsilon", eps);
+  return emit(L, np, e->op, in, 5, &at, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+static int b_pad(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  char mode[32];
+  if (!x)
+    return FAIL("input 0 is missing");
+  int r = x->type.shape.rank;
+  const int64_t *pads;
+  int n;
+  double value = 0;
+  if (get_string(L, np, "mode", "constant", mode, sizeof mode))
+    return -1;
+  if (L->opset < 11) {
+    if (get_ints(L, np, L->opset < 2 ? "paddings" : "pads", &pads, &n) ||
+        get_float(L, np, "value", 0, &value))
+      return -1;
+  } else {
+    int64_t *p, *axes;
+    int na;
+    if (const_ints(L, np, 1, "pads", &p, &n) || const_scalar(L, np, 2, "constant_value", &value) ||
+        const_ints(L, np, 3, "axes", &axes, &na))
+      return -1;
+    pads = p;
+    if (na >= 0) { /* pads for the listed axes only: spread them over every dim */
+      if (n != 2 * na)
+        return FAIL("pads has %d values for %d axes", n, na);
+      int64_t *full = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(2 * r + 1));
+      memset(full, 0, sizeof(int64_t) * (size_t)(2 * r));
+      for (int i = 0; i < na; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (a < 0 || a >= r)
+          return FAIL("axis %" PRId64 " is out of range for rank %d", axes[i], r);
+        full[a] = p[i];
+        full[a + r] = p[i + na];
+      }
+      pads = full;
+      n = 2 * r;
+    }
+  }
+  if (n != 2 * r)
+    return FAIL("pads has %d values; rank %d needs %d", n < 0 ? 0 : n, r, 2 * r);
+  if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+    return FAIL("mode '%s' is not supported (constant, reflect, edge are)", mode);
+  Attr at[3] = {attr_make_ints("pads", pads, n), attr_make_string("mode", arena_strdup(L->g->arena, mode)),
+                attr_make_float("value", value)};
+  return emit(L, np, e->op, &x, 1, at, 3, output_name(np, 0)) ? 0 : -1;
+}
+
+/* Resize (opset 10 on), and Upsample before it: output sizes from `sizes` or from the
+ * scales (floor(in x scale)). Before opset 11 the coordinates are asymmetric and nearest
+ * rounds down. */
+static int b_resize(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  if (!x)
+    return FAIL("input 0 is missing");
+  int r = x->type.shape.rank;
+  bool upsample = !strcmp(S(np->op_type), "Upsample");
+  bool old = upsample || L->opset < 11;
+  double *scales = NULL;
+  int ns = -1, nz = -1;
+  int64_t *sizes = NULL;
+  if (upsample && L->opset < 9) {
+    const float *f;
+    if (get_floats(L, np, "scales", &f, &ns))
+      return -1;
+    scales = arena_alloc(L->g->arena, sizeof(double) * (size_t)(ns > 0 ? ns : 1));
+    for (int i = 0; i < ns; i++)
+      scales[i] = f[i];
+  } else if (old) {
+    if (const_floats(L, np, 1, "scales", &scales, &ns))
+      return -1;
+  } else {
+    if (const_floats(L, np, 2, "scales", &scales, &ns) ||
+        const_ints(L, np, 3, "sizes", &sizes, &nz))
+      return -1;
+  }
+  if (ns == 0)
+    ns = -1; /* an empty scales input stands for "absent" */
+  if ((ns < 0) == (nz < 0))
+    return FAIL("exactly one of 'scales' and 'sizes' must be given");
+  const int64_t *axes = NULL;
+  int na = -1;
+  if (!old && get_ints(L, np, "axes", &axes, &na))
+    return -1;
+  int cnt = ns >= 0 ? ns : nz;
+  if ((na >= 0 ? na : r) != cnt)
+    return FAIL("%s has %d values for %d %s", ns >= 0 ? "scales" : "sizes", cnt,
+                na >= 0 ? na : r, na >= 0 ? "axes" : "dims");
+  int64_t osz[IR_MAX_RANK];
+  double osc[IR_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    osz[i] = -1;
+    osc[i] = 1;
+  }
+  for (int k = 0; k < cnt; k++) {
+    int64_t a = na >= 0 ? (axes[k] < 0 ? axes[k] + r : axes[k]) : k;
+    if (a < 0 || a >= r)
+      return FAIL("axis %" PRId64 " is out of range for rank %d", axes[k], r);
+    Dim dm = x->type.shape.dims[a];
+    if (ns >= 0) {
+      if (!(scales[k] > 0))
+        return FAIL("scale %g must be positive", scales[k]);
+      osc[a] = scales[k];
+      if (dm.sym && scales[k] != 1)
+        return FAIL("resizing symbolic dim '%s' needs it bound: --dim %s=N", dm.sym, dm.sym);
+      osz[a] = dm.sym ? -1 : (int64_t)floor((double)dm.n * scales[k]);
+    } else {
+      if (dm.sym)
+        return FAIL("resizing symbolic dim '%s' needs it bound: --dim %s=N", dm.sym, dm.sym);
+      osz[a] = sizes[k];
+      osc[a] = dm.n ? (double)sizes[k] / (double)dm.n : 1;
+    }
+  }
+  char mode[32], coord[40], nearest[40], policy[32];
+  double cubic_a, extrap;
+  int64_t exclude, antialias;
+  if (get_string(L, np, "mode", "nearest", mode, sizeof mode) ||
+      get_string(L, np, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel",
+                 coord, sizeof coord) ||
+      get_string(L, np, "nearest_mode", old ? "floor" : "round_prefer_floor", nearest,
+                 sizeof nearest) ||
+      get_string(L, np, "keep_aspect_ratio_policy", "stretch", policy, sizeof policy) ||
+      get_float(L, np, "cubic_coeff_a", -0.75, &cubic_a) ||
+      get_float(L, np, "extrapolation_value", 0, &extrap) ||
+      get_int(L, np, "exclude_outside", 0, &exclude) || get_int(L, np, "antialias", 0, &antialias))
+    return -1;
+  if (!strcmp(mode, "bilinear") || !strcmp(mode, "trilinear"))
+    strcpy(mode, "linear");
+  if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "cubic"))
+    return FAIL("mode '%s' is not supported", mode);
+  if (!strcmp(coord, "tf_crop_and_resize"))
+    return FAIL("coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+  if (antialias)
+    return FAIL("antialias=1 is not supported");
+  if (strcmp(policy, "stretch") != 0)
+    return FAIL("keep_aspect_ratio_policy '%s' is not supported", policy);
+  Attr at[7] = {attr_make_ints("sizes", osz, r),
+                attr_make_string("mode", arena_strdup(L->g->arena, mode)),
+                attr_make_string("coordinate_transformation_mode", arena_strdup(L->g->arena, coord)),
+                attr_make_string("nearest_mode", arena_strdup(L->g->arena, nearest)),
+                attr_make_float("cubic_coeff_a", cubic_a), attr_make_int("exclude_outside", exclude),
+                {0}};
+  int nat = 6;
+  if (ns >= 0) {
+    double *sc = arena_alloc(L->g->arena, sizeof(double) * (size_t)r);
+    memcpy(sc, osc, sizeof(double) * (size_t)r);
+    at[nat++] = attr_make_floats("scales", sc, r);
+  }
+  return emit(L, np, e->op, &x, 1, at, nat, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_topk(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  int64_t k, axis, largest, sorted;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (L->opset < 10) {
+    if (need_int(L, np, "k", &k))
+      return -1;
+  } else {
+    int64_t *kv;
+    int n;
+    if (const_ints(L, np, 1, "K", &kv, &n))
+      return -1;
+    if (n != 1)
+      return FAIL("input 'K' must hold one value");
+    k = kv[0];
+  }
+  if (get_int(L, np, "axis", -1, &axis) || get_int(L, np, "largest", 1, &largest) ||
+      get_int(L, np, "sorted", 1, &sorted))
+    return -1;
+  Attr at[4] = {attr_make_int("k", k), attr_make_int("axis", axis),
+                attr_make_int("largest", largest), attr_make_int("sorted", sorted)};
+  const char *names[2] = {output_name(np, 0), output_name(np, 1)};
+  return emit_multi(L, np, e->op, &x, 1, at, 4, names, 2, NULL);
+}
+
+/* An int attribute that later opsets take as a constant scalar input i. */
+static int scalar_arg(Loader *L, const Onnx__NodeProto *np, size_t i, const char *what,
+                      int64_t def, int64_t *out) {
+  double v = (double)def;
+  if (const_scalar(L, np, i, what, &v))
+    return -1;
+  if (!(fabs(v) < 9e15))
+    return FAIL("input '%s' is out of range", what);
+  *out = (int64_t)v;
+  return 0;
+}
+
+static int b_cumsum(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  int64_t axis, excl, rev;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (!input(L, np, 1))
+    return FAIL("input 'axis' is required");
+  if (scalar_arg(L, np, 1, "axis", 0, &axis) || get_int(L, np, "exclusive", 0, &excl) ||
+      get_int(L, np, "reverse", 0, &rev))
+    return -1;
+  Attr at[3] = {attr_make_int("axis", axis), attr_make_int("exclusive", excl),
+                attr_make_int("reverse", rev)};
+  return emit(L, np, e->op, &x, 1, at, 3, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_trilu(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  int64_t k, upper;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (scalar_arg(L, np, 1, "k", 0, &k) || get_int(L, np, "upper", 1, &upper))
+    return -1;
+  Attr at[2] = {attr_make_int("upper", upper), attr_make_int("k", k)};
+  return emit(L, np, e->op, &x, 1, at, 2, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_tile(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *x = input(L, np, 0);
+  int64_t *rep;
+  int n;
+  if (!x)
+    return FAIL("input 0 is missing");
+  if (const_ints(L, np, 1, "repeats", &rep, &n))
+    return -1;
+  if (n < 0)
+    return FAIL("input 'repeats' is required");
+  Attr at = attr_make_ints("repeats", rep, n);
+  return emit(L, np, e->op, &x, 1, &at, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_one_hot(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *idx = input(L, np, 0), *vals = input(L, np, 2);
+  int64_t depth, axis;
+  if (!idx || !vals || !input(L, np, 1))
+    return FAIL("inputs 'indices', 'depth' and 'values' are required");
+  if (scalar_arg(L, np, 1, "depth", 0, &depth) || get_int(L, np, "axis", -1, &axis))
+    return -1;
+  Attr at[2] = {attr_make_int("depth", depth), attr_make_int("axis", axis)};
+  Value *in[2] = {idx, vals};
+  return emit(L, np, e->op, in, 2, at, 2, output_name(np, 0)) ? 0 : -1;
+}
+
+static int b_scatter_elements(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[3];
+  int64_t axis;
+  char red[16];
+  if (plain_inputs(L, np, e->op, in, 3) < 0 || get_int(L, np, "axis", 0, &axis) ||
+      get_string(L, np, "reduction", "none", red, sizeof red))
+    return -1;
+  Attr at[2] = {attr_make_int("axis", axis),
+                attr_make_string("reduction", arena_strdup(L->g->arena, red))};
+  return emit(L, np, e->op, in, 3, at, 2, output_name(np, 0)) ? 0 : -1;
+}
+
+/* SoftmaxCrossEntropyLoss: the loss, and the log-probabilities when asked for. */
+static int b_sce(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[3];
+  int nin = plain_inputs(L, np, e->op, in, 3);
+  char red[16];
+  int64_t ignore;
+  if (nin < 0 || get_string(L, np, "reduction", "mean", red, sizeof red))
+    return -1;
+  Attr at[2] = {attr_make_string("reduction", arena_strdup(L->g->arena, red)), {0}};
+  int na = 1;
+  if (find_attr(np, "ignore_index")) {
+    if (get_int(L, np, "ignore_index", 0, &ignore))
+      return -1;
+    at[na++] = attr_make_int("ignore_index", ignore);
+  }
+  const char *names[2] = {output_name(np, 0), output_name(np, 1)};
+  return emit_multi(L, np, e->op, in, nin, at, na, names, e->op == OP_NLL_LOSS ? 1 : 2, NULL);
+}
+
+/* Compress along an axis (or of the flattened input) with a constant condition: a
+ * gather of the indices where it holds. */
+static int b_compress(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  Value *x = input(L, np, 0), *c = input(L, np, 1);
+  if (!x || !c)
+    return FAIL("inputs 'input' and 'condition' are required");
+  if (c->kind != VK_CONST || c->data->rank != 1)
+    return FAIL("input 'condition' must be a 1-D constant: gpucc does not compute output "
+                "shapes at run time");
+  int64_t n = tensor_numel(c->data), m = 0, axis;
+  int64_t *idx = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++)
+    if (dtype_load_f64(c->data->dtype, (char *)c->data->data + i * (int64_t)dtype_size(c->data->dtype)))
+      idx[m++] = i;
+  bool flat = !find_attr(np, "axis");
+  if (get_int(L, np, "axis", 0, &axis))
+    return -1;
+  if (flat) {
+    int64_t all = -1;
+    Attr ra = attr_make_ints("shape", &all, 1);
+    if (!(x = emit(L, np, OP_RESHAPE, &x, 1, &ra, 1, NULL)))
+      return -1;
+  }
+  Value *iv = ints_const(L, np, idx, (int)m, 1, NULL);
+  Value *in[2] = {x, iv};
+  Attr at = attr_make_int("axis", axis);
+  return iv && emit(L, np, OP_GATHER, in, 2, &at, 1, output_name(np, 0)) ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- the op table */
+
+/* An op that maps one to one, with no attributes, from opset 1. */
+#define SIMPLE(onnx, op) {onnx, op, 1, b_simple, ""}
+#define REDUCE(onnx, op) {onnx, op, 1, b_reduce, "axes,keepdims,noop_with_empty_axes"}
+static const OnnxOp onnx_ops[] = {
+    /* pointwise */
+    SIMPLE("Neg", OP_NEG), SIMPLE("Abs", OP_ABS), SIMPLE("Sign", OP_SIGN), SIMPLE("Exp", OP_EXP),
+    SIMPLE("Log", OP_LOG), SIMPLE("Sqrt", OP_SQRT), SIMPLE("Reciprocal", OP_RECIP),
+    SIMPLE("Floor", OP_FLOOR), SIMPLE("Ceil", OP_CEIL), SIMPLE("Round", OP_ROUND),
+    SIMPLE("Sin", OP_SIN), SIMPLE("Cos", OP_COS), SIMPLE("Tan", OP_TAN), SIMPLE("Asin", OP_ASIN),
+    SIMPLE("Acos", OP_ACOS), SIMPLE("Atan", OP_ATAN), SIMPLE("Sinh", OP_SINH),
+    SIMPLE("Cosh", OP_COSH), SIMPLE("Asinh", OP_ASINH), SIMPLE("Acosh", OP_ACOSH),
+    SIMPLE("Atanh", OP_ATANH), SIMPLE("Tanh", OP_TANH), SIMPLE("Erf", OP_ERF),
+    SIMPLE("Sigmoid", OP_SIGMOID), SIMPLE("Relu", OP_RELU), SIMPLE("Softplus", OP_SOFTPLUS),
+    SIMPLE("Softsign", OP_SOFTSIGN), SIMPLE("Not", OP_NOT), SIMPLE("IsNaN", OP_IS_NAN),
+    SIMPLE("Add", OP_ADD), SIMPLE("Sub", OP_SUB), SIMPLE("Mul", OP_MUL), SIMPLE("Div", OP_DIV),
+    SIMPLE("Equal", OP_EQUAL), SIMPLE("Less", OP_LESS), SIMPLE("LessOrEqual", OP_LESS_EQUAL),
+    SIMPLE("Greater", OP_GREATER), SIMPLE("GreaterOrEqual", OP_GREATER_EQUAL),
+    SIMPLE("And", OP_AND), SIMPLE("Or", OP_OR), SIMPLE("Xor", OP_XOR), SIMPLE("Where", OP_WHERE),
+    SIMPLE("PRelu", OP_PRELU), SIMPLE("MatMul", OP_MATMUL),
+    {"Mish", OP_MISH, 18, b_simple, ""},
+    {"BitwiseNot", OP_BITWISE_NOT, 18, b_simple, ""},
+    {"BitwiseAnd", OP_BITWISE_AND, 18, b_simple, ""},
+    {"BitwiseOr", OP_BITWISE_OR, 18, b_simple, ""},
+    {"BitwiseXor", OP_BITWISE_XOR, 18, b_simple, ""},
+    {"BitShift", OP_BIT_SHIFT, 11, b_simple, "direction"},
+    {"Mod", OP_MOD, 10, b_simple, "fmod"},
+    {"IsInf", OP_IS_INF, 10, b_simple, "detect_negative,detect_positive"},
+    {"HardSwish", OP_HARD_SWISH, 14, b_simple, ""},
+    {"Gelu", OP_GELU, 20, b_simple, "approximate"},
+    {"LeakyRelu", OP_LEAKY_RELU, 1, b_simple, "alpha"},
+    {"Elu", OP_ELU, 1, b_simple, "alpha"},
+    {"Celu", OP_CELU, 12, b_simple, "alpha"},
+    {"Selu", OP_SELU, 1, b_simple, "alpha,gamma"},
+    {"ThresholdedRelu", OP_THRESHOLDED_RELU, 10, b_simple, "alpha"},
+    {"Shrink", OP_SHRINK, 9, b_simple, "bias,lambd"},
+    {"HardSigmoid", OP_HARD_SIGMOID, 1, b_simple, "alpha,beta"},
+    {"Pow", OP_POW, 1, b_pow, ""},
+    {"Max", OP_MAX, 1, b_variadic, ""},
+    {"Min", OP_MIN, 1, b_variadic, ""},
+    {"Sum", OP_ADD, 1, b_variadic, ""},
+    {"Mean", OP_ADD, 1, b_mean, ""},
+    {"Identity", OP_IDENTITY, 1, b_identity, ""},
+    {"Dropout", OP_IDENTITY, 1, b_identity, "ratio,seed"},
+    {"Clip", OP_CLIP, 1, b_clip, "min,max"},
+    {"Cast", OP_CAST, 1, b_cast, "to,saturate"},
+    {"CastLike", OP_CAST, 15, b_cast_like, "saturate"},
+    /* reductions and normalizations */
+    REDUCE("ReduceSum", OP_REDUCE_SUM), REDUCE("ReduceMean", OP_REDUCE_MEAN),
+    REDUCE("ReduceMax", OP_REDUCE_MAX), REDUCE("ReduceMin", OP_REDUCE_MIN),
+    REDUCE("ReduceProd", OP_REDUCE_PROD), REDUCE("ReduceL1", OP_REDUCE_L1),
+    REDUCE("ReduceL2", OP_REDUCE_L2), REDUCE("ReduceSumSquare", OP_REDUCE_SUM_SQUARE),
+    REDUCE("ReduceLogSumExp", OP_REDUCE_LOG_SUM_EXP), REDUCE("ReduceLogSum", OP_REDUCE_SUM),
+    {"ArgMax", OP_ARGMAX, 1, b_argmax, "axis,keepdims,select_last_index"},
+    {"ArgMin", OP_ARGMIN, 1, b_argmax, "axis,keepdims,select_last_index"},
+    {"Softmax", OP_SOFTMAX, 1, b_softmax, "axis"},
+    {"LogSoftmax", OP_LOG_SOFTMAX, 1, b_softmax, "axis"},
+    {"Hardmax", OP_HARDMAX, 1, b_softmax, "axis"},
+    {"LayerNormalization", OP_LAYER_NORM, 17, b_layer_norm, "axis,epsilon,stash_type"},
+    {"BatchNormalization", OP_BATCH_NORM, 1, b_batch_norm,
+     "epsilon,momentum,spatial,training_mode"},
+    {"InstanceNormalization", OP_INSTANCE_NORM, 1, b_simple, "epsilon"},
+    {"LRN", OP_LRN, 1, b_simple, "alpha,beta,bias,size"},
+    {"NegativeLogLikelihoodLoss", OP_NLL_LOSS, 12, b_sce, "reduction,ignore_index"},
+    {"SoftmaxCrossEntropyLoss", OP_SOFTMAX_CROSS_ENTROPY, 12, b_sce, "reduction,ignore_index"},
+    /* convolutions and pools */
+    {"Conv", OP_CONV, 1, b_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
+    {"ConvTranspose", OP_CONV_TRANSPOSE, 1, b_conv_transpose,
+     "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
+    {"MaxPool", OP_MAX_POOL, 1, b_pool,
+     "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
+    {"AveragePool", OP_AVERAGE_POOL, 1, b_pool,
+     "auto_pad,ceil_mode,count_include_pad,dilations,kernel_shape,pads,strides"},
+    SIMPLE("GlobalAveragePool", OP_GLOBAL_AVERAGE_POOL),
+    SIMPLE("GlobalMaxPool", OP_GLOBAL_MAX_POOL),
+    /* shapes and layout */
+    {"Reshape", OP_RESHAPE, 1, b_reshape, "allowzero"},
+    {"Transpose", OP_TRANSPOSE, 1, b_transpose, "perm"},
+    {"Squeeze", OP_SQUEEZE, 1, b_squeeze, "axes"},
+    {"Unsqueeze", OP_UNSQUEEZE, 1, b_squeeze, "axes"},
+    {"Flatten", OP_FLATTEN, 1, b_flatten, "axis"},
+    {"Expand", OP_EXPAND, 1, b_expand, ""},
+    {"Concat", OP_CONCAT, 1, b_concat, "axis"},
+    {"Slice", OP_SLICE, 1, b_slice, "starts,ends,axes"},
+    {"Split", OP_SPLIT, 1, b_split, "axis,split,num_outputs"},
+    {"Gather", OP_GATHER, 1, b_gather, "axis"},
+    {"GatherElements", OP_GATHER_ELEMENTS, 11, b_gather, "axis"},
+    {"ScatterElements", OP_SCATTER_ELEMENTS, 11, b_scatter_elements, "axis,reduction"},
+    {"Scatter", OP_SCATTER_ELEMENTS, 9, b_scatter_elements, "axis"},
+    {"Compress", OP_GATHER, 9, b_compress, "axis"},
+    {"Tile", OP_TILE, 1, b_tile, ""},
+    {"Pad", OP_PAD, 1, b_pad, "mode,pads,value"},
+    {"Resize", OP_RESIZE, 10, b_resize,
+     "antialias,axes,coordinate_transformation_mode,cubic_coeff_a,exclude_outside,"
+     "extrapolation_value,keep_aspect_ratio_policy,mode,nearest_mode"},
+    {"Upsample", OP_RESIZE, 7, b_resize, "mode,scales"},
+    {"DepthToSpace", OP_DEPTH_TO_SPACE, 1, b_simple, "blocksize,mode"},
+    {"SpaceToDepth", OP_SPACE_TO_DEPTH, 1, b_simple, "blocksize"},
+    {"TopK", OP_TOPK, 1, b_topk, "axis,k,largest,sorted"},
+    {"CumSum", OP_CUMSUM, 11, b_cumsum, "exclusive,reverse"},
+    {"Trilu", OP_TRILU, 14, b_trilu, "upper"},
+    {"OneHot", OP_ONE_HOT, 9, b_one_hot, "axis"},
+    {"Range", OP_RANGE, 11, b_simple, ""},
+    {"Gemm", OP_MATMUL, 1, b_gemm, "alpha,beta,transA,transB"},
+    /* values known at load */
+    {"Constant", OP_COUNT, 1, b_constant, "value,value_float,value_floats,value_int,value_ints"},
+    {"Shape", OP_COUNT, 1, b_shape, "start,end"},
+    {"Size", OP_COUNT, 1, b_size, ""},
+    {"ConstantOfShape", OP_EXPAND, 9, b_constant_of_shape, "value"},
+    {"EyeLike", OP_COUNT, 9, b_eye_like, "dtype,k"},
+    {"HannWindow", OP_COUNT, 17, b_window, "output_datatype,periodic"},
+    {"HammingWindow", OP_COUNT, 17, b_window, "output_datatype,periodic"},
+    {"BlackmanWindow", OP_COUNT, 17, b_window, "output_datatype,periodic"},
+};
+#undef REDUCE
+#undef SIMPLE
+
+const OnnxOp *onnx_find_op(const char *name) {
+  for (size_t i = 0; i < sizeof onnx_ops / sizeof *onnx_ops; i++)
+    if (!strcmp(onnx_ops[i].name, name))
+      return &onnx_ops[i];
+  return NULL;
+}
+
+static bool in_list(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    size_t k = strcspn(p, ",");
+    if (k == n && !strncmp(p, name, n))
+      return true;
+    p += k + (p[k] == ',');
+  }
+  return false;
+}
+
+static bool input_is_const(const Loader *L, const Onnx__NodeProto *np, size_t i) {
+  return i >= np->n_input || onnx_value_is_const(L, np->input[i]);
+}
+
+/* Appends to why (at offset at) the graph inputs that value `name` is computed from, as
+ * the --const flags that would make it a constant; *found counts them. Returns the new
+ * offset. */
+static int const_blockers(const Loader *L, const char *name, char *why, size_t n, int at,
+                          int *found) {
+  size_t nn = L->gp->n_node, cap = 1024, top = 0;
+  bool *seen = calloc(nn + 1, sizeof *seen);
+  const char **stack = malloc(cap * sizeof *stack);
+  if (seen && stack)
+    stack[top++] = name;
+  while (top && at > 0 && (size_t)at < n) {
+    const char *v = stack[--top];
+    if (onnx_value_is_const(L, v))
+      continue;
+    const int *p = onnx_map_get(&L->producers, v);
+    if (p && *p == -1) {
+      char flag[128];
+      snprintf(flag, sizeof flag, " --const %.100s=", v);
+      if (!strstr(why, flag)) /* each input once */
+        at += snprintf(why + at, n - (size_t)at, "%s --const %.100s=FILE.npy",
+                       (*found)++ ? "" : ": give graph inputs values with", v);
+      continue;
+    }
+    if (!p || *p < 0 || seen[*p])
+      continue;
+    seen[*p] = true;
+    const Onnx__NodeProto *q = L->gp->node[*p];
+    for (size_t j = 0; j < q->n_input && top < cap; j++)
+      stack[top++] = q->input[j];
+  }
+  free(seen);
+  free(stack);
+  return at;
+}
+
+/* The attribute values gpucc supports, where it does not support them all. */
+static const struct {
+  const char *op, *attr, *allowed;
+} attr_values[] = {
+    {"LayerNormalization", "stash_type", "1"},
+    {"Cast", "saturate", "1"},
+    {"CastLike", "saturate", "1"},
+    {"Gelu", "approximate", "none,tanh"},
+    {"Resize", "coordinate_transformation_mode",
+     "half_pixel,half_pixel_symmetric,pytorch_half_pixel,align_corners,asymmetric"},
+    {"Resize", "mode", "nearest,linear,cubic"},
+    {"Resize", "antialias", "0"},
+    {"Resize", "keep_aspect_ratio_policy", "stretch"},
+    {"Upsample", "mode", "nearest,linear,bilinear"},
+    {"Pad", "mode", "constant,reflect,edge"},
+    {"MaxPool", "storage_order", "0"},
+    {"BatchNormalization", "training_mode", "0"},
+    {"BatchNormalization", "spatial", "1"},
+};
+
+/* The first input of op `op` that must be constant from opset `from`, and the last. */
+static const struct {
+  const char *op;
+  int from, first, last;
+} const_inputs[] = {
+    {"Reshape", 1, 1, 1},    {"Expand", 1, 1, 1},      {"Squeeze", 13, 1, 1},
+    {"Unsqueeze", 13, 1, 1}, {"Slice", 10, 1, 4},      {"Split", 13, 1, 1},
+    {"ReduceSum", 13, 1, 1}, {"ReduceMean", 18, 1, 1}, {"ReduceMax", 18, 1, 1},
+    {"ReduceMin", 18, 1, 1}, {"ReduceProd", 18, 1, 1}, {"ReduceL1", 18, 1, 1},
+    {"ReduceL2", 18, 1, 1},  {"ReduceSumSquare", 18, 1, 1}, {"ReduceLogSum", 18, 1, 1},
+    {"ReduceLogSumExp", 18, 1, 1}, {"Dropout", 12, 1, 2}, {"Pad", 11, 1, 3},
+    {"Resize", 10, 1, 3},    {"Upsample", 9, 1, 1},    {"TopK", 10, 1, 1},
+    {"CumSum", 11, 1, 1},    {"Trilu", 14, 1, 1},      {"Tile", 1, 1, 1},
+    {"OneHot", 9, 1, 1},     {"ConstantOfShape", 9, 0, 0}, {"Range", 11, 0, 2},
+    {"Compress", 9, 1, 1},   {"HannWindow", 17, 0, 0}, {"HammingWindow", 17, 0, 0},
+    {"BlackmanWindow", 17, 0, 0},
+};
+
+static bool output_used(const Loader *L, const Onnx__NodeProto *np, size_t i) {
+  const char *o = output_name(np, i);
+  const int *u = o ? onnx_map_get(&L->uses, o) : NULL;
+  return u && *u > 0;
+}
+
+/* Why a node cannot be compiled, in a few words naming the op ("op Conv is not
+ * supported", "op ArgMax with select_last_index=1 ..."); NULL when it can. The text is
+ * also the grouping key of onnx_check_ops. */
+const char *onnx_unsupported(const Loader *L, const Onnx__NodeProto *np, char *why,
+                               size_t n) {
+  const char *op = S(np->op_type);
+  if (!is_default_domain(np->domain)) {
+    snprintf(why, n, "op %s of domain '%s' (gpucc reads only the default domain)", op,
+             np->domain);
+    return why;
+  }
+  const OnnxOp *e = onnx_find_op(op);
+  if (!e) {
+    snprintf(why, n, "op %s is not supported", op);
+    return why;
+  }
+  if (L->opset < e->min_opset) {
+    snprintf(why, n, "op %s does not exist before opset %d", op, e->min_opset);
+    return why;
+  }
+  for (size_t i = 0; i < np->n_attribute; i++) {
+    const Onnx__AttributeProto *a = np->attribute[i];
+    if (!in_list(e->attrs, S(a->name))) {
+      snprintf(why, n, "op %s with attribute '%s' is not supported", op, S(a->name));
+      return why;
+    }
+    int t = attr_type(a);
+    char val[48];
+    if (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
+      snprintf(val, sizeof val, "%.*s", (int)(a->s.len > 40 ? 40 : a->s.len),
+               (const char *)a->s.data);
+    else if (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)
+      snprintf(val, sizeof val, "%" PRId64, a->i);
+    else
+      continue;
+    for (size_t k = 0; k < sizeof attr_values / sizeof *attr_values; k++)
+      if (!strcmp(op, attr_values[k].op) && !strcmp(a->name, attr_values[k].attr) &&
+          (strlen(val) != strnlen(val, 40) || !in_list(attr_values[k].allowed, val))) {
+        snprintf(why, n, "op %s with %s=%s is not supported", op, a->name, val);
+        return why;
+      }
+  }
+  if (!strcmp(op, "Cast")) {
+    const Onnx__AttributeProto *a = find_attr(np, "to");
+    DType dt;
+    if (a && (a->i < INT32_MIN || a->i > INT32_MAX || dtype_from_onnx((int32_t)a->i, &dt))) {
+      snprintf(why, n, "op Cast to %s is not supported",
+               onnx_type_name(a->i < 0 || a->i > 64 ? -1 : (int32_t)a->i));
+      return why;
+    }
+  }
+  for (size_t k = 0; k < sizeof const_inputs / sizeof *const_inputs; k++) {
+    if (strcmp(op, const_inputs[k].op) != 0 || L->opset < const_inputs[k].from)
+      continue;
+    int first = -1, found = 0, at = 0;
+    for (int i = const_inputs[k].first; i <= const_inputs[k].last; i++) {
+      if (input_is_const(L, np, (size_t)i))
+        continue;
+      if (first < 0)
+        at = snprintf(why, n, "op %s with input %d computed at run time is not supported (it "
+                      "must be a constant", op, first = i);
+      at = const_blockers(L, np->input[i], why, n, at, &found);
+    }
+    if (first >= 0) {
+      if (at > 0 && (size_t)at < n)
+        snprintf(why + at, n - (size_t)at, ")");
+      return why;
+    }
+  }
+  if (!strcmp(op, "MaxPool") && output_used(L, np, 1)) {
+    snprintf(why, n, "op MaxPool with its Indices output used is not supported");
+    return why;
+  }
+  if (!strcmp(op, "BatchNormalization") && (output_used(L, np, 1) || output_used(L, np, 2))) {
+    snprintf(why, n, "op BatchNormalization with its running statistics outputs used is not "
+             "supported (training)");
+    return why;
+  }
+  return NULL;
+}
+
+/* Ops whose result is random, or depends on more than the values of their inputs. */
+static bool never_folded(const char *op) {
+  static const char *const ops[] = {"RandomUniform", "RandomNormal", "RandomUniformLike",
+                                    "RandomNormalLike", "Bernoulli", "Multinomial"};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(op, ops[i]))
+      return true;
+  return false;
+}
+
+bool onnx_node_foldable(const Loader *L, const Onnx__NodeProto *np, const bool *in_const) {
+  const char *op = S(np->op_type);
+  const OnnxOp *e = is_default_domain(np->domain) ? onnx_find_op(op) : NULL;
+  if (!e || never_folded(op))
+    return false;
+  /* The shape of a tensor is known once its input shapes are (the loader then reports
+   * a symbolic dim it cannot fold, naming the flag that binds it). */
+  if (!strcmp(op, "Shape") || !strcmp(op, "Size") || !strcmp(op, "Constant"))
+    return true;
+  (void)L;
+  for (size_t i = 0; i < np->n_input; i++)
+    if (!in_const[i])
+      return false;
+  return np->n_input > 0;
+}
