@@ -778,7 +778,7 @@ static int static_dims(Loader *L, const Value *v, int64_t *dims, const char *why
     Dim dm = v->type.shape.dims[i];
     if (dm.sym)
       return FAIL("%s needs the shape of '%s', whose dim %d is symbolic ('%s'): bind it with "
-                  "--dim %s=N", why, v->name, i, dm.sym, dm.sym);
+                  "--dim %s=<size>", why, v->name, i, dm.sym, dm.sym);
     dims[i] = dm.n;
   }
   return 0;
@@ -803,7 +803,7 @@ static int b_shape(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     Dim dm = x->type.shape.dims[i];
     if (dm.sym)
       return FAIL("the shape of '%s' has symbolic dim %" PRId64 " ('%s'): bind it with --dim "
-                  "%s=N", x->name, i, dm.sym, dm.sym);
+                  "%s=<size>", x->name, i, dm.sym, dm.sym);
     dims[i - start] = dm.n;
   }
   return ints_const(L, np, dims, (int)(end - start), 1, output_name(np, 0)) ? 0 : -1;
@@ -1328,11 +1328,11 @@ static int b_resize(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
         return FAIL("scale %g must be positive", scales[k]);
       osc[a] = scales[k];
       if (dm.sym && scales[k] != 1)
-        return FAIL("resizing symbolic dim '%s' needs it bound: --dim %s=N", dm.sym, dm.sym);
+        return FAIL("resizing symbolic dim '%s' needs it bound: --dim %s=<size>", dm.sym, dm.sym);
       osz[a] = dm.sym ? -1 : (int64_t)floor((double)dm.n * scales[k]);
     } else {
       if (dm.sym)
-        return FAIL("resizing symbolic dim '%s' needs it bound: --dim %s=N", dm.sym, dm.sym);
+        return FAIL("resizing symbolic dim '%s' needs it bound: --dim %s=<size>", dm.sym, dm.sym);
       osz[a] = sizes[k];
       osc[a] = dm.n ? (double)sizes[k] / (double)dm.n : 1;
     }
@@ -1526,6 +1526,259 @@ static int b_compress(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return iv && emit(L, np, OP_GATHER, in, 2, &at, 1, output_name(np, 0)) ? 0 : -1;
 }
 
+/* ---------------------------------------------------------------- Einsum */
+
+/* Einsum in its matmul-like forms: one operand (a transpose and a sum over the labels
+ * that leave), or two, where labels in both operands and the output are batch dims,
+ * labels in both operands only are contracted, and the others belong to one side. The
+ * two sides become [batch, M, K] and [batch, K, N] by transposes and reshapes, one
+ * matmul, and a reshape and transpose to the output's order. Repeated labels in one
+ * operand (diagonals) are not supported. */
+typedef struct Term {
+  char lab[IR_MAX_RANK + 1]; /* one label per dim */
+  int n;
+} Term;
+
+/* The number of letters in an operand's labels, and whether it holds "...". */
+static int einsum_letters(const char *s, size_t len, bool *ellipsis) {
+  int n = 0;
+  *ellipsis = false;
+  for (size_t i = 0; i < len; i++) {
+    n += (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z');
+    *ellipsis |= s[i] == '.';
+  }
+  return n;
+}
+
+/* Parses one term's labels. "..." stands for e dims, labelled by digits so that the
+ * ellipsis dims of all operands align to the right (ell: the most of them). rank < 0
+ * for the output. */
+static int einsum_term(Loader *L, const char *s, size_t len, int rank, int e, int ell, Term *t) {
+  bool has_ell = false;
+  t->n = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = s[i];
+    if (c == ' ')
+      continue;
+    if (c == '.') {
+      if (has_ell || i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.')
+        return FAIL("equation: a malformed '...'");
+      has_ell = true;
+      i += 2;
+      for (int k = 0; k < e; k++) {
+        if (t->n >= IR_MAX_RANK)
+          return FAIL("equation: too many dims");
+        t->lab[t->n++] = (char)('0' + ell - e + k);
+      }
+      continue;
+    }
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+      return FAIL("equation: unexpected character '%c'", c);
+    if (t->n >= IR_MAX_RANK)
+      return FAIL("equation: too many dims");
+    t->lab[t->n++] = c;
+  }
+  t->lab[t->n] = 0;
+  if (rank >= 0 && t->n != rank)
+    return FAIL("equation: an operand has %d labels but rank %d", t->n, rank);
+  for (int i = 0; i < t->n; i++)
+    if (strchr(t->lab + i + 1, t->lab[i]))
+      return FAIL("equation: label '%c' repeats in one term (a diagonal), which is not "
+                  "supported", t->lab[i]);
+  return 0;
+}
+
+/* Transposes v (labels `from`) so its labels read `to` (a permutation of them). */
+static Value *einsum_permute(Loader *L, const Onnx__NodeProto *np, Value *v, const char *from,
+                             const char *to, const char *name) {
+  int r = (int)strlen(from);
+  int64_t perm[IR_MAX_RANK];
+  bool identity = true;
+  for (int i = 0; i < r; i++) {
+    perm[i] = strchr(from, to[i]) - from;
+    identity &= perm[i] == i;
+  }
+  if (identity)
+    return name ? emit(L, np, OP_IDENTITY, &v, 1, NULL, 0, name) : v;
+  int64_t *p = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(r ? r : 1));
+  memcpy(p, perm, sizeof(int64_t) * (size_t)r);
+  Attr at = attr_make_ints("perm", p, r);
+  return emit(L, np, OP_TRANSPOSE, &v, 1, &at, 1, name);
+}
+
+/* Sums v over the labels of `lab` that are not in `keep`; *lab is updated. */
+static Value *einsum_sum_out(Loader *L, const Onnx__NodeProto *np, Value *v, char *lab,
+                             const char *keep) {
+  int64_t axes[IR_MAX_RANK];
+  int na = 0, r = (int)strlen(lab);
+  char left[IR_MAX_RANK + 1];
+  int nl = 0;
+  for (int i = 0; i < r; i++) {
+    if (strchr(keep, lab[i]))
+      left[nl++] = lab[i];
+    else
+      axes[na++] = i;
+  }
+  left[nl] = 0;
+  if (!na)
+    return v;
+  int64_t *p = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)na);
+  memcpy(p, axes, sizeof(int64_t) * (size_t)na);
+  Attr at[2] = {attr_make_int("keepdims", 0), attr_make_ints("axes", p, na)};
+  strcpy(lab, left);
+  return emit(L, np, OP_REDUCE_SUM, &v, 1, at, 2, NULL);
+}
+
+static Value *einsum_reshape(Loader *L, const Onnx__NodeProto *np, Value *v, const int64_t *dims,
+                             int r) {
+  int64_t *p = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(r ? r : 1));
+  memcpy(p, dims, sizeof(int64_t) * (size_t)r);
+  Attr at = attr_make_ints("shape", p, r);
+  return emit(L, np, OP_RESHAPE, &v, 1, &at, 1, NULL);
+}
+
+static int b_einsum(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  (void)e;
+  char eq[256];
+  if (get_string(L, np, "equation", "", eq, sizeof eq))
+    return -1;
+  if (np->n_input < 1 || np->n_input > 2)
+    return FAIL("Einsum with %zu operands is not supported (1 or 2 are)", np->n_input);
+  Value *in[2] = {input(L, np, 0), np->n_input > 1 ? input(L, np, 1) : NULL};
+  int nin = (int)np->n_input;
+  for (int i = 0; i < nin; i++)
+    if (!in[i])
+      return FAIL("input %d is missing", i);
+  const char *arrow = strstr(eq, "->");
+  size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
+  const char *comma = memchr(eq, ',', lhs_len);
+  if ((nin == 2) != (comma != NULL) || (comma && memchr(comma + 1, ',', lhs_len - (size_t)(comma - eq) - 1)))
+    return FAIL("equation '%s' does not have %d operands", eq, nin);
+  Term t[2], out;
+  const char *start[2] = {eq, comma ? comma + 1 : NULL};
+  size_t len[2] = {comma ? (size_t)(comma - eq) : lhs_len, comma ? lhs_len - (size_t)(comma - eq) - 1 : 0};
+  int ell = 0, es[2] = {0, 0};
+  for (int i = 0; i < nin; i++) {
+    bool has;
+    es[i] = in[i]->type.shape.rank - einsum_letters(start[i], len[i], &has);
+    if (!has)
+      es[i] = 0;
+    if (es[i] < 0)
+      return FAIL("equation: operand %d has more labels than its rank %d", i,
+                  in[i]->type.shape.rank);
+    ell = es[i] > ell ? es[i] : ell;
+  }
+  for (int i = 0; i < nin; i++)
+    if (einsum_term(L, start[i], len[i], in[i]->type.shape.rank, es[i], ell, &t[i]))
+      return -1;
+  if (arrow) {
+    if (einsum_term(L, arrow + 2, strlen(arrow + 2), -1, ell, ell, &out))
+      return -1;
+  } else { /* implicit output: "..." first, then the labels used once, sorted */
+    out.n = 0;
+    for (int k = 0; k < ell; k++)
+      out.lab[out.n++] = (char)('0' + k);
+    for (int c = 'A'; c <= 'z'; c++) {
+      int cnt = 0;
+      for (int i = 0; i < nin; i++)
+        cnt += strchr(t[i].lab, c) != NULL && c != 0;
+      if (cnt == 1 && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+        out.lab[out.n++] = (char)c;
+    }
+    out.lab[out.n] = 0;
+  }
+  for (int i = 0; i < out.n; i++)
+    if (!strchr(t[0].lab, out.lab[i]) && (nin < 2 || !strchr(t[1].lab, out.lab[i])))
+      return FAIL("equation: output label '%c' is in no operand", out.lab[i]);
+  const char *name = output_name(np, 0);
+  if (nin == 1) {
+    Value *v = einsum_sum_out(L, np, in[0], t[0].lab, out.lab);
+    return v && einsum_permute(L, np, v, t[0].lab, out.lab, name) ? 0 : -1;
+  }
+  /* Labels only in one operand and not in the output are summed out first. */
+  char keep0[2 * IR_MAX_RANK + 2], keep1[2 * IR_MAX_RANK + 2];
+  snprintf(keep0, sizeof keep0, "%s%s", out.lab, t[1].lab);
+  snprintf(keep1, sizeof keep1, "%s%s", out.lab, t[0].lab);
+  Value *a = einsum_sum_out(L, np, in[0], t[0].lab, keep0);
+  Value *b = a ? einsum_sum_out(L, np, in[1], t[1].lab, keep1) : NULL;
+  if (!b)
+    return -1;
+  char batch[IR_MAX_RANK + 1] = "", m[IR_MAX_RANK + 1] = "", k[IR_MAX_RANK + 1] = "",
+       n[IR_MAX_RANK + 1] = "";
+  int cb = 0, cm = 0, ck = 0, cn = 0;
+  for (const char *c = t[0].lab; *c; c++) {
+    if (!strchr(t[1].lab, *c))
+      m[cm++] = *c;
+    else if (strchr(out.lab, *c))
+      batch[cb++] = *c;
+    else
+      k[ck++] = *c;
+  }
+  for (const char *c = t[1].lab; *c; c++)
+    if (!strchr(t[0].lab, *c))
+      n[cn++] = *c;
+  batch[cb] = m[cm] = k[ck] = n[cn] = 0;
+  /* dims by label, static except batch labels */
+  int64_t size[128];
+  for (int i = 0; i < 128; i++)
+    size[i] = -1;
+  for (int s = 0; s < 2; s++) {
+    Value *v = s ? b : a;
+    for (int i = 0; i < t[s].n; i++) {
+      Dim dm = v->type.shape.dims[i];
+      unsigned char c = (unsigned char)t[s].lab[i];
+      if (dm.sym && !strchr(batch, c))
+        return FAIL("Einsum needs static dims outside the batch labels; '%c' is '%s'", c,
+                    dm.sym);
+      if (!dm.sym && (size[c] < 0 || size[c] == 1))
+        size[c] = dm.n;
+    }
+  }
+  char la[3 * IR_MAX_RANK + 1], lb[3 * IR_MAX_RANK + 1];
+  snprintf(la, sizeof la, "%s%s%s", batch, m, k);
+  snprintf(lb, sizeof lb, "%s%s%s", batch, k, n);
+  a = einsum_permute(L, np, a, t[0].lab, la, NULL);
+  b = a ? einsum_permute(L, np, b, t[1].lab, lb, NULL) : NULL;
+  if (!b)
+    return -1;
+  int nb = (int)strlen(batch);
+  int64_t dims[IR_MAX_RANK + 2], pm = 1, pk = 1, pn = 1;
+  for (const char *c = m; *c; c++)
+    pm *= size[(unsigned char)*c];
+  for (const char *c = k; *c; c++)
+    pk *= size[(unsigned char)*c];
+  for (const char *c = n; *c; c++)
+    pn *= size[(unsigned char)*c];
+  for (int i = 0; i < nb; i++)
+    dims[i] = 0; /* keep the batch dims as they are */
+  dims[nb] = pm;
+  dims[nb + 1] = pk;
+  if (!(a = einsum_reshape(L, np, a, dims, nb + 2)))
+    return -1;
+  dims[nb] = pk;
+  dims[nb + 1] = pn;
+  if (!(b = einsum_reshape(L, np, b, dims, nb + 2)))
+    return -1;
+  Value *ab[2] = {a, b};
+  Value *y = emit(L, np, OP_MATMUL, ab, 2, NULL, 0, NULL);
+  if (!y)
+    return -1;
+  char ly[3 * IR_MAX_RANK + 1];
+  snprintf(ly, sizeof ly, "%s%s%s", batch, m, n);
+  int r = 0;
+  for (int i = 0; i < nb; i++)
+    dims[r++] = 0;
+  for (const char *c = m; *c; c++)
+    dims[r++] = size[(unsigned char)*c];
+  for (const char *c = n; *c; c++)
+    dims[r++] = size[(unsigned char)*c];
+  if (r > IR_MAX_RANK)
+    return FAIL("Einsum's result has rank %d; gpucc supports at most %d", r, IR_MAX_RANK);
+  if (!(y = einsum_reshape(L, np, y, dims, r)))
+    return -1;
+  return einsum_permute(L, np, y, ly, out.lab, name) ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------- the op table */
 
 /* An op that maps one to one, with no attributes, from opset 1. */
@@ -1631,6 +1884,7 @@ static const OnnxOp onnx_ops[] = {
     {"OneHot", OP_ONE_HOT, 9, b_one_hot, "axis"},
     {"Range", OP_RANGE, 11, b_simple, ""},
     {"Gemm", OP_MATMUL, 1, b_gemm, "alpha,beta,transA,transB"},
+    {"Einsum", OP_MATMUL, 12, b_einsum, "equation"},
     /* values known at load */
     {"Constant", OP_COUNT, 1, b_constant, "value,value_float,value_floats,value_int,value_ints"},
     {"Shape", OP_COUNT, 1, b_shape, "start,end"},
@@ -1812,6 +2066,27 @@ const char *onnx_unsupported(const Loader *L, const Onnx__NodeProto *np, char *w
       if (at > 0 && (size_t)at < n)
         snprintf(why + at, n - (size_t)at, ")");
       return why;
+    }
+  }
+  if (!strcmp(op, "Einsum")) {
+    const Onnx__AttributeProto *a = find_attr(np, "equation");
+    const char *s = a ? (const char *)a->s.data : "";
+    size_t len = a ? a->s.len : 0, term = 0;
+    if (np->n_input > 2) {
+      snprintf(why, n, "op Einsum with %zu operands is not supported (1 or 2 are)", np->n_input);
+      return why;
+    }
+    for (size_t i = 0; i < len; i++) { /* a label twice in one term: a diagonal */
+      if (s[i] == ',' || s[i] == '-') {
+        term = i + 1;
+        continue;
+      }
+      bool letter = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z');
+      if (letter && memchr(s + term, s[i], i - term)) {
+        snprintf(why, n, "op Einsum with a repeated label in one term (a diagonal) is not "
+                 "supported");
+        return why;
+      }
     }
   }
   if (!strcmp(op, "MaxPool") && output_used(L, np, 1)) {

@@ -552,7 +552,7 @@ static void test_shape_folding(void) {
   m_node(&m, "Reshape", "reshape", rin, 2, rout, 1);
   m_node(&m, "Relu", "relu", yin, 1, S_Y, 1);
   EXPECT_ERROR(&m, NULL, "node 'shape' (#0, Shape, opset 17): the shape of 'x' has symbolic "
-                         "dim 0 ('N'): bind it with --dim N=N");
+                         "dim 0 ('N'): bind it with --dim N=<size>");
   OnnxBinding b = {"N", "2"};
   OnnxOptions opt = {.dims = &b, .ndims = 1};
   Diag d = {0};
