@@ -42,6 +42,7 @@ DslExpr *dsl_new_expr(DslCtx *ctx, DslExprKind kind, SrcLoc loc) {
 }
 
 int dsl_check_int64(DslCtx *ctx, const DslNum *n, int64_t *out) {
+  *out = 0;
   if (!n->is_int)
     return diag_error(ctx->d, n->loc, "expected an integer");
   if (!n->neg && n->mag <= (uint64_t)INT64_MAX)

@@ -1405,6 +1405,7 @@ static int b_topk(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
 static int scalar_arg(Loader *L, const Onnx__NodeProto *np, size_t i, const char *what,
                       int64_t def, int64_t *out) {
   double v = (double)def;
+  *out = def;
   if (const_scalar(L, np, i, what, &v))
     return -1;
   if (!(fabs(v) < 9e15))

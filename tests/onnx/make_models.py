@@ -101,7 +101,26 @@ def floats(*v):
     return struct.pack("<%df" % len(v), *v)
 
 
+def deep_nesting(depth=100000):
+    """An If whose then_branch holds an If whose then_branch holds ... `depth` graphs deep
+    (about 3 MB): a reader that unpacked subgraphs recursively would run out of stack.
+    Built from the inside out with each level's length known, in linear time."""
+    inner_len, prefixes = 0, []
+    for _ in range(depth):
+        attr_head = f_bytes(1, "then_branch") + f_int(20, 5)  # type GRAPH
+        attr_len = len(attr_head) + len(key(6, 2)) + len(varint(inner_len)) + inner_len
+        node_head = f_bytes(4, "If") + key(5, 2) + varint(attr_len)
+        node_len = len(node_head) + attr_len
+        graph_head = key(1, 2) + varint(node_len)
+        prefixes.append(graph_head + node_head + attr_head + key(6, 2) + varint(inner_len))
+        inner_len = len(graph_head) + node_len
+    g = b"".join(reversed(prefixes))
+    opset_id = f_bytes(1, "") + f_int(2, 17)
+    return f_int(1, 8) + f_bytes(7, g) + f_bytes(8, opset_id)
+
+
 MODELS = {
+    "deep_nesting": deep_nesting,
     # y = relu(x @ w + b) with a symbolic batch dim; w in raw_data, b in float_data.
     "mlp": lambda: model(
         [node("MatMul", ["x", "w"], ["h"], "fc"), node("Add", ["h", "b"], ["hb"], "bias"),
