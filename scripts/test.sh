@@ -8,4 +8,10 @@ build=${BUILD_DIR:-build-asan}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 cmake -S . -B "$build" -DGPUCC_SANITIZE=ON -DGPUCC_WERROR=ON
 cmake --build "$build" -j "$jobs"
+rm -rf "$build/summaries"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
+# What the ONNX conformance and real-model tests measured (ctest shows only failures).
+for f in "$build"/summaries/*.txt; do
+  [ -f "$f" ] && { echo; echo "== $(basename "$f" .txt)"; cat "$f"; }
+done
+true

@@ -50,6 +50,7 @@ struct Loader {
   Graph *g;
   size_t model_bytes;
   uint64_t weight_bytes, weight_limit, external_bytes;
+  uint64_t folded_bytes; /* constants made by folding at load, bounded by weight_limit */
   NameMap producers; /* value name -> index of the node defining it; -1 input, -2 initializer */
   NameMap uses;      /* value name -> uses by nodes and graph outputs */
   bool *const_node;  /* per node: every output is known before run time (folded at load) */

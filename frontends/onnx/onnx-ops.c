@@ -113,7 +113,7 @@ static void mark_node(Loader *L, Node *n) {
 
 /* Folding at load keeps shape computations out of the graph; it gives up on a result
  * much bigger than its inputs (a ConstantOfShape the size of an activation), which then
- * stays a node. */
+ * stays a node, and once the folded bytes reach the weight limit. */
 enum { FOLD_GROWTH_BYTES = 1 << 20 };
 
 /* Evaluates `probe` on its constant inputs and adds its outputs as constants named nm[].
@@ -133,8 +133,12 @@ static int fold(Loader *L, const Node *probe, const Type *types, const char *con
       return 0;
     out_bytes += (uint64_t)numel * dtype_size(types[i].dtype);
   }
-  if (!probe->nin || out_bytes > in_bytes + FOLD_GROWTH_BYTES)
+  /* Folded results count against their own budget, the size of the weight limit, so a
+   * model cannot make the loader allocate without bound by folding. */
+  if (!probe->nin || out_bytes > in_bytes + FOLD_GROWTH_BYTES ||
+      out_bytes > L->weight_limit - L->folded_bytes)
     return 0;
+  L->folded_bytes += out_bytes;
   Tensor *in[64] = {0}, *out[64] = {0};
   Diag local = {0};
   for (int i = 0; i < probe->nin && i < 64; i++)

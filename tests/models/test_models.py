@@ -493,6 +493,22 @@ def check_against_list(results, listed, in_scope):
     return out
 
 
+class Tee:
+    """stdout that also goes to a file."""
+
+    def __init__(self, out, path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.out, self.file = out, open(path, "w")
+
+    def write(self, s):
+        self.out.write(s)
+        self.file.write(s)
+
+    def flush(self):
+        self.out.flush()
+        self.file.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpucc", required=True)
@@ -503,8 +519,12 @@ def main():
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600, help="seconds per gpucc call")
     ap.add_argument("--update-expected", action="store_true")
+    ap.add_argument("--summary", help="also write this report to a file (scripts/test.sh "
+                    "prints it after the tests)")
     ap.add_argument("--keep", action="store_true", help="keep passing exports' files")
     args = ap.parse_args()
+    if args.summary:
+        sys.stdout = Tee(sys.stdout, args.summary)
 
     onnx = optional_import("onnx")
     ort = optional_import("onnxruntime")

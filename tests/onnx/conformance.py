@@ -477,6 +477,22 @@ def report(results, elapsed, jobs):
     return total["failed"]
 
 
+class Tee:
+    """stdout that also goes to a file."""
+
+    def __init__(self, out, path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.out, self.file = out, open(path, "w")
+
+    def write(self, s):
+        self.out.write(s)
+        self.file.write(s)
+
+    def flush(self):
+        self.out.flush()
+        self.file.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpucc", default=os.environ.get("GPUCC"), help="the gpucc binary")
@@ -489,9 +505,13 @@ def main():
     ap.add_argument("--expected", default=os.path.join(HERE, "expected_unsupported.txt"))
     ap.add_argument("--update-expected", action="store_true",
                     help="rewrite the expected-unsupported list from this run")
+    ap.add_argument("--summary", help="also write this report to a file (scripts/test.sh "
+                    "prints it after the tests)")
     ap.add_argument("--keep", action="store_true", help="keep every case's scratch files")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per case")
     args = ap.parse_args()
+    if args.summary:
+        sys.stdout = Tee(sys.stdout, args.summary)
 
     if not os.path.isdir(args.data):
         print("onnx_conformance: skipped: %s is not there (Debian/Ubuntu: apt-get install "
