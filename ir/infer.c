@@ -1274,6 +1274,267 @@ static int infer_loss(const Node *n, Type *out, Diag *d) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- gather_nd to mean_variance_norm */
+
+/* The index tuples of gather_nd and scatter_nd: i32 or i64 of rank >= 1, whose last dim
+ * k must be static and name between 1 and rank(data) - b dims. */
+static int nd_indices(const Node *n, Diag *d, const Type *x, const Type *idx, int b, int *k) {
+  char bx[TSTR], bi[TSTR];
+  Dim kd = idx->shape.dims[idx->shape.rank - 1];
+  if (kd.sym)
+    return fail(n, d, "the last dim of indices %s is symbolic; it must be static",
+                ts(idx, bi));
+  if (kd.n < 1 || kd.n > x->shape.rank - b)
+    return fail(n, d, "the last dim of indices %s must be 1 to %d: the rank of data %s minus "
+                "batch_dims %d", ts(idx, bi), x->shape.rank - b, ts(x, bx), b);
+  *k = (int)kd.n;
+  return 0;
+}
+
+static int nd_operands(const Node *n, Diag *d, const Type *x, const Type *idx) {
+  char bx[TSTR], bi[TSTR];
+  if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
+    return fail(n, d, "indices must be i32 or i64, got %s", dtype_name(idx->dtype));
+  if (x->shape.rank < 1 || idx->shape.rank < 1)
+    return fail(n, d, "data %s and indices %s must be at least 1-D", ts(x, bx), ts(idx, bi));
+  return 0;
+}
+
+static int infer_gather_nd(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *idx = in_type(n, 1);
+  char bx[TSTR], bi[TSTR];
+  int r = x->shape.rank, q = idx->shape.rank, k;
+  if (nd_operands(n, d, x, idx))
+    return -1;
+  int64_t b = attr_int(n, "batch_dims");
+  if (b < 0 || b >= q || b >= r)
+    return fail(n, d, "batch_dims %" PRId64 " must be at least 0 and less than the ranks of "
+                "data %s and indices %s", b, ts(x, bx), ts(idx, bi));
+  if (nd_indices(n, d, x, idx, (int)b, &k))
+    return -1;
+  for (int i = 0; i < b; i++)
+    if (!dim_eq(x->shape.dims[i], idx->shape.dims[i]))
+      return fail(n, d, "batch dim %d of data %s and indices %s differs", i, ts(x, bx),
+                  ts(idx, bi));
+  int rank = q - 1 + r - (int)b - k;
+  if (rank > IR_MAX_RANK)
+    return fail(n, d, "result rank %d of gathering %s with %s exceeds %d", rank, ts(x, bx),
+                ts(idx, bi), IR_MAX_RANK);
+  out->dtype = x->dtype;
+  out->shape.rank = 0;
+  for (int i = 0; i < q - 1; i++)
+    out->shape.dims[out->shape.rank++] = idx->shape.dims[i];
+  for (int i = (int)b + k; i < r; i++)
+    out->shape.dims[out->shape.rank++] = x->shape.dims[i];
+  return 0;
+}
+
+static int infer_scatter_nd(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *idx = in_type(n, 1), *u = in_type(n, 2);
+  char bu[TSTR], bw[TSTR];
+  static const char *const reductions[] = {"none", "add", "mul", "max", "min", NULL};
+  const char *red = attr_string(n, "reduction");
+  int k;
+  if (!str_in(red, reductions))
+    return fail(n, d, "reduction must be 'none', 'add', 'mul', 'max' or 'min', got '%s'", red);
+  if (same_dtype(n, d, x, u) || nd_operands(n, d, x, idx) || nd_indices(n, d, x, idx, 0, &k))
+    return -1;
+  if (x->dtype == DT_BOOL && strcmp(red, "none"))
+    return fail(n, d, "bool data takes no reduction");
+  /* updates: one slice data.shape[k:] per index tuple */
+  Type want = {x->dtype, {.rank = 0}};
+  for (int i = 0; i < idx->shape.rank - 1; i++)
+    want.shape.dims[want.shape.rank++] = idx->shape.dims[i];
+  for (int i = k; i < x->shape.rank && want.shape.rank < IR_MAX_RANK; i++)
+    want.shape.dims[want.shape.rank++] = x->shape.dims[i];
+  if (idx->shape.rank - 1 + x->shape.rank - k > IR_MAX_RANK || !type_eq(u, &want))
+    return fail(n, d, "updates %s must be indices.shape[:-1] + data.shape[%d:], %s", ts(u, bu),
+                k, ts(&want, bw));
+  *out = *x;
+  return 0;
+}
+
+static int infer_grid_sample(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *g = in_type(n, 1);
+  char bx[TSTR], bg[TSTR];
+  static const char *const modes[] = {"linear", "nearest", "cubic", "bilinear", "bicubic", NULL};
+  static const char *const paddings[] = {"zeros", "border", "reflection", NULL};
+  const char *mode = attr_string(n, "mode"), *pad = attr_string(n, "padding_mode");
+  if (!str_in(mode, modes))
+    return fail(n, d, "mode must be 'linear', 'nearest' or 'cubic', got '%s'", mode);
+  if (!str_in(pad, paddings))
+    return fail(n, d, "padding_mode must be 'zeros', 'border' or 'reflection', got '%s'", pad);
+  if (x->dtype == DT_BOOL)
+    return fail(n, d, "bool inputs are not supported");
+  if ((strcmp(mode, "nearest") && need_float(n, d, x)) || need_nchw(n, d, x))
+    return -1;
+  if (!dtype_is_float(g->dtype))
+    return fail(n, d, "grid must be floating point, got %s", dtype_name(g->dtype));
+  int r = x->shape.rank - 2;
+  if (g->shape.rank != r + 2 || !dim_eq(g->shape.dims[r + 1], (Dim){r, NULL}))
+    return fail(n, d, "grid %s must be [N, D1..D%d, %d] for x %s", ts(g, bg), r, r, ts(x, bx));
+  if (!dim_eq(g->shape.dims[0], x->shape.dims[0]))
+    return fail(n, d, "grid %s and x %s differ in N", ts(g, bg), ts(x, bx));
+  out->dtype = x->dtype;
+  out->shape = x->shape;
+  for (int i = 0; i < r; i++)
+    out->shape.dims[2 + i] = g->shape.dims[1 + i];
+  return 0;
+}
+
+static int infer_reverse_sequence(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *len = in_type(n, 1);
+  char bx[TSTR], bl[TSTR];
+  int64_t ba = attr_int(n, "batch_axis"), ta = attr_int(n, "time_axis");
+  if (x->shape.rank < 2)
+    return fail(n, d, "x must have at least 2 dims, got %s", ts(x, bx));
+  if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta)
+    return fail(n, d, "batch_axis %" PRId64 " and time_axis %" PRId64 " must be 0 and 1, "
+                "one each", ba, ta);
+  if (len->dtype != DT_I32 && len->dtype != DT_I64)
+    return fail(n, d, "sequence_lens must be i32 or i64, got %s", dtype_name(len->dtype));
+  if (len->shape.rank != 1 || !dim_eq(len->shape.dims[0], x->shape.dims[ba]))
+    return fail(n, d, "sequence_lens %s must be [batch], dim %" PRId64 " of x %s", ts(len, bl),
+                ba, ts(x, bx));
+  *out = *x;
+  return 0;
+}
+
+static int infer_roi_align(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *rois = in_type(n, 1), *bi = in_type(n, 2);
+  char bx[TSTR], br[TSTR], bb[TSTR];
+  static const char *const modes[] = {"avg", "max", NULL};
+  static const char *const coords[] = {"half_pixel", "output_half_pixel", NULL};
+  const char *mode = attr_string(n, "mode");
+  const char *coord = attr_string(n, "coordinate_transformation_mode");
+  if (!str_in(mode, modes))
+    return fail(n, d, "mode must be 'avg' or 'max', got '%s'", mode);
+  if (!str_in(coord, coords))
+    return fail(n, d, "coordinate_transformation_mode must be 'half_pixel' or "
+                "'output_half_pixel', got '%s'", coord);
+  if (need_float(n, d, x) || same_dtype(n, d, x, rois))
+    return -1;
+  if (x->shape.rank != 4)
+    return fail(n, d, "x must be [N, C, H, W], got %s", ts(x, bx));
+  if (rois->shape.rank != 2 || !dim_eq(rois->shape.dims[1], (Dim){4, NULL}))
+    return fail(n, d, "rois %s must be [R, 4]", ts(rois, br));
+  if (bi->dtype != DT_I32 && bi->dtype != DT_I64)
+    return fail(n, d, "batch_indices must be i32 or i64, got %s", dtype_name(bi->dtype));
+  if (bi->shape.rank != 1 || !dim_eq(bi->shape.dims[0], rois->shape.dims[0]))
+    return fail(n, d, "batch_indices %s must be [R] for rois %s", ts(bi, bb), ts(rois, br));
+  int64_t oh = attr_int(n, "output_height"), ow = attr_int(n, "output_width");
+  int64_t sr = attr_int(n, "sampling_ratio");
+  if (oh < 1 || ow < 1 || oh > WINDOW_MAX || ow > WINDOW_MAX)
+    return fail(n, d, "output_height %" PRId64 " and output_width %" PRId64 " must be positive",
+                oh, ow);
+  if (sr < 0 || sr > WINDOW_MAX)
+    return fail(n, d, "sampling_ratio must be 0 (adaptive) or positive, got %" PRId64, sr);
+  out->dtype = x->dtype;
+  out->shape.rank = 4;
+  out->shape.dims[0] = rois->shape.dims[0];
+  out->shape.dims[1] = x->shape.dims[1];
+  out->shape.dims[2] = (Dim){oh, NULL};
+  out->shape.dims[3] = (Dim){ow, NULL};
+  return 0;
+}
+
+/* max_unpool's output_shape: -1 keeps x's N or C (a symbolic batch dim passes that way),
+ * any other entry there must be x's; spatial entries may only grow the default. */
+static int unpool_output_shape(const Node *n, Diag *d, const Type *x, const Attr *os,
+                               Type *out) {
+  char bx[TSTR], bs[600];
+  int r = x->shape.rank;
+  ints_str(os->ints, os->n, bs, sizeof bs);
+  if (os->n != r)
+    return fail(n, d, "output_shape %s has %d entries, but x %s has rank %d", bs, os->n,
+                ts(x, bx), r);
+  for (int i = 0; i < r; i++) {
+    int64_t v = os->ints[i];
+    if (i < 2 && v != -1 && !dim_eq(x->shape.dims[i], (Dim){v, NULL}))
+      return fail(n, d, "output_shape %s must keep dim %d of x %s (or say -1)", bs, i,
+                  ts(x, bx));
+    if (i >= 2 && v < out->shape.dims[i].n)
+      return fail(n, d, "output_shape %s is smaller than the unpooled size %" PRId64
+                  " on spatial dim %d", bs, out->shape.dims[i].n, i - 2);
+    if (i >= 2)
+      out->shape.dims[i] = (Dim){v, NULL};
+  }
+  return 0;
+}
+
+static int infer_max_unpool(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0), *idx = in_type(n, 1);
+  char bx[TSTR], bi[TSTR];
+  if (x->dtype == DT_BOOL)
+    return fail(n, d, "bool inputs are not supported");
+  if (need_nchw(n, d, x))
+    return -1;
+  if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
+    return fail(n, d, "indices must be i32 or i64, got %s", dtype_name(idx->dtype));
+  if (!type_eq(&(Type){idx->dtype, x->shape}, idx))
+    return fail(n, d, "indices %s must have the shape of x %s", ts(idx, bi), ts(x, bx));
+  int k = x->shape.rank - 2, len;
+  Window win;
+  attr_ints(n, "kernel_shape", &len);
+  if (len != k)
+    return fail(n, d, "kernel_shape has %d entries, expected %d", len, k);
+  int64_t pads[2 * IR_MAX_RANK];
+  if (window_list(n, d, "kernel_shape", k, 1, 1, win.kernel) ||
+      window_list(n, d, "strides", k, 1, 1, win.stride) ||
+      window_list(n, d, "pads", 2 * k, 0, 0, pads))
+    return -1;
+  *out = *x;
+  for (int i = 0; i < k; i++) {
+    if (static_spatial(n, d, x, i))
+      return -1;
+    int64_t in = x->shape.dims[2 + i].n, o;
+    if (in < 1 || !mul_ok(win.stride[i], in - 1, &o) || o > INT64_MAX / 4)
+      return fail(n, d, "spatial dim %d of %s is out of range", i, ts(x, bx));
+    o += win.kernel[i] - pads[i] - pads[k + i];
+    if (o < 0)
+      return fail(n, d, "pads remove more than the whole output on spatial dim %d", i);
+    out->shape.dims[2 + i] = (Dim){o, NULL};
+  }
+  const Attr *os = attr_find(n, "output_shape");
+  return os ? unpool_output_shape(n, d, x, os, out) : 0;
+}
+
+static int infer_det(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  char bx[TSTR];
+  int r = x->shape.rank;
+  if (need_float(n, d, x))
+    return -1;
+  if (r < 2 || !dim_eq(x->shape.dims[r - 2], x->shape.dims[r - 1]))
+    return fail(n, d, "x must be [..., M, M] (square in its last two dims), got %s",
+                ts(x, bx));
+  *out = *x;
+  out->shape.rank = r - 2;
+  return 0;
+}
+
+static int infer_lp_mvn(const Node *n, Type *out, Diag *d) {
+  const Type *x = in_type(n, 0);
+  if (need_float(n, d, x))
+    return -1;
+  if (n->op == OP_LP_NORM) {
+    int ax;
+    int64_t axis = attr_int(n, "axis"), p = attr_int(n, "p");
+    if (!norm_axis(axis, x->shape.rank, &ax))
+      return bad_axis(n, d, axis, x);
+    if (p != 1 && p != 2)
+      return fail(n, d, "p must be 1 or 2, got %" PRId64, p);
+  } else {
+    bool red[IR_MAX_RANK];
+    int len;
+    const int64_t *axes = attr_ints(n, "axes", &len);
+    if (reduce_axes(n, d, x, axes, len, red))
+      return -1;
+  }
+  *out = *x;
+  return 0;
+}
+
 /* ---------------------------------------------------------------- the entry points */
 
 static bool type_well_formed(const Type *t) {
@@ -1384,6 +1645,15 @@ int ir_infer_node(const Node *n, Type *out, Diag *d) {
   case OP_ONE_HOT: rc = infer_one_hot(n, out, d); break;
   case OP_NLL_LOSS:
   case OP_SOFTMAX_CROSS_ENTROPY: rc = infer_loss(n, out, d); break;
+  case OP_GATHER_ND: rc = infer_gather_nd(n, out, d); break;
+  case OP_SCATTER_ND: rc = infer_scatter_nd(n, out, d); break;
+  case OP_GRID_SAMPLE: rc = infer_grid_sample(n, out, d); break;
+  case OP_REVERSE_SEQUENCE: rc = infer_reverse_sequence(n, out, d); break;
+  case OP_ROI_ALIGN: rc = infer_roi_align(n, out, d); break;
+  case OP_MAX_UNPOOL: rc = infer_max_unpool(n, out, d); break;
+  case OP_DET: rc = infer_det(n, out, d); break;
+  case OP_LP_NORM:
+  case OP_MEAN_VARIANCE_NORM: rc = infer_lp_mvn(n, out, d); break;
   default:
     if (fl & OPF_REDUCTION)
       rc = infer_reduce(n, out, d);

@@ -1379,32 +1379,35 @@ static int eval_gather_elements(const Node *n, const Tensor *x, const Tensor *id
   return 0;
 }
 
+/* y[off] = u[i], or combined with it by reduction add, mul, max or min (a NaN wins). */
+static void scatter_one(const char *red, const Tensor *u, int64_t i, Tensor *y, int64_t off) {
+  if (!strcmp(red, "none")) {
+    copy_elem(u, i, y, off);
+  } else if (dtype_is_float(y->dtype)) {
+    double a = ld(y, off), b = ld(u, i);
+    double v = !strcmp(red, "add") ? a + b : !strcmp(red, "mul") ? a * b
+             : !strcmp(red, "max") ? (isnan(a) || isnan(b) ? NAN : a > b ? a : b)
+             : (isnan(a) || isnan(b) ? NAN : a < b ? a : b);
+    dtype_store_f64(y->dtype, elem(y, off), v);
+  } else {
+    int64_t a = dtype_load_i64(y->dtype, elem(y, off)), b = dtype_load_i64(u->dtype, elem(u, i));
+    int64_t v = !strcmp(red, "add") ? iadd(a, b) : !strcmp(red, "mul") ? imul(a, b)
+              : !strcmp(red, "max") ? (a > b ? a : b) : (a < b ? a : b);
+    dtype_store_i64(y->dtype, elem(y, off), v);
+  }
+}
+
 static int eval_scatter_elements(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
   const Tensor *x = in[0], *idx = in[1], *u = in[2];
   int axis = (int)norm_axis(attr_int(n, "axis"), x->rank);
   const char *red = attr_string(n, "reduction");
-  bool fl = dtype_is_float(x->dtype);
   memcpy(y->data, x->data, tensor_nbytes(x));
   int64_t numel = tensor_numel(u), o[IR_MAX_RANK];
   for (int64_t i = 0; i < numel; i++) {
     unravel(i, u->rank, u->dims, o);
     if (index_at(n, d, idx, i, axis, x->dims[axis], &o[axis]))
       return -1;
-    int64_t off = ravel(x->rank, x->dims, o);
-    if (!strcmp(red, "none")) {
-      copy_elem(u, i, y, off);
-    } else if (fl) {
-      double a = ld(y, off), b = ld(u, i);
-      double v = !strcmp(red, "add") ? a + b : !strcmp(red, "mul") ? a * b
-               : !strcmp(red, "max") ? (isnan(a) || isnan(b) ? NAN : a > b ? a : b)
-               : (isnan(a) || isnan(b) ? NAN : a < b ? a : b);
-      dtype_store_f64(y->dtype, elem(y, off), v);
-    } else {
-      int64_t a = dtype_load_i64(y->dtype, elem(y, off)), b = dtype_load_i64(u->dtype, elem(u, i));
-      int64_t v = !strcmp(red, "add") ? iadd(a, b) : !strcmp(red, "mul") ? imul(a, b)
-                : !strcmp(red, "max") ? (a > b ? a : b) : (a < b ? a : b);
-      dtype_store_i64(y->dtype, elem(y, off), v);
-    }
+    scatter_one(red, u, i, y, ravel(x->rank, x->dims, o));
   }
   return 0;
 }
@@ -1531,6 +1534,394 @@ static int eval_loss(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- gather_nd to mean_variance_norm */
+
+/* The flat offset in data (of dims[from, from + k)) that index tuple t of idx names, each
+ * entry checked like gather's. */
+static int nd_offset(const Node *n, Diag *d, const Tensor *idx, int64_t t, int64_t k,
+                     const int64_t *dims, int from, int64_t *off) {
+  *off = 0;
+  for (int64_t j = 0; j < k; j++) {
+    int64_t at;
+    if (index_at(n, d, idx, t * k + j, from + (int)j, dims[from + j], &at))
+      return -1;
+    *off = *off * dims[from + j] + at;
+  }
+  return 0;
+}
+
+/* gather_nd: data seen as [batch, tuple space, slice], indices as [batch, tuples, k]. */
+static int eval_gather_nd(const Node *n, const Tensor *x, const Tensor *idx, Tensor *y,
+                          Diag *d) {
+  int b = (int)attr_int(n, "batch_dims"), q = idx->rank, r = x->rank;
+  int64_t k = idx->dims[q - 1];
+  int64_t nbatch = prod(b, x->dims), ntup = prod(q - 1 - b, idx->dims + b);
+  int64_t slice = prod(r - b - (int)k, x->dims + b + k), per_batch = prod(r - b, x->dims + b);
+  for (int64_t bi = 0; bi < nbatch; bi++)
+    for (int64_t t = bi * ntup; t < (bi + 1) * ntup; t++) {
+      int64_t off;
+      if (nd_offset(n, d, idx, t, k, x->dims, b, &off))
+        return -1;
+      for (int64_t e = 0; e < slice; e++)
+        copy_elem(x, bi * per_batch + off * slice + e, y, t * slice + e);
+    }
+  return 0;
+}
+
+static int eval_scatter_nd(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
+  const Tensor *x = in[0], *idx = in[1], *u = in[2];
+  const char *red = attr_string(n, "reduction");
+  int64_t k = idx->dims[idx->rank - 1];
+  int64_t ntup = prod(idx->rank - 1, idx->dims), slice = prod(x->rank - (int)k, x->dims + k);
+  memcpy(y->data, x->data, tensor_nbytes(x));
+  for (int64_t t = 0; t < ntup; t++) {
+    int64_t off;
+    if (nd_offset(n, d, idx, t, k, x->dims, 0, &off))
+      return -1;
+    for (int64_t e = 0; e < slice; e++)
+      scatter_one(red, u, t * slice + e, y, off * slice + e);
+  }
+  return 0;
+}
+
+/* Reflects x by the nearer border until it lies in [lo, hi] (the ONNX reference's
+ * GsReflect). A dim of one pixel with align_corners has lo == hi. */
+static double gs_reflect(double x, double lo, double hi) {
+  double range = hi - lo;
+  if (range <= 0)
+    return lo;
+  if (x >= lo && x <= hi)
+    return x;
+  bool below = x < lo;
+  double dx = below ? lo - x : x - hi, times = floor(dx / range), rest = dx - times * range;
+  bool even = fmod(times, 2) == 0;
+  return below == even ? lo + rest : hi - rest;
+}
+
+/* The taps of grid_sample along one dim of size `in` for normalized coordinate v: up to 4
+ * source indices with weights; an index of -1 is a zero (outside, padding zeros). */
+typedef struct GsTaps {
+  int cnt;
+  int64_t at[4];
+  double w[4];
+} GsTaps;
+
+static void gs_taps(double v, int64_t in, int nspatial, const char *mode, const char *pad,
+                    bool align, GsTaps *t) {
+  double x = align ? (v + 1) / 2 * (double)(in - 1) : ((v + 1) * (double)in - 1) / 2;
+  double lo = align ? 0 : -0.5, hi = align ? (double)in - 1 : (double)in - 0.5;
+  bool nearest = !strcmp(mode, "nearest");
+  bool cubic = !strcmp(mode, "cubic") || !strcmp(mode, "bicubic");
+  bool border = !strcmp(pad, "border"), reflect = !strcmp(pad, "reflection");
+  /* like PyTorch: nearbyint (half to even), but std::round in 3-D */
+  if (nearest)
+    x = nspatial == 3 ? round(x) : nearbyint(x);
+  if (x < lo || x > hi) {
+    if (border)
+      x = x < 0 ? 0 : x > (double)in - 1 ? (double)in - 1 : x;
+    else if (reflect)
+      x = gs_reflect(x, lo, hi);
+  }
+  /* beyond a few pixels outside every tap is outside too: the clamp keeps the int64
+   * conversions below defined, a NaN included (its sample is NaN anyway) */
+  x = !(x >= -4) ? -4 : x > (double)in + 3 ? (double)in + 3 : x;
+  double f = floor(x);
+  int64_t i0 = (int64_t)f;
+  t->cnt = nearest ? 1 : cubic ? 4 : 2;
+  for (int q = 0; q < t->cnt; q++) {
+    int64_t at = nearest ? i0 : cubic ? i0 - 1 + q : i0 + q;
+    t->w[q] = nearest ? 1 : cubic ? cubic_coeff(x - (double)at, -0.75) : q ? x - f : 1 - (x - f);
+    if (at < 0 || at >= in) {
+      if (border)
+        at = at < 0 ? 0 : in - 1;
+      else if (reflect)
+        at = (int64_t)gs_reflect((double)at, lo, hi);
+      else
+        at = -1;
+      at = at >= in ? in - 1 : at; /* only for a reflection that rounds past the end */
+    }
+    t->at[q] = at;
+  }
+}
+
+static int eval_grid_sample(const Node *n, const Tensor *x, const Tensor *grid, Tensor *y) {
+  const char *mode = attr_string(n, "mode"), *pad = attr_string(n, "padding_mode");
+  bool align = attr_int(n, "align_corners") != 0, nearest = !strcmp(mode, "nearest");
+  int r = x->rank - 2;
+  int64_t N = x->dims[0], C = x->dims[1], npos = prod(r, grid->dims + 1);
+  int64_t nx = prod(r, x->dims + 2), cnt[IR_MAX_RANK], corner[IR_MAX_RANK];
+  GsTaps taps[IR_MAX_RANK];
+  for (int64_t b = 0; b < N; b++)
+    for (int64_t p = 0; p < npos; p++) {
+      /* the grid lists the innermost dim's coordinate first */
+      bool nan = false;
+      for (int j = 0; j < r; j++) {
+        double v = ld(grid, (b * npos + p) * r + (r - 1 - j));
+        nan = nan || isnan(v);
+        gs_taps(v, x->dims[2 + j], r, mode, pad, align, &taps[j]);
+        cnt[j] = taps[j].cnt;
+      }
+      int64_t ncorner = prod(r, cnt);
+      for (int64_t c = 0; c < C; c++) {
+        int64_t yo = (b * C + c) * npos + p, base = (b * C + c) * nx;
+        double acc = 0;
+        for (int64_t ci = 0; ci < ncorner && !nan; ci++) {
+          unravel(ci, r, cnt, corner);
+          double w = 1;
+          int64_t off = 0;
+          bool zero = false;
+          for (int j = 0; j < r; j++) {
+            const GsTaps *t = &taps[j];
+            w *= t->w[corner[j]];
+            zero = zero || t->at[corner[j]] < 0;
+            off = off * x->dims[2 + j] + t->at[corner[j]];
+          }
+          if (nearest && !zero)
+            copy_elem(x, base + off, y, yo); /* exact for any type */
+          else if (nearest)
+            memset(elem(y, yo), 0, dtype_size(y->dtype));
+          else if (!zero)
+            acc += w * ld(x, base + off);
+        }
+        if (nan)
+          dtype_store_f64(y->dtype, elem(y, yo), NAN);
+        else if (!nearest)
+          dtype_store_f64(y->dtype, elem(y, yo), acc);
+      }
+    }
+  return 0;
+}
+
+static int eval_reverse_sequence(const Node *n, const Tensor *x, const Tensor *lens, Tensor *y,
+                                 Diag *d) {
+  int ba = (int)attr_int(n, "batch_axis"), ta = (int)attr_int(n, "time_axis");
+  int64_t steps = x->dims[ta], numel = tensor_numel(x), o[IR_MAX_RANK];
+  for (int64_t b = 0; b < x->dims[ba]; b++) {
+    int64_t len = dtype_load_i64(lens->dtype, elem(lens, b));
+    if (len < 0 || len > steps)
+      return node_error(n, d, "sequence_lens[%lld] = %lld is out of range for %lld steps",
+                        (long long)b, (long long)len, (long long)steps);
+  }
+  for (int64_t i = 0; i < numel; i++) {
+    unravel(i, x->rank, x->dims, o);
+    int64_t len = dtype_load_i64(lens->dtype, elem(lens, o[ba]));
+    if (o[ta] < len)
+      o[ta] = len - 1 - o[ta];
+    copy_elem(x, ravel(x->rank, x->dims, o), y, i);
+  }
+  return 0;
+}
+
+/* One bilinear sample of an H x W plane at (py, px) the way roi_align takes it (the
+ * pre-calculation of onnxruntime and the ONNX reference): 0 beyond one pixel outside, the
+ * edge past the last pixel; the four weighted corners summed, or their max. */
+static double roi_sample(const Tensor *x, int64_t base, int64_t H, int64_t W, double py,
+                         double px, bool max) {
+  /* written so that a NaN coordinate counts as outside */
+  if (H == 0 || W == 0 || !(py >= -1 && py <= (double)H && px >= -1 && px <= (double)W))
+    return 0;
+  py = py < 0 ? 0 : py;
+  px = px < 0 ? 0 : px;
+  int64_t y0 = (int64_t)py, x0 = (int64_t)px, y1 = y0 + 1, x1 = x0 + 1;
+  if (y0 >= H - 1) {
+    y0 = y1 = H - 1;
+    py = (double)y0;
+  }
+  if (x0 >= W - 1) {
+    x0 = x1 = W - 1;
+    px = (double)x0;
+  }
+  double ly = py - (double)y0, lx = px - (double)x0, hy = 1 - ly, hx = 1 - lx;
+  double v[4] = {hy * hx * ld(x, base + y0 * W + x0), hy * lx * ld(x, base + y0 * W + x1),
+                 ly * hx * ld(x, base + y1 * W + x0), ly * lx * ld(x, base + y1 * W + x1)};
+  if (!max)
+    return v[0] + v[1] + v[2] + v[3];
+  return fmax(fmax(v[0], v[1]), fmax(v[2], v[3]));
+}
+
+/* Samples per bin side: sampling_ratio, or ceil(roi side / bins); -1 when absurd. */
+static int64_t roi_grid(int64_t ratio, double side, int64_t bins) {
+  if (ratio > 0)
+    return ratio;
+  double g = ceil(side / (double)bins);
+  return !(g > 0) ? 0 : g > 1e6 ? -1 : (int64_t)g;
+}
+
+static int eval_roi_align(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
+  const Tensor *x = in[0], *rois = in[1], *bidx = in[2];
+  bool max = !strcmp(attr_string(n, "mode"), "max");
+  bool half = !strcmp(attr_string(n, "coordinate_transformation_mode"), "half_pixel");
+  double scale = attr_float(n, "spatial_scale"), shift = half ? 0.5 : 0;
+  int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3], OH = y->dims[2], OW = y->dims[3];
+  for (int64_t r = 0; r < y->dims[0]; r++) {
+    int64_t b = dtype_load_i64(bidx->dtype, elem(bidx, r));
+    if (b < 0 || b >= x->dims[0])
+      return node_error(n, d, "batch index %lld of roi %lld is out of range for %lld images",
+                        (long long)b, (long long)r, (long long)x->dims[0]);
+    double x0 = ld(rois, r * 4) * scale - shift, y0 = ld(rois, r * 4 + 1) * scale - shift;
+    double rw = ld(rois, r * 4 + 2) * scale - shift - x0;
+    double rh = ld(rois, r * 4 + 3) * scale - shift - y0;
+    if (!half) { /* output_half_pixel: at least one pixel */
+      rw = rw > 1 ? rw : 1;
+      rh = rh > 1 ? rh : 1;
+    }
+    double bw = rw / (double)OW, bh = rh / (double)OH;
+    int64_t gw = roi_grid(attr_int(n, "sampling_ratio"), rw, OW);
+    int64_t gh = roi_grid(attr_int(n, "sampling_ratio"), rh, OH);
+    if (gw < 0 || gh < 0 || (double)gw * (double)gh > 1e8)
+      return node_error(n, d, "roi %lld is too large to sample", (long long)r);
+    double count = gw * gh > 0 ? (double)(gw * gh) : 1;
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t ph = 0; ph < OH; ph++)
+        for (int64_t pw = 0; pw < OW; pw++) {
+          double acc = 0;
+          for (int64_t iy = 0; iy < gh; iy++)
+            for (int64_t ix = 0; ix < gw; ix++) {
+              double sy = y0 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+              double sx = x0 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+              double v = roi_sample(x, (b * C + c) * H * W, H, W, sy, sx, max);
+              acc = !max ? acc + v : iy == 0 && ix == 0 ? v : fmax(acc, v);
+            }
+          int64_t yo = ((r * C + c) * OH + ph) * OW + pw;
+          dtype_store_f64(y->dtype, elem(y, yo), max ? acc : acc / count);
+        }
+  }
+  return 0;
+}
+
+/* Indices count over the default output (max_pool's); output_shape only adds zeros at
+ * the end of the spatial dims, so an index moves by its coordinates. */
+static int eval_max_unpool(const Node *n, const Tensor *x, const Tensor *idx, Tensor *y,
+                           Diag *d) {
+  int k = x->rank - 2;
+  int64_t kernel[IR_MAX_RANK], stride[IR_MAX_RANK], pads[2 * IR_MAX_RANK];
+  int64_t dflt[IR_MAX_RANK], c[IR_MAX_RANK];
+  list_or(n, "kernel_shape", k, 1, kernel);
+  list_or(n, "strides", k, 1, stride);
+  list_or(n, "pads", 2 * k, 0, pads);
+  dflt[0] = x->dims[0];
+  dflt[1] = x->dims[1];
+  for (int j = 0; j < k; j++)
+    dflt[2 + j] = (x->dims[2 + j] - 1) * stride[j] + kernel[j] - pads[j] - pads[k + j];
+  int64_t numel = tensor_numel(x), total = prod(x->rank, dflt);
+  for (int64_t i = 0; i < numel; i++) { /* y starts zeroed */
+    int64_t at = dtype_load_i64(idx->dtype, elem(idx, i));
+    if (at < 0 || at >= total)
+      return node_error(n, d, "index %lld is out of range for an unpooled output of %lld "
+                        "elements", (long long)at, (long long)total);
+    unravel(at, x->rank, dflt, c);
+    copy_elem(x, i, y, ravel(y->rank, y->dims, c));
+  }
+  return 0;
+}
+
+/* The determinant of the m x m matrix a (destroyed): Gaussian elimination with partial
+ * pivoting, the product of the pivots and the sign of the row swaps. */
+static double det_lu(double *a, int64_t m) {
+  double det = 1;
+  for (int64_t k = 0; k < m; k++) {
+    int64_t p = k;
+    for (int64_t i = k + 1; i < m; i++)
+      if (fabs(a[i * m + k]) > fabs(a[p * m + k]))
+        p = i;
+    if (a[p * m + k] == 0)
+      return 0;
+    if (p != k) {
+      for (int64_t j = 0; j < m; j++) {
+        double t = a[k * m + j];
+        a[k * m + j] = a[p * m + j];
+        a[p * m + j] = t;
+      }
+      det = -det;
+    }
+    det *= a[k * m + k];
+    for (int64_t i = k + 1; i < m; i++) {
+      double f = a[i * m + k] / a[k * m + k];
+      for (int64_t j = k; j < m; j++)
+        a[i * m + j] -= f * a[k * m + j];
+    }
+  }
+  return det;
+}
+
+static int eval_det(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  int64_t m = x->dims[x->rank - 1], nmat = tensor_numel(y);
+  double *a = malloc(sizeof(double) * (size_t)(m * m + 1));
+  if (!a)
+    return node_error(n, d, "out of memory");
+  for (int64_t b = 0; b < nmat; b++) {
+    for (int64_t i = 0; i < m * m; i++)
+      a[i] = ld(x, b * m * m + i);
+    dtype_store_f64(y->dtype, elem(y, b), det_lu(a, m));
+  }
+  free(a);
+  return 0;
+}
+
+static int eval_lp_norm(const Node *n, const Tensor *x, Tensor *y) {
+  int axis = (int)norm_axis(attr_int(n, "axis"), x->rank);
+  bool p1 = attr_int(n, "p") == 1;
+  int64_t outer, len, inner;
+  split_at_axis(x, axis, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t base = o * len * inner + in;
+      double norm = 0;
+      for (int64_t k = 0; k < len; k++) {
+        double v = ld(x, base + k * inner);
+        norm += p1 ? fabs(v) : v * v;
+      }
+      norm = p1 ? norm : sqrt(norm);
+      for (int64_t k = 0; k < len; k++) {
+        double v = ld(x, base + k * inner);
+        dtype_store_f64(y->dtype, elem(y, base + k * inner), norm != 0 ? v / norm : 0);
+      }
+    }
+  return 0;
+}
+
+/* mean_variance_norm: walks x three times, with each element's group (its index with the
+ * normalized dims dropped) as the second walker operand: the means, the variances, the
+ * result. */
+static int eval_mvn(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
+  bool red[IR_MAX_RANK];
+  if (reduced_axes(n, x->rank, red, d))
+    return -1;
+  int64_t gdims[IR_MAX_RANK], gst[IR_MAX_RANK], ast[IR_MAX_RANK], xst[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    gdims[i] = red[i] ? 1 : x->dims[i];
+  contiguous_strides(x->rank, gdims, gst);
+  contiguous_strides(x->rank, x->dims, xst);
+  for (int i = 0; i < x->rank; i++)
+    ast[i] = red[i] ? 0 : gst[i];
+  int64_t ngroup = prod(x->rank, gdims), numel = tensor_numel(x);
+  double per = ngroup ? (double)(numel / ngroup) : 1;
+  double *mean = calloc((size_t)ngroup + 1, sizeof(double));
+  double *var = calloc((size_t)ngroup + 1, sizeof(double));
+  if (!mean || !var) {
+    free(mean), free(var);
+    return node_error(n, d, "out of memory");
+  }
+  for (int pass = 0; pass < 3; pass++) {
+    Walk w;
+    walk_init(&w, x->rank, x->dims);
+    walk_add_strides(&w, xst, 0);
+    walk_add_strides(&w, ast, 0);
+    for (int64_t i = 0; i < numel; i++, walk_next(&w)) {
+      double v = ld(x, w.off[0]);
+      int64_t g = w.off[1];
+      if (pass == 0)
+        mean[g] += v / per;
+      else if (pass == 1)
+        var[g] += (v - mean[g]) * (v - mean[g]) / per;
+      else /* ONNX's function body adds its epsilon to the standard deviation */
+        dtype_store_f64(y->dtype, elem(y, w.off[0]), (v - mean[g]) / (sqrt(var[g]) + 1e-9));
+    }
+  }
+  free(mean), free(var);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- one node */
 
 static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
@@ -1581,6 +1972,15 @@ static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d)
   case OP_DEPTH_TO_SPACE: case OP_SPACE_TO_DEPTH: return eval_space_depth(n, in[0], out[0]);
   case OP_ONE_HOT: return eval_one_hot(n, in[0], in[1], out[0]);
   case OP_NLL_LOSS: case OP_SOFTMAX_CROSS_ENTROPY: return eval_loss(n, in, out, d);
+  case OP_GATHER_ND: return eval_gather_nd(n, in[0], in[1], out[0], d);
+  case OP_SCATTER_ND: return eval_scatter_nd(n, in, out[0], d);
+  case OP_GRID_SAMPLE: return eval_grid_sample(n, in[0], in[1], out[0]);
+  case OP_REVERSE_SEQUENCE: return eval_reverse_sequence(n, in[0], in[1], out[0], d);
+  case OP_ROI_ALIGN: return eval_roi_align(n, in, out[0], d);
+  case OP_MAX_UNPOOL: return eval_max_unpool(n, in[0], in[1], out[0], d);
+  case OP_DET: return eval_det(n, in[0], out[0], d);
+  case OP_LP_NORM: return eval_lp_norm(n, in[0], out[0]);
+  case OP_MEAN_VARIANCE_NORM: return eval_mvn(n, in[0], out[0], d);
   default: break;
   }
   if (op_info[op].flags & OPF_POINTWISE) {

@@ -9,6 +9,7 @@ there without a case here fails. Prints one line per op and "N passed, M failed"
 
 usage: test_ops_numpy.py [GPUCC]      (or the GPUCC environment variable)
 """
+import itertools
 import math
 import os
 import re
@@ -366,6 +367,185 @@ def np_sce(x, labels, weight=None, reduction="mean", ignore_index=None):
     return np_nll(lp, labels, weight, reduction, ignore_index), lp
 
 
+def np_gather_nd(x, idx, b=0):
+    """ONNX GatherND: each index tuple (last dim of idx) picks an element or slice of x
+    within its batch (the first b dims); Python's negative indexing is ONNX's."""
+    idx = idx.astype(np.int64)
+    k = idx.shape[-1]
+    out = np.empty(idx.shape[:-1] + x.shape[b + k:])
+    for pos in np.ndindex(*idx.shape[:-1]):
+        out[pos] = x[pos[:b] + tuple(int(v) for v in idx[pos])]
+    return out
+
+
+def np_scatter_nd(x, idx, upd, reduction="none"):
+    y = x.copy()
+    for pos in np.ndindex(*idx.shape[:-1]):
+        t = tuple(int(v) for v in idx[pos])
+        if reduction == "none":
+            y[t] = upd[pos]
+        elif reduction == "add":
+            y[t] = y[t] + upd[pos]
+        elif reduction == "mul":
+            y[t] = y[t] * upd[pos]
+        elif reduction == "max":
+            y[t] = np.maximum(y[t], upd[pos])
+        else:
+            y[t] = np.minimum(y[t], upd[pos])
+    return y
+
+
+def gs_reflect(v, lo, hi):
+    """Folds v into [lo, hi] by mirroring at both ends (period 2 * (hi - lo))."""
+    span = hi - lo
+    if span == 0:
+        return lo
+    m = (v - lo) % (2 * span)
+    return lo + (m if m <= span else 2 * span - m)
+
+
+def keys_cubic(s, a=-0.75):
+    s = abs(s)
+    if s <= 1:
+        return (a + 2) * s ** 3 - (a + 3) * s ** 2 + 1
+    if s < 2:
+        return a * s ** 3 - 5 * a * s ** 2 + 8 * a * s - 4 * a
+    return 0.0
+
+
+def gs_axis(v, size, mode, padding, align, nspatial):
+    """(index or None for a zero, weight) pairs of grid_sample along one axis, following
+    the ONNX reference: the padding goes to the coordinate, then to each tap."""
+    x = (v + 1) / 2 * (size - 1) if align else ((v + 1) * size - 1) / 2
+    lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    if mode == "nearest":
+        x = math.copysign(math.floor(abs(x) + 0.5), x) if nspatial == 3 else float(np.rint(x))
+    if not lo <= x <= hi:
+        if padding == "border":
+            x = min(max(x, 0.0), size - 1.0)
+        elif padding == "reflection":
+            x = gs_reflect(x, lo, hi)
+
+    def tap(i):
+        if 0 <= i < size:
+            return i
+        if padding == "zeros":
+            return None
+        if padding == "border":
+            return min(max(i, 0), size - 1)
+        return int(gs_reflect(i, lo, hi))
+
+    if mode == "nearest":
+        return [(tap(int(x)), 1.0)]
+    f = math.floor(x)
+    t = x - f
+    if mode == "linear":
+        return [(tap(f), 1 - t), (tap(f + 1), t)]
+    return [(tap(f + d), keys_cubic(t - d)) for d in (-1, 0, 1, 2)]
+
+
+def np_grid_sample(x, grid, mode="linear", padding="zeros", align=False):
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    sp = x.shape[2:]
+    out = np.zeros(x.shape[:2] + grid.shape[1:-1])
+    for b in range(x.shape[0]):
+        for pos in np.ndindex(*grid.shape[1:-1]):
+            coords = grid[(b,) + pos][::-1]  # the grid lists x (the last dim) first
+            axes = [gs_axis(coords[j], sp[j], mode, padding, align, len(sp))
+                    for j in range(len(sp))]
+            for combo in itertools.product(*axes):
+                if any(i is None for i, _ in combo):
+                    continue
+                w = np.prod([wt for _, wt in combo])
+                out[(b, slice(None)) + pos] += w * x[(b, slice(None)) + tuple(i for i, _ in combo)]
+    return out
+
+
+def np_reverse_sequence(x, lens, batch_axis=1, time_axis=0):
+    y = x.copy()
+    for b, n in enumerate(lens.astype(np.int64)):
+        sel = [slice(None)] * x.ndim
+        sel[batch_axis] = b
+        sel[time_axis] = slice(0, n)
+        y[tuple(sel)] = np.flip(x[tuple(sel)], axis=0)  # time is the first axis left
+    return y
+
+
+def np_roi_align(x, rois, bidx, oh, ow, ratio=0, scale=1.0, mode="avg", half_pixel=True):
+    """ONNX RoiAlign (as its reference and onnxruntime compute it): bins of bilinear
+    samples, each sample 0 beyond one pixel outside and clamped to the edge past it; max
+    mode takes the max of the four weighted corners."""
+    n_, c_, h, w = x.shape
+    out = np.zeros((len(rois), c_, oh, ow))
+    for r, (roi, b) in enumerate(zip(rois, bidx.astype(np.int64))):
+        x0, y0, x1, y1 = roi * scale - (0.5 if half_pixel else 0.0)
+        rw, rh = x1 - x0, y1 - y0
+        if not half_pixel:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        gh = ratio if ratio > 0 else int(math.ceil(rh / oh))
+        gw = ratio if ratio > 0 else int(math.ceil(rw / ow))
+        for ph, pw in np.ndindex(oh, ow):
+            vals = []
+            for iy, ix in np.ndindex(max(gh, 0), max(gw, 0)):
+                sy = y0 + ph * rh / oh + (iy + 0.5) * rh / oh / gh
+                sx = x0 + pw * rw / ow + (ix + 0.5) * rw / ow / gw
+                if sy < -1 or sy > h or sx < -1 or sx > w:
+                    vals.append(np.zeros((4, c_)))
+                    continue
+                sy, sx = max(sy, 0.0), max(sx, 0.0)
+                ya, xa = min(int(sy), h - 1), min(int(sx), w - 1)
+                yb, xb = min(ya + 1, h - 1), min(xa + 1, w - 1)
+                ly, lx = (sy - ya if ya < h - 1 else 0.0), (sx - xa if xa < w - 1 else 0.0)
+                vals.append(np.stack([(1 - ly) * (1 - lx) * x[b, :, ya, xa],
+                                      (1 - ly) * lx * x[b, :, ya, xb],
+                                      ly * (1 - lx) * x[b, :, yb, xa],
+                                      ly * lx * x[b, :, yb, xb]]))
+            if not vals:
+                continue
+            v = np.stack(vals)  # [samples, 4, C]
+            out[r, :, ph, pw] = v.max(axis=(0, 1)) if mode == "max" else \
+                v.sum(axis=(0, 1)) / max(gh * gw, 1)
+    return out
+
+
+def np_max_pool_indices(x, k):
+    """max_pool with kernel = stride = k on [N, C, H, W] and its flat argmax indices over
+    the whole tensor (ONNX MaxPool's Indices output)."""
+    n_, c_, h, w = x.shape
+    vals = np.zeros((n_, c_, h // k, w // k), x.dtype)
+    idx = np.zeros(vals.shape, np.int64)
+    for pos in np.ndindex(*vals.shape):
+        b, c, i, j = pos
+        win = x[b, c, i * k:(i + 1) * k, j * k:(j + 1) * k]
+        a, e = np.unravel_index(np.argmax(win), win.shape)
+        vals[pos] = win[a, e]
+        idx[pos] = np.ravel_multi_index((b, c, i * k + a, j * k + e), x.shape)
+    return vals, idx
+
+
+def np_max_unpool(x, idx, shape, out_shape=None):
+    """ONNX MaxUnpool: indices flat over the default shape; output_shape pads its end."""
+    y = np.zeros(int(np.prod(shape)))
+    for v, i in zip(x.ravel(), idx.ravel().astype(np.int64)):
+        y[i] = v
+    out = np.zeros(out_shape or shape)
+    out[tuple(slice(0, s) for s in shape)] = y.reshape(shape)
+    return out
+
+
+def np_lp_norm(x, axis, p):
+    norm = np.linalg.norm(x, ord=p, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(norm == 0, 0.0, x / norm)
+
+
+def np_mvn(x, axes):
+    """ONNX MeanVarianceNormalization's function body, step by step."""
+    mean = x.mean(axis=axes, keepdims=True)
+    var = (x ** 2).mean(axis=axes, keepdims=True) - mean ** 2
+    return (x - mean) / (np.sqrt(var) + 1e-9)
+
+
 def as_int(f):
     """A reference over integers: the cases get their inputs as float64."""
     return lambda *a: f(*[v.astype(np.int64) for v in a])
@@ -416,6 +596,7 @@ def cases():
     x3d = rand(2, 4, 3, 2)
     lbl = np.array([[[1, 3], [0, 2], [3, 3]], [[2, 0], [1, 1], [0, 3]]], dtype=np.int64)
     selu_a, selu_g = 1.67326319217681884765625, 1.05070102214813232421875
+    pooled, pooled_idx = np_max_pool_indices(rand(2, 3, 4, 6), 2)
     c = {
         "tan": [unary("tan", np.tan, x=unit)],
         "asin": [unary("asin", np.arcsin, x=unit)],
@@ -823,6 +1004,135 @@ def cases():
                                       "u": rand(1, 2, 1)},
                  lambda x, i, u: np_scatter_elements(x, i, u, 0, "max"),
                  attrs='{reduction = "max"}', out_dtypes=[np.float32])],
+        "gather_nd": [
+            Case("gather_nd", {"x": x234, "i": np.array([[1, -1], [0, 2], [-2, 0]], np.int64)},
+                 lambda x, i: np_gather_nd(x, i), out_dtypes=[np.float32]),
+            Case("gather_nd", {"x": x234, "i": np.array([[[2, 3]], [[-1, 0]]], np.int64)},
+                 lambda x, i: np_gather_nd(x, i, 1), attrs="{batch_dims = 1}",
+                 out_dtypes=[np.float32]),
+            Case("gather_nd", {"x": ints, "i": np.array([[[1, 2], [0, -3]], [[-1, 0], [1, 1]]],
+                                                         np.int32)},
+                 lambda x, i: np_gather_nd(x, i), out_dtypes=[np.int32]),
+            Case("gather_nd", {"x": x4, "i": np.array([[[1], [0]], [[2], [2]]], np.int64)},
+                 lambda x, i: np_gather_nd(x, i, 1), attrs="{batch_dims = 1}",
+                 out_dtypes=[np.float32])],
+        "scatter_nd": [
+            Case("scatter_nd", {"x": x234, "i": np.array([[1, 2], [0, -1]], np.int64),
+                                "u": rand(2, 4)},
+                 lambda x, i, u: np_scatter_nd(x, i, u), out_dtypes=[np.float32]),
+            Case("scatter_nd", {"x": ints, "i": np.array([[[0, 1]], [[0, 1]], [[1, -1]]],
+                                                         np.int64),
+                                "u": np.array([[3], [-4], [6]], np.int32)},
+                 lambda x, i, u: np_scatter_nd(x, i, u, "add"), attrs='{reduction = "add"}',
+                 out_dtypes=[np.int32]),
+            Case("scatter_nd", {"x": x234, "i": np.array([[1], [1], [0]], np.int64),
+                                "u": rand(3, 3, 4)},
+                 lambda x, i, u: np_scatter_nd(x, i, u, "mul"), attrs='{reduction = "mul"}',
+                 out_dtypes=[np.float32]),
+            Case("scatter_nd", {"x": x234, "i": np.array([[0, 1, 3], [0, 1, 3], [1, 0, 0]],
+                                                         np.int32),
+                                "u": rand(3)},
+                 lambda x, i, u: np_scatter_nd(x, i, u, "max"), attrs='{reduction = "max"}',
+                 out_dtypes=[np.float32]),
+            Case("scatter_nd", {"x": x234, "i": np.array([[0, 2], [0, 2]], np.int64),
+                                "u": rand(2, 4)},
+                 lambda x, i, u: np_scatter_nd(x, i, u, "min"), attrs='{reduction = "min"}',
+                 out_dtypes=[np.float32])],
+        "grid_sample": [
+            Case("grid_sample", {"x": rand(2, 3, 4, 5), "g": rand(2, 3, 4, 2, lo=-1.3, hi=1.3)},
+                 lambda x, g: np_grid_sample(x, g), out_dtypes=[np.float32]),
+            # -0.5 and 0 land on 0.5 and 1.5 (x) and 1 and 2.5 (y): half to even
+            Case("grid_sample", {"x": rand(1, 2, 4, 4),
+                                 "g": np.array([[[[-0.5, 0.0], [0.0, 0.25], [-1.2, 1.9],
+                                                  [0.6, -0.3]]]], np.float32)},
+                 lambda x, g: np_grid_sample(x, g, "nearest", "zeros"),
+                 attrs='{mode = "nearest"}', out_dtypes=[np.float32]),
+            Case("grid_sample", {"x": rand(2, 2, 3, 5), "g": rand(2, 2, 3, 2, lo=-1.6, hi=1.6)},
+                 lambda x, g: np_grid_sample(x, g, "nearest", "border", True),
+                 attrs='{mode = "nearest", padding_mode = "border", align_corners = 1}',
+                 out_dtypes=[np.float32]),
+            Case("grid_sample", {"x": rand(1, 2, 5, 4), "g": rand(1, 4, 3, 2, lo=-3.5, hi=3.5)},
+                 lambda x, g: np_grid_sample(x, g, "cubic", "reflection"),
+                 attrs='{mode = "cubic", padding_mode = "reflection"}', out_dtypes=[np.float32]),
+            Case("grid_sample", {"x": rand(1, 3, 4, 3), "g": rand(1, 3, 3, 2, lo=-2.5, hi=2.5)},
+                 lambda x, g: np_grid_sample(x, g, "bilinear", "reflection", True),
+                 attrs='{mode = "bilinear", padding_mode = "reflection", align_corners = 1}',
+                 out_dtypes=[np.float32]),
+            Case("grid_sample", {"x": rand(1, 2, 4, 4), "g": rand(1, 3, 2, 2, lo=-1.4, hi=1.4)},
+                 lambda x, g: np_grid_sample(x, g, "bicubic", "border", True),
+                 attrs='{mode = "bicubic", padding_mode = "border", align_corners = 1}',
+                 out_dtypes=[np.float32]),
+            Case("grid_sample", {"x": rand(1, 2, 3, 4, 3), "g": rand(1, 2, 3, 2, 3, lo=-1.2, hi=1.2)},
+                 lambda x, g: np_grid_sample(x, g, "linear", "border"),
+                 attrs='{padding_mode = "border"}', out_dtypes=[np.float32]),
+            Case("grid_sample", {"x": rand(2, 3, 6), "g": rand(2, 4, 1, lo=-1.5, hi=1.5)},
+                 lambda x, g: np_grid_sample(x, g, "cubic", "zeros", True),
+                 attrs='{mode = "cubic", align_corners = 1}', out_dtypes=[np.float32]),
+            # 3-D nearest rounds half away from zero: 0 is 1.5 on 4 and 0.5 on 2
+            Case("grid_sample", {"x": np.arange(32, dtype=np.int32).reshape(1, 1, 2, 4, 4),
+                                 "g": np.array([[[[[0.0, 0.0, 0.0], [-0.5, 0.5, -0.5],
+                                                   [0.9, -2.0, 1.5]]]]], np.float32)},
+                 lambda x, g: np_grid_sample(x, g, "nearest", "reflection"),
+                 attrs='{mode = "nearest", padding_mode = "reflection"}',
+                 out_dtypes=[np.int32])],
+        "reverse_sequence": [
+            Case("reverse_sequence", {"x": rand(4, 3, 2), "l": np.array([4, 1, 3], np.int64)},
+                 lambda x, l: np_reverse_sequence(x, l), out_dtypes=[np.float32]),
+            Case("reverse_sequence", {"x": ints, "l": np.array([0, 3], np.int32)},
+                 lambda x, l: np_reverse_sequence(x, l, 0, 1),
+                 attrs="{batch_axis = 0, time_axis = 1}", out_dtypes=[np.int32])],
+        "roi_align": [
+            Case("roi_align", {"x": rand(2, 3, 6, 7),
+                               "r": np.array([[0.5, 1.0, 4.5, 5.0], [-1.0, 2.2, 3.3, 7.5],
+                                              [6.0, 0.0, 8.5, 2.0]], np.float32),
+                               "b": np.array([1, 0, 1], np.int64)},
+                 lambda x, r, b: np_roi_align(x, r, b, 2, 3, ratio=2),
+                 attrs="{output_height = 2, output_width = 3, sampling_ratio = 2}",
+                 out_dtypes=[np.float32]),
+            Case("roi_align", {"x": rand(1, 2, 8, 8),
+                               "r": np.array([[2.0, 3.0, 13.0, 11.0], [4.0, 4.0, 4.5, 5.0]],
+                                             np.float32),
+                               "b": np.array([0, 0], np.int32)},
+                 lambda x, r, b: np_roi_align(x, r, b, 3, 2, scale=0.5, half_pixel=False),
+                 attrs='{output_height = 3, output_width = 2, spatial_scale = 0.5, '
+                       'coordinate_transformation_mode = "output_half_pixel"}',
+                 out_dtypes=[np.float32]),
+            Case("roi_align", {"x": rand(1, 2, 5, 5, lo=0.1, hi=3),
+                               "r": np.array([[0.0, 0.0, 4.0, 4.0], [1.5, 0.5, 5.5, 3.0]],
+                                             np.float32),
+                               "b": np.array([0, 0], np.int64)},
+                 lambda x, r, b: np_roi_align(x, r, b, 2, 2, mode="max"),
+                 attrs='{mode = "max", output_height = 2, output_width = 2}',
+                 out_dtypes=[np.float32])],
+        "max_unpool": [
+            Case("max_unpool", {"x": pooled, "i": pooled_idx},
+                 lambda x, i: np_max_unpool(x, i, (2, 3, 4, 6)),
+                 attrs="{kernel_shape = [2, 2], strides = [2, 2]}", out_dtypes=[np.float32]),
+            Case("max_unpool", {"x": pooled, "i": pooled_idx},
+                 lambda x, i: np_max_unpool(x, i, (2, 3, 4, 6), (2, 3, 5, 7)),
+                 attrs="{kernel_shape = [2, 2], strides = [2, 2], output_shape = [-1, 3, 5, 7]}",
+                 out_dtypes=[np.float32]),
+            Case("max_unpool", {"x": np.array([[[5, -2, 7]]], np.int32),
+                                "i": np.array([[[1, 2, 5]]], np.int64)},
+                 lambda x, i: np_max_unpool(x, i, (1, 1, 6)),
+                 attrs="{kernel_shape = [3], strides = [2], pads = [1, 0]}",
+                 out_dtypes=[np.int32])],
+        "det": [unary("det", np.linalg.det, x=rand(2, 3, 3)),
+                unary("det", np.linalg.det, x=np.array([[0, 2, 1], [1, 1, 1], [2, 4, 2]],
+                                                        np.float64)),
+                unary("det", np.linalg.det, x=rand(4, 4, 4).astype(np.float64)),
+                unary("det", np.linalg.det, x=np.array([[1, 2], [2, 4]], np.float32))],
+        "lp_norm": [unary("lp_norm", lambda x: np_lp_norm(x, -1, 2), x=x234),
+                    unary("lp_norm", lambda x: np_lp_norm(x, 0, 1), x=np.array(
+                        [[0, 1, -3], [0, -2, 1]], np.float32), attrs="{axis = 0, p = 1}"),
+                    unary("lp_norm", lambda x: np_lp_norm(x, 1, 2), x=x234,
+                          attrs="{axis = 1}")],
+        "mean_variance_norm": [
+            unary("mean_variance_norm", lambda x: np_mvn(x, (0, 2, 3)), x=x4),
+            unary("mean_variance_norm", lambda x: np_mvn(x, (1,)), x=x234 * 3 + 1,
+                  attrs="{axes = [-2]}"),
+            unary("mean_variance_norm", lambda x: np_mvn(x, (0, 1, 2)), x=x234,
+                  attrs="{axes = []}")],
         "range": [Case("range", {}, lambda: np.arange(1.5, -2.0, -0.75), out_dtypes=[np.float32],
                        consts={"s": np.array(1.5, np.float32), "l": np.array(-2.0, np.float32),
                                "d": np.array(-0.75, np.float32)}),

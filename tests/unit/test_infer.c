@@ -446,6 +446,95 @@ static void test_onnx_ops(void) {
   check_node(__LINE__, OP_SOFTMAX_CROSS_ENTROPY, V(in("i32[2, 3]"), in("i64[2]")), 2, NULL, 0, 2, 0, "!needs a floating-point type");
 }
 
+/* The third batch of ONNX ops: gather_nd to mean_variance_norm. */
+static void test_onnx_ops3(void) {
+  Value *x = in("f32[N, 3, 4]"), *d234 = in("f32[2, 3, 4]");
+  /* gather_nd */
+  CHECKA(OP_GATHER_ND, V(x, in("i64[N, 5, 2]")), A(INT("batch_dims", 1)), "f32[N, 5]");
+  CHECK(OP_GATHER_ND, V(d234, in("i32[5, 1]")), "f32[5, 3, 4]");
+  CHECK(OP_GATHER_ND, V(d234, in("i64[2, 6, 3]")), "f32[2, 6]");
+  CHECK(OP_GATHER_ND, V(d234, in("i64[5, 4]")), "!the last dim of indices i64[5, 4] must be 1 to 3: the rank of data f32[2, 3, 4] minus batch_dims 0");
+  CHECK(OP_GATHER_ND, V(d234, in("i64[5, K]")), "!the last dim of indices i64[5, K] is symbolic");
+  CHECKA(OP_GATHER_ND, V(d234, in("i64[2, 1]")), A(INT("batch_dims", 2)), "!batch_dims 2 must be at least 0 and less than the ranks");
+  CHECKA(OP_GATHER_ND, V(d234, in("i64[3, 1]")), A(INT("batch_dims", 1)), "!batch dim 0 of data f32[2, 3, 4] and indices i64[3, 1] differs");
+  CHECK(OP_GATHER_ND, V(d234, in("f32[5, 1]")), "!indices must be i32 or i64, got f32");
+  CHECK(OP_GATHER_ND, V(d234, in("i64[]")), "!must be at least 1-D");
+  /* scatter_nd */
+  Value *ix = in("i64[2, 2]");
+  CHECK(OP_SCATTER_ND, V(x, ix, in("f32[2, 4]")), "f32[N, 3, 4]");
+  CHECKA(OP_SCATTER_ND, V(d234, in("i32[5, 3]"), in("f32[5]")), A(STR("reduction", "max")), "f32[2, 3, 4]");
+  CHECK(OP_SCATTER_ND, V(x, ix, in("f32[2, 3]")), "!updates f32[2, 3] must be indices.shape[:-1] + data.shape[2:], f32[2, 4]");
+  CHECK(OP_SCATTER_ND, V(x, ix, in("f16[2, 4]")), "!operand types differ: f32 and f16");
+  CHECKA(OP_SCATTER_ND, V(x, ix, in("f32[2, 4]")), A(STR("reduction", "sum")), "!reduction must be 'none', 'add', 'mul', 'max' or 'min', got 'sum'");
+  CHECKA(OP_SCATTER_ND, V(in("bool[3]"), in("i64[1, 1]"), in("bool[1]")), A(STR("reduction", "add")), "!bool data takes no reduction");
+  /* grid_sample */
+  Value *img = in("f32[N, 3, 8, 8]");
+  CHECK(OP_GRID_SAMPLE, V(img, in("f32[N, 5, 6, 2]")), "f32[N, 3, 5, 6]");
+  CHECK(OP_GRID_SAMPLE, V(in("f32[1, 2, 4, 4, 4]"), in("f16[1, 3, 2, 5, 3]")), "f32[1, 2, 3, 2, 5]");
+  CHECK(OP_GRID_SAMPLE, V(in("f64[2, 1, 9]"), in("f64[2, 4, 1]")), "f64[2, 1, 4]");
+  CHECKA(OP_GRID_SAMPLE, V(in("i32[1, 1, 2, 2]"), in("f32[1, 3, 3, 2]")), A(STR("mode", "nearest")), "i32[1, 1, 3, 3]");
+  CHECKA(OP_GRID_SAMPLE, V(img, in("f32[N, 5, 6, 2]")), A(STR("mode", "bicubic"), STR("padding_mode", "reflection")), "f32[N, 3, 5, 6]");
+  CHECK(OP_GRID_SAMPLE, V(img, in("f32[N, 5, 6, 3]")), "!grid f32[N, 5, 6, 3] must be [N, D1..D2, 2] for x f32[N, 3, 8, 8]");
+  CHECK(OP_GRID_SAMPLE, V(img, in("f32[2, 5, 6, 2]")), "!grid f32[2, 5, 6, 2] and x f32[N, 3, 8, 8] differ in N");
+  CHECK(OP_GRID_SAMPLE, V(img, in("i32[N, 5, 6, 2]")), "!grid must be floating point, got i32");
+  CHECK(OP_GRID_SAMPLE, V(in("i32[1, 1, 2, 2]"), in("f32[1, 3, 3, 2]")), "!needs a floating-point type, got i32");
+  CHECK(OP_GRID_SAMPLE, V(in("f32[2, 3]"), in("f32[2, 3]")), "!x must be [N, C, spatial...]");
+  CHECKA(OP_GRID_SAMPLE, V(img, in("f32[N, 5, 6, 2]")), A(STR("mode", "area")), "!mode must be 'linear', 'nearest' or 'cubic', got 'area'");
+  CHECKA(OP_GRID_SAMPLE, V(img, in("f32[N, 5, 6, 2]")), A(STR("padding_mode", "wrap")), "!padding_mode must be 'zeros', 'border' or 'reflection', got 'wrap'");
+  /* reverse_sequence */
+  Value *seq = in("f32[5, B, 4]");
+  CHECK(OP_REVERSE_SEQUENCE, V(seq, in("i64[B]")), "f32[5, B, 4]");
+  CHECKA(OP_REVERSE_SEQUENCE, V(seq, in("i32[5]")), A(INT("batch_axis", 0), INT("time_axis", 1)), "f32[5, B, 4]");
+  CHECK(OP_REVERSE_SEQUENCE, V(seq, in("i64[5]")), "!sequence_lens i64[5] must be [batch], dim 1 of x f32[5, B, 4]");
+  CHECKA(OP_REVERSE_SEQUENCE, V(seq, in("i64[5]")), A(INT("batch_axis", 0)), "!batch_axis 0 and time_axis 0 must be 0 and 1, one each");
+  CHECKA(OP_REVERSE_SEQUENCE, V(seq, in("i64[B]")), A(INT("time_axis", 2)), "!must be 0 and 1");
+  CHECK(OP_REVERSE_SEQUENCE, V(seq, in("f32[B]")), "!sequence_lens must be i32 or i64, got f32");
+  CHECK(OP_REVERSE_SEQUENCE, V(in("f32[5]"), in("i64[5]")), "!x must have at least 2 dims");
+  /* roi_align */
+  Value *rois = in("f32[R, 4]"), *bidx = in("i64[R]");
+  CHECKA(OP_ROI_ALIGN, V(img, rois, bidx), A(INT("output_height", 7), INT("output_width", 5)), "f32[R, 3, 7, 5]");
+  CHECK(OP_ROI_ALIGN, V(img, rois, in("i32[R]")), "f32[R, 3, 1, 1]");
+  CHECK(OP_ROI_ALIGN, V(img, in("f32[R, 5]"), bidx), "!rois f32[R, 5] must be [R, 4]");
+  CHECK(OP_ROI_ALIGN, V(img, rois, in("i64[S]")), "!batch_indices i64[S] must be [R] for rois f32[R, 4]");
+  CHECK(OP_ROI_ALIGN, V(img, rois, in("f32[R]")), "!batch_indices must be i32 or i64, got f32");
+  CHECK(OP_ROI_ALIGN, V(img, in("f16[R, 4]"), bidx), "!operand types differ: f32 and f16");
+  CHECK(OP_ROI_ALIGN, V(x, rois, bidx), "!x must be [N, C, H, W], got f32[N, 3, 4]");
+  CHECKA(OP_ROI_ALIGN, V(img, rois, bidx), A(STR("mode", "sum")), "!mode must be 'avg' or 'max', got 'sum'");
+  CHECKA(OP_ROI_ALIGN, V(img, rois, bidx), A(STR("coordinate_transformation_mode", "asymmetric")), "!coordinate_transformation_mode must be");
+  CHECKA(OP_ROI_ALIGN, V(img, rois, bidx), A(INT("sampling_ratio", -1)), "!sampling_ratio must be 0 (adaptive) or positive, got -1");
+  CHECKA(OP_ROI_ALIGN, V(img, rois, bidx), A(INT("output_height", 0)), "!output_height 0 and output_width 1 must be positive");
+  /* max_unpool */
+  Value *pooled = in("f32[N, 3, 2, 3]"), *pidx = in("i64[N, 3, 2, 3]");
+  Attr k22[] = {INTS("kernel_shape", 2, 2), INTS("strides", 2, 2)};
+  CHECKA(OP_MAX_UNPOOL, V(pooled, pidx), k22, "f32[N, 3, 4, 6]");
+  CHECKA(OP_MAX_UNPOOL, V(pooled, pidx), A(k22[0], k22[1], INTS("output_shape", -1, 3, 5, 7)), "f32[N, 3, 5, 7]");
+  CHECKA(OP_MAX_UNPOOL, V(pooled, pidx), A(k22[0], k22[1], INTS("output_shape", -1, 3, 3, 7)), "!output_shape [-1, 3, 3, 7] is smaller than the unpooled size 4 on spatial dim 0");
+  CHECKA(OP_MAX_UNPOOL, V(pooled, pidx), A(k22[0], k22[1], INTS("output_shape", 2, 3, 5, 7)), "!output_shape [2, 3, 5, 7] must keep dim 0 of x f32[N, 3, 2, 3] (or say -1)");
+  CHECKA(OP_MAX_UNPOOL, V(pooled, pidx), A(k22[0], k22[1], INTS("output_shape", -1, 3, 5)), "!output_shape [-1, 3, 5] has 3 entries, but x f32[N, 3, 2, 3] has rank 4");
+  CHECKA(OP_MAX_UNPOOL, V(in("f32[1, 1, 3]"), in("i32[1, 1, 3]")), A(INTS("kernel_shape", 3), INTS("strides", 2), INTS("pads", 1, 0)), "f32[1, 1, 6]");
+  CHECKA(OP_MAX_UNPOOL, V(pooled, in("i64[N, 3, 3, 2]")), k22, "!indices i64[N, 3, 3, 2] must have the shape of x f32[N, 3, 2, 3]");
+  CHECKA(OP_MAX_UNPOOL, V(pooled, in("f32[N, 3, 2, 3]")), k22, "!indices must be i32 or i64, got f32");
+  CHECKA(OP_MAX_UNPOOL, V(pooled, pidx), A(INTS("kernel_shape", 2)), "!kernel_shape has 1 entries, expected 2");
+  CHECK(OP_MAX_UNPOOL, V(pooled, pidx), "!max_unpool needs attribute 'kernel_shape'");
+  /* det */
+  CHECK(OP_DET, V(in("f32[N, 3, 3]")), "f32[N]");
+  CHECK(OP_DET, V(in("f64[M, M]")), "f64[]");
+  CHECK(OP_DET, V(in("f32[3, 4]")), "!x must be [..., M, M] (square in its last two dims), got f32[3, 4]");
+  CHECK(OP_DET, V(in("f32[3]")), "!x must be [..., M, M]");
+  CHECK(OP_DET, V(in("i32[2, 2]")), "!det: needs a floating-point type, got i32");
+  /* lp_norm, mean_variance_norm */
+  CHECK(OP_LP_NORM, V(x), "f32[N, 3, 4]");
+  CHECKA(OP_LP_NORM, V(x), A(INT("axis", 0), INT("p", 1)), "f32[N, 3, 4]");
+  CHECKA(OP_LP_NORM, V(x), A(INT("p", 3)), "!p must be 1 or 2, got 3");
+  CHECKA(OP_LP_NORM, V(x), A(INT("axis", 3)), "!axis 3 is out of range for f32[N, 3, 4]");
+  CHECK(OP_LP_NORM, V(in("i64[3]")), "!needs a floating-point type, got i64");
+  CHECK(OP_MEAN_VARIANCE_NORM, V(img), "f32[N, 3, 8, 8]");
+  CHECKA(OP_MEAN_VARIANCE_NORM, V(x), A(INTS("axes", -1)), "f32[N, 3, 4]");
+  CHECK(OP_MEAN_VARIANCE_NORM, V(x), "!mean_variance_norm: axis 3 is out of range for f32[N, 3, 4]");
+  CHECKA(OP_MEAN_VARIANCE_NORM, V(x), A(INTS("axes", 1, -2)), "!axis -2 appears twice in axes");
+  CHECK(OP_MEAN_VARIANCE_NORM, V(in("i32[2, 3, 4, 5]")), "!needs a floating-point type, got i32");
+}
+
 /* range needs constants: its size is their arithmetic. */
 static Value *scalar(DType dt, double v) {
   Tensor *t = tensor_in_arena(g->arena, dt, 0, NULL);
@@ -543,6 +632,7 @@ int main(void) {
   test_nn_layout();
   test_range();
   test_onnx_ops();
+  test_onnx_ops3();
   test_attrs_and_inputs();
   test_graph();
   graph_free(g);

@@ -422,6 +422,153 @@ static void test_onnx_ops(void) {
   graph_free(g);
 }
 
+/* The third batch of ONNX ops, with values worked out by hand (several are ONNX's own
+ * examples). */
+static void test_onnx_ops3(void) {
+  Diag d = {0};
+  int64_t s2[1] = {2}, s22[2] = {2, 2}, s222[3] = {2, 2, 2}, s8[1] = {8};
+  const double m22[4] = {0, 1, 2, 3};
+  /* gather_nd: whole elements, slices, a negative index, and per batch */
+  Tensor *g[2] = {tens(DT_F32, 2, s22, m22), tens(DT_I64, 2, s22, (double[]){0, 0, 1, 1})};
+  EXPECT(run_op(OP_GATHER_ND, 2, g, NULL, 0, &d), DT_F32, 1, s2, ((double[]){0, 3}), 0);
+  g[0] = tens(DT_I32, 2, s22, m22);
+  g[1] = tens(DT_I64, 2, ((int64_t[]){2, 1}), (double[]){1, -2});
+  EXPECT(run_op(OP_GATHER_ND, 2, g, NULL, 0, &d), DT_I32, 2, s22, ((double[]){2, 3, 0, 1}), 0);
+  Attr bd = attr_make_int("batch_dims", 1);
+  g[0] = tens(DT_F32, 3, s222, (double[]){0, 1, 2, 3, 4, 5, 6, 7});
+  g[1] = tens(DT_I64, 2, ((int64_t[]){2, 1}), (double[]){1, 0});
+  EXPECT(run_op(OP_GATHER_ND, 2, g, &bd, 1, &d), DT_F32, 2, s22, ((double[]){2, 3, 4, 5}), 0);
+  g[0] = tens(DT_F32, 2, s22, m22);
+  g[1] = tens(DT_I64, 2, ((int64_t[]){1, 2}), (double[]){1, 2});
+  Diag d2 = {0};
+  CHECK(run_op(OP_GATHER_ND, 2, g, NULL, 0, &d2) == NULL);
+  CHECK(strstr(d2.msg, "index 2 is out of range for axis 1 of size 2") != NULL);
+  /* scatter_nd: ONNX's example, then duplicates that add up */
+  Tensor *sc[3] = {tens(DT_F32, 1, s8, (double[]){1, 2, 3, 4, 5, 6, 7, 8}),
+                   tens(DT_I64, 2, ((int64_t[]){4, 1}), (double[]){4, 3, 1, 7}),
+                   tens(DT_F32, 1, ((int64_t[]){4}), (double[]){9, 10, 11, 12})};
+  EXPECT(run_op(OP_SCATTER_ND, 3, sc, NULL, 0, &d), DT_F32, 1, s8,
+         ((double[]){1, 11, 3, 10, 9, 6, 7, 12}), 0);
+  Attr add = attr_make_string("reduction", "add");
+  sc[0] = tens(DT_I32, 2, s22, m22);
+  sc[1] = tens(DT_I64, 2, ((int64_t[]){2, 1}), (double[]){-1, 1});
+  sc[2] = tens(DT_I32, 2, s22, (double[]){5, 6, 7, 8});
+  EXPECT(run_op(OP_SCATTER_ND, 3, sc, &add, 1, &d), DT_I32, 2, s22, ((double[]){0, 1, 14, 17}), 0);
+  /* grid_sample on [[1, 2], [3, 4]]: the centre (0, 0) lies between all four pixels */
+  int64_t x1122[4] = {1, 1, 2, 2}, g1112[4] = {1, 1, 1, 2}, y1111[4] = {1, 1, 1, 1};
+  const double px[4] = {1, 2, 3, 4};
+  Tensor *gs[2] = {tens(DT_F32, 4, x1122, px), tens(DT_F32, 4, g1112, (double[]){0, 0})};
+  EXPECT(run_op(OP_GRID_SAMPLE, 2, gs, NULL, 0, &d), DT_F32, 4, y1111, ((double[]){2.5}), 0);
+  /* (-1, -1) is the corner of pixel (0, 0), half a pixel out: zeros weighs in 3/4 of 0;
+   * border and reflection read pixel (0, 0) there */
+  const char *pads[3] = {"zeros", "border", "reflection"};
+  const double corner[3] = {0.25, 1, 1};
+  for (int k = 0; k < 3; k++) {
+    Attr pm = attr_make_string("padding_mode", pads[k]);
+    gs[0] = tens(DT_F32, 4, x1122, px);
+    gs[1] = tens(DT_F32, 4, g1112, (double[]){-1, -1});
+    EXPECT(run_op(OP_GRID_SAMPLE, 2, gs, &pm, 1, &d), DT_F32, 4, y1111, &corner[k], 0);
+  }
+  /* nearest: (0, 0) is pixel coordinate (0.5, 0.5), which rounds half to even: pixel (0, 0) */
+  Attr nearest = attr_make_string("mode", "nearest");
+  gs[0] = tens(DT_I32, 4, x1122, px);
+  gs[1] = tens(DT_F32, 4, g1112, (double[]){0, 0});
+  EXPECT(run_op(OP_GRID_SAMPLE, 2, gs, &nearest, 1, &d), DT_I32, 4, y1111, ((double[]){1}), 0);
+  /* align_corners: (1, -1) is the centre of the top right pixel */
+  Attr al[2] = {attr_make_int("align_corners", 1), attr_make_string("mode", "cubic")};
+  gs[0] = tens(DT_F32, 4, x1122, px);
+  gs[1] = tens(DT_F32, 4, g1112, (double[]){1, -1});
+  EXPECT(run_op(OP_GRID_SAMPLE, 2, gs, al, 2, &d), DT_F32, 4, y1111, ((double[]){2}), 1e-12);
+  /* cubic (a = -0.75) halfway, 1-D: the weights are -3/32, 19/32, 19/32, -3/32, so the
+   * squares 0, 1, 4, 9 give 2.125 */
+  gs[0] = tens(DT_F64, 3, ((int64_t[]){1, 1, 4}), (double[]){0, 1, 4, 9});
+  gs[1] = tens(DT_F64, 3, ((int64_t[]){1, 1, 1}), (double[]){0});
+  EXPECT(run_op(OP_GRID_SAMPLE, 2, gs, &al[1], 1, &d), DT_F64, 3, ((int64_t[]){1, 1, 1}),
+         ((double[]){2.125}), 1e-12);
+  /* a NaN coordinate gives NaN */
+  gs[0] = tens(DT_F32, 4, x1122, px);
+  gs[1] = tens(DT_F32, 4, g1112, (double[]){0, NAN});
+  EXPECT(run_op(OP_GRID_SAMPLE, 2, gs, NULL, 0, &d), DT_F32, 4, y1111, ((double[]){NAN}), 0);
+  /* reverse_sequence: ONNX's example, time on axis 0 */
+  int64_t s44[2] = {4, 4};
+  Tensor *rs[2] = {tens(DT_F32, 2, s44, (double[]){0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}),
+                   tens(DT_I64, 1, ((int64_t[]){4}), (double[]){4, 3, 2, 1})};
+  EXPECT(run_op(OP_REVERSE_SEQUENCE, 2, rs, NULL, 0, &d), DT_F32, 2, s44,
+         ((double[]){3, 6, 9, 12, 2, 5, 8, 13, 1, 4, 10, 14, 0, 7, 11, 15}), 0);
+  rs[0] = tens(DT_F32, 2, s22, m22);
+  rs[1] = tens(DT_I32, 1, s2, (double[]){1, 3});
+  d2 = (Diag){0};
+  CHECK(run_op(OP_REVERSE_SEQUENCE, 2, rs, NULL, 0, &d2) == NULL);
+  CHECK(strstr(d2.msg, "sequence_lens[1] = 3 is out of range for 2 steps") != NULL);
+  /* roi_align on x[y][x] = 4y + x, linear, so every bilinear sample is 4 sy + sx. The roi
+   * (0, 0)-(4, 4) shifts by -0.5; 2 x 2 bins of one sample each sit at 0.5 and 2.5 */
+  Attr ra[3] = {attr_make_int("output_height", 2), attr_make_int("output_width", 2),
+                attr_make_int("sampling_ratio", 1)};
+  int64_t x1144[4] = {1, 1, 4, 4};
+  const double ramp[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  Tensor *ro[3] = {tens(DT_F32, 4, x1144, ramp), tens(DT_F32, 2, ((int64_t[]){1, 4}), (double[]){0, 0, 4, 4}),
+                   tens(DT_I64, 1, ((int64_t[]){1}), (double[]){0})};
+  EXPECT(run_op(OP_ROI_ALIGN, 3, ro, ra, 3, &d), DT_F32, 4, ((int64_t[]){1, 1, 2, 2}),
+         ((double[]){2.5, 4.5, 10.5, 12.5}), 1e-6);
+  /* max mode takes the largest weighted corner: at (1.5, 1.5) 0.25 * 10 */
+  Attr rmax[2] = {attr_make_int("sampling_ratio", 1), attr_make_string("mode", "max")};
+  ro[0] = tens(DT_F32, 4, x1144, ramp);
+  ro[1] = tens(DT_F32, 2, ((int64_t[]){1, 4}), (double[]){0, 0, 4, 4});
+  ro[2] = tens(DT_I64, 1, ((int64_t[]){1}), (double[]){0});
+  EXPECT(run_op(OP_ROI_ALIGN, 3, ro, rmax, 2, &d), DT_F32, 4, y1111, ((double[]){2.5}), 1e-6);
+  /* output_half_pixel makes an empty roi one pixel: one sample at (1.5, 1.5) */
+  Attr ohp = attr_make_string("coordinate_transformation_mode", "output_half_pixel");
+  ro[0] = tens(DT_F32, 4, x1144, ramp);
+  ro[1] = tens(DT_F32, 2, ((int64_t[]){1, 4}), (double[]){1, 1, 1, 1});
+  ro[2] = tens(DT_I64, 1, ((int64_t[]){1}), (double[]){0});
+  EXPECT(run_op(OP_ROI_ALIGN, 3, ro, &ohp, 1, &d), DT_F32, 4, y1111, ((double[]){7.5}), 1e-6);
+  ro[0] = tens(DT_F32, 4, x1144, ramp);
+  ro[1] = tens(DT_F32, 2, ((int64_t[]){1, 4}), (double[]){1, 1, 1, 1});
+  ro[2] = tens(DT_I64, 1, ((int64_t[]){1}), (double[]){1});
+  d2 = (Diag){0};
+  CHECK(run_op(OP_ROI_ALIGN, 3, ro, NULL, 0, &d2) == NULL);
+  CHECK(strstr(d2.msg, "batch index 1 of roi 0 is out of range for 1 images") != NULL);
+  /* max_unpool: ONNX's example; output_shape pads the end */
+  Attr mu[3] = {attr_make_ints("kernel_shape", s22, 2), attr_make_ints("strides", s22, 2),
+                attr_make_ints("output_shape", ((int64_t[]){1, 1, 5, 5}), 4)};
+  Tensor *un[2] = {tens(DT_F32, 4, x1122, (double[]){5, 6, 7, 8}),
+                   tens(DT_I64, 4, x1122, (double[]){5, 7, 13, 15})};
+  double want16[16] = {0}, want25[25] = {0};
+  want16[5] = want25[6] = 5, want16[7] = want25[8] = 6;
+  want16[13] = want25[16] = 7, want16[15] = want25[18] = 8;
+  EXPECT(run_op(OP_MAX_UNPOOL, 2, un, mu, 2, &d), DT_F32, 4, x1144, want16, 0);
+  un[0] = tens(DT_F32, 4, x1122, (double[]){5, 6, 7, 8});
+  un[1] = tens(DT_I64, 4, x1122, (double[]){5, 7, 13, 15});
+  EXPECT(run_op(OP_MAX_UNPOOL, 2, un, mu, 3, &d), DT_F32, 4, ((int64_t[]){1, 1, 5, 5}), want25, 0);
+  un[0] = tens(DT_F32, 4, x1122, (double[]){5, 6, 7, 8});
+  un[1] = tens(DT_I64, 4, x1122, (double[]){5, 7, 13, 16});
+  d2 = (Diag){0};
+  CHECK(run_op(OP_MAX_UNPOOL, 2, un, mu, 3, &d2) == NULL);
+  CHECK(strstr(d2.msg, "index 16 is out of range for an unpooled output of 16 elements") != NULL);
+  /* det: plain, after a row swap, singular, and a diagonal; batched */
+  int64_t s322[3] = {3, 2, 2};
+  Tensor *x = tens(DT_F64, 3, s322, (double[]){1, 2, 3, 4, 0, 1, 1, 0, 1, 2, 2, 4});
+  EXPECT(run_op(OP_DET, 1, &x, NULL, 0, &d), DT_F64, 1, ((int64_t[]){3}), ((double[]){-2, -1, 0}), 1e-12);
+  x = tens(DT_F32, 2, ((int64_t[]){3, 3}), (double[]){0, 0, 4, 0, 3, 0, 2, 0, 0});
+  EXPECT(run_op(OP_DET, 1, &x, NULL, 0, &d), DT_F32, 0, NULL, ((double[]){-24}), 0);
+  /* lp_norm: 3-4-5; a zero norm gives 0; p = 1 */
+  x = tens(DT_F32, 2, s22, (double[]){3, 4, 0, 0});
+  EXPECT(run_op(OP_LP_NORM, 1, &x, NULL, 0, &d), DT_F32, 2, s22, ((double[]){0.6, 0.8, 0, 0}), 1e-7);
+  Attr p1[2] = {attr_make_int("p", 1), attr_make_int("axis", 0)};
+  x = tens(DT_F64, 2, s22, (double[]){1, 2, -3, 0});
+  EXPECT(run_op(OP_LP_NORM, 1, &x, p1, 2, &d), DT_F64, 2, s22, ((double[]){0.25, 1, -0.75, 0}), 1e-15);
+  /* mean_variance_norm over (0, 2, 3): channel 0 has mean 2 and deviation 1, channel 1
+   * mean 12 and deviation 2; ONNX adds 1e-9 to the deviation */
+  int64_t s1212[4] = {1, 2, 1, 2};
+  x = tens(DT_F64, 4, s1212, (double[]){1, 3, 10, 14});
+  double e1 = 1 / (1 + 1e-9), e2 = 2 / (2 + 1e-9);
+  EXPECT(run_op(OP_MEAN_VARIANCE_NORM, 1, &x, NULL, 0, &d), DT_F64, 4, s1212,
+         ((double[]){-e1, e1, -e2, e2}), 1e-15);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+}
+
 static void test_layout(void) {
   Diag d = {0};
   int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
@@ -555,6 +702,7 @@ int main(void) {
   test_nn_layout();
   test_topk_range();
   test_onnx_ops();
+  test_onnx_ops3();
   test_graph();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
