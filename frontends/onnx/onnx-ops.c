@@ -279,6 +279,12 @@ static int b_simple(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
       at[na++] = attr_make_string(name, arena_strndup(L->g->arena, (const char *)a->s.data, a->s.len));
       break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: {
+      int64_t *v = arena_alloc(L->g->arena, sizeof(int64_t) * (a->n_ints + 1));
+      memcpy(v, a->ints, sizeof(int64_t) * a->n_ints);
+      at[na++] = attr_make_ints(name, v, (int)a->n_ints);
+      break;
+    }
     default: return FAIL("attribute '%s' has a kind gpucc does not read here", name);
     }
   }
@@ -1531,6 +1537,44 @@ static int b_compress(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return iv && emit(L, np, OP_GATHER, in, 2, &at, 1, output_name(np, 0)) ? 0 : -1;
 }
 
+/* RoiAlign before opset 16 has no coordinate_transformation_mode and behaves as
+ * output_half_pixel; from 16 the default is half_pixel. */
+static int b_roi_align(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[3];
+  char mode[16], coord[32];
+  int64_t oh, ow, ratio;
+  double scale;
+  if (plain_inputs(L, np, e->op, in, 3) < 0 || get_string(L, np, "mode", "avg", mode, sizeof mode) ||
+      get_string(L, np, "coordinate_transformation_mode",
+                 L->opset >= 16 ? "half_pixel" : "output_half_pixel", coord, sizeof coord) ||
+      get_int(L, np, "output_height", 1, &oh) || get_int(L, np, "output_width", 1, &ow) ||
+      get_int(L, np, "sampling_ratio", 0, &ratio) || get_float(L, np, "spatial_scale", 1, &scale))
+    return -1;
+  Attr at[6] = {attr_make_string("mode", arena_strdup(L->g->arena, mode)),
+                attr_make_int("output_height", oh), attr_make_int("output_width", ow),
+                attr_make_int("sampling_ratio", ratio), attr_make_float("spatial_scale", scale),
+                attr_make_string("coordinate_transformation_mode", arena_strdup(L->g->arena, coord))};
+  return emit(L, np, e->op, in, 3, at, 6, output_name(np, 0)) ? 0 : -1;
+}
+
+/* MaxUnpool: the optional output_shape input (a constant) becomes the attribute. */
+static int b_max_unpool(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[2] = {input(L, np, 0), input(L, np, 1)};
+  int64_t *oshape;
+  int no;
+  Window w;
+  if (!in[0] || !in[1])
+    return FAIL("inputs 'X' and 'I' are required");
+  if (read_window(L, np, in[0], NULL, false, &w) || const_ints(L, np, 2, "output_shape", &oshape, &no))
+    return -1;
+  Attr at[4] = {attr_make_ints("kernel_shape", w.kernel, w.nsp),
+                attr_make_ints("strides", w.strides, w.nsp),
+                attr_make_ints("pads", w.pads, 2 * w.nsp), {0}};
+  if (no >= 0)
+    at[3] = attr_make_ints("output_shape", oshape, no);
+  return emit(L, np, e->op, in, 2, at, no >= 0 ? 4 : 3, output_name(np, 0)) ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------- Einsum */
 
 /* Einsum in its matmul-like forms: one operand (a transpose and a sum over the labels
@@ -1848,6 +1892,8 @@ static const OnnxOp onnx_ops[] = {
      "epsilon,momentum,spatial,training_mode"},
     {"InstanceNormalization", OP_INSTANCE_NORM, 1, b_simple, "epsilon"},
     {"LRN", OP_LRN, 1, b_simple, "alpha,beta,bias,size"},
+    {"LpNormalization", OP_LP_NORM, 1, b_simple, "axis,p"},
+    {"MeanVarianceNormalization", OP_MEAN_VARIANCE_NORM, 9, b_simple, "axes"},
     {"NegativeLogLikelihoodLoss", OP_NLL_LOSS, 12, b_sce, "reduction,ignore_index"},
     {"SoftmaxCrossEntropyLoss", OP_SOFTMAX_CROSS_ENTROPY, 12, b_sce, "reduction,ignore_index"},
     /* convolutions and pools */
@@ -1873,6 +1919,13 @@ static const OnnxOp onnx_ops[] = {
     {"Gather", OP_GATHER, 1, b_gather, "axis"},
     {"GatherElements", OP_GATHER_ELEMENTS, 11, b_gather, "axis"},
     {"ScatterElements", OP_SCATTER_ELEMENTS, 11, b_scatter_elements, "axis,reduction"},
+    {"GatherND", OP_GATHER_ND, 11, b_simple, "batch_dims"},
+    {"ScatterND", OP_SCATTER_ND, 11, b_simple, "reduction"},
+    {"ReverseSequence", OP_REVERSE_SEQUENCE, 10, b_simple, "batch_axis,time_axis"},
+    {"GridSample", OP_GRID_SAMPLE, 16, b_simple, "align_corners,mode,padding_mode"},
+    {"RoiAlign", OP_ROI_ALIGN, 10, b_roi_align,
+     "coordinate_transformation_mode,mode,output_height,output_width,sampling_ratio,spatial_scale"},
+    {"MaxUnpool", OP_MAX_UNPOOL, 9, b_max_unpool, "kernel_shape,pads,strides"},
     {"Scatter", OP_SCATTER_ELEMENTS, 9, b_scatter_elements, "axis"},
     {"Compress", OP_GATHER, 9, b_compress, "axis"},
     {"Tile", OP_TILE, 1, b_tile, ""},
@@ -1890,6 +1943,7 @@ static const OnnxOp onnx_ops[] = {
     {"Range", OP_RANGE, 11, b_simple, ""},
     {"Gemm", OP_MATMUL, 1, b_gemm, "alpha,beta,transA,transB"},
     {"Einsum", OP_MATMUL, 12, b_einsum, "equation"},
+    {"Det", OP_DET, 11, b_simple, ""},
     /* values known at load */
     {"Constant", OP_COUNT, 1, b_constant, "value,value_float,value_floats,value_int,value_ints"},
     {"Shape", OP_COUNT, 1, b_shape, "start,end"},
@@ -1995,7 +2049,7 @@ static const struct {
     {"CumSum", 11, 1, 1},    {"Trilu", 14, 1, 1},      {"Tile", 1, 1, 1},
     {"OneHot", 9, 1, 1},     {"ConstantOfShape", 9, 0, 0}, {"Range", 11, 0, 2},
     {"Compress", 9, 1, 1},   {"HannWindow", 17, 0, 0}, {"HammingWindow", 17, 0, 0},
-    {"BlackmanWindow", 17, 0, 0},
+    {"BlackmanWindow", 17, 0, 0}, {"MaxUnpool", 9, 2, 2},
 };
 
 static bool output_used(const Loader *L, const Onnx__NodeProto *np, size_t i) {
