@@ -665,6 +665,7 @@ static int infer_split(const Node *n, Type *out, Diag *d) {
 
 /* The indices of gather-like ops are i32 or i64, and their `axis` is one of x's. */
 static int index_operand(const Node *n, Diag *d, const Type *x, const Type *idx, int *ax) {
+  *ax = 0;
   if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
     return fail(n, d, "indices must be i32 or i64, got %s", dtype_name(idx->dtype));
   int64_t axis = attr_int(n, "axis");

@@ -400,7 +400,17 @@ static int eval_nary(const Node *n, Tensor *const *in, Tensor *y) {
 
 /* ---------------------------------------------------------------- matmul */
 
-static void eval_matmul(const Tensor *a, const Tensor *b, Tensor *y) {
+/* Elements [off, off + n) of t as doubles in dst; with `transpose` the n elements are a
+ * rows x cols matrix that lands transposed (dst[c * rows + r]). */
+static void load_f64(const Tensor *t, int64_t off, int64_t rows, int64_t cols, bool transpose,
+                     double *dst) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++)
+      dst[transpose ? c * rows + r : r * cols + c] =
+          dtype_load_f64(t->dtype, elem(t, off + r * cols + c));
+}
+
+static int eval_matmul(const Node *n, const Tensor *a, const Tensor *b, Tensor *y, Diag *d) {
   /* numpy.matmul: a 1-D operand gets a dim of 1 (prepended for a, appended for b) that
    * the output then drops; the leading dims broadcast as batch dims. */
   int ar = a->rank, br = b->rank;
@@ -420,26 +430,40 @@ static void eval_matmul(const Tensor *a, const Tensor *b, Tensor *y) {
   walk_add_bcast(&w, bbr, b->dims);
   int64_t nbatch = walk_numel(&w);
   bool fl = dtype_is_float(y->dtype);
-  int64_t yo = 0;
+  /* Floating point: each matrix is read into doubles once, b transposed, so every dot
+   * product runs over two contiguous rows. */
+  double *am = fl ? malloc(sizeof(double) * (size_t)(M * K + 1)) : NULL;
+  double *bt = fl ? malloc(sizeof(double) * (size_t)(K * N + 1)) : NULL;
+  if (fl && (!am || !bt)) {
+    free(am), free(bt);
+    return node_error(n, d, "out of memory");
+  }
+  int64_t yo = 0, last_a = -1, last_b = -1;
   for (int64_t bi = 0; bi < nbatch; bi++, walk_next(&w)) {
     int64_t ao = w.off[0] * M * K, bo = w.off[1] * K * N;
+    if (fl && ao != last_a)
+      load_f64(a, last_a = ao, M, K, false, am);
+    if (fl && bo != last_b)
+      load_f64(b, last_b = bo, K, N, true, bt);
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++, yo++) {
-        double accf = 0;
-        int64_t acci = 0;
-        for (int64_t k = 0; k < K; k++) {
-          const char *pa = elem(a, ao + i * K + k), *pb = elem(b, bo + k * N + j);
-          if (fl)
-            accf += dtype_load_f64(a->dtype, pa) * dtype_load_f64(b->dtype, pb);
-          else
-            acci = iadd(acci, imul(dtype_load_i64(a->dtype, pa), dtype_load_i64(b->dtype, pb)));
+        if (fl) {
+          const double *ra = am + i * K, *rb = bt + j * K;
+          double acc = 0;
+          for (int64_t k = 0; k < K; k++)
+            acc += ra[k] * rb[k];
+          dtype_store_f64(y->dtype, elem(y, yo), acc);
+          continue;
         }
-        if (fl)
-          dtype_store_f64(y->dtype, elem(y, yo), accf);
-        else
-          dtype_store_i64(y->dtype, elem(y, yo), acci);
+        int64_t acc = 0;
+        for (int64_t k = 0; k < K; k++)
+          acc = iadd(acc, imul(dtype_load_i64(a->dtype, elem(a, ao + i * K + k)),
+                               dtype_load_i64(b->dtype, elem(b, bo + k * N + j))));
+        dtype_store_i64(y->dtype, elem(y, yo), acc);
       }
   }
+  free(am), free(bt);
+  return 0;
 }
 
 /* ---------------------------------------------------------------- reductions */
@@ -931,35 +955,52 @@ static int64_t nchw_off(const Tensor *t, int64_t b, int64_t c, const int64_t *p)
 
 static double ld(const Tensor *t, int64_t i) { return dtype_load_f64(t->dtype, elem(t, i)); }
 
-static int eval_conv(const Node *n, Tensor *const *in, Tensor *y) {
+static int eval_conv(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
   const Tensor *x = in[0], *w = in[1], *b = n->nin > 2 ? in[2] : NULL;
   int k = x->rank - 2;
   Window win;
   window_read(n, k, &win);
   int64_t group = attr_int(n, "group"), batch = x->dims[0], m_all = y->dims[1];
   int64_t cg = w->dims[1], mg = m_all / group;
-  int64_t nout = prod(k, y->dims + 2), nker = prod(k, w->dims + 2);
-  int64_t o[IR_MAX_RANK], kk[IR_MAX_RANK], p[IR_MAX_RANK];
+  int64_t nout = prod(k, y->dims + 2), nker = prod(k, w->dims + 2), nin = prod(k, x->dims + 2);
+  /* x and w read into doubles once, and each kernel tap's coordinates computed once. */
+  int64_t nx = tensor_numel(x), nw = tensor_numel(w);
+  double *xd = malloc(sizeof(double) * (size_t)(nx + 1));
+  double *wd = malloc(sizeof(double) * (size_t)(nw + 1));
+  int64_t *taps = malloc(sizeof(int64_t) * (size_t)(nker * k + 1));
+  if (!xd || !wd || !taps) {
+    free(xd), free(wd), free(taps);
+    return node_error(n, d, "out of memory");
+  }
+  load_f64(x, 0, 1, nx, false, xd);
+  load_f64(w, 0, 1, nw, false, wd);
+  for (int64_t ki = 0; ki < nker; ki++)
+    unravel(ki, k, w->dims + 2, taps + ki * k);
+  int64_t o[IR_MAX_RANK];
   for (int64_t nb = 0; nb < batch; nb++)
     for (int64_t m = 0; m < m_all; m++)
       for (int64_t oi = 0; oi < nout; oi++) {
         unravel(oi, k, y->dims + 2, o);
         double acc = b ? ld(b, m) : 0;
         for (int64_t ci = 0; ci < cg; ci++) {
-          int64_t c = m / mg * cg + ci;
+          const double *xc = xd + (nb * x->dims[1] + m / mg * cg + ci) * nin;
+          const double *wc = wd + (m * cg + ci) * nker;
           for (int64_t ki = 0; ki < nker; ki++) {
-            unravel(ki, k, w->dims + 2, kk);
+            const int64_t *kk = taps + ki * k;
+            int64_t off = 0;
             bool inside = true;
-            for (int j = 0; j < k; j++) {
-              p[j] = o[j] * win.stride[j] - win.pad[j] + kk[j] * win.dil[j];
-              inside = inside && p[j] >= 0 && p[j] < x->dims[2 + j];
+            for (int j = 0; j < k && inside; j++) {
+              int64_t p = o[j] * win.stride[j] - win.pad[j] + kk[j] * win.dil[j];
+              inside = p >= 0 && p < x->dims[2 + j];
+              off = off * x->dims[2 + j] + p;
             }
             if (inside)
-              acc += ld(x, nchw_off(x, nb, c, p)) * ld(w, nchw_off(w, m, ci, kk));
+              acc += xc[off] * wc[ki];
           }
         }
         dtype_store_f64(y->dtype, elem(y, nchw_off(y, nb, m, o)), acc);
       }
+  free(xd), free(wd), free(taps);
   return 0;
 }
 
@@ -1927,7 +1968,7 @@ static int eval_mvn(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
 static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
   Op op = n->op;
   switch (op) {
-  case OP_MATMUL: eval_matmul(in[0], in[1], out[0]); return 0;
+  case OP_MATMUL: return eval_matmul(n, in[0], in[1], out[0], d);
   case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
   case OP_REDUCE_PROD: case OP_REDUCE_L1: case OP_REDUCE_L2: case OP_REDUCE_SUM_SQUARE:
   case OP_REDUCE_LOG_SUM_EXP:
@@ -1954,7 +1995,7 @@ static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d)
   case OP_SLICE: return eval_slice(n, in[0], out[0], d);
   case OP_SPLIT: return eval_split(n, in[0], out, d);
   case OP_GATHER: return eval_gather(n, in[0], in[1], out[0], d);
-  case OP_CONV: return eval_conv(n, in, out[0]);
+  case OP_CONV: return eval_conv(n, in, out[0], d);
   case OP_CONV_TRANSPOSE: return eval_conv_transpose(n, in, out[0], d);
   case OP_MAX_POOL: case OP_AVERAGE_POOL: case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL:
     return eval_pool(n, in[0], out[0]);
