@@ -5,6 +5,8 @@
  *   gpucc run FILE [options]    evaluate the graph with the reference executor
  * Output files are written to a temporary name and renamed, so a failed run leaves
  * nothing behind. docs/ir.md describes the input language; README.md the options. */
+#include "codegen/codegen.h"
+#include "compiler/nvrtc.h"
 #include "frontends/frontends.h"
 #include "passes/passes.h"
 
@@ -30,7 +32,8 @@ typedef struct Binding {
 typedef struct Options {
   Mode mode;
   const char *file;
-  const char *emit; /* NULL or "ir" */
+  const char *emit; /* NULL, "ir", "cuda" or "cubin" */
+  const char *arch; /* --arch for --emit=cubin; NULL: NVRTC_DEFAULT_ARCH */
   const char *out;  /* -o */
   const Pass *passes[MAX_PASSES];
   int npasses;
@@ -102,7 +105,12 @@ static void print_help(void) {
          "                          each pass\n"
          "  --dump-ir=DIR           write DIR/00-input.gir, DIR/01-<pass>.gir, ...\n"
          "  -v, --report            say what each pass did, and how long it took, on stderr\n"
-         "  -o OUT                  write the output to OUT (needs --emit=ir for now)\n"
+         "  --emit=cuda             print the generated CUDA C (symbolic dims bound with\n"
+         "                          --dim SYM=N; runs the default pipeline first)\n"
+         "  --emit=cubin -o F       compile it with NVRTC and write the cubin to F\n"
+         "  --arch=sm_XX            target of --emit=cubin: sm_80, sm_86, sm_89, sm_90 (the\n"
+         "                          default) or sm_90a\n"
+         "  -o OUT                  write the output to OUT (needs --emit for now)\n"
          "\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
          "  --dim SYM=N             bind symbolic dim SYM to N when loading\n"
@@ -193,12 +201,21 @@ static int check_mode(const Options *o) {
       return usage_error("option '--cpu' is only for 'gpucc run'");
     if (o->ninputs)
       return usage_error("option '--input' is only for 'gpucc run'");
-    if (o->ndims && !o->onnx)
-      return usage_error("option '--dim' is only for 'gpucc run' and ONNX models");
+    bool code = o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "cubin"));
+    if (o->ndims && !o->onnx && !code)
+      return usage_error("option '--dim' is only for 'gpucc run', --emit=cuda/cubin and ONNX "
+                         "models");
     if (o->output_dir)
       return usage_error("option '--output-dir' is only for 'gpucc run'");
-    if (o->emit && strcmp(o->emit, "ir") != 0)
-      return usage_error("unknown --emit kind '%s' (known: ir)", o->emit);
+    if (o->emit && strcmp(o->emit, "ir") != 0 && !code)
+      return usage_error("unknown --emit kind '%s' (known: ir, cuda, cubin)", o->emit);
+    if (o->emit && !strcmp(o->emit, "cubin") && (!o->out || !strcmp(o->out, "-")))
+      return usage_error("--emit=cubin needs -o FILE");
+    if (o->arch && !(o->emit && !strcmp(o->emit, "cubin")))
+      return usage_error("option '--arch' is for --emit=cubin");
+    Diag ad = {0};
+    if (o->arch && nvrtc_check_arch(o->arch, &ad))
+      return usage_error("%s", ad.msg + (strncmp(ad.msg, "error: ", 7) ? 0 : 7));
     if (o->out && !o->emit)
       return usage_error("code generation is not available yet; use --emit=ir");
   }
@@ -234,7 +251,7 @@ static int choose_passes(Options *o, const char *passes_arg) {
     return 0;
   }
   o->npasses = 0;
-  if (o->mode == MODE_COMPILE && o->emit)
+  if (o->mode == MODE_COMPILE && o->emit && !strcmp(o->emit, "ir"))
     return 0;
   for (int i = 0; pass_default_pipeline[i] && i < MAX_PASSES; i++)
     o->passes[o->npasses++] = pass_default_pipeline[i];
@@ -297,6 +314,8 @@ static int parse_args(int argc, char **argv, Options *o) {
       o->max_weight_bytes = n;
     } else if ((v = option_value(a, "--emit", argc, argv, &i, &missing))) {
       o->emit = v;
+    } else if ((v = option_value(a, "--arch", argc, argv, &i, &missing))) {
+      o->arch = v;
     } else if ((v = option_value(a, "-o", argc, argv, &i, &missing))) {
       o->out = v;
     } else if ((v = option_value(a, "--passes", argc, argv, &i, &missing))) {
@@ -433,6 +452,59 @@ static int check_ops(const Options *o) {
   return n ? EXIT_INPUT : 0;
 }
 
+/* Writes n bytes to OUT (standard output for NULL or "-") as one output file. */
+static int write_bytes(const char *out, const void *data, size_t n) {
+  if (!out || !strcmp(out, "-")) {
+    if (fwrite(data, 1, n, stdout) != n || fflush(stdout) != 0)
+      return input_error("cannot write to standard output: %s", strerror(errno));
+    return 0;
+  }
+  Diag d = {0};
+  OutFile f;
+  if (!outfile_open(&f, out, &d))
+    return diag_exit(&d, EXIT_INPUT);
+  if (fwrite(data, 1, n, f.f) != n) {
+    outfile_abort(&f);
+    return input_error("cannot write '%s': %s", out, strerror(errno));
+  }
+  return outfile_commit(&f, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
+}
+
+/* --emit=cuda and --emit=cubin: codegen after the passes, then NVRTC for a cubin. */
+static int emit_code(Graph *g, const Options *o) {
+  Diag d = {0};
+  if (!o->onnx && o->ndims) {
+    const char **names = calloc((size_t)o->ndims, sizeof *names);
+    int64_t *sizes = calloc((size_t)o->ndims, sizeof *sizes);
+    for (int i = 0; names && sizes && i < o->ndims; i++) {
+      names[i] = o->dims[i].name;
+      sizes[i] = strtoll(o->dims[i].value, NULL, 10);
+    }
+    int rc = names && sizes ? codegen_bind_dims(g, names, sizes, o->ndims, &d)
+                            : diag_error(&d, (SrcLoc){0}, "out of memory");
+    free(names);
+    free(sizes);
+    if (rc)
+      return diag_exit(&d, EXIT_INPUT);
+  }
+  Program *p = codegen_graph(g, NULL, &d);
+  if (!p)
+    return diag_exit(&d, EXIT_INPUT);
+  int rc;
+  if (!strcmp(o->emit, "cuda")) {
+    rc = write_bytes(o->out, p->source, p->source_len);
+  } else {
+    NvrtcOptions opt = {.arch = o->arch};
+    NvrtcOutput bin;
+    rc = nvrtc_compile(p->source, "kernels.cu", &opt, &bin, &d)
+             ? diag_exit(&d, EXIT_INPUT)
+             : write_bytes(o->out, bin.cubin, bin.cubin_size);
+    nvrtc_output_free(&bin);
+  }
+  program_free(p);
+  return rc;
+}
+
 static int cmd_compile(const Options *o) {
   if (o->check_ops)
     return check_ops(o);
@@ -440,7 +512,9 @@ static int cmd_compile(const Options *o) {
   int rc = load_graph(o, &g);
   if (rc)
     return rc;
-  if (o->emit)
+  if (o->emit && strcmp(o->emit, "ir") != 0)
+    rc = emit_code(g, o);
+  else if (o->emit)
     rc = emit_ir(g, o->out);
   else
     print_summary(g, o);

@@ -1,0 +1,93 @@
+/* cg-impl.h: what the files of codegen/ share and nobody else sees: the text buffer the
+ * translation unit grows in, the generation context, and the helpers that turn dtypes
+ * into CUDA C types and conversions. */
+#ifndef GPUCC_CG_IMPL_H
+#define GPUCC_CG_IMPL_H
+
+#include "codegen/codegen.h"
+
+/* A growing NUL-terminated string. Out of memory aborts, like arena_alloc. */
+typedef struct Buf {
+  char *s;
+  size_t len, cap;
+} Buf;
+void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_puts(Buf *b, const char *s);
+
+typedef struct Cg {
+  const Graph *g;
+  Arena *arena; /* the Program's */
+  Buf src;
+  Step *steps;
+  int nsteps, cap;
+  Diag *d;
+} Cg;
+
+/* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers
+ * and bool (wrapping arithmetic, like the reference executor). */
+typedef enum Dom { DOM_F32, DOM_F64, DOM_I64 } Dom;
+
+Dom cg_dom(DType t);
+const char *cg_dom_type(Dom d); /* "float", "double", "long long" */
+const char *cg_ctype(DType t);  /* the storage type of the preamble: "gc_f16", "float", ... */
+/* C expressions, allocated in the program's arena: the stored value e (of type t) read
+ * into domain dom, and the domain value v written as type t (the reference executor's
+ * conversions: float to integer truncates and saturates, NaN gives 0; integer to float
+ * goes through double). */
+const char *cg_load(Cg *cg, DType t, Dom dom, const char *e);
+const char *cg_store(Cg *cg, DType t, Dom dom, const char *v);
+/* A literal of domain dom ("((float)0.5)", "(-GC_INF)"). */
+const char *cg_lit(Cg *cg, double v, Dom dom);
+/* The value v stored as t by dtype_store_f64, as a C expression of type cg_ctype(t):
+ * the exact bits the reference executor would hold. */
+const char *cg_const_of(Cg *cg, DType t, double v);
+char *cg_fmt(Cg *cg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cg_error(Cg *cg, const Node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Index arithmetic: "int" when every offset fits in 31 bits with room for a grid-stride
+ * step, else "long long". */
+const char *cg_idx_type(int64_t n);
+/* Blocks for n threads' worth of work at CODEGEN_BLOCK threads each, capped. */
+unsigned cg_blocks(int64_t n, int64_t per_block);
+
+/* Kernels: cg_kernel_begin writes the comment and the signature (reads are const
+ * __restrict__ pointers in0.., writes out0..) and returns the kernel's name; the caller
+ * writes the body and closing brace, then records the launch with cg_kernel_step. */
+const char *cg_kernel_begin(Cg *cg, const Node *n, const char *note);
+void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block);
+Step *cg_add_step(Cg *cg, StepKind kind, const Node *n);
+
+static inline int64_t cg_numel(const Value *v) { return shape_numel(&v->type.shape); }
+static inline int64_t cg_dim(const Value *v, int i) { return v->type.shape.dims[i].n; }
+
+/* An index space walked in row-major order, with per-operand strides in elements (0:
+ * broadcast; negative: reversed) and base offsets. */
+enum { CG_MAX_OPS = 8 };
+typedef struct Space {
+  int rank, nops;
+  int64_t dims[IR_MAX_RANK];
+  int64_t stride[CG_MAX_OPS][IR_MAX_RANK];
+  int64_t base[CG_MAX_OPS];
+} Space;
+void space_init(Space *s, int rank, const int64_t *dims);
+int space_add_strides(Space *s, const int64_t *strides, int64_t base);
+int space_add_bcast(Space *s, const Shape *shape); /* numpy broadcasting to s's dims */
+/* Merges adjacent dims that every operand walks as one, and drops dims of size 1. */
+void space_coalesce(Space *s);
+bool space_is_identity(const Space *s, int op); /* operand op is offset i itself */
+/* Writes "idx_t <p>K = ...;" (the element offset of operand K) for every operand, from
+ * the flat index variable `i`; temporaries are <p>_r and <p>_c. */
+void space_emit_offsets(Cg *cg, const Space *s, const char *i, const char *p,
+                        const char *indent);
+void contiguous_strides(int rank, const int64_t *dims, int64_t *strides);
+
+/* The op families, one file each. */
+int cg_pointwise(Cg *cg, const Node *n);
+int cg_layout(Cg *cg, const Node *n); /* transpose expand slice concat split gather pad */
+int cg_reduce(Cg *cg, const Node *n); /* reduce_*, argmax, argmin */
+int cg_softmax(Cg *cg, const Node *n); /* softmax, log_softmax */
+int cg_layer_norm(Cg *cg, const Node *n);
+int cg_matmul(Cg *cg, const Node *n);
+
+#endif

@@ -1,0 +1,622 @@
+/* codegen.c: the driver of the codegen layer. It checks that the graph can be compiled
+ * (concrete shapes, supported dtypes), writes the preamble, hands each node to the file of
+ * its op family, and keeps the step list. It also holds the helpers every family uses:
+ * the text buffer, dtype conversions as C expressions, and index spaces. */
+#include "codegen/cg-impl.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- text */
+
+static void buf_grow(Buf *b, size_t need) {
+  if (b->len + need + 1 <= b->cap)
+    return;
+  size_t cap = b->cap ? b->cap : 4096;
+  while (cap < b->len + need + 1)
+    cap *= 2;
+  char *s = realloc(b->s, cap);
+  if (!s)
+    abort(); /* like arena_alloc: out of memory is not an error we can report */
+  b->s = s;
+  b->cap = cap;
+}
+
+void buf_puts(Buf *b, const char *s) {
+  size_t n = strlen(s);
+  buf_grow(b, n);
+  memcpy(b->s + b->len, s, n + 1);
+  b->len += n;
+}
+
+void buf_printf(Buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return;
+  buf_grow(b, (size_t)n);
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+char *cg_fmt(Cg *cg, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = arena_alloc(cg->arena, (size_t)(n < 0 ? 0 : n) + 1);
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)(n < 0 ? 0 : n) + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+int cg_error(Cg *cg, const Node *n, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(cg->d, n ? n->loc : cg->g->loc, "codegen: %s", msg);
+  if (n)
+    ir_note_node(cg->d, n);
+  return -1;
+}
+
+/* ---------------------------------------------------------------- dtypes */
+
+Dom cg_dom(DType t) {
+  if (t == DT_F64)
+    return DOM_F64;
+  return dtype_is_float(t) ? DOM_F32 : DOM_I64;
+}
+
+const char *cg_dom_type(Dom d) {
+  return d == DOM_F32 ? "float" : d == DOM_F64 ? "double" : "long long";
+}
+
+const char *cg_ctype(DType t) {
+  switch (t) {
+  case DT_F64: return "gc_f64";
+  case DT_F32: return "gc_f32";
+  case DT_F16: return "gc_f16";
+  case DT_BF16: return "gc_bf16";
+  case DT_I64: return "gc_i64";
+  case DT_I32: return "gc_i32";
+  case DT_I16: return "gc_i16";
+  case DT_I8: return "gc_i8";
+  case DT_U8: return "gc_u8";
+  case DT_BOOL: return "gc_bool";
+  default: return NULL; /* f8: rejected before any kernel is written */
+  }
+}
+
+const char *cg_load(Cg *cg, DType t, Dom dom, const char *e) {
+  if (t == DT_BOOL)
+    return cg_load(cg, DT_I64, dom, cg_fmt(cg, "(long long)(%s != 0)", e));
+  if (!dtype_is_float(t)) {
+    const char *i = t == DT_I64 ? e : cg_fmt(cg, "(long long)%s", e);
+    return dom == DOM_I64 ? i : dom == DOM_F64 ? cg_fmt(cg, "(double)%s", i)
+                                               : cg_fmt(cg, "(float)(double)%s", i);
+  }
+  /* a float type: its natural domain first */
+  const char *f = t == DT_F16 ? cg_fmt(cg, "gc_h2f(%s)", e)
+                  : t == DT_BF16 ? cg_fmt(cg, "gc_bf2f(%s)", e) : e;
+  Dom nat = cg_dom(t);
+  if (dom == nat)
+    return f;
+  if (dom == DOM_I64)
+    return cg_fmt(cg, nat == DOM_F64 ? "__double2ll_rz(%s)" : "__float2ll_rz(%s)", f);
+  return cg_fmt(cg, dom == DOM_F64 ? "(double)%s" : "(float)%s", f);
+}
+
+const char *cg_store(Cg *cg, DType t, Dom dom, const char *v) {
+  if (t == DT_BOOL)
+    return cg_fmt(cg, "(gc_bool)(%s != 0)", v);
+  if (!dtype_is_float(t)) {
+    const char *i = dom == DOM_I64   ? v
+                    : dom == DOM_F64 ? cg_fmt(cg, "__double2ll_rz(%s)", v)
+                                     : cg_fmt(cg, "__float2ll_rz(%s)", v);
+    return t == DT_I64 ? i : cg_fmt(cg, "(%s)%s", cg_ctype(t), i);
+  }
+  /* integers become floats through double, like dtype_store_i64 */
+  if (dom == DOM_I64) {
+    v = cg_fmt(cg, "(double)%s", v);
+    dom = DOM_F64;
+  }
+  switch (t) {
+  case DT_F64: return dom == DOM_F64 ? v : cg_fmt(cg, "(double)%s", v);
+  case DT_F32: return dom == DOM_F32 ? v : cg_fmt(cg, "(float)%s", v);
+  case DT_F16: return cg_fmt(cg, dom == DOM_F32 ? "gc_f2h(%s)" : "gc_d2h(%s)", v);
+  default: return cg_fmt(cg, dom == DOM_F32 ? "gc_f2bf(%s)" : "gc_d2bf(%s)", v);
+  }
+}
+
+const char *cg_lit(Cg *cg, double v, Dom dom) {
+  const char *ty = cg_dom_type(dom);
+  if (dom == DOM_I64)
+    return cg_fmt(cg, "%lldLL", (long long)v);
+  if (v != v)
+    return cg_fmt(cg, "((%s)GC_NAN)", ty);
+  if (v > 1.7976931348623157e308 || v < -1.7976931348623157e308)
+    return cg_fmt(cg, "((%s)%sGC_INF)", ty, v < 0 ? "-" : "");
+  return cg_fmt(cg, "((%s)%.17g)", ty, v);
+}
+
+const char *cg_const_of(Cg *cg, DType t, double v) {
+  unsigned char b[8] = {0};
+  dtype_store_f64(t, b, v);
+  uint64_t u = 0;
+  memcpy(&u, b, dtype_size(t)); /* little-endian: the low bytes */
+  switch (t) {
+  case DT_F64: return cg_fmt(cg, "__longlong_as_double(0x%016" PRIx64 "LL)", u);
+  case DT_F32: return cg_fmt(cg, "__int_as_float(0x%08" PRIx64 ")", u);
+  case DT_F16: return cg_fmt(cg, "gc_f16{0x%04" PRIx64 "}", u);
+  case DT_BF16: return cg_fmt(cg, "gc_bf16{0x%04" PRIx64 "}", u);
+  default: {
+    int64_t i = dtype_load_i64(t, b);
+    if (i == INT64_MIN)
+      return "(gc_i64)(-9223372036854775807LL - 1)";
+    return cg_fmt(cg, "(%s)%" PRId64 "LL", cg_ctype(t), i);
+  }
+  }
+}
+
+/* ---------------------------------------------------------------- launch geometry */
+
+const char *cg_idx_type(int64_t n) {
+  /* a grid-stride step adds at most CODEGEN_MAX_BLOCKS * 1024 to an index below n */
+  return n + (int64_t)CODEGEN_MAX_BLOCKS * 1024 < INT32_MAX ? "int" : "long long";
+}
+
+unsigned cg_blocks(int64_t n, int64_t per_block) {
+  int64_t b = (n + per_block - 1) / per_block;
+  return (unsigned)(b < 1 ? 1 : b > CODEGEN_MAX_BLOCKS ? CODEGEN_MAX_BLOCKS : b);
+}
+
+/* ---------------------------------------------------------------- index spaces */
+
+void contiguous_strides(int rank, const int64_t *dims, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+}
+
+void space_init(Space *s, int rank, const int64_t *dims) {
+  memset(s, 0, sizeof *s);
+  s->rank = rank;
+  for (int i = 0; i < rank; i++)
+    s->dims[i] = dims[i];
+}
+
+int space_add_strides(Space *s, const int64_t *strides, int64_t base) {
+  int k = s->nops++;
+  for (int i = 0; i < s->rank; i++)
+    s->stride[k][i] = strides[i];
+  s->base[k] = base;
+  return k;
+}
+
+int space_add_bcast(Space *s, const Shape *shape) {
+  int64_t dims[IR_MAX_RANK], cs[IR_MAX_RANK], st[IR_MAX_RANK];
+  for (int i = 0; i < shape->rank; i++)
+    dims[i] = shape->dims[i].n;
+  contiguous_strides(shape->rank, dims, cs);
+  for (int i = 0; i < s->rank; i++) {
+    int j = i - (s->rank - shape->rank);
+    st[i] = j < 0 || dims[j] == 1 ? 0 : cs[j];
+  }
+  return space_add_strides(s, st, 0);
+}
+
+void space_coalesce(Space *s) {
+  Space t = *s;
+  t.rank = 0;
+  for (int i = 0; i < s->rank; i++) {
+    if (s->dims[i] == 1)
+      continue;
+    int r = t.rank;
+    bool merge = r > 0;
+    for (int k = 0; merge && k < s->nops; k++)
+      merge = t.stride[k][r - 1] == s->stride[k][i] * s->dims[i];
+    if (merge) {
+      t.dims[r - 1] *= s->dims[i];
+      for (int k = 0; k < s->nops; k++)
+        t.stride[k][r - 1] = s->stride[k][i];
+      continue;
+    }
+    t.dims[r] = s->dims[i];
+    for (int k = 0; k < s->nops; k++)
+      t.stride[k][r] = s->stride[k][i];
+    t.rank++;
+  }
+  *s = t;
+}
+
+bool space_is_identity(const Space *s, int op) {
+  if (s->base[op])
+    return false;
+  int64_t want = 1;
+  for (int i = s->rank - 1; i >= 0; i--) {
+    if (s->stride[op][i] != want)
+      return false;
+    want *= s->dims[i];
+  }
+  return true;
+}
+
+void space_emit_offsets(Cg *cg, const Space *s, const char *i, const char *p,
+                        const char *indent) {
+  Buf *b = &cg->src;
+  bool all_identity = true;
+  for (int k = 0; k < s->nops; k++)
+    all_identity = all_identity && space_is_identity(s, k);
+  if (all_identity || s->rank <= 1) {
+    for (int k = 0; k < s->nops; k++) {
+      int64_t st = s->rank ? s->stride[k][0] : 0;
+      if (space_is_identity(s, k))
+        buf_printf(b, "%sconst idx_t %s%d = %s;\n", indent, p, k, i);
+      else if (!st)
+        buf_printf(b, "%sconst idx_t %s%d = %" PRId64 ";\n", indent, p, k, s->base[k]);
+      else if (!s->base[k])
+        buf_printf(b, "%sconst idx_t %s%d = %s * %" PRId64 ";\n", indent, p, k, i, st);
+      else
+        buf_printf(b, "%sconst idx_t %s%d = %" PRId64 " + %s * %" PRId64 ";\n", indent, p, k,
+                   s->base[k], i, st);
+    }
+    return;
+  }
+  /* Unravel i from the innermost dim out; each coordinate adds its stride per operand
+   * (an operand walked like the output is i itself). */
+  for (int k = 0; k < s->nops; k++)
+    if (space_is_identity(s, k))
+      buf_printf(b, "%sconst idx_t %s%d = %s;\n", indent, p, k, i);
+  buf_printf(b, "%sidx_t %s_r = %s, %s_c;\n", indent, p, i, p);
+  for (int k = 0; k < s->nops; k++)
+    if (!space_is_identity(s, k))
+      buf_printf(b, "%sidx_t %s%d = %" PRId64 ";\n", indent, p, k, s->base[k]);
+  for (int d = s->rank - 1; d >= 0; d--) {
+    bool used = false;
+    for (int k = 0; k < s->nops; k++)
+      used = used || (s->stride[k][d] && !space_is_identity(s, k));
+    if (d > 0)
+      buf_printf(b, "%s%s_c = %s_r %% %" PRId64 "; %s_r /= %" PRId64 ";", indent, p, p, s->dims[d],
+                 p, s->dims[d]);
+    else if (used)
+      buf_printf(b, "%s%s_c = %s_r;", indent, p, p);
+    else
+      continue; /* the outermost coordinate moves no operand */
+    for (int k = 0; k < s->nops; k++)
+      if (s->stride[k][d] && !space_is_identity(s, k))
+        buf_printf(b, " %s%d += %s_c * %" PRId64 ";", p, k, p, s->stride[k][d]);
+    buf_puts(b, "\n");
+  }
+}
+
+/* ---------------------------------------------------------------- kernels and steps */
+
+Step *cg_add_step(Cg *cg, StepKind kind, const Node *n) {
+  if (cg->nsteps == cg->cap) {
+    int cap = cg->cap ? 2 * cg->cap : 32;
+    Step *s = arena_alloc(cg->arena, sizeof *s * (size_t)cap);
+    if (cg->nsteps)
+      memcpy(s, cg->steps, sizeof *s * (size_t)cg->nsteps);
+    cg->steps = s;
+    cg->cap = cap;
+  }
+  Step *s = &cg->steps[cg->nsteps++];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->node = n;
+  return s;
+}
+
+const char *step_kind_name(StepKind k) {
+  return k == STEP_KERNEL ? "kernel" : k == STEP_GEMM ? "gemm" : "alias";
+}
+
+/* Keeps [A-Za-z0-9_] of a model's name, at most 32 of them: a C identifier part. */
+static void ident_part(const char *name, char *out, size_t cap) {
+  size_t n = 0;
+  for (const char *p = name; *p && n + 1 < cap && n < 32; p++) {
+    char c = *p;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (ok || c == '_')
+      out[n++] = c;
+    else if (n && out[n - 1] != '_')
+      out[n++] = '_';
+  }
+  out[n] = 0;
+}
+
+/* A name in a comment: [A-Za-z0-9_.-] as they are, any other byte as \xNN, so no
+ * name can end the comment or splice a line. */
+static void comment_name(Buf *b, const char *name) {
+  buf_puts(b, "%");
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+    unsigned char c = *p;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-';
+    if (ok)
+      buf_printf(b, "%c", c);
+    else
+      buf_printf(b, "\\x%02x", c);
+  }
+}
+
+static void comment_value(Buf *b, const Value *v) {
+  char ts[256];
+  comment_name(b, v->name);
+  buf_printf(b, ": %s", type_str(&v->type, ts, sizeof ts));
+}
+
+const char *cg_kernel_begin(Cg *cg, const Node *n, const char *note) {
+  Buf *b = &cg->src;
+  char part[40];
+  ident_part(n->nout ? n->out[0]->name : "", part, sizeof part);
+  const char *name = part[0] ? cg_fmt(cg, "k%d_%s_%s", n->id, op_info[n->op].name, part)
+                             : cg_fmt(cg, "k%d_%s", n->id, op_info[n->op].name);
+  buf_printf(b, "\n/* node %d: %s(", n->id, op_info[n->op].name);
+  for (int k = 0; k < n->nin; k++) {
+    if (k)
+      buf_puts(b, ", ");
+    if (n->in[k])
+      comment_value(b, n->in[k]);
+  }
+  buf_puts(b, ") -> ");
+  for (int k = 0; k < n->nout; k++) {
+    if (k)
+      buf_puts(b, ", ");
+    comment_value(b, n->out[k]);
+  }
+  if (note)
+    buf_printf(b, "\n * %s", note);
+  buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", CODEGEN_BLOCK,
+             name);
+  int a = 0;
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k])
+      buf_printf(b, "%sconst %s *__restrict__ in%d", a++ ? ", " : "", cg_ctype(n->in[k]->type.dtype), k);
+  for (int k = 0; k < n->nout; k++)
+    buf_printf(b, "%s%s *__restrict__ out%d", a++ ? ", " : "", cg_ctype(n->out[k]->type.dtype), k);
+  buf_puts(b, ") {\n");
+  return name;
+}
+
+void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block) {
+  Step *s = cg_add_step(cg, STEP_KERNEL, n);
+  KernelStep *k = &s->kernel;
+  k->name = name;
+  k->grid[0] = grid;
+  k->grid[1] = k->grid[2] = 1;
+  k->block[0] = block;
+  k->block[1] = k->block[2] = 1;
+  k->args = arena_alloc(cg->arena, sizeof *k->args * (size_t)(n->nin + n->nout));
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i])
+      k->args[k->nargs++] = n->in[i];
+  k->nread = k->nargs;
+  for (int i = 0; i < n->nout; i++)
+    k->args[k->nargs++] = n->out[i];
+}
+
+/* ---------------------------------------------------------------- the preamble */
+
+/* NVRTC has no built-in cuda_fp16.h or cuda_bf16.h (CUDA 13 checked), and a compile
+ * must not depend on where the toolkit's headers are, so 16-bit floats are their bit
+ * patterns here, converted with PTX cvt (round to nearest even, like the reference
+ * executor). Everything is inline or a template: unused helpers cost nothing. */
+static const char *const preamble[] = {
+    "// Generated by gpucc: one kernel per IR node, shapes and strides as constants.\n"
+    "typedef double gc_f64;\n"
+    "typedef float gc_f32;\n"
+    "struct gc_f16 { unsigned short bits; };\n"
+    "struct gc_bf16 { unsigned short bits; };\n"
+    "typedef long long gc_i64;\n"
+    "typedef int gc_i32;\n"
+    "typedef short gc_i16;\n"
+    "typedef signed char gc_i8;\n"
+    "typedef unsigned char gc_u8;\n"
+    "typedef unsigned char gc_bool;\n"
+    "#define GC_INF __int_as_float(0x7f800000)\n"
+    "#define GC_NAN __int_as_float(0x7fffffff)\n"
+    "\n"
+    "__device__ __forceinline__ float gc_h2f(gc_f16 h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h.bits)); return f; }\n"
+    "__device__ __forceinline__ gc_f16 gc_f2h(float f) { gc_f16 h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h.bits) : \"f\"(f)); return h; }\n"
+    "__device__ __forceinline__ gc_f16 gc_d2h(double f) { gc_f16 h; asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h.bits) : \"d\"(f)); return h; }\n"
+    "__device__ __forceinline__ float gc_bf2f(gc_bf16 h) { return __uint_as_float((unsigned)h.bits << 16); }\n"
+    "__device__ __forceinline__ gc_bf16 gc_f2bf(float f) { gc_bf16 h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h.bits) : \"f\"(f)); return h; }\n"
+    "// double to bf16 rounded once: to odd into float (its 24 bits keep the sticky bit), then to nearest even\n"
+    "__device__ __forceinline__ gc_bf16 gc_d2bf(double d) {\n"
+    "  float f = __double2float_rz(d);\n"
+    "  if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);\n"
+    "  return gc_f2bf(f);\n"
+    "}\n"
+    "\n",
+    "// 128-bit (or narrower) vectors of contiguous elements\n"
+    "template <class T, int V> struct alignas(sizeof(T) * V) gc_vec { T e[V]; };\n"
+    "\n"
+    "// integers wrap like the reference executor's (no undefined overflow)\n"
+    "__device__ __forceinline__ long long gc_iadd(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }\n"
+    "__device__ __forceinline__ long long gc_isub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }\n"
+    "__device__ __forceinline__ long long gc_imul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }\n"
+    "__device__ __forceinline__ long long gc_ineg(long long a) { return (long long)(0ull - (unsigned long long)a); }\n"
+    "__device__ __forceinline__ long long gc_idiv(long long a, long long b) { return b == 0 ? 0 : b == -1 ? gc_ineg(a) : a / b; }\n"
+    "__device__ __forceinline__ long long gc_imod(long long a, long long b, bool c_fmod) {\n"
+    "  if (b == 0 || b == -1) return 0;\n"
+    "  long long r = a % b;\n"
+    "  return !c_fmod && r != 0 && (r < 0) != (b < 0) ? r + b : r;\n"
+    "}\n"
+    "template <class T> __device__ __forceinline__ T gc_fmod(T a, T b, bool c_fmod) {\n"
+    "  T r = fmod(a, b);\n"
+    "  return !c_fmod && r != 0 && (r < 0) != (b < 0) ? r + b : r;\n"
+    "}\n"
+    "template <class T> __device__ __forceinline__ T gc_sigmoid(T x) {\n"
+    "  if (x >= 0) return (T)1 / ((T)1 + exp(-x));\n"
+    "  T e = exp(x);\n"
+    "  return e / ((T)1 + e);\n"
+    "}\n"
+    "template <class T> __device__ __forceinline__ T gc_softplus(T x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }\n"
+    "template <class T> __device__ __forceinline__ T gc_clamp01(T v) { return v < 0 ? (T)0 : v > 1 ? (T)1 : v; }\n"
+    "template <class T> __device__ __forceinline__ T gc_celu(T x, T alpha) {\n"
+    "  T e = alpha * (exp(x / alpha) - (T)1);\n"
+    "  return x != x ? x : (x > 0 ? x : (T)0) + (e < 0 ? e : (T)0);\n"
+    "}\n"
+    "\n",
+    "// reductions: a NaN wins max and min (numpy), except gc_fmax (softmax's shift)\n"
+    "struct gc_add { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };\n"
+    "struct gc_mul { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };\n"
+    "struct gc_wadd { __device__ long long operator()(long long a, long long b) const { return gc_iadd(a, b); } };\n"
+    "struct gc_wmul { __device__ long long operator()(long long a, long long b) const { return gc_imul(a, b); } };\n"
+    "struct gc_max { template <class T> __device__ T operator()(T a, T b) const { return a != a ? a : b != b ? b : a > b ? a : b; } };\n"
+    "struct gc_min { template <class T> __device__ T operator()(T a, T b) const { return a != a ? a : b != b ? b : a < b ? a : b; } };\n"
+    "struct gc_fmax { template <class T> __device__ T operator()(T a, T b) const { return fmax(a, b); } };\n"
+    "template <class T> struct gc_arg { T v; long long i; }; // i < 0: no element yet\n"
+    "// argmax/argmin: the first NaN wins; ties go to the lower index (the higher with LAST)\n"
+    "template <bool MIN, bool LAST> struct gc_argbest {\n"
+    "  template <class T> __device__ gc_arg<T> operator()(gc_arg<T> a, gc_arg<T> b) const {\n"
+    "    if (b.i < 0) return a;\n"
+    "    if (a.i < 0) return b;\n"
+    "    bool an = a.v != a.v, bn = b.v != b.v;\n"
+    "    if (an || bn) return an && bn ? (a.i < b.i ? a : b) : an ? a : b;\n"
+    "    if (a.v == b.v) return (LAST ? a.i > b.i : a.i < b.i) ? a : b;\n"
+    "    return (MIN ? a.v < b.v : a.v > b.v) ? a : b;\n"
+    "  }\n"
+    "};\n"
+    "template <class T> __device__ __forceinline__ T gc_shfl(T v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }\n"
+    "template <class T> __device__ __forceinline__ gc_arg<T> gc_shfl(gc_arg<T> a, int m) {\n"
+    "  a.v = __shfl_xor_sync(0xffffffffu, a.v, m);\n"
+    "  a.i = __shfl_xor_sync(0xffffffffu, a.i, m);\n"
+    "  return a;\n"
+    "}\n"
+    "// every lane gets the warp's total (butterfly)\n"
+    "template <class T, class F> __device__ __forceinline__ T gc_warp_reduce(T v, F f) {\n"
+    "#pragma unroll\n"
+    "  for (int m = 16; m > 0; m >>= 1) v = f(v, gc_shfl(v, m));\n"
+    "  return v;\n"
+    "}\n"
+    "// every thread gets the block's total; blockDim.x is a multiple of 32\n"
+    "template <class T, class F> __device__ __forceinline__ T gc_block_reduce(T v, F f, T ident) {\n"
+    "  __shared__ T part[32];\n"
+    "  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;\n"
+    "  v = gc_warp_reduce(v, f);\n"
+    "  __syncthreads(); // part[] may still be read by a previous call\n"
+    "  if (lane == 0) part[warp] = v;\n"
+    "  __syncthreads();\n"
+    "  return gc_warp_reduce(lane < nwarps ? part[lane] : ident, f);\n"
+    "}\n",
+    NULL};
+
+/* ---------------------------------------------------------------- checks */
+
+static int check_value(Cg *cg, const Node *n, const Value *v) {
+  char ts[256];
+  if (!shape_is_static(&v->type.shape)) {
+    const char *sym = "N";
+    for (int i = 0; i < v->type.shape.rank; i++)
+      if (v->type.shape.dims[i].sym) {
+        sym = v->type.shape.dims[i].sym;
+        break;
+      }
+    diag_error(cg->d, v->loc.line ? v->loc : n ? n->loc : cg->g->loc,
+               "codegen: %%%s has the symbolic shape %s; bind %s with --dim %s=SIZE", v->name,
+               type_str(&v->type, ts, sizeof ts), sym, sym);
+    if (n)
+      ir_note_node(cg->d, n);
+    return -1;
+  }
+  if (!cg_ctype(v->type.dtype))
+    return cg_error(cg, n, "%%%s is %s, which has no GPU support yet", v->name,
+                    dtype_name(v->type.dtype));
+  return 0;
+}
+
+static int check_graph(Cg *cg) {
+  const Graph *g = cg->g;
+  for (int i = 0; i < g->ninputs; i++)
+    if (check_value(cg, NULL, g->inputs[i]))
+      return -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] && check_value(cg, n, n->in[k]))
+        return -1;
+    for (int k = 0; k < n->nout; k++)
+      if (check_value(cg, n, n->out[k]))
+        return -1;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- the driver */
+
+static int gen_node(Cg *cg, const Node *n) {
+  bool empty = true;
+  for (int k = 0; k < n->nout; k++)
+    empty = empty && cg_numel(n->out[k]) == 0;
+  if (empty) {
+    buf_printf(&cg->src, "\n/* node %d: %s has empty outputs: nothing to do */\n", n->id,
+               op_info[n->op].name);
+    return 0;
+  }
+  switch (n->op) {
+  case OP_IDENTITY: case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_FLATTEN: {
+    Step *s = cg_add_step(cg, STEP_ALIAS, n);
+    s->alias.in = n->in[0];
+    s->alias.out = n->out[0];
+    return 0;
+  }
+  case OP_MATMUL: return cg_matmul(cg, n);
+  case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+  case OP_REDUCE_PROD: case OP_REDUCE_L1: case OP_REDUCE_L2: case OP_REDUCE_SUM_SQUARE:
+  case OP_REDUCE_LOG_SUM_EXP: case OP_ARGMAX: case OP_ARGMIN:
+    return cg_reduce(cg, n);
+  case OP_SOFTMAX: case OP_LOG_SOFTMAX: return cg_softmax(cg, n);
+  case OP_LAYER_NORM: return cg_layer_norm(cg, n);
+  case OP_TRANSPOSE: case OP_EXPAND: case OP_CONCAT: case OP_SLICE: case OP_SPLIT:
+  case OP_GATHER: case OP_PAD:
+    return cg_layout(cg, n);
+  default: break;
+  }
+  if (op_info[n->op].flags & OPF_POINTWISE)
+    return cg_pointwise(cg, n);
+  return cg_error(cg, n, "op %s (node %d) has no GPU kernel yet", op_info[n->op].name, n->id);
+}
+
+Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
+  (void)opt;
+  Cg cg = {.g = g, .arena = arena_new(), .d = d};
+  if (ir_verify(g, d) || check_graph(&cg)) {
+    arena_free(cg.arena);
+    return NULL;
+  }
+  for (int i = 0; preamble[i]; i++)
+    buf_puts(&cg.src, preamble[i]);
+  for (int i = 0; i < g->nnodes; i++)
+    if (gen_node(&cg, g->nodes[i])) {
+      free(cg.src.s);
+      arena_free(cg.arena);
+      return NULL;
+    }
+  Program *p = arena_alloc(cg.arena, sizeof *p);
+  p->arena_ = cg.arena;
+  p->source = arena_memdup(cg.arena, cg.src.s, cg.src.len + 1);
+  p->source_len = cg.src.len;
+  p->steps = cg.steps;
+  p->nsteps = cg.nsteps;
+  free(cg.src.s);
+  return p;
+}
+
+void program_free(Program *p) {
+  if (p)
+    arena_free(p->arena_);
+}

@@ -1,0 +1,108 @@
+/* codegen.h: the one public header of gpucc's codegen layer.
+ *
+ * codegen turns a verified IR graph whose shapes are all concrete into
+ *   - one CUDA C translation unit (a string) holding an `extern "C" __global__` kernel per
+ *     node that needs work, with every shape and stride baked in as a constant, and
+ *   - the steps that run the graph, in execution order: a kernel launch, a GEMM for
+ *     cuBLASLt, or an alias (a node whose output is its input's bytes: no work).
+ *
+ * It writes text and structs only: no CUDA runtime or driver call, no NVRTC (the driver
+ * compiles the text, see compiler/nvrtc.h). Steps refer to IR values by pointer, so a
+ * Program is valid while its graph lives. A runtime plan is built from it by giving every
+ * value that is not an alias a buffer (an arena offset) and every alias its source's.
+ *
+ * Buffers: every value lives in one dense row-major buffer of numel * dtype size bytes.
+ * Kernels use 128-bit loads and stores on contiguous operands, so every buffer must
+ * start at a 16-byte aligned address (the runtime's arena offsets are multiples of 256).
+ * bool is one byte holding 0 or 1; f16 and bf16 are their IEEE / bfloat16 bit patterns.
+ */
+#ifndef GPUCC_CODEGEN_H
+#define GPUCC_CODEGEN_H
+
+#include "ir/ir.h"
+
+/* Kernel launch geometry is chosen for any current GPU: 256-thread blocks, grids capped
+ * at CODEGEN_MAX_BLOCKS blocks with grid-stride loops doing the rest. */
+enum { CODEGEN_BLOCK = 256, CODEGEN_MAX_BLOCKS = 4096 };
+
+typedef enum StepKind {
+  STEP_KERNEL, /* launch a kernel of the translation unit */
+  STEP_GEMM,   /* one cuBLASLt matmul; no kernel */
+  STEP_ALIAS,  /* out is in's buffer, reinterpreted (reshape, squeeze, ...); no work */
+} StepKind;
+
+/* A kernel launch: name<<<grid, block, shared_bytes>>>(args...). The kernel's parameters
+ * are the device pointers of args[] in order: the values it reads (args[0 .. nread)),
+ * then the values it writes (args[nread .. nargs)). A value may appear twice. Kernels
+ * take no other parameters: sizes are constants in the source. */
+typedef struct KernelStep {
+  const char *name;
+  unsigned grid[3], block[3];
+  unsigned shared_bytes; /* dynamic shared memory; 0 for every kernel so far */
+  const Value **args;
+  int nargs, nread;
+} KernelStep;
+
+/* A GEMM in cuBLASLt's column-major terms:
+ *   for each batch i < batch:  D_i = alpha * op(A_i) * op(B_i) + beta * C_i
+ * where X_i starts at element offset_x + i * stride_x of X's buffer (a stride of 0
+ * broadcasts one matrix over the batch) and C_i is D_i (beta is 0 for matmul).
+ * op(A) is m x k, op(B) k x n, D m x n; ld* are the leading dims in elements.
+ *
+ * gpucc's tensors are row-major, so a row-major matmul Y[M,N] = X[M,K] W[K,N] is written
+ * as the column-major Y^T = W^T X^T: cuBLASLt's A is the IR's second input (W), B the
+ * first (X), m = N, n = M, lda = N, ldb = K, ldc = N, no transposes. */
+typedef struct GemmStep {
+  const Value *a, *b, *d; /* cuBLASLt's A, B and D (= C) */
+  DType dtype;            /* of A, B and D alike (the IR's matmul rule) */
+  DType compute;          /* accumulation: DT_F32 for f32/f16/bf16 (TF32 off), DT_F64 */
+  bool trans_a, trans_b;  /* op(X) = X^T; false for a plain matmul */
+  int64_t m, n, k, lda, ldb, ldc;
+  int64_t batch, stride_a, stride_b, stride_d;
+  int64_t offset_a, offset_b, offset_d;
+  double alpha, beta;
+} GemmStep;
+
+/* out has the same bytes as in: the runtime gives it in's buffer. */
+typedef struct AliasStep {
+  const Value *in, *out;
+} AliasStep;
+
+typedef struct Step {
+  StepKind kind;
+  const Node *node; /* the IR node the step implements */
+  union {
+    KernelStep kernel;
+    GemmStep gemm;
+    AliasStep alias;
+  };
+} Step;
+
+typedef struct Program {
+  char *source; /* the CUDA C translation unit, NUL-terminated */
+  size_t source_len;
+  Step *steps;
+  int nsteps;
+  Arena *arena_; /* owns everything above; private */
+} Program;
+
+typedef struct CodegenOptions {
+  int reserved; /* nothing yet: every choice is made from the graph */
+} CodegenOptions;
+
+/* Generates the program of g, which must verify and have only concrete shapes (a
+ * symbolic dim is an error naming the value and the flag that binds it). An op without a
+ * GPU kernel yet is an error naming the op and the node. opt may be NULL. Returns NULL
+ * with d set on error. */
+Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d);
+void program_free(Program *p);
+
+/* The step's kind as a word ("kernel", "gemm", "alias"), for listings. */
+const char *step_kind_name(StepKind k);
+
+/* Binds symbolic dims by name (`--dim N=8`): rewrites the inputs' types and infers
+ * every node again. A name that no input of g uses is an error naming it. */
+int codegen_bind_dims(Graph *g, const char *const *names, const int64_t *sizes, int n,
+                      Diag *d);
+
+#endif

@@ -1,0 +1,114 @@
+/* gemm.c: matmul as GEMM steps for cuBLASLt (no kernel of ours). numpy semantics: a
+ * 1-D operand is a row (left) or a column (right), leading dims broadcast as batch dims.
+ * The batch is expressed in cuBLASLt's strided-batch form, with stride 0 for an operand
+ * that is broadcast; batch dims that no single stride can walk become several steps.
+ * A right operand shared by the whole batch folds the batch into the rows of one GEMM
+ * (X[B, M, K] @ W[K, N] is one [B*M, K] @ [K, N]), which cuBLASLt runs better.
+ * See GemmStep in codegen.h for the row-major to column-major mapping. */
+#include "codegen/cg-impl.h"
+
+#include <inttypes.h>
+
+enum { MAX_GEMM_STEPS = 4096 };
+
+/* Batch strides (in matrices) of an operand with batch dims `bd` of rank `br` walked
+ * over the output's batch dims `od` of rank `obr`; 0 where it broadcasts. */
+static void batch_strides(const int64_t *bd, int br, int obr, int64_t *st) {
+  int64_t cs[IR_MAX_RANK];
+  contiguous_strides(br, bd, cs);
+  for (int i = 0; i < obr; i++) {
+    int j = i - (obr - br);
+    st[i] = j < 0 || bd[j] == 1 ? 0 : cs[j];
+  }
+}
+
+static void add_gemm(Cg *cg, const Node *n, const GemmStep *g) {
+  Step *s = cg_add_step(cg, STEP_GEMM, n);
+  s->gemm = *g;
+}
+
+int cg_matmul(Cg *cg, const Node *n) {
+  const Value *a = n->in[0], *b = n->in[1], *y = n->out[0];
+  DType dt = a->type.dtype;
+  if (dt != DT_F32 && dt != DT_F16 && dt != DT_BF16 && dt != DT_F64)
+    return cg_error(cg, n, "op matmul (node %d) on %s has no GPU kernel yet", n->id,
+                    dtype_name(dt));
+  int ar = a->type.shape.rank, br = b->type.shape.rank;
+  int64_t M = ar == 1 ? 1 : cg_dim(a, ar - 2), K = cg_dim(a, ar - 1);
+  int64_t N = br == 1 ? 1 : cg_dim(b, br - 1);
+  if (K == 0)
+    return cg_error(cg, n, "op matmul (node %d) with an empty inner dim has no GPU kernel yet",
+                    n->id);
+  int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
+  int obr = abr > bbr ? abr : bbr;
+  int64_t ad[IR_MAX_RANK] = {0}, bd[IR_MAX_RANK] = {0}, od[IR_MAX_RANK] = {0};
+  for (int i = 0; i < abr; i++)
+    ad[i] = cg_dim(a, i);
+  for (int i = 0; i < bbr; i++)
+    bd[i] = cg_dim(b, i);
+  for (int i = 0; i < obr; i++) {
+    int ia = i - (obr - abr), ib = i - (obr - bbr);
+    int64_t da = ia < 0 ? 1 : ad[ia], db = ib < 0 ? 1 : bd[ib];
+    od[i] = da == 1 ? db : da;
+  }
+  int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK], sy[IR_MAX_RANK], nbatch = 1;
+  batch_strides(ad, abr, obr, sa);
+  batch_strides(bd, bbr, obr, sb);
+  batch_strides(od, obr, obr, sy);
+  bool b_shared = true, a_full = true;
+  for (int i = 0; i < obr; i++) {
+    nbatch *= od[i];
+    b_shared = b_shared && (sb[i] == 0 || od[i] == 1);
+    a_full = a_full && (i >= obr - abr && ad[i - (obr - abr)] == od[i]);
+  }
+  GemmStep g = {.a = b, .b = a, .d = y, .dtype = dt,
+                .compute = dt == DT_F64 ? DT_F64 : DT_F32,
+                .m = N, .n = M, .k = K, .lda = N, .ldb = K, .ldc = N,
+                .batch = 1, .alpha = 1, .beta = 0};
+  if (b_shared && a_full) {
+    g.n = M * nbatch; /* the rows of every batch are one tall matrix */
+    add_gemm(cg, n, &g);
+    buf_printf(&cg->src, "\n/* node %d: matmul: one cuBLASLt GEMM step (m %" PRId64 ", n %" PRId64
+               ", k %" PRId64 "), no kernel */\n", n->id, g.m, g.n, g.k);
+    return 0;
+  }
+  /* Strides in elements, then merge batch dims every operand walks alike. */
+  Space s;
+  space_init(&s, obr, od);
+  int64_t ea[IR_MAX_RANK], eb[IR_MAX_RANK], ey[IR_MAX_RANK];
+  for (int i = 0; i < obr; i++) {
+    ea[i] = sa[i] * M * K;
+    eb[i] = sb[i] * K * N;
+    ey[i] = sy[i] * M * N;
+  }
+  space_add_strides(&s, eb, 0); /* cuBLASLt's A */
+  space_add_strides(&s, ea, 0); /* B */
+  space_add_strides(&s, ey, 0); /* D */
+  space_coalesce(&s);
+  int inner = s.rank - 1;
+  g.batch = inner >= 0 ? s.dims[inner] : 1;
+  g.stride_a = inner >= 0 ? s.stride[0][inner] : 0;
+  g.stride_b = inner >= 0 ? s.stride[1][inner] : 0;
+  g.stride_d = inner >= 0 ? s.stride[2][inner] : 0;
+  int64_t nouter = nbatch / g.batch;
+  if (nouter > MAX_GEMM_STEPS)
+    return cg_error(cg, n, "matmul (node %d) would need %" PRId64 " GEMM steps for its batch "
+                    "broadcasting; at most %d are supported", n->id, nouter, MAX_GEMM_STEPS);
+  for (int64_t q = 0; q < nouter; q++) {
+    /* the outer batch dims: one step each, at its offsets */
+    int64_t r = q;
+    g.offset_a = g.offset_b = g.offset_d = 0;
+    for (int d = inner - 1; d >= 0; d--) {
+      int64_t c = r % s.dims[d];
+      r /= s.dims[d];
+      g.offset_a += c * s.stride[0][d];
+      g.offset_b += c * s.stride[1][d];
+      g.offset_d += c * s.stride[2][d];
+    }
+    add_gemm(cg, n, &g);
+  }
+  buf_printf(&cg->src, "\n/* node %d: matmul: %" PRId64 " cuBLASLt GEMM step%s (m %" PRId64
+             ", n %" PRId64 ", k %" PRId64 ", batch %" PRId64 "), no kernel */\n",
+             n->id, nouter, nouter == 1 ? "" : "s", g.m, g.n, g.k, g.batch);
+  return 0;
+}

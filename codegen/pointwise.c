@@ -1,0 +1,255 @@
+/* pointwise.c: kernels for the pointwise ops of ops.def (unary, binary with numpy
+ * broadcasting, where, clip, cast, comparisons). One thread per output element in a
+ * grid-stride loop; when every operand is contiguous and unbroadcast and the element
+ * count divides, each thread moves 128 bits of the widest operand at a time instead.
+ * The meaning of each op is ir/interp.c's: the expressions below mirror unary_f,
+ * unary_i, binary_f and binary_i, computed in f32 for f32/f16/bf16, in f64 for f64
+ * and in wrapping int64 for integers and bool. */
+#include "codegen/cg-impl.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* The domain node n computes in: its first input's, except that shrink takes integers
+ * through double like the reference executor. */
+static Dom op_domain(const Node *n) {
+  DType t = n->in[0]->type.dtype;
+  if (n->op == OP_SHRINK && !dtype_is_float(t))
+    return DOM_F64;
+  return cg_dom(t);
+}
+
+/* The value of a float attribute in domain dom. */
+static const char *fattr(Cg *cg, const Node *n, const char *name, Dom dom) {
+  return cg_lit(cg, attr_float(n, name), dom);
+}
+
+/* Unary op on x (a variable of domain dom). NULL when the op has no meaning there. */
+static const char *unary_expr(Cg *cg, const Node *n, Dom dom, const char *x) {
+  const char *T = cg_dom_type(dom);
+  if (dom == DOM_I64) {
+    switch (n->op) {
+    case OP_IDENTITY: case OP_CAST: return x;
+    case OP_NEG: return cg_fmt(cg, "gc_ineg(%s)", x);
+    case OP_ABS: return cg_fmt(cg, "(%s < 0 ? gc_ineg(%s) : %s)", x, x, x);
+    case OP_SIGN: return cg_fmt(cg, "(%s > 0 ? 1LL : %s < 0 ? -1LL : 0LL)", x, x);
+    case OP_RELU: return cg_fmt(cg, "(%s < 0 ? 0LL : %s)", x, x);
+    case OP_CLIP: {
+      /* the float bounds become integers the way a cast does (saturating) */
+      int64_t lo = 0, hi = 0;
+      dtype_store_f64(DT_I64, &lo, attr_float(n, "min"));
+      dtype_store_f64(DT_I64, &hi, attr_float(n, "max"));
+      const char *l = lo == INT64_MIN ? "(-9223372036854775807LL - 1)" : cg_fmt(cg, "%" PRId64 "LL", lo);
+      const char *h = cg_fmt(cg, "%" PRId64 "LL", hi);
+      return cg_fmt(cg, "(%s < %s ? %s : %s > %s ? %s : %s)", x, l, l, x, h, h, x);
+    }
+    case OP_NOT: return cg_fmt(cg, "(long long)(%s == 0)", x);
+    case OP_BITWISE_NOT: return cg_fmt(cg, "(long long)~(unsigned long long)%s", x);
+    default: return NULL;
+    }
+  }
+  const char *one = cg_fmt(cg, "(%s)1", T), *zero = cg_fmt(cg, "(%s)0", T);
+  switch (n->op) {
+  case OP_IDENTITY: case OP_CAST: return x;
+  case OP_NEG: return cg_fmt(cg, "(-%s)", x);
+  case OP_ABS: return cg_fmt(cg, "fabs(%s)", x);
+  case OP_SIGN: return cg_fmt(cg, "(%s > 0 ? %s : %s < 0 ? -%s : %s)", x, one, x, one, x);
+  case OP_EXP: case OP_LOG: case OP_SQRT: case OP_FLOOR: case OP_CEIL: case OP_SIN:
+  case OP_COS: case OP_TANH: case OP_ERF: case OP_TAN: case OP_ASIN: case OP_ACOS:
+  case OP_ATAN: case OP_SINH: case OP_COSH: case OP_ASINH: case OP_ACOSH: case OP_ATANH:
+    return cg_fmt(cg, "%s(%s)", op_info[n->op].name, x);
+  case OP_RSQRT: return cg_fmt(cg, "rsqrt(%s)", x);
+  case OP_RECIP: return cg_fmt(cg, "(%s / %s)", one, x);
+  case OP_ROUND: return cg_fmt(cg, "rint(%s)", x); /* half to even */
+  case OP_SIGMOID: return cg_fmt(cg, "gc_sigmoid(%s)", x);
+  case OP_RELU: return cg_fmt(cg, "(%s < 0 ? %s : %s)", x, zero, x);
+  case OP_GELU:
+    if (!strcmp(attr_string(n, "approximate"), "tanh"))
+      return cg_fmt(cg, "((%s)0.5 * %s * (%s + tanh((%s)0.79788456080286535588 * (%s + (%s)0.044715 * %s * %s * %s))))",
+                    T, x, one, T, x, T, x, x, x);
+    return cg_fmt(cg, "((%s)0.5 * %s * (%s + erf(%s * (%s)0.70710678118654752440)))", T, x, one, x, T);
+  case OP_SILU: return cg_fmt(cg, "(%s * gc_sigmoid(%s))", x, x);
+  case OP_SOFTPLUS: return cg_fmt(cg, "gc_softplus(%s)", x);
+  case OP_LEAKY_RELU:
+    return cg_fmt(cg, "(%s < 0 ? %s * %s : %s)", x, fattr(cg, n, "alpha", dom), x, x);
+  case OP_ELU:
+    return cg_fmt(cg, "(%s < 0 ? %s * expm1(%s) : %s)", x, fattr(cg, n, "alpha", dom), x, x);
+  case OP_HARD_SIGMOID:
+    return cg_fmt(cg, "gc_clamp01(%s * %s + %s)", fattr(cg, n, "alpha", dom), x,
+                  fattr(cg, n, "beta", dom));
+  case OP_HARD_SWISH: return cg_fmt(cg, "(%s * gc_clamp01(%s / (%s)6 + (%s)0.5))", x, x, T, T);
+  case OP_CLIP: {
+    const char *lo = fattr(cg, n, "min", dom), *hi = fattr(cg, n, "max", dom);
+    return cg_fmt(cg, "(%s < %s ? %s : %s > %s ? %s : %s)", x, lo, lo, x, hi, hi, x);
+  }
+  case OP_IS_NAN: return cg_fmt(cg, "(%s != %s)", x, x);
+  case OP_IS_INF: {
+    bool neg = attr_int(n, "detect_negative") != 0, pos = attr_int(n, "detect_positive") != 0;
+    return cg_fmt(cg, "(isinf(%s) && (%s < 0 ? %s : %s))", x, x, neg ? "true" : "false",
+                  pos ? "true" : "false");
+  }
+  case OP_SOFTSIGN: return cg_fmt(cg, "(%s / (%s + fabs(%s)))", x, one, x);
+  case OP_MISH: return cg_fmt(cg, "(%s * tanh(gc_softplus(%s)))", x, x);
+  case OP_CELU: return cg_fmt(cg, "gc_celu(%s, %s)", x, fattr(cg, n, "alpha", dom));
+  case OP_SELU:
+    return cg_fmt(cg, "(%s * (%s > 0 ? %s : %s * expm1(%s)))", fattr(cg, n, "gamma", dom), x, x,
+                  fattr(cg, n, "alpha", dom), x);
+  case OP_THRESHOLDED_RELU:
+    return cg_fmt(cg, "(%s > %s ? %s : %s)", x, fattr(cg, n, "alpha", dom), x, zero);
+  case OP_SHRINK: {
+    const char *l = fattr(cg, n, "lambd", dom), *b = fattr(cg, n, "bias", dom);
+    return cg_fmt(cg, "(%s < -%s ? %s + %s : %s > %s ? %s - %s : %s)", x, l, x, b, x, l, x, b,
+                  zero);
+  }
+  default: return NULL;
+  }
+}
+
+static const char *binary_expr(Cg *cg, const Node *n, Dom dom, const char *a, const char *b) {
+  const char *cmp = NULL;
+  switch (n->op) {
+  case OP_EQUAL: cmp = "=="; break;
+  case OP_LESS: cmp = "<"; break;
+  case OP_LESS_EQUAL: cmp = "<="; break;
+  case OP_GREATER: cmp = ">"; break;
+  case OP_GREATER_EQUAL: cmp = ">="; break;
+  case OP_AND: return cg_fmt(cg, "(%s != 0 && %s != 0)", a, b);
+  case OP_OR: return cg_fmt(cg, "(%s != 0 || %s != 0)", a, b);
+  case OP_XOR: return cg_fmt(cg, "((%s != 0) != (%s != 0))", a, b);
+  case OP_MAX: return cg_fmt(cg, "gc_max()(%s, %s)", a, b);
+  case OP_MIN: return cg_fmt(cg, "gc_min()(%s, %s)", a, b);
+  case OP_MOD: {
+    bool c = attr_int(n, "fmod") != 0;
+    return cg_fmt(cg, "%s(%s, %s, %s)", dom == DOM_I64 ? "gc_imod" : "gc_fmod", a, b,
+                  c ? "true" : "false");
+  }
+  default: break;
+  }
+  if (cmp)
+    return cg_fmt(cg, "(%s %s %s)", a, cmp, b);
+  if (dom == DOM_I64) {
+    switch (n->op) {
+    case OP_ADD: return cg_fmt(cg, "gc_iadd(%s, %s)", a, b);
+    case OP_SUB: return cg_fmt(cg, "gc_isub(%s, %s)", a, b);
+    case OP_MUL: return cg_fmt(cg, "gc_imul(%s, %s)", a, b);
+    case OP_DIV: return cg_fmt(cg, "gc_idiv(%s, %s)", a, b);
+    case OP_BITWISE_AND: return cg_fmt(cg, "(%s & %s)", a, b);
+    case OP_BITWISE_OR: return cg_fmt(cg, "(%s | %s)", a, b);
+    case OP_BITWISE_XOR: return cg_fmt(cg, "(%s ^ %s)", a, b);
+    case OP_BIT_SHIFT: {
+      /* unsigned operands; a shift by 64 or more gives 0; the store truncates */
+      bool left = !strcmp(attr_string(n, "direction"), "LEFT");
+      return cg_fmt(cg, "((unsigned long long)%s >= 64 ? 0LL : (long long)((unsigned long long)%s %s (unsigned long long)%s))",
+                    b, a, left ? "<<" : ">>", b);
+    }
+    default: return NULL;
+    }
+  }
+  switch (n->op) {
+  case OP_ADD: return cg_fmt(cg, "(%s + %s)", a, b);
+  case OP_SUB: return cg_fmt(cg, "(%s - %s)", a, b);
+  case OP_MUL: return cg_fmt(cg, "(%s * %s)", a, b);
+  case OP_DIV: return cg_fmt(cg, "(%s / %s)", a, b);
+  case OP_POW: return cg_fmt(cg, "pow(%s, %s)", a, b);
+  case OP_PRELU: return cg_fmt(cg, "(%s < 0 ? %s * %s : %s)", a, a, b, a);
+  default: return NULL;
+  }
+}
+
+/* The output expression for operands x0.. (domain variables, or raw stored values for
+ * where, which only moves them). */
+static const char *result_expr(Cg *cg, const Node *n, Dom dom) {
+  if (n->op == OP_WHERE)
+    return "(x0 ? x1 : x2)";
+  if (n->nin == 1)
+    return unary_expr(cg, n, dom, "x0");
+  return binary_expr(cg, n, dom, "x0", "x1");
+}
+
+/* The statements of one element: load each operand from `src[k]`, compute, store to
+ * `dst`. */
+static void emit_element(Cg *cg, const Node *n, Dom dom, const char *expr,
+                         const char *const *src, const char *dst, const char *indent) {
+  Buf *b = &cg->src;
+  DType out = n->out[0]->type.dtype;
+  for (int k = 0; k < n->nin; k++) {
+    DType t = n->in[k]->type.dtype;
+    if (n->op == OP_WHERE)
+      buf_printf(b, "%sconst %s x%d = %s;\n", indent, cg_ctype(t), k, src[k]);
+    else
+      buf_printf(b, "%sconst %s x%d = %s;\n", indent, cg_dom_type(dom), k,
+                 cg_load(cg, t, dom, src[k]));
+  }
+  if (n->op == OP_WHERE)
+    buf_printf(b, "%s%s = %s;\n", indent, dst, expr);
+  else if (op_info[n->op].flags & OPF_BOOL_OUT)
+    buf_printf(b, "%s%s = (gc_bool)%s;\n", indent, dst, expr);
+  else
+    buf_printf(b, "%s%s = %s;\n", indent, dst, cg_store(cg, out, dom, expr));
+}
+
+/* The vector width: 16 bytes of the widest operand, when every operand is contiguous,
+ * unbroadcast, and the element count divides; else 1. */
+static int vector_width(const Node *n) {
+  int64_t numel = cg_numel(n->out[0]);
+  size_t widest = dtype_size(n->out[0]->type.dtype);
+  for (int k = 0; k < n->nin; k++) {
+    if (cg_numel(n->in[k]) != numel)
+      return 1;
+    size_t s = dtype_size(n->in[k]->type.dtype);
+    widest = s > widest ? s : widest;
+  }
+  int v = (int)(16 / widest);
+  return numel % v == 0 ? v : 1;
+}
+
+int cg_pointwise(Cg *cg, const Node *n) {
+  Dom dom = op_domain(n);
+  const char *expr = result_expr(cg, n, dom);
+  if (!expr)
+    return cg_error(cg, n, "op %s (node %d) on %s has no GPU kernel yet", op_info[n->op].name,
+                    n->id, dtype_name(n->in[0]->type.dtype));
+  const Value *y = n->out[0];
+  int64_t numel = cg_numel(y);
+  int v = vector_width(n);
+  Buf *b = &cg->src;
+  const char *src[3];
+  if (v > 1) {
+    int64_t nvec = numel / v;
+    const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "contiguous: %" PRId64 " vectors of %d elements", nvec, v));
+    buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(nvec));
+    for (int k = 0; k < n->nin; k++)
+      buf_printf(b, "  typedef gc_vec<%s, %d> v%d_t;\n", cg_ctype(n->in[k]->type.dtype), v, k);
+    buf_printf(b, "  typedef gc_vec<%s, %d> w_t;\n", cg_ctype(y->type.dtype), v);
+    buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", nvec);
+    for (int k = 0; k < n->nin; k++)
+      buf_printf(b, "    const v%d_t a%d = ((const v%d_t *)in%d)[i];\n", k, k, k, k);
+    buf_puts(b, "    w_t w;\n#pragma unroll\n");
+    buf_printf(b, "    for (int j = 0; j < %d; j++) {\n", v);
+    for (int k = 0; k < n->nin; k++)
+      src[k] = cg_fmt(cg, "a%d.e[j]", k);
+    emit_element(cg, n, dom, expr, src, "w.e[j]", "      ");
+    buf_puts(b, "    }\n    ((w_t *)out0)[i] = w;\n  }\n}\n");
+    cg_kernel_step(cg, n, name, cg_blocks(nvec, CODEGEN_BLOCK), CODEGEN_BLOCK);
+    return 0;
+  }
+  /* Broadcasting through baked strides, after merging dims every operand walks alike. */
+  Space s;
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < y->type.shape.rank; i++)
+    dims[i] = cg_dim(y, i);
+  space_init(&s, y->type.shape.rank, dims);
+  for (int k = 0; k < n->nin; k++)
+    space_add_bcast(&s, &n->in[k]->type.shape);
+  space_coalesce(&s);
+  const char *name = cg_kernel_begin(cg, n, NULL);
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(numel));
+  buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", numel);
+  space_emit_offsets(cg, &s, "i", "o", "    ");
+  for (int k = 0; k < n->nin; k++)
+    src[k] = cg_fmt(cg, "in%d[o%d]", k, k);
+  emit_element(cg, n, dom, expr, src, "out0[i]", "    ");
+  buf_puts(b, "  }\n}\n");
+  cg_kernel_step(cg, n, name, cg_blocks(numel, CODEGEN_BLOCK), CODEGEN_BLOCK);
+  return 0;
+}

@@ -1,0 +1,342 @@
+/* reduce.c: kernels for reductions (reduce_*, argmax, argmin) and the row-wise ops
+ * softmax, log_softmax and layer_norm.
+ *
+ * Two shapes of kernel, chosen by whether the innermost dim of the input is reduced:
+ *   row     lanes share an output: a warp per output (a block of 256 when the rows are
+ *           longer than ROW_BLOCK_MIN), each lane striding through the row, then
+ *           __shfl_xor_sync butterflies (and a block reduction through shared memory);
+ *           neighbouring lanes read neighbouring elements.
+ *   column  a thread per output walking its elements in order; neighbouring threads
+ *           read neighbouring elements of the kept innermost dim.
+ * f16 and bf16 accumulate in f32. The results are ir/interp.c's (eval_reduce,
+ * eval_argmax, eval_softmax, eval_layer_norm) up to the order of float additions. */
+#include "codegen/cg-impl.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ROW_BLOCK_MIN = 2048, WARPS = CODEGEN_BLOCK / 32 };
+
+typedef enum Mode { COLUMN, ROW_WARP, ROW_BLOCK } Mode;
+
+/* The kernel's loop over outputs; defines o (the output), lane and the lane count. */
+typedef struct Loop {
+  Mode mode;
+  int64_t nout, len;
+  unsigned grid, block;
+} Loop;
+
+static Loop make_loop(bool row, int64_t nout, int64_t len) {
+  Loop l = {.mode = !row ? COLUMN : len > ROW_BLOCK_MIN ? ROW_BLOCK : ROW_WARP,
+            .nout = nout, .len = len, .block = CODEGEN_BLOCK};
+  l.grid = l.mode == COLUMN     ? cg_blocks(nout, CODEGEN_BLOCK)
+           : l.mode == ROW_WARP ? cg_blocks(nout, WARPS)
+                                : cg_blocks(nout, 1);
+  return l;
+}
+
+static const char *mode_note(Cg *cg, const Loop *l) {
+  return l->mode == COLUMN ? cg_fmt(cg, "a thread per output, %" PRId64 " elements each", l->len)
+         : l->mode == ROW_WARP ? cg_fmt(cg, "a warp per output row of %" PRId64, l->len)
+                               : cg_fmt(cg, "a block per output row of %" PRId64, l->len);
+}
+
+static void loop_begin(Cg *cg, const Loop *l, bool lanes) {
+  Buf *b = &cg->src;
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(l->nout * (l->len ? l->len : 1)));
+  switch (l->mode) {
+  case COLUMN:
+    if (lanes)
+      buf_puts(b, "  const int lane = 0, lanes = 1;\n");
+    buf_printf(b, "  for (idx_t o = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; o < %" PRId64 "; o += (idx_t)gridDim.x * blockDim.x) {\n", l->nout);
+    break;
+  case ROW_WARP:
+    buf_puts(b, "  const int lane = threadIdx.x & 31, lanes = 32;\n");
+    buf_printf(b, "  for (idx_t o = (idx_t)blockIdx.x * %d + (threadIdx.x >> 5); o < %" PRId64 "; o += (idx_t)gridDim.x * %d) {\n", WARPS, l->nout, WARPS);
+    break;
+  case ROW_BLOCK:
+    buf_printf(b, "  const int lane = threadIdx.x, lanes = %d;\n", CODEGEN_BLOCK);
+    buf_printf(b, "  for (idx_t o = blockIdx.x; o < %" PRId64 "; o += gridDim.x) {\n", l->nout);
+    break;
+  }
+}
+
+/* "var = <combined over the lanes>;" */
+static void emit_combine(Cg *cg, const Loop *l, const char *var, const char *functor,
+                         const char *ident) {
+  if (l->mode == ROW_WARP)
+    buf_printf(&cg->src, "    %s = gc_warp_reduce(%s, %s());\n", var, var, functor);
+  else if (l->mode == ROW_BLOCK)
+    buf_printf(&cg->src, "    %s = gc_block_reduce(%s, %s(), %s);\n", var, var, functor, ident);
+}
+
+/* One pass over this lane's share of the elements of output o:
+ *   T var = ident; for each element j (value v): var = functor()(var, elem); combine.
+ * `at` is the element's offset expression given j ("xo0 + ro0"), after `offsets`. */
+static void emit_pass(Cg *cg, const Loop *l, const char *T, const char *var, const char *ident,
+                      const char *functor, const char *elem, const char *offsets,
+                      const char *v_load) {
+  Buf *b = &cg->src;
+  buf_printf(b, "    %s %s = %s;\n", T, var, ident);
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", l->len);
+  buf_puts(b, offsets);
+  buf_printf(b, "      const %s v = %s;\n", T, v_load);
+  buf_printf(b, "      %s = %s()(%s, %s);\n", var, functor, var, elem);
+  buf_puts(b, "    }\n");
+  emit_combine(cg, l, var, functor, ident);
+}
+
+/* ---------------------------------------------------------------- reduce_*, argmax */
+
+/* The input split into the kept dims (walked by output index o: prefix xo) and the reduced
+ * dims (walked by j: prefix ro), as x offsets. *row: the innermost non-1 dim is reduced. */
+static void split_dims(const Value *x, const bool *red, Space *kept, Space *rs, bool *row) {
+  int r = x->type.shape.rank;
+  int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK], kd[IR_MAX_RANK], ks[IR_MAX_RANK];
+  int64_t rd[IR_MAX_RANK], rst[IR_MAX_RANK];
+  int nk = 0, nr = 0;
+  for (int i = 0; i < r; i++)
+    xd[i] = cg_dim(x, i);
+  contiguous_strides(r, xd, xs);
+  *row = false;
+  for (int i = 0; i < r; i++) {
+    if (red[i]) {
+      rd[nr] = xd[i];
+      rst[nr++] = xs[i];
+    } else {
+      kd[nk] = xd[i];
+      ks[nk++] = xs[i];
+    }
+    if (xd[i] > 1)
+      *row = red[i];
+  }
+  space_init(kept, nk, kd);
+  space_add_strides(kept, ks, 0);
+  space_coalesce(kept);
+  space_init(rs, nr, rd);
+  space_add_strides(rs, rst, 0);
+  space_coalesce(rs);
+}
+
+/* What one reduction op does, as C text in domain T. */
+typedef struct RedOp {
+  const char *ident, *functor, *elem, *final;
+  Dom final_dom;
+} RedOp;
+
+static RedOp red_op(Cg *cg, Op op, Dom dom, int64_t len) {
+  const char *T = cg_dom_type(dom);
+  bool fl = dom != DOM_I64;
+  RedOp r = {.ident = cg_fmt(cg, "(%s)0", T), .functor = fl ? "gc_add" : "gc_wadd",
+             .elem = "v", .final = "acc", .final_dom = dom};
+  switch (op) {
+  case OP_REDUCE_MEAN:
+    r.final = fl ? cg_fmt(cg, "acc / (%s)%" PRId64, T, len)
+                 : cg_fmt(cg, "(double)acc / (double)%" PRId64, len);
+    r.final_dom = fl ? dom : DOM_F64;
+    break;
+  case OP_REDUCE_MAX: case OP_REDUCE_MIN: {
+    bool mx = op == OP_REDUCE_MAX;
+    r.functor = mx ? "gc_max" : "gc_min";
+    r.ident = fl ? cg_lit(cg, mx ? -INFINITY : INFINITY, dom)
+                 : mx ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
+    if (!fl && len == 0)
+      r.final = "0LL"; /* the reference executor's empty integer max */
+    break;
+  }
+  case OP_REDUCE_PROD:
+    r.ident = cg_fmt(cg, "(%s)1", T);
+    r.functor = fl ? "gc_mul" : "gc_wmul";
+    break;
+  case OP_REDUCE_L1: r.elem = fl ? "fabs(v)" : "(v < 0 ? gc_ineg(v) : v)"; break;
+  case OP_REDUCE_L2: r.elem = "v * v"; r.final = "sqrt(acc)"; break;
+  case OP_REDUCE_SUM_SQUARE: r.elem = fl ? "v * v" : "gc_imul(v, v)"; break;
+  case OP_REDUCE_LOG_SUM_EXP:
+    /* sum of exp(v - max) after a max pass; inf, -inf and NaN maxima are the answer */
+    r.elem = "exp(v - m)";
+    r.final = cg_fmt(cg, "(m != m || isinf(m) ? m : m + log(acc))");
+    break;
+  default: break;
+  }
+  return r;
+}
+
+static int gen_reduce(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int rank = x->type.shape.rank;
+  bool red[IR_MAX_RANK];
+  bool arg = n->op == OP_ARGMAX || n->op == OP_ARGMIN;
+  if (arg) {
+    int64_t ax = attr_int(n, "axis");
+    ax = ax < 0 ? ax + rank : ax;
+    for (int i = 0; i < rank; i++)
+      red[i] = i == ax;
+  } else {
+    int na;
+    const int64_t *axes = attr_ints(n, "axes", &na);
+    for (int i = 0; i < rank; i++)
+      red[i] = na == 0;
+    for (int i = 0; i < na; i++)
+      red[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+  }
+  Space kept, rs;
+  bool row;
+  split_dims(x, red, &kept, &rs, &row);
+  int64_t nout = cg_numel(y), len = 1;
+  for (int i = 0; i < rank; i++)
+    if (red[i])
+      len *= cg_dim(x, i);
+  Loop l = make_loop(row, nout, len);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
+  Buf *b = &cg->src;
+  loop_begin(cg, &l, true);
+  space_emit_offsets(cg, &kept, "o", "xo", "    ");
+  Buf off = {0};
+  Cg sub = *cg; /* the element offsets are written once and pasted into every pass */
+  sub.src = off;
+  space_emit_offsets(&sub, &rs, "j", "ro", "      ");
+  off = sub.src;
+  const char *v_load = cg_load(cg, x->type.dtype, dom, "in0[xo0 + ro0]");
+  if (arg) {
+    const char *A = cg_fmt(cg, "gc_arg<%s>", T);
+    const char *f = cg_fmt(cg, "gc_argbest<%s, %s>", n->op == OP_ARGMIN ? "true" : "false",
+                           attr_int(n, "select_last_index") ? "true" : "false");
+    buf_printf(b, "    %s best = %s{0, -1};\n", A, A);
+    buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", len);
+    buf_puts(b, off.s);
+    buf_printf(b, "      best = %s()(best, %s{%s, (long long)j});\n", f, A, v_load);
+    buf_puts(b, "    }\n");
+    emit_combine(cg, &l, "best", f, cg_fmt(cg, "%s{0, -1}", A));
+    buf_puts(b, "    if (lane == 0) out0[o] = best.i < 0 ? 0 : best.i;\n");
+  } else {
+    RedOp r = red_op(cg, n->op, dom, len);
+    if (n->op == OP_REDUCE_LOG_SUM_EXP)
+      emit_pass(cg, &l, T, "m", cg_lit(cg, -INFINITY, dom), "gc_max", "v", off.s, v_load);
+    emit_pass(cg, &l, T, "acc", r.ident, r.functor, r.elem, off.s, v_load);
+    buf_printf(b, "    if (lane == 0) out0[o] = %s;\n",
+               cg_store(cg, y->type.dtype, r.final_dom, r.final));
+  }
+  free(off.s);
+  buf_puts(b, "  }\n}\n");
+  cg_kernel_step(cg, n, name, l.grid, l.block);
+  return 0;
+}
+
+int cg_reduce(Cg *cg, const Node *n) { return gen_reduce(cg, n); }
+
+/* ---------------------------------------------------------------- softmax */
+
+/* The axis not innermost: a thread per (outer, inner) position, three passes in order. */
+static int softmax_column(Cg *cg, const Node *n, int64_t outer, int64_t len, int64_t inner) {
+  const Value *x = n->in[0], *y = n->out[0];
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  bool log_sm = n->op == OP_LOG_SOFTMAX;
+  int64_t nout = outer * inner;
+  Loop l = make_loop(false, nout, len);
+  const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
+  Buf *b = &cg->src;
+  loop_begin(cg, &l, false);
+  buf_printf(b, "    const idx_t base = o / %" PRId64 " * %" PRId64 " + o %% %" PRId64 ";\n", inner,
+             len * inner, inner);
+  const char *v = cg_load(cg, x->type.dtype, dom, cg_fmt(cg, "in0[base + j * %" PRId64 "]", inner));
+  buf_printf(b, "    %s m = %s;\n", T, cg_lit(cg, -INFINITY, dom));
+  buf_printf(b, "    for (idx_t j = 0; j < %" PRId64 "; j++) m = fmax(m, %s);\n", len, v);
+  buf_printf(b, "    if (isinf(m)) m = 0;\n    %s s = 0;\n", T);
+  buf_printf(b, "    for (idx_t j = 0; j < %" PRId64 "; j++) s += exp(%s - m);\n", len, v);
+  if (log_sm)
+    buf_printf(b, "    const %s ls = log(s);\n", T);
+  const char *res = log_sm ? cg_fmt(cg, "%s - m - ls", v) : cg_fmt(cg, "exp(%s - m) / s", v);
+  buf_printf(b, "    for (idx_t j = 0; j < %" PRId64 "; j++) out0[base + j * %" PRId64 "] = %s;\n",
+             len, inner, cg_store(cg, y->type.dtype, dom, res));
+  buf_puts(b, "  }\n}\n");
+  cg_kernel_step(cg, n, name, l.grid, l.block);
+  return 0;
+}
+
+int cg_softmax(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int rank = x->type.shape.rank;
+  int64_t axis = attr_int(n, "axis");
+  axis = axis < 0 ? axis + rank : axis;
+  int64_t outer = 1, len = cg_dim(x, (int)axis), inner = 1;
+  for (int i = 0; i < axis; i++)
+    outer *= cg_dim(x, i);
+  for (int i = (int)axis + 1; i < rank; i++)
+    inner *= cg_dim(x, i);
+  if (inner > 1)
+    return softmax_column(cg, n, outer, len, inner);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  Loop l = make_loop(true, outer, len);
+  const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
+  Buf *b = &cg->src;
+  loop_begin(cg, &l, true);
+  const char *at = cg_fmt(cg, "in0[o * %" PRId64 " + j]", len);
+  const char *v = cg_load(cg, x->type.dtype, dom, at);
+  /* the shift ignores NaN (fmax) and is 0 when the max is infinite, like the reference */
+  emit_pass(cg, &l, T, "m", cg_lit(cg, -INFINITY, dom), "gc_fmax", "v", "", v);
+  buf_puts(b, "    if (isinf(m)) m = 0;\n");
+  emit_pass(cg, &l, T, "s", cg_fmt(cg, "(%s)0", T), "gc_add", "exp(v - m)", "", v);
+  const char *res;
+  if (n->op == OP_LOG_SOFTMAX) {
+    buf_printf(b, "    const %s ls = log(s);\n", T);
+    res = cg_fmt(cg, "%s - m - ls", v);
+  } else {
+    buf_printf(b, "    const %s rs = (%s)1 / s;\n", T, T);
+    res = cg_fmt(cg, "exp(%s - m) * rs", v);
+  }
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) out0[o * %" PRId64 " + j] = %s;\n",
+             len, len, cg_store(cg, y->type.dtype, dom, res));
+  buf_puts(b, "  }\n}\n");
+  cg_kernel_step(cg, n, name, l.grid, l.block);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- layer_norm */
+
+int cg_layer_norm(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  const Value *bias = n->nin > 2 ? n->in[2] : NULL;
+  int rank = x->type.shape.rank;
+  int64_t axis = attr_int(n, "axis");
+  axis = axis < 0 ? axis + rank : axis;
+  int64_t outer = 1, len = 1, tail[IR_MAX_RANK];
+  for (int i = 0; i < axis; i++)
+    outer *= cg_dim(x, i);
+  for (int i = (int)axis; i < rank; i++)
+    len *= tail[i - axis] = cg_dim(x, i);
+  /* scale and bias broadcast over x.shape[axis:]: offsets p0, p1 of tail index j */
+  Space ps;
+  space_init(&ps, rank - (int)axis, tail);
+  space_add_bcast(&ps, &n->in[1]->type.shape);
+  if (bias)
+    space_add_bcast(&ps, &bias->type.shape);
+  space_coalesce(&ps);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  Loop l = make_loop(true, outer, len);
+  const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
+  Buf *b = &cg->src;
+  loop_begin(cg, &l, true);
+  const char *v = cg_load(cg, x->type.dtype, dom, cg_fmt(cg, "in0[o * %" PRId64 " + j]", len));
+  emit_pass(cg, &l, T, "sum", cg_fmt(cg, "(%s)0", T), "gc_add", "v", "", v);
+  buf_printf(b, "    const %s mean = sum / (%s)%" PRId64 ";\n", T, T, len);
+  emit_pass(cg, &l, T, "sq", cg_fmt(cg, "(%s)0", T), "gc_add", "(v - mean) * (v - mean)", "", v);
+  buf_printf(b, "    const %s rstd = (%s)1 / sqrt(sq / (%s)%" PRId64 " + %s);\n", T, T, T, len,
+             cg_lit(cg, attr_float(n, "epsilon"), dom));
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", len);
+  space_emit_offsets(cg, &ps, "j", "p", "      ");
+  const char *sc = cg_load(cg, n->in[1]->type.dtype, dom, "in1[p0]");
+  const char *res = cg_fmt(cg, "(%s - mean) * rstd * %s", v, sc);
+  if (bias)
+    res = cg_fmt(cg, "%s + %s", res, cg_load(cg, bias->type.dtype, dom, "in2[p1]"));
+  buf_printf(b, "      out0[o * %" PRId64 " + j] = %s;\n", len, cg_store(cg, y->type.dtype, dom, res));
+  buf_puts(b, "    }\n  }\n}\n");
+  cg_kernel_step(cg, n, name, l.grid, l.block);
+  return 0;
+}

@@ -1,0 +1,281 @@
+/* nvrtc.c: generated CUDA C to a cubin and PTX with NVRTC, with an on-disk cache.
+ *
+ * Two compiles per translation unit: --gpu-architecture=sm_XX gives the cubin the
+ * runtime loads on the target, compute_XX the PTX the driver can JIT on a newer GPU
+ * (sm_90a's arch-specific features do not carry forward, so its PTX is compute_90).
+ * The cache is a folder of <key>.cubin and <key>.ptx files written through a temporary
+ * name and renamed, so readers never see half a file; a cache that cannot be read or
+ * written is skipped, never an error. */
+#include "compiler/nvrtc.h"
+
+#include <inttypes.h>
+#include <nvrtc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const known_archs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", NULL};
+
+int nvrtc_check_arch(const char *arch, Diag *d) {
+  for (int i = 0; known_archs[i]; i++)
+    if (!strcmp(arch, known_archs[i]))
+      return 0;
+  return diag_error(d, (SrcLoc){0}, "unknown --arch '%s' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)",
+                    arch);
+}
+
+void nvrtc_output_free(NvrtcOutput *o) {
+  free(o->cubin);
+  free(o->ptx);
+  memset(o, 0, sizeof *o);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+/* Appends up to `cap` bytes of s to buf (at *at). */
+static void append(char *buf, size_t cap, size_t *at, const char *s, size_t n) {
+  if (*at + 1 >= cap)
+    return;
+  if (n > cap - 1 - *at)
+    n = cap - 1 - *at;
+  memcpy(buf + *at, s, n);
+  *at += n;
+  buf[*at] = 0;
+}
+
+/* The source lines lo..hi (1-based), numbered, with '>' at `mark`. */
+static void append_lines(char *buf, size_t cap, size_t *at, const char *src, int lo, int hi,
+                         int mark) {
+  int line = 1;
+  for (const char *p = src; *p && line <= hi; line++) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (line >= lo) {
+      char head[32];
+      int k = snprintf(head, sizeof head, "\n  %c%5d | ", line == mark ? '>' : ' ', line);
+      append(buf, cap, at, head, (size_t)k);
+      append(buf, cap, at, p, len > 200 ? 200 : len);
+    }
+    p = e ? e + 1 : p + len;
+  }
+}
+
+/* "NAME(LINE): error" lines of the log, each with the source around it (at most 4). */
+static int compile_error(const char *source, const char *name, const char *what,
+                         const char *log, Diag *d) {
+  char msg[sizeof d->msg];
+  size_t at = 0;
+  msg[0] = 0;
+  append(msg, sizeof msg, &at, log, strlen(log));
+  while (at && (msg[at - 1] == '\n' || msg[at - 1] == ' '))
+    msg[--at] = 0;
+  size_t nlen = strlen(name);
+  int shown = 0, last = -1;
+  for (const char *p = log; p && *p && shown < 4; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+    if (strncmp(p, name, nlen) != 0 || p[nlen] != '(')
+      continue;
+    int line = atoi(p + nlen + 1);
+    const char *close = strchr(p + nlen, ')');
+    if (line <= 0 || line == last || !close || strncmp(close, "): error", 8) != 0)
+      continue;
+    char head[64];
+    int k = snprintf(head, sizeof head, "\n%s around line %d:", name, line);
+    append(msg, sizeof msg, &at, head, (size_t)k);
+    append_lines(msg, sizeof msg, &at, source, line - 2, line + 2, line);
+    last = line;
+    shown++;
+  }
+  return diag_error(d, (SrcLoc){0}, "NVRTC could not compile the generated CUDA C (%s):\n%s",
+                    what, msg);
+}
+
+/* ---------------------------------------------------------------- compiling */
+
+static char *program_log(nvrtcProgram prog) {
+  size_t n = 0;
+  if (nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS || n == 0)
+    n = 1;
+  char *log = calloc(n, 1);
+  if (log && n > 1)
+    nvrtcGetProgramLog(prog, log);
+  return log;
+}
+
+/* One compile for --gpu-architecture=arch; the cubin (real arch) or PTX (virtual). */
+static int compile_one(const char *source, const char *name, const char *arch, bool cubin,
+                       void **data, size_t *size, Diag *d) {
+  nvrtcProgram prog;
+  nvrtcResult r = nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+  if (r != NVRTC_SUCCESS)
+    return diag_error(d, (SrcLoc){0}, "NVRTC: %s", nvrtcGetErrorString(r));
+  char archopt[64];
+  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
+  const char *opts[] = {archopt, "-std=c++17"};
+  r = nvrtcCompileProgram(prog, 2, opts);
+  int rc = 0;
+  if (r != NVRTC_SUCCESS) {
+    char *log = program_log(prog);
+    rc = compile_error(source, name, arch, log ? log : nvrtcGetErrorString(r), d);
+    free(log);
+  } else {
+    r = cubin ? nvrtcGetCUBINSize(prog, size) : nvrtcGetPTXSize(prog, size);
+    *data = r == NVRTC_SUCCESS ? malloc(*size ? *size : 1) : NULL;
+    if (*data)
+      r = cubin ? nvrtcGetCUBIN(prog, *data) : nvrtcGetPTX(prog, *data);
+    if (r != NVRTC_SUCCESS || !*data) {
+      free(*data);
+      *data = NULL;
+      rc = diag_error(d, (SrcLoc){0}, "NVRTC: cannot get the %s: %s", cubin ? "cubin" : "PTX",
+                      r != NVRTC_SUCCESS ? nvrtcGetErrorString(r) : "out of memory");
+    }
+  }
+  nvrtcDestroyProgram(&prog);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- the cache */
+
+/* Two independent 64-bit FNV-1a-style hashes with a final avalanche, 128 bits in all. */
+typedef struct Hash {
+  uint64_t h[2];
+} Hash;
+
+static void hash_bytes(Hash *h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) {
+    h->h[0] = (h->h[0] ^ b[i]) * 0x100000001b3ull;
+    h->h[1] = (h->h[1] ^ b[i]) * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+  }
+  /* a separator, so ("ab", "c") and ("a", "bc") differ */
+  h->h[0] = (h->h[0] ^ 0xff) * 0x100000001b3ull;
+  h->h[1] = (h->h[1] ^ 0xff) * 0x9e3779b97f4a7c15ull;
+}
+
+static uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static char *cache_folder(const NvrtcOptions *opt) {
+  const char *dir = opt->cache_dir ? opt->cache_dir : getenv("GPUCC_CACHE_DIR");
+  char buf[4096];
+  if (dir && *dir)
+    return strdup(dir);
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && *xdg)
+    snprintf(buf, sizeof buf, "%s/gpucc", xdg);
+  else if (home && *home)
+    snprintf(buf, sizeof buf, "%s/.cache/gpucc", home);
+  else
+    return NULL;
+  return strdup(buf);
+}
+
+static void *read_all(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *data = NULL;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n))) {
+    if (fread(data, 1, (size_t)n, f) != (size_t)n) {
+      free(data);
+      data = NULL;
+    }
+  }
+  fclose(f);
+  *size = data ? (size_t)n : 0;
+  return data;
+}
+
+static void write_all(const char *path, const void *data, size_t size) {
+  Diag d = {0};
+  OutFile o;
+  FILE *f = outfile_open(&o, path, &d);
+  if (!f)
+    return;
+  if (fwrite(data, 1, size, f) != size) {
+    outfile_abort(&o);
+    return;
+  }
+  outfile_commit(&o, &d);
+}
+
+/* <dir>/<key>.cubin and .ptx; NULL when there is no cache folder. */
+static char *cache_path(const char *dir, const Hash *key, const char *ext) {
+  size_t n = strlen(dir) + 48;
+  char *p = malloc(n);
+  if (p)
+    snprintf(p, n, "%s/%016" PRIx64 "%016" PRIx64 ".%s", dir, mix(key->h[0]), mix(key->h[1]), ext);
+  return p;
+}
+
+static bool cache_read(const char *dir, const Hash *key, NvrtcOutput *out) {
+  char *cp = cache_path(dir, key, "cubin"), *pp = cache_path(dir, key, "ptx");
+  if (cp && pp) {
+    out->cubin = read_all(cp, &out->cubin_size);
+    out->ptx = read_all(pp, &out->ptx_size);
+  }
+  free(cp);
+  free(pp);
+  /* the PTX is stored with its NUL: a file without one is not ours */
+  if (!out->cubin || !out->ptx || out->ptx[out->ptx_size - 1] != 0) {
+    nvrtc_output_free(out);
+    return false;
+  }
+  out->from_cache = true;
+  return true;
+}
+
+static void cache_write(const char *dir, const Hash *key, const NvrtcOutput *out) {
+  Diag d = {0};
+  if (make_dirs(dir, &d))
+    return;
+  char *cp = cache_path(dir, key, "cubin"), *pp = cache_path(dir, key, "ptx");
+  /* the PTX first: a reader wants both, and finds the cubin last */
+  if (cp && pp) {
+    write_all(pp, out->ptx, out->ptx_size);
+    write_all(cp, out->cubin, out->cubin_size);
+  }
+  free(cp);
+  free(pp);
+}
+
+/* ---------------------------------------------------------------- the entry point */
+
+int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,
+                  NvrtcOutput *out, Diag *d) {
+  NvrtcOptions none = {0};
+  opt = opt ? opt : &none;
+  memset(out, 0, sizeof *out);
+  const char *arch = opt->arch ? opt->arch : NVRTC_DEFAULT_ARCH;
+  if (nvrtc_check_arch(arch, d))
+    return -1;
+  char virt[16];
+  snprintf(virt, sizeof virt, "compute_%.2s", arch + 3); /* sm_90a: compute_90 */
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  Hash key = {{0xcbf29ce484222325ull, 0x84222325cbf29ce4ull}};
+  char meta[128];
+  snprintf(meta, sizeof meta, "nvrtc %d.%d; %s %s; -std=c++17", major, minor, arch, virt);
+  hash_bytes(&key, meta, strlen(meta));
+  hash_bytes(&key, source, strlen(source));
+  char *dir = opt->no_cache ? NULL : cache_folder(opt);
+  if (dir && cache_read(dir, &key, out)) {
+    free(dir);
+    return 0;
+  }
+  void *ptx = NULL;
+  if (compile_one(source, name, arch, true, &out->cubin, &out->cubin_size, d) ||
+      compile_one(source, name, virt, false, &ptx, &out->ptx_size, d)) {
+    nvrtc_output_free(out);
+    free(dir);
+    return -1;
+  }
+  out->ptx = ptx;
+  if (dir)
+    cache_write(dir, &key, out);
+  free(dir);
+  return 0;
+}

@@ -1,0 +1,37 @@
+/* nvrtc.h: compiling generated CUDA C with NVRTC (internal to compiler/).
+ *
+ * One translation unit becomes a cubin for the target architecture and PTX for the
+ * virtual architecture under it, which the driver can JIT for newer GPUs. Results are
+ * cached on disk by a hash of the source, the options and NVRTC's version. Errors come
+ * back in a Diag holding NVRTC's log and the generated source lines around each error;
+ * nothing is printed. */
+#ifndef GPUCC_NVRTC_H
+#define GPUCC_NVRTC_H
+
+#include "ir/ir.h"
+
+#define NVRTC_DEFAULT_ARCH "sm_90"
+
+typedef struct NvrtcOptions {
+  const char *arch;      /* sm_80, sm_86, sm_89, sm_90 or sm_90a; NULL: sm_90 */
+  bool no_cache;         /* neither read nor write the cache */
+  const char *cache_dir; /* NULL: $GPUCC_CACHE_DIR, else $XDG_CACHE_HOME/gpucc, else
+                          * ~/.cache/gpucc */
+} NvrtcOptions;
+
+typedef struct NvrtcOutput {
+  void *cubin; /* malloc'd */
+  size_t cubin_size;
+  char *ptx; /* malloc'd, NUL-terminated; ptx_size counts the NUL */
+  size_t ptx_size;
+  bool from_cache;
+} NvrtcOutput;
+
+/* 0 when arch is one gpucc targets; else -1 with the list of them in d. */
+int nvrtc_check_arch(const char *arch, Diag *d);
+/* Compiles source (named `name` in messages, e.g. "model.cu"). 0, or -1 with d set. */
+int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,
+                  NvrtcOutput *out, Diag *d);
+void nvrtc_output_free(NvrtcOutput *o);
+
+#endif

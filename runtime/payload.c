@@ -1,0 +1,270 @@
+/* payload.c: the bytes a model.so carries after its ELF image (format in runtime.h), and
+ * the writer the compiler calls to make one. Pure C, no CUDA.
+ *
+ * The trailer is read from a file anyone can hand us, so every range is checked against
+ * the file's size, and a checksum over the trailer's fields catches a damaged one before
+ * its offsets are trusted.
+ */
+#include "runtime/runtime-impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TRAILER_VERSION 1u
+#define PAYLOAD_ALIGN 64 /* plan and weights start at multiples of this in the file */
+
+static GpuccStatus no_payload(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static GpuccStatus no_payload(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gpucc_vfail(GPUCC_ERR_BAD_PLAN, fmt, ap);
+  va_end(ap);
+  return GPUCC_ERR_BAD_PLAN;
+}
+
+static bool in_file(uint64_t off, uint64_t len, uint64_t end) {
+  return off <= end && len <= end - off;
+}
+
+/* A bare file name: no directory part, nothing that climbs out of the .so's folder. */
+static bool bare_name_ok(const char *s, size_t n) {
+  if (n == 0 || n > GPUCC_MAX_WEIGHTS_FILE || memchr(s, 0, n) || memchr(s, '/', n)) return false;
+  return !(n == 1 && s[0] == '.') && !(n == 2 && s[0] == '.' && s[1] == '.');
+}
+
+GpuccStatus gpucc_trailer_parse(const void *file, size_t file_len, GpuccTrailer *out) {
+  if (!file || !out) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_trailer_parse: NULL argument");
+  memset(out, 0, sizeof *out);
+  const unsigned char *f = file;
+  if (file_len < GPUCC_TRAILER_BYTES)
+    return no_payload("no model payload: the file is shorter than a gpucc trailer");
+  const unsigned char *t = f + file_len - GPUCC_TRAILER_BYTES;
+  if (memcmp(t, "GPUCCMDL", 8) || memcmp(t + 72, "GPUCCEND", 8))
+    return no_payload("no model payload: the file does not end with a gpucc trailer (is it "
+                      "the libgpucc_model.so stub, or a stripped model.so?)");
+  if (gpucc_rd64(t + 64) != gpucc_fnv1a64(t, 64))
+    return no_payload("model payload trailer is damaged (checksum mismatch)");
+  uint32_t version = gpucc_rd32(t + 8), flags = gpucc_rd32(t + 12);
+  if (version != TRAILER_VERSION)
+    return no_payload("model payload version %u; this runtime reads version %u", version,
+                      TRAILER_VERSION);
+  if (flags & ~GPUCC_TRAILER_EXTERNAL_WEIGHTS) return no_payload("model payload flags 0x%x", flags);
+  uint64_t end = file_len - GPUCC_TRAILER_BYTES;
+  uint64_t plan_off = gpucc_rd64(t + 16), plan_len = gpucc_rd64(t + 24);
+  uint64_t w_off = gpucc_rd64(t + 32), w_len = gpucc_rd64(t + 40);
+  uint64_t name_off = gpucc_rd64(t + 48), name_len = gpucc_rd64(t + 56);
+  if (!plan_len || !in_file(plan_off, plan_len, end))
+    return no_payload("model payload: plan at %llu (+%llu bytes) is outside the file",
+                      (unsigned long long)plan_off, (unsigned long long)plan_len);
+  bool external = flags & GPUCC_TRAILER_EXTERNAL_WEIGHTS;
+  if (external) {
+    if (w_off || !in_file(name_off, name_len, end) ||
+        !bare_name_ok((const char *)f + name_off, (size_t)name_len))
+      return no_payload("model payload: bad name for the weights file");
+    memcpy(out->weights_file, f + name_off, (size_t)name_len);
+  } else if (name_len || name_off || !in_file(w_off, w_len, end)) {
+    return no_payload("model payload: weights at %llu (+%llu bytes) are outside the file",
+                      (unsigned long long)w_off, (unsigned long long)w_len);
+  }
+  out->flags = flags;
+  out->plan_offset = plan_off;
+  out->plan_len = plan_len;
+  out->weights_offset = w_off;
+  out->weights_len = w_len;
+  return GPUCC_OK;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+typedef struct Out {
+  FILE *f;
+  char *path, *tmp;
+  uint64_t pos;
+} Out;
+
+static GpuccStatus io_fail(const char *what, const char *path) {
+  return gpucc_fail(GPUCC_ERR_IO, "%s %s: %s", what, path, strerror(errno));
+}
+
+/* A temporary beside path, renamed over it by out_commit. */
+static GpuccStatus out_open(Out *o, const char *path, mode_t mode) {
+  memset(o, 0, sizeof *o);
+  size_t n = strlen(path);
+  if (!(o->tmp = malloc(n + 16))) return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  snprintf(o->tmp, n + 16, "%s.tmpXXXXXX", path);
+  int fd = mkstemp(o->tmp);
+  if (fd < 0) {
+    GpuccStatus st = io_fail("cannot create a temporary file for", path);
+    free(o->tmp);
+    o->tmp = NULL;
+    return st;
+  }
+  if (fchmod(fd, mode) || !(o->f = fdopen(fd, "wb"))) {
+    GpuccStatus st = io_fail("cannot open", o->tmp);
+    close(fd);
+    unlink(o->tmp);
+    free(o->tmp);
+    o->tmp = NULL;
+    return st;
+  }
+  o->path = (char *)path;
+  return GPUCC_OK;
+}
+
+static void out_abort(Out *o) {
+  if (o->f) fclose(o->f);
+  if (o->tmp) {
+    unlink(o->tmp);
+    free(o->tmp);
+  }
+  memset(o, 0, sizeof *o);
+}
+
+static GpuccStatus out_write(Out *o, const void *p, size_t n) {
+  if (n && fwrite(p, 1, n, o->f) != n) return io_fail("cannot write", o->tmp);
+  o->pos += n;
+  return GPUCC_OK;
+}
+
+static GpuccStatus out_pad(Out *o) {
+  static const unsigned char zeros[PAYLOAD_ALIGN];
+  return out_write(o, zeros, (size_t)((PAYLOAD_ALIGN - o->pos % PAYLOAD_ALIGN) % PAYLOAD_ALIGN));
+}
+
+static GpuccStatus out_commit(Out *o) {
+  int bad = fflush(o->f) != 0 || ferror(o->f);
+  bad |= fclose(o->f) != 0;
+  o->f = NULL;
+  GpuccStatus st = GPUCC_OK;
+  if (bad) st = io_fail("cannot write", o->tmp);
+  else if (rename(o->tmp, o->path)) st = io_fail("cannot rename the temporary to", o->path);
+  if (st) unlink(o->tmp);
+  free(o->tmp);
+  o->tmp = NULL;
+  return st;
+}
+
+static GpuccStatus read_file(const char *path, unsigned char **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return io_fail("cannot open", path);
+  struct stat st;
+  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+    fclose(f);
+    return gpucc_fail(GPUCC_ERR_IO, "%s is not a regular file", path);
+  }
+  size_t n = (size_t)st.st_size;
+  unsigned char *b = malloc(n ? n : 1);
+  if (!b) {
+    fclose(f);
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
+  }
+  if (fread(b, 1, n, f) != n) {
+    free(b);
+    fclose(f);
+    return gpucc_fail(GPUCC_ERR_IO, "cannot read %s", path);
+  }
+  fclose(f);
+  *out = b;
+  *len = n;
+  return GPUCC_OK;
+}
+
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+static GpuccStatus write_weights_file(const char *path, const void *w, size_t n) {
+  Out o;
+  GpuccStatus st = out_open(&o, path, 0644);
+  if (st) return st;
+  if ((st = out_write(&o, w, n))) {
+    out_abort(&o);
+    return st;
+  }
+  return out_commit(&o);
+}
+
+static GpuccStatus write_so(const char *out_path, const unsigned char *stub, size_t stub_len,
+                            const void *plan, size_t plan_len, const void *weights,
+                            size_t weights_len, const char *weights_name) {
+  Out o;
+  GpuccStatus st = out_open(&o, out_path, 0755);
+  if (st) return st;
+  unsigned char t[GPUCC_TRAILER_BYTES] = {0};
+  bool external = weights_name != NULL;
+  if ((st = out_write(&o, stub, stub_len)) || (st = out_pad(&o))) goto fail;
+  gpucc_wr64(t + 16, o.pos);
+  gpucc_wr64(t + 24, plan_len);
+  if ((st = out_write(&o, plan, plan_len)) || (st = out_pad(&o))) goto fail;
+  gpucc_wr64(t + 40, weights_len);
+  if (external) {
+    size_t n = strlen(weights_name);
+    gpucc_wr64(t + 48, o.pos);
+    gpucc_wr64(t + 56, n);
+    if ((st = out_write(&o, weights_name, n))) goto fail;
+  } else {
+    gpucc_wr64(t + 32, o.pos);
+    if ((st = out_write(&o, weights, weights_len))) goto fail;
+  }
+  memcpy(t, "GPUCCMDL", 8);
+  gpucc_wr32(t + 8, TRAILER_VERSION);
+  gpucc_wr32(t + 12, external ? GPUCC_TRAILER_EXTERNAL_WEIGHTS : 0);
+  gpucc_wr64(t + 64, gpucc_fnv1a64(t, 64));
+  memcpy(t + 72, "GPUCCEND", 8);
+  if ((st = out_write(&o, t, sizeof t))) goto fail;
+  return out_commit(&o);
+fail:
+  out_abort(&o);
+  return st;
+}
+
+static GpuccStatus write_model_so(const char *stub_path, const char *out_path, const void *plan,
+                                  size_t plan_len, const void *weights, size_t weights_len,
+                                  size_t threshold) {
+  if (!stub_path || !out_path || !plan || !plan_len || (weights_len && !weights))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_write_model_so: NULL or empty argument");
+  unsigned char *stub;
+  size_t stub_len;
+  GpuccStatus st = read_file(stub_path, &stub, &stub_len);
+  if (st) return st;
+  GpuccTrailer tr;
+  if (stub_len < 64 || memcmp(stub, "\177ELF", 4))
+    st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s is not a shared library (no ELF header)", stub_path);
+  else if (!memcmp(stub + stub_len - 8, "GPUCCEND", 8) && !gpucc_trailer_parse(stub, stub_len, &tr))
+    st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
+                    "%s already carries a model: give the libgpucc_model.so stub", stub_path);
+  if (st) {
+    free(stub);
+    return st;
+  }
+  char *wpath = NULL;
+  if (weights_len > threshold) {
+    size_t n = strlen(out_path) + sizeof ".weights";
+    if (!(wpath = malloc(n))) st = gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+    else snprintf(wpath, n, "%s.weights", out_path);
+    if (!st && strlen(base_name(wpath)) > GPUCC_MAX_WEIGHTS_FILE)
+      st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: file name too long", wpath);
+    /* The weights first: a model.so must never name a file that does not exist. */
+    if (!st) st = write_weights_file(wpath, weights, weights_len);
+  }
+  if (!st)
+    st = write_so(out_path, stub, stub_len, plan, plan_len, weights, weights_len,
+                  wpath ? base_name(wpath) : NULL);
+  free(wpath);
+  free(stub);
+  return st;
+}
+
+GpuccStatus gpucc_write_model_so(const char *stub_path, const char *out_path, const void *plan,
+                                 size_t plan_len, const void *weights, size_t weights_len,
+                                 size_t external_weights_threshold, char *err, size_t err_len) {
+  GpuccStatus st = write_model_so(stub_path, out_path, plan, plan_len, weights, weights_len,
+                                  external_weights_threshold);
+  if (st && err && err_len) snprintf(err, err_len, "%s", gpucc_last_error());
+  return st;
+}

@@ -1,0 +1,37 @@
+/* runtime-impl.h: what the runtime's files share and nobody else needs. Pure C: plan.c
+ * and payload.c, which the compiler links, include no CUDA header. */
+#ifndef GPUCC_RUNTIME_IMPL_H
+#define GPUCC_RUNTIME_IMPL_H
+
+#include "runtime/runtime.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+/* Sets gpucc_last_error() to the formatted message and returns s. */
+GpuccStatus gpucc_fail(GpuccStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+GpuccStatus gpucc_vfail(GpuccStatus s, const char *fmt, va_list ap);
+
+/* FNV-1a, 64 bits: the plan's and the trailer's checksum. Catches damage, not malice. */
+uint64_t gpucc_fnv1a64(const void *p, size_t n);
+
+/* Little-endian loads and stores, whatever the host. */
+static inline uint32_t gpucc_rd32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t gpucc_rd64(const unsigned char *p) {
+  return (uint64_t)gpucc_rd32(p) | (uint64_t)gpucc_rd32(p + 4) << 32;
+}
+static inline void gpucc_wr32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void gpucc_wr64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Elements of a tensor, or false if the product does not fit in 63 bits. */
+bool gpucc_numel(const int64_t *dims, int rank, uint64_t *out);
+/* "f32[1,3,224,224]" into buf. */
+void gpucc_format_type(char *buf, size_t n, GpuccDType t, int rank, const int64_t *dims);
+
+#endif

@@ -1,0 +1,677 @@
+/* runtime.c: creating and running a model (see the model section of runtime.h).
+ *
+ * Everything that can be decided or allocated is done in gpucc_model_create, so that a
+ * run is a handful of async calls on the caller's stream. Each CUDA and cuBLASLt call is
+ * checked; its failure becomes a status and a message naming the call and the step (and,
+ * for a launch, the kernel). A failure part-way through create goes through the same
+ * gpucc_model_destroy as a finished model, which frees whatever exists so far.
+ *
+ * The model works in the device's primary context (the one the CUDA runtime uses too, so
+ * the caller's cudaStream_t and device pointers are valid here), pushed around each call
+ * and popped before returning, so the caller's current context is left alone.
+ */
+#include "runtime/cuda-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A kernel step, resolved: its function and its parameter array. */
+typedef struct Launch {
+  CUfunction fn;
+  uint64_t *vals;  /* each parameter's 8 bytes: a device address or a scalar */
+  void **params;   /* params[i] = &vals[i], as cuLaunchKernel wants */
+} Launch;
+
+/* A GEMM step, resolved: descriptors, layouts (A, B, C, D) and the chosen algorithm.
+ * alpha and beta live here because cuBLASLt reads them through pointers. */
+typedef struct Gemm {
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t layout[4];
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace;
+  union {
+    float f;
+    double d;
+  } alpha, beta;
+} Gemm;
+
+struct GpuccModel {
+  GpuccPlan *plan;
+  const CuApi *cu;
+  const LtApi *lt;
+  CUdevice dev;
+  CUcontext ctx; /* the retained primary context; NULL until retained */
+  CUdeviceptr arena, weights, workspace;
+  CUmodule module;
+  cublasLtHandle_t lt_handle;
+  Launch *launches; /* per step; used by kernel steps */
+  Gemm *gemms;      /* per step; used by GEMM steps */
+  CUstream stream;  /* internal: captures the graph */
+  CUgraph graph;
+  CUgraphExec exec;
+  unsigned char *pinned; /* run_host's staging: inputs, then outputs */
+  uint64_t *stage_in, *stage_out;
+  bool debug; /* GPUCC_RUNTIME_DEBUG: no graph, steps one by one */
+};
+
+#define DEBUG_HINT "; set GPUCC_RUNTIME_DEBUG=1 to run the steps one by one and name the failing one"
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static uint64_t tensor_bytes(const GpuccTensorInfo *t) {
+  uint64_t n = 0;
+  gpucc_numel(t->dims, t->rank, &n); /* cannot fail: the plan is validated */
+  return n * gpucc_dtype_size(t->dtype);
+}
+
+static CUdeviceptr dev_addr(const GpuccModel *m, GpuccPtr p) {
+  return (p.region == GPUCC_REGION_WEIGHTS ? m->weights : m->arena) + p.offset;
+}
+
+/* cuBLASLt takes device addresses as pointers. */
+static void *dev_ptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
+
+/* "step 3 (kernel 'k3_add')" */
+static const char *step_label(const GpuccModel *m, int i, char *buf, size_t n) {
+  const GpuccStep *s = &m->plan->steps[i];
+  switch (s->kind) {
+  case GPUCC_STEP_KERNEL: snprintf(buf, n, "step %d (kernel '%s')", i, s->kernel.name); break;
+  case GPUCC_STEP_GEMM:
+    snprintf(buf, n, "step %d (gemm m=%lld n=%lld k=%lld batch=%lld)", i, (long long)s->gemm.m,
+             (long long)s->gemm.n, (long long)s->gemm.k, (long long)s->gemm.batch);
+    break;
+  case GPUCC_STEP_COPY: snprintf(buf, n, "step %d (copy)", i); break;
+  case GPUCC_STEP_MEMSET: snprintf(buf, n, "step %d (memset)", i); break;
+  }
+  return buf;
+}
+
+static GpuccStatus lt_fail(const GpuccModel *m, cublasStatus_t s, const char *what, int step) {
+  char label[GPUCC_MAX_NAME + 96];
+  return gpucc_fail(GPUCC_ERR_CUBLAS, "%s: %s failed: %s", step_label(m, step, label, sizeof label),
+                    what, m->lt->cublasLtGetStatusString(s));
+}
+
+/* ---------------------------------------------------------------- create: memory and module */
+
+static GpuccStatus alloc_device(GpuccModel *m, CUdeviceptr *p, uint64_t bytes, const char *what) {
+  if (!bytes) return GPUCC_OK; /* cuMemAlloc refuses 0 */
+  CUresult r = m->cu->cuMemAlloc(p, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY,
+                      "out of GPU memory: cuMemAlloc of the %s (%llu bytes) failed", what,
+                      (unsigned long long)bytes);
+  if (r) return gpucc_cu_fail(m->cu, r, "cuMemAlloc of the %s (%llu bytes)", what,
+                              (unsigned long long)bytes);
+  return GPUCC_OK;
+}
+
+static GpuccStatus alloc_memory(GpuccModel *m, const void *weights) {
+  const GpuccPlan *p = m->plan;
+  const CuApi *cu = m->cu;
+  GpuccStatus st;
+  CUresult r;
+  if ((st = alloc_device(m, &m->arena, p->arena_bytes, "arena")) ||
+      (st = alloc_device(m, &m->weights, p->weights_bytes, "weights")) ||
+      (st = alloc_device(m, &m->workspace, p->workspace_bytes, "cuBLASLt workspace")))
+    return st;
+  /* A zeroed arena makes a first run deterministic, and index-reading kernels safe, even
+   * if a plan reads a slot before writing it. */
+  if (p->arena_bytes && (r = cu->cuMemsetD8(m->arena, 0, p->arena_bytes)))
+    return gpucc_cu_fail(cu, r, "cuMemsetD8 of the arena");
+  if (p->weights_bytes && (r = cu->cuMemcpyHtoD(m->weights, weights, p->weights_bytes)))
+    return gpucc_cu_fail(cu, r, "cuMemcpyHtoD of the weights (%llu bytes)",
+                         (unsigned long long)p->weights_bytes);
+
+  /* run_host's staging buffers, each slot 256-byte aligned. */
+  uint64_t total = 0;
+  if (!(m->stage_in = calloc((size_t)p->ninputs + 1, sizeof *m->stage_in)) ||
+      !(m->stage_out = calloc((size_t)p->noutputs + 1, sizeof *m->stage_out)))
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  for (int i = 0; i < p->ninputs; i++) {
+    m->stage_in[i] = total;
+    total += align_up(tensor_bytes(&p->inputs[i]), 256);
+  }
+  for (int i = 0; i < p->noutputs; i++) {
+    m->stage_out[i] = total;
+    total += align_up(tensor_bytes(&p->outputs[i]), 256);
+  }
+  if (total) {
+    void *h = NULL;
+    if ((r = cu->cuMemHostAlloc(&h, total, CU_MEMHOSTALLOC_PORTABLE)))
+      return gpucc_cu_fail(cu, r, "cuMemHostAlloc of %llu bytes of pinned staging memory",
+                           (unsigned long long)total);
+    m->pinned = h;
+  }
+  return GPUCC_OK;
+}
+
+/* The cubin when the driver takes it; the PTX when the driver says the cubin is not for
+ * this GPU (a newer architecture than the compile target) or when there is no cubin. */
+static GpuccStatus load_module(GpuccModel *m) {
+  const GpuccPlan *p = m->plan;
+  const CuApi *cu = m->cu;
+  if (!p->cubin_len && !p->ptx_len) return GPUCC_OK;
+  CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
+  if (p->cubin_len) {
+    r = cu->cuModuleLoadDataEx(&m->module, p->cubin, 0, NULL, NULL);
+    if (r == CUDA_SUCCESS) return GPUCC_OK;
+    if ((r != CUDA_ERROR_NO_BINARY_FOR_GPU && r != CUDA_ERROR_INVALID_IMAGE) || !p->ptx_len)
+      return gpucc_cu_fail(cu, r, "cuModuleLoadDataEx of the cubin (%zu bytes)%s", p->cubin_len,
+                           p->ptx_len ? "" : " (and the plan has no PTX to fall back on)");
+  }
+  char log[4096] = "";
+  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *vals[] = {log, (void *)(uintptr_t)sizeof log};
+  r = cu->cuModuleLoadDataEx(&m->module, p->ptx, 2, opts, vals);
+  if (r == CUDA_SUCCESS) return GPUCC_OK;
+  log[sizeof log - 1] = 0;
+  return gpucc_cu_fail(cu, r, "cuModuleLoadDataEx of the PTX%s%s%s",
+                       p->cubin_len ? " (the cubin is not for this GPU)" : "",
+                       log[0] ? "; JIT log:\n" : "", log);
+}
+
+/* ---------------------------------------------------------------- create: steps */
+
+static GpuccStatus prepare_kernel(GpuccModel *m, int i) {
+  const GpuccKernel *k = &m->plan->steps[i].kernel;
+  Launch *l = &m->launches[i];
+  char label[GPUCC_MAX_NAME + 96];
+  step_label(m, i, label, sizeof label);
+  CUresult r = m->cu->cuModuleGetFunction(&l->fn, m->module, k->name);
+  if (r == CUDA_ERROR_NOT_FOUND)
+    return gpucc_fail(GPUCC_ERR_BAD_PLAN, "%s: the module has no kernel named '%s'", label, k->name);
+  if (r) return gpucc_cu_fail(m->cu, r, "%s: cuModuleGetFunction", label);
+  if (k->shared_bytes > 48 * 1024 &&
+      (r = m->cu->cuFuncSetAttribute(l->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     (int)k->shared_bytes)))
+    return gpucc_cu_fail(m->cu, r, "%s: cuFuncSetAttribute(%u bytes of dynamic shared memory)",
+                         label, k->shared_bytes);
+  if (!k->nargs) return GPUCC_OK;
+  if (!(l->vals = calloc((size_t)k->nargs, sizeof *l->vals)) ||
+      !(l->params = calloc((size_t)k->nargs, sizeof *l->params)))
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  for (int a = 0; a < k->nargs; a++) {
+    const GpuccArg *arg = &k->args[a];
+    l->vals[a] = arg->kind == GPUCC_ARG_PTR ? (uint64_t)dev_addr(m, arg->ptr) : arg->scalar;
+    l->params[a] = &l->vals[a];
+  }
+  return GPUCC_OK;
+}
+
+static cudaDataType_t lt_type(GpuccDType t) {
+  switch (t) {
+  case GPUCC_DT_F64: return CUDA_R_64F;
+  case GPUCC_DT_F16: return CUDA_R_16F;
+  case GPUCC_DT_BF16: return CUDA_R_16BF;
+  default: return CUDA_R_32F; /* validation allows no other GEMM type */
+  }
+}
+
+/* The largest power of two (up to 256) dividing an address: what cuBLASLt may assume. */
+static uint32_t alignment_of(CUdeviceptr p) {
+  uint32_t a = 256;
+  while (a > 1 && p % a) a /= 2;
+  return a;
+}
+
+static GpuccStatus lt_layout(GpuccModel *m, int i, cublasLtMatrixLayout_t *out, GpuccDType t,
+                             int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                             int64_t stride) {
+  const LtApi *lt = m->lt;
+  cublasStatus_t s = lt->cublasLtMatrixLayoutCreate(out, lt_type(t), (uint64_t)rows,
+                                                    (uint64_t)cols, ld);
+  if (s) return lt_fail(m, s, "cublasLtMatrixLayoutCreate", i);
+  if (batch > 1) {
+    int32_t count = (int32_t)batch;
+    if ((s = lt->cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                  sizeof count)) ||
+        (s = lt->cublasLtMatrixLayoutSetAttribute(
+             *out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride)))
+      return lt_fail(m, s, "cublasLtMatrixLayoutSetAttribute(batch)", i);
+  }
+  return GPUCC_OK;
+}
+
+static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
+  const GpuccGemm *g = &m->plan->steps[i].gemm;
+  Gemm *G = &m->gemms[i];
+  GpuccStatus st;
+  if (!m->lt) {
+    if (!(m->lt = gpucc_cublaslt(&st))) return st;
+    cublasStatus_t s = m->lt->cublasLtCreate(&m->lt_handle);
+    if (s) return gpucc_fail(GPUCC_ERR_CUBLAS, "cublasLtCreate failed: %s",
+                             m->lt->cublasLtGetStatusString(s));
+  }
+  const LtApi *lt = m->lt;
+  bool f64 = g->compute == GPUCC_COMPUTE_64F;
+  cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F
+                           : g->compute == GPUCC_COMPUTE_32F_FAST_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                       : CUBLAS_COMPUTE_32F;
+  if (f64) {
+    G->alpha.d = g->alpha;
+    G->beta.d = g->beta;
+  } else {
+    G->alpha.f = (float)g->alpha;
+    G->beta.f = (float)g->beta;
+  }
+  cublasStatus_t s = lt->cublasLtMatmulDescCreate(&G->desc, ct, f64 ? CUDA_R_64F : CUDA_R_32F);
+  if (s) return lt_fail(m, s, "cublasLtMatmulDescCreate", i);
+  int32_t ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if ((s = lt->cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
+      (s = lt->cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)))
+    return lt_fail(m, s, "cublasLtMatmulDescSetAttribute(transpose)", i);
+  if ((st = lt_layout(m, i, &G->layout[0], g->a_type, g->trans_a ? g->k : g->m,
+                      g->trans_a ? g->m : g->k, g->lda, g->batch, g->stride_a)) ||
+      (st = lt_layout(m, i, &G->layout[1], g->b_type, g->trans_b ? g->n : g->k,
+                      g->trans_b ? g->k : g->n, g->ldb, g->batch, g->stride_b)) ||
+      (st = lt_layout(m, i, &G->layout[2], g->cd_type, g->m, g->n, g->ldc, g->batch, g->stride_c)) ||
+      (st = lt_layout(m, i, &G->layout[3], g->cd_type, g->m, g->n, g->ldd, g->batch, g->stride_d)))
+    return st;
+
+  /* One algorithm, chosen now for these exact shapes, workspace and pointer alignments. */
+  cublasLtMatmulPreference_t pref = NULL;
+  if ((s = lt->cublasLtMatmulPreferenceCreate(&pref)))
+    return lt_fail(m, s, "cublasLtMatmulPreferenceCreate", i);
+  uint64_t ws = m->plan->workspace_bytes;
+  const CUdeviceptr ptrs[4] = {dev_addr(m, g->a), dev_addr(m, g->b), dev_addr(m, g->c),
+                               dev_addr(m, g->d)};
+  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                               sizeof ws);
+  for (int j = 0; j < 4 && !s; j++) {
+    uint32_t a = alignment_of(ptrs[j]);
+    s = lt->cublasLtMatmulPreferenceSetAttribute(pref, align_attr[j], &a, sizeof a);
+  }
+  cublasLtMatmulHeuristicResult_t res;
+  memset(&res, 0, sizeof res);
+  int nres = 0;
+  if (!s)
+    s = lt->cublasLtMatmulAlgoGetHeuristic(m->lt_handle, G->desc, G->layout[0], G->layout[1],
+                                           G->layout[2], G->layout[3], pref, 1, &res, &nres);
+  lt->cublasLtMatmulPreferenceDestroy(pref);
+  if (s) return lt_fail(m, s, "cublasLtMatmulAlgoGetHeuristic", i);
+  if (nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+    char label[128];
+    return gpucc_fail(GPUCC_ERR_CUBLAS,
+                      "%s: cuBLASLt has no algorithm for a=%s b=%s c/d=%s with %llu bytes of "
+                      "workspace", step_label(m, i, label, sizeof label),
+                      gpucc_dtype_name(g->a_type), gpucc_dtype_name(g->b_type),
+                      gpucc_dtype_name(g->cd_type), (unsigned long long)ws);
+  }
+  G->algo = res.algo;
+  G->workspace = res.workspaceSize;
+  return GPUCC_OK;
+}
+
+static GpuccStatus prepare_steps(GpuccModel *m) {
+  int n = m->plan->nsteps;
+  if (!(m->launches = calloc((size_t)n + 1, sizeof *m->launches)) ||
+      !(m->gemms = calloc((size_t)n + 1, sizeof *m->gemms)))
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  for (int i = 0; i < n; i++) {
+    GpuccStatus st = GPUCC_OK;
+    switch (m->plan->steps[i].kind) {
+    case GPUCC_STEP_KERNEL: st = prepare_kernel(m, i); break;
+    case GPUCC_STEP_GEMM: st = prepare_gemm(m, i); break;
+    default: break; /* copies and memsets need nothing */
+    }
+    if (st) return st;
+  }
+  return GPUCC_OK;
+}
+
+/* ---------------------------------------------------------------- enqueueing steps */
+
+static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
+  const GpuccStep *st = &m->plan->steps[i];
+  const CuApi *cu = m->cu;
+  char label[GPUCC_MAX_NAME + 96];
+  CUresult r = CUDA_SUCCESS;
+  switch (st->kind) {
+  case GPUCC_STEP_KERNEL: {
+    const GpuccKernel *k = &st->kernel;
+    r = cu->cuLaunchKernel(m->launches[i].fn, k->grid[0], k->grid[1], k->grid[2], k->block[0],
+                           k->block[1], k->block[2], k->shared_bytes, s, m->launches[i].params,
+                           NULL);
+    if (r) return gpucc_cu_fail(cu, r, "%s: cuLaunchKernel", step_label(m, i, label, sizeof label));
+    return GPUCC_OK;
+  }
+  case GPUCC_STEP_GEMM: {
+    const GpuccGemm *g = &st->gemm;
+    Gemm *G = &m->gemms[i];
+    cublasStatus_t ls = m->lt->cublasLtMatmul(
+        m->lt_handle, G->desc, &G->alpha, dev_ptr(dev_addr(m, g->a)), G->layout[0],
+        dev_ptr(dev_addr(m, g->b)), G->layout[1], &G->beta, dev_ptr(dev_addr(m, g->c)),
+        G->layout[2], dev_ptr(dev_addr(m, g->d)), G->layout[3], &G->algo,
+        dev_ptr(m->workspace), G->workspace, s);
+    return ls ? lt_fail(m, ls, "cublasLtMatmul", i) : GPUCC_OK;
+  }
+  case GPUCC_STEP_COPY:
+    if (st->copy.bytes)
+      r = cu->cuMemcpyDtoDAsync(dev_addr(m, st->copy.dst), dev_addr(m, st->copy.src),
+                                st->copy.bytes, s);
+    break;
+  case GPUCC_STEP_MEMSET:
+    if (st->fill.bytes)
+      r = cu->cuMemsetD8Async(dev_addr(m, st->fill.dst), st->fill.value, st->fill.bytes, s);
+    break;
+  }
+  if (r) return gpucc_cu_fail(cu, r, "%s", step_label(m, i, label, sizeof label));
+  return GPUCC_OK;
+}
+
+/* Every step, in order, captured from the internal stream into one graph. */
+static GpuccStatus capture_graph(GpuccModel *m) {
+  const CuApi *cu = m->cu;
+  CUresult r = cu->cuStreamBeginCapture(m->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (r) return gpucc_cu_fail(cu, r, "cuStreamBeginCapture");
+  GpuccStatus st = GPUCC_OK;
+  for (int i = 0; i < m->plan->nsteps && !st; i++) st = enqueue_step(m, i, m->stream);
+  /* End the capture even after a failure, so the stream is usable and destroyable. */
+  r = cu->cuStreamEndCapture(m->stream, &m->graph);
+  if (st) return st;
+  if (r) return gpucc_cu_fail(cu, r, "cuStreamEndCapture" DEBUG_HINT);
+  if ((r = cu->cuGraphInstantiate(&m->exec, m->graph, 0)))
+    return gpucc_cu_fail(cu, r, "cuGraphInstantiate" DEBUG_HINT);
+  if ((r = cu->cuGraphUpload(m->exec, m->stream)))
+    return gpucc_cu_fail(cu, r, "cuGraphUpload" DEBUG_HINT);
+  if ((r = cu->cuStreamSynchronize(m->stream)))
+    return gpucc_cu_fail(cu, r, "cuStreamSynchronize after cuGraphUpload" DEBUG_HINT);
+  return GPUCC_OK;
+}
+
+/* ---------------------------------------------------------------- create and destroy */
+
+static GpuccStatus push_ctx(const GpuccModel *m) {
+  CUresult r = m->cu->cuCtxPushCurrent(m->ctx);
+  return r ? gpucc_cu_fail(m->cu, r, "cuCtxPushCurrent") : GPUCC_OK;
+}
+
+static void pop_ctx(const GpuccModel *m) {
+  CUcontext c;
+  m->cu->cuCtxPopCurrent(&c);
+}
+
+static GpuccStatus open_device(GpuccModel *m, int device) {
+  const CuApi *cu = m->cu;
+  int count = 0;
+  CUresult r = cu->cuDeviceGetCount(&count);
+  if (r) return gpucc_cu_fail(cu, r, "cuDeviceGetCount");
+  if (count == 0) return gpucc_fail(GPUCC_ERR_NO_DEVICE, "no CUDA device: the driver sees none");
+  if (device < 0 || device >= count)
+    return gpucc_fail(GPUCC_ERR_NO_DEVICE, "no CUDA device %d: the driver sees %d (0 to %d)",
+                      device, count, count - 1);
+  if ((r = cu->cuDeviceGet(&m->dev, device))) return gpucc_cu_fail(cu, r, "cuDeviceGet(%d)", device);
+  if ((r = cu->cuDevicePrimaryCtxRetain(&m->ctx, m->dev))) {
+    m->ctx = NULL;
+    return gpucc_cu_fail(cu, r, "cuDevicePrimaryCtxRetain(device %d)", device);
+  }
+  return GPUCC_OK;
+}
+
+/* Everything after the context: run with it current. */
+static GpuccStatus build(GpuccModel *m, const void *weights) {
+  GpuccStatus st;
+  CUresult r;
+  if ((st = alloc_memory(m, weights)) || (st = load_module(m)) || (st = prepare_steps(m)))
+    return st;
+  if ((r = m->cu->cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING)))
+    return gpucc_cu_fail(m->cu, r, "cuStreamCreate");
+  if (!m->debug && m->plan->nsteps && (st = capture_graph(m))) return st;
+  return GPUCC_OK;
+}
+
+GpuccStatus gpucc_model_create(const void *plan, size_t plan_len, const void *weights,
+                               size_t weights_len, int device, GpuccModel **out) {
+  if (!out || !plan || (weights_len && !weights))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_model_create: NULL argument");
+  *out = NULL;
+  GpuccModel *m = calloc(1, sizeof *m);
+  if (!m) return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  GpuccStatus st = gpucc_plan_parse(plan, plan_len, &m->plan);
+  if (!st && weights_len != m->plan->weights_bytes)
+    st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "weights: %zu bytes given, the plan needs %llu",
+                    weights_len, (unsigned long long)m->plan->weights_bytes);
+  if (!st) m->cu = gpucc_cuda(&st); /* NULL with st and the message set */
+  if (!st) st = open_device(m, device);
+  if (!st) {
+    const char *dbg = getenv("GPUCC_RUNTIME_DEBUG");
+    m->debug = dbg && dbg[0] && strcmp(dbg, "0");
+    if (!(st = push_ctx(m))) {
+      st = build(m, weights);
+      pop_ctx(m);
+    }
+  }
+  if (st) {
+    gpucc_model_destroy(m);
+    return st;
+  }
+  *out = m;
+  return GPUCC_OK;
+}
+
+void gpucc_model_destroy(GpuccModel *m) {
+  if (!m) return;
+  const CuApi *cu = m->cu;
+  /* Errors are ignored: after a sticky device error every call fails, and destroy must
+   * still free host memory and release the context. */
+  if (m->ctx && cu->cuCtxPushCurrent(m->ctx) == CUDA_SUCCESS) {
+    cu->cuCtxSynchronize(); /* a run may still be using the arena */
+    if (m->exec) cu->cuGraphExecDestroy(m->exec);
+    if (m->graph) cu->cuGraphDestroy(m->graph);
+    for (int i = 0; m->gemms && i < m->plan->nsteps; i++) {
+      Gemm *G = &m->gemms[i];
+      for (int j = 0; j < 4; j++)
+        if (G->layout[j]) m->lt->cublasLtMatrixLayoutDestroy(G->layout[j]);
+      if (G->desc) m->lt->cublasLtMatmulDescDestroy(G->desc);
+    }
+    if (m->lt_handle) m->lt->cublasLtDestroy(m->lt_handle);
+    if (m->module) cu->cuModuleUnload(m->module);
+    if (m->stream) cu->cuStreamDestroy(m->stream);
+    if (m->arena) cu->cuMemFree(m->arena);
+    if (m->weights) cu->cuMemFree(m->weights);
+    if (m->workspace) cu->cuMemFree(m->workspace);
+    if (m->pinned) cu->cuMemFreeHost(m->pinned);
+    pop_ctx(m);
+  }
+  if (m->ctx) cu->cuDevicePrimaryCtxRelease(m->dev);
+  for (int i = 0; m->launches && i < m->plan->nsteps; i++) {
+    free(m->launches[i].vals);
+    free(m->launches[i].params);
+  }
+  free(m->launches);
+  free(m->gemms);
+  free(m->stage_in);
+  free(m->stage_out);
+  gpucc_plan_free(m->plan);
+  free(m);
+}
+
+/* ---------------------------------------------------------------- metadata and checks */
+
+static const GpuccTensorInfo *tensor(const GpuccModel *m, bool input, int i) {
+  if (!m) return NULL;
+  int n = input ? m->plan->ninputs : m->plan->noutputs;
+  if (i < 0 || i >= n) return NULL;
+  return input ? &m->plan->inputs[i] : &m->plan->outputs[i];
+}
+
+int gpucc_model_num_inputs(const GpuccModel *m) { return m ? m->plan->ninputs : 0; }
+int gpucc_model_num_outputs(const GpuccModel *m) { return m ? m->plan->noutputs : 0; }
+
+#define ACCESSORS(kind, input)                                                                \
+  const char *gpucc_model_##kind##_name(const GpuccModel *m, int i) {                        \
+    const GpuccTensorInfo *t = tensor(m, input, i);                                           \
+    return t ? t->name : NULL;                                                                \
+  }                                                                                           \
+  GpuccDType gpucc_model_##kind##_dtype(const GpuccModel *m, int i) {                        \
+    const GpuccTensorInfo *t = tensor(m, input, i);                                           \
+    return t ? t->dtype : GPUCC_DT_INVALID;                                                   \
+  }                                                                                           \
+  int gpucc_model_##kind##_rank(const GpuccModel *m, int i) {                                \
+    const GpuccTensorInfo *t = tensor(m, input, i);                                           \
+    return t ? t->rank : -1;                                                                  \
+  }                                                                                           \
+  const int64_t *gpucc_model_##kind##_dims(const GpuccModel *m, int i) {                     \
+    const GpuccTensorInfo *t = tensor(m, input, i);                                           \
+    return t ? t->dims : NULL;                                                                \
+  }                                                                                           \
+  size_t gpucc_model_##kind##_bytes(const GpuccModel *m, int i) {                            \
+    const GpuccTensorInfo *t = tensor(m, input, i);                                           \
+    return t ? (size_t)tensor_bytes(t) : 0;                                                   \
+  }
+ACCESSORS(input, true)
+ACCESSORS(output, false)
+#undef ACCESSORS
+
+GpuccStatus gpucc_model_check_num_inputs(const GpuccModel *m, int n) {
+  if (!m) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_model_check_num_inputs: NULL model");
+  if (n != m->plan->ninputs)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "the model takes %d input%s, got %d",
+                      m->plan->ninputs, m->plan->ninputs == 1 ? "" : "s", n);
+  return GPUCC_OK;
+}
+
+int gpucc_model_find_input(const GpuccModel *m, const char *name) {
+  if (!m || !name) {
+    gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_model_find_input: NULL argument");
+    return -1;
+  }
+  for (int i = 0; i < m->plan->ninputs; i++)
+    if (!strcmp(m->plan->inputs[i].name, name)) return i;
+  char list[1024] = "";
+  size_t used = 0;
+  for (int i = 0; i < m->plan->ninputs && used < sizeof list; i++)
+    used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'", i ? ", " : "",
+                             m->plan->inputs[i].name);
+  gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "the model has no input named '%s' (its inputs: %s)",
+             name, m->plan->ninputs ? list : "none");
+  return -1;
+}
+
+GpuccStatus gpucc_model_check_input(const GpuccModel *m, int i, GpuccDType dtype, int rank,
+                                    const int64_t *dims) {
+  const GpuccTensorInfo *t = tensor(m, true, i);
+  if (!t)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "input index %d out of range (the model has %d)",
+                      i, gpucc_model_num_inputs(m));
+  bool same = dtype == t->dtype && rank == t->rank && (rank == 0 || dims);
+  for (int d = 0; same && d < rank; d++) same = dims[d] == t->dims[d];
+  if (same) return GPUCC_OK;
+  char want[256], got[256];
+  gpucc_format_type(want, sizeof want, t->dtype, t->rank, t->dims);
+  if (rank < 0 || rank > GPUCC_MAX_RANK || (rank && !dims))
+    snprintf(got, sizeof got, "%s of rank %d", gpucc_dtype_name(dtype), rank);
+  else
+    gpucc_format_type(got, sizeof got, dtype, rank, dims);
+  return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "input '%s': expected %s, got %s", t->name, want, got);
+}
+
+/* ---------------------------------------------------------------- run */
+
+static GpuccStatus check_buffers(const GpuccModel *m, const void *const *in, void *const *out,
+                                 const char *fn) {
+  if (!m) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: NULL model", fn);
+  const GpuccPlan *p = m->plan;
+  if ((p->ninputs && !in) || (p->noutputs && !out))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: NULL input or output array", fn);
+  for (int i = 0; i < p->ninputs; i++)
+    if (!in[i] && tensor_bytes(&p->inputs[i]))
+      return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: input %d '%s' is NULL", fn, i, p->inputs[i].name);
+  for (int i = 0; i < p->noutputs; i++)
+    if (!out[i] && tensor_bytes(&p->outputs[i]))
+      return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: output %d '%s' is NULL", fn, i,
+                        p->outputs[i].name);
+  return GPUCC_OK;
+}
+
+/* The steps on the caller's stream: the graph, or in debug mode one by one with a
+ * synchronization after each so that an asynchronous fault is pinned on its step. */
+static GpuccStatus launch(GpuccModel *m, CUstream s) {
+  const CuApi *cu = m->cu;
+  CUresult r;
+  if (!m->debug) {
+    if (m->exec && (r = cu->cuGraphLaunch(m->exec, s)))
+      return gpucc_cu_fail(cu, r, "cuGraphLaunch" DEBUG_HINT);
+    return GPUCC_OK;
+  }
+  for (int i = 0; i < m->plan->nsteps; i++) {
+    GpuccStatus st = enqueue_step(m, i, s);
+    if (st) return st;
+    if ((r = cu->cuStreamSynchronize(s))) {
+      char label[GPUCC_MAX_NAME + 96];
+      return gpucc_cu_fail(cu, r, "%s failed (GPUCC_RUNTIME_DEBUG)", step_label(m, i, label, sizeof label));
+    }
+  }
+  return GPUCC_OK;
+}
+
+static GpuccStatus run_device(GpuccModel *m, const void *const *in, void *const *out, CUstream s) {
+  const GpuccPlan *p = m->plan;
+  const CuApi *cu = m->cu;
+  CUresult r;
+  for (int i = 0; i < p->ninputs; i++) {
+    uint64_t n = tensor_bytes(&p->inputs[i]);
+    if (n && (r = cu->cuMemcpyDtoDAsync(m->arena + p->inputs[i].offset,
+                                        (CUdeviceptr)(uintptr_t)in[i], n, s)))
+      return gpucc_cu_fail(cu, r, "copying input '%s' into the arena", p->inputs[i].name);
+  }
+  GpuccStatus st = launch(m, s);
+  if (st) return st;
+  for (int i = 0; i < p->noutputs; i++) {
+    uint64_t n = tensor_bytes(&p->outputs[i]);
+    if (n && (r = cu->cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)out[i],
+                                        m->arena + p->outputs[i].offset, n, s)))
+      return gpucc_cu_fail(cu, r, "copying output '%s' out of the arena", p->outputs[i].name);
+  }
+  return GPUCC_OK;
+}
+
+GpuccStatus gpucc_model_run(GpuccModel *m, const void *const *inputs, void *const *outputs,
+                            void *cuda_stream) {
+  GpuccStatus st = check_buffers(m, inputs, outputs, "gpucc_model_run");
+  if (st || (st = push_ctx(m))) return st;
+  st = run_device(m, inputs, outputs, (CUstream)cuda_stream);
+  pop_ctx(m);
+  return st;
+}
+
+static GpuccStatus run_host(GpuccModel *m, const void *const *in, void *const *out, CUstream s) {
+  const GpuccPlan *p = m->plan;
+  const CuApi *cu = m->cu;
+  CUresult r;
+  for (int i = 0; i < p->ninputs; i++) {
+    uint64_t n = tensor_bytes(&p->inputs[i]);
+    if (!n) continue;
+    memcpy(m->pinned + m->stage_in[i], in[i], n);
+    if ((r = cu->cuMemcpyHtoDAsync(m->arena + p->inputs[i].offset, m->pinned + m->stage_in[i], n, s)))
+      return gpucc_cu_fail(cu, r, "copying input '%s' to the device", p->inputs[i].name);
+  }
+  GpuccStatus st = launch(m, s);
+  if (st) return st;
+  for (int i = 0; i < p->noutputs; i++) {
+    uint64_t n = tensor_bytes(&p->outputs[i]);
+    if (n && (r = cu->cuMemcpyDtoHAsync(m->pinned + m->stage_out[i], m->arena + p->outputs[i].offset,
+                                        n, s)))
+      return gpucc_cu_fail(cu, r, "copying output '%s' to the host", p->outputs[i].name);
+  }
+  if ((r = cu->cuStreamSynchronize(s)))
+    return gpucc_cu_fail(cu, r, "cuStreamSynchronize after the run" DEBUG_HINT);
+  for (int i = 0; i < p->noutputs; i++) {
+    uint64_t n = tensor_bytes(&p->outputs[i]);
+    if (n) memcpy(out[i], m->pinned + m->stage_out[i], n);
+  }
+  return GPUCC_OK;
+}
+
+GpuccStatus gpucc_model_run_host(GpuccModel *m, const void *const *inputs, void *const *outputs,
+                                 void *cuda_stream) {
+  GpuccStatus st = check_buffers(m, inputs, outputs, "gpucc_model_run_host");
+  if (st || (st = push_ctx(m))) return st;
+  st = run_host(m, inputs, outputs, (CUstream)cuda_stream);
+  pop_ctx(m);
+  return st;
+}

@@ -1,0 +1,362 @@
+/* runtime.h: the one public header of gpucc's runtime layer.
+ *
+ * The runtime runs a compiled model. It depends on nothing of gpucc: not the IR, not the
+ * compiler, not NVRTC. It loads libcuda.so.1 and libcublasLt with dlopen, so a program
+ * that links it (gpucc itself, for its JIT API) still starts on a machine with no driver;
+ * "no CUDA driver" and "no device" are then ordinary errors. This header includes no CUDA
+ * header: device pointers and streams are void *.
+ *
+ * Sections:
+ *   errors        status codes and the thread-local message of the last failure
+ *   plan          what codegen hands the runtime: a versioned byte blob, its in-memory
+ *                 form, the builder the compiler links (pure C) and the validating reader
+ *   model         what model.so exports and the JIT API reuses: create, query, run, destroy
+ *   model.so      the payload appended to libgpucc_model.so, and the writer the compiler
+ *                 calls to make a model.so
+ *
+ * Every function that can fail returns a GpuccStatus; on failure gpucc_last_error()
+ * holds one message saying what failed (naming the CUDA or cuBLASLt call, the step, the
+ * kernel, the input). Nothing here prints or exits.
+ */
+#ifndef GPUCC_RUNTIME_H
+#define GPUCC_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The runtime is built with -fvisibility=hidden; only these symbols leave a model.so. */
+#define GPUCC_API __attribute__((visibility("default")))
+
+/* ---------------------------------------------------------------- errors (error.c) */
+
+typedef enum GpuccStatus {
+  GPUCC_OK = 0,
+  GPUCC_ERR_INVALID_ARGUMENT, /* NULL, index out of range, wrong input count/name/shape */
+  GPUCC_ERR_BAD_PLAN,         /* a plan or a model.so payload that fails validation */
+  GPUCC_ERR_NO_DRIVER,        /* libcuda.so.1 (or libcublasLt) cannot be loaded */
+  GPUCC_ERR_NO_DEVICE,        /* the driver sees no device, or not that one */
+  GPUCC_ERR_OUT_OF_MEMORY,    /* device or pinned host memory */
+  GPUCC_ERR_CUDA,             /* any other CUDA driver error */
+  GPUCC_ERR_CUBLAS,           /* a cuBLASLt error, or no algorithm for a GEMM */
+  GPUCC_ERR_IO,               /* reading or writing a file */
+} GpuccStatus;
+
+GPUCC_API const char *gpucc_status_name(GpuccStatus s); /* "bad plan" */
+/* The message of the last failing call on this thread ("" if none). Successful calls
+ * leave it alone, like errno. Valid until the thread's next failing call. */
+GPUCC_API const char *gpucc_last_error(void);
+
+/* ---------------------------------------------------------------- element types (plan.c) */
+
+/* The runtime's own element types; the numbers are part of the plan format. */
+typedef enum GpuccDType {
+  GPUCC_DT_INVALID = 0,
+  GPUCC_DT_F32 = 1,
+  GPUCC_DT_F16 = 2,
+  GPUCC_DT_BF16 = 3,
+  GPUCC_DT_F64 = 4,
+  GPUCC_DT_I64 = 5,
+  GPUCC_DT_I32 = 6,
+  GPUCC_DT_I16 = 7,
+  GPUCC_DT_I8 = 8,
+  GPUCC_DT_U8 = 9,
+  GPUCC_DT_BOOL = 10,  /* one byte, 0 or 1 */
+  GPUCC_DT_F8E4M3 = 11,
+  GPUCC_DT_F8E5M2 = 12,
+  GPUCC_DT_COUNT
+} GpuccDType;
+
+GPUCC_API const char *gpucc_dtype_name(GpuccDType t); /* "f32", as gpucc's IR spells it; "?" */
+GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid type */
+
+/* ---------------------------------------------------------------- plan (plan.c)
+ *
+ * A plan says everything the runtime does, decided at compile time. Memory is three
+ * device regions: the arena (inputs, outputs and every intermediate live at fixed byte
+ * offsets in it), the weights (uploaded once at create, never written), and the cuBLASLt
+ * workspace. The steps run in order and are captured as one CUDA graph.
+ *
+ * Byte format, version 1, every integer little-endian:
+ *   header   "GPUCCPLN"  u32 version  u32 nsections  u64 body_len  u64 fnv1a64(body)
+ *   body     nsections times: u32 tag  u32 0  u64 len  then len bytes
+ *   tags     1 SIZES    u64 arena_bytes  u64 weights_bytes  u64 workspace_bytes
+ *            2 MODULE   u64 cubin_len, cubin  u64 ptx_len, ptx (no NUL in it)
+ *            3 INPUTS   u32 n, n tensors: str name  u32 dtype  u32 rank  i64 dims[rank]
+ *            4 OUTPUTS      u64 arena_offset           (same for both)
+ *            5 STEPS    u32 n, n times: u32 kind, then the step's fields in the order of
+ *                       the structs below; a ptr is u32 region  u32 0  u64 offset, a
+ *                       double is its IEEE bits as u64
+ *   str      u32 len, len bytes, one NUL
+ * Each section appears exactly once, each is read to its last byte, and nothing follows
+ * the last one. The checksum makes a damaged file an error; the reader still checks every
+ * field on its own, so a well-formed but wrong plan is an error too, never a crash.
+ */
+
+#define GPUCC_PLAN_MAGIC "GPUCCPLN"
+#define GPUCC_PLAN_VERSION 1u
+#define GPUCC_MAX_RANK 8
+#define GPUCC_MAX_NAME 4096        /* bytes in a tensor or kernel name */
+#define GPUCC_MAX_KERNEL_ARGS 1024 /* CUDA allows 32 KiB of parameters: 4096 of 8 bytes */
+/* Codegen places arena buffers at multiples of this: kernels use 128-bit accesses and
+ * cuBLASLt its fastest algorithms on such addresses. */
+#define GPUCC_ARENA_ALIGN 256
+
+typedef enum GpuccRegion { GPUCC_REGION_ARENA = 0, GPUCC_REGION_WEIGHTS = 1 } GpuccRegion;
+
+/* A device address: a byte offset into a region. */
+typedef struct GpuccPtr {
+  GpuccRegion region;
+  uint64_t offset;
+} GpuccPtr;
+
+typedef enum GpuccArgKind { GPUCC_ARG_PTR = 0, GPUCC_ARG_SCALAR = 1 } GpuccArgKind;
+
+/* One kernel parameter. A scalar is passed as 8 bytes, so the kernel's parameter must be
+ * a 64-bit type (long long, unsigned long long, double: codegen puts the bits here). */
+typedef struct GpuccArg {
+  GpuccArgKind kind;
+  GpuccPtr ptr;    /* GPUCC_ARG_PTR */
+  uint64_t scalar; /* GPUCC_ARG_SCALAR */
+} GpuccArg;
+
+/* A model input or output: a dense row-major tensor at an arena offset. */
+typedef struct GpuccTensorInfo {
+  char *name;
+  GpuccDType dtype;
+  int rank;
+  int64_t dims[GPUCC_MAX_RANK];
+  uint64_t offset; /* in the arena */
+} GpuccTensorInfo;
+
+typedef enum GpuccStepKind {
+  GPUCC_STEP_KERNEL = 1,
+  GPUCC_STEP_GEMM = 2,
+  GPUCC_STEP_COPY = 3,
+  GPUCC_STEP_MEMSET = 4,
+} GpuccStepKind;
+
+/* name<<<grid, block, shared_bytes>>>(args...): an extern "C" kernel of the module. */
+typedef struct GpuccKernel {
+  char *name;
+  uint32_t grid[3], block[3];
+  uint32_t shared_bytes; /* dynamic; above 48 KiB the runtime raises the kernel's limit */
+  int nargs;
+  GpuccArg *args;
+} GpuccKernel;
+
+typedef enum GpuccCompute {
+  GPUCC_COMPUTE_32F = 1,           /* f32 accumulation, TF32 off: the fp32 reference */
+  GPUCC_COMPUTE_32F_FAST_TF32 = 2, /* f32 data through TF32 tensor cores */
+  GPUCC_COMPUTE_64F = 3,
+} GpuccCompute;
+
+/* One cuBLASLt matmul, in its column-major terms:
+ *   for each i < batch:  D_i = alpha * op(A_i) op(B_i) + beta * C_i
+ * op(X) is X or X^T; op(A) is m x k, op(B) k x n, C and D m x n. X_i starts stride_x
+ * elements after X_{i-1} (0 broadcasts one matrix to every batch; D may not be 0 when
+ * batch > 1). Leading dims are in elements. Types (a, b, cd): all f64 with COMPUTE_64F;
+ * f32 with either 32F compute; (f16, f16, f16|f32) or (bf16, bf16, bf16|f32) with 32F. */
+typedef struct GpuccGemm {
+  GpuccPtr a, b, c, d;
+  GpuccDType a_type, b_type, cd_type;
+  GpuccCompute compute;
+  int trans_a, trans_b; /* 0 or 1 */
+  int64_t m, n, k, lda, ldb, ldc, ldd;
+  int64_t batch, stride_a, stride_b, stride_c, stride_d;
+  double alpha, beta;
+} GpuccGemm;
+
+typedef struct GpuccCopy {
+  GpuccPtr dst, src; /* dst in the arena; the two ranges may not overlap */
+  uint64_t bytes;
+} GpuccCopy;
+
+typedef struct GpuccMemset {
+  GpuccPtr dst; /* in the arena */
+  uint64_t bytes;
+  uint8_t value; /* every byte */
+} GpuccMemset;
+
+typedef struct GpuccStep {
+  GpuccStepKind kind;
+  union {
+    GpuccKernel kernel;
+    GpuccGemm gemm;
+    GpuccCopy copy;
+    GpuccMemset fill;
+  };
+} GpuccStep;
+
+/* The in-memory plan. Everything it points to is owned by it (gpucc_plan_free). */
+typedef struct GpuccPlan {
+  uint64_t arena_bytes, weights_bytes, workspace_bytes;
+  unsigned char *cubin; /* may be NULL: then the PTX is JIT-compiled by the driver */
+  size_t cubin_len;
+  char *ptx; /* NUL-terminated, ptx_len bytes before the NUL; may be NULL */
+  size_t ptx_len;
+  GpuccTensorInfo *inputs, *outputs;
+  int ninputs, noutputs;
+  GpuccStep *steps;
+  int nsteps;
+  int cap_inputs_, cap_outputs_, cap_steps_; /* private */
+} GpuccPlan;
+
+/* Builder. gpucc_plan_new returns NULL only when out of memory. The add functions copy
+ * what they are given and check only what they must to copy it (name length, rank,
+ * nargs); the whole plan is validated by serialize. */
+GPUCC_API GpuccPlan *gpucc_plan_new(uint64_t arena_bytes, uint64_t weights_bytes,
+                                    uint64_t workspace_bytes);
+GPUCC_API GpuccStatus gpucc_plan_set_module(GpuccPlan *p, const void *cubin, size_t cubin_len,
+                                            const char *ptx /* NUL-terminated or NULL */);
+GPUCC_API GpuccStatus gpucc_plan_add_input(GpuccPlan *p, const char *name, GpuccDType dtype,
+                                           int rank, const int64_t *dims, uint64_t offset);
+GPUCC_API GpuccStatus gpucc_plan_add_output(GpuccPlan *p, const char *name, GpuccDType dtype,
+                                            int rank, const int64_t *dims, uint64_t offset);
+GPUCC_API GpuccStatus gpucc_plan_add_kernel(GpuccPlan *p, const char *name,
+                                            const uint32_t grid[3], const uint32_t block[3],
+                                            uint32_t shared_bytes, const GpuccArg *args,
+                                            int nargs);
+GPUCC_API GpuccStatus gpucc_plan_add_gemm(GpuccPlan *p, const GpuccGemm *g);
+GPUCC_API GpuccStatus gpucc_plan_add_copy(GpuccPlan *p, GpuccPtr dst, GpuccPtr src,
+                                          uint64_t bytes);
+GPUCC_API GpuccStatus gpucc_plan_add_memset(GpuccPlan *p, GpuccPtr dst, uint64_t bytes,
+                                            uint8_t value);
+
+/* Checks every field: types, ranks, dims, counts, names, and that every byte a step or
+ * a tensor touches lies inside its region. The message names the step or tensor. */
+GPUCC_API GpuccStatus gpucc_plan_validate(const GpuccPlan *p);
+/* Validates, then writes the byte form into *out (malloc'd; the caller frees it). */
+GPUCC_API GpuccStatus gpucc_plan_serialize(const GpuccPlan *p, void **out, size_t *out_len);
+/* Reads and validates a byte form; a damaged or inconsistent plan is GPUCC_ERR_BAD_PLAN. */
+GPUCC_API GpuccStatus gpucc_plan_parse(const void *bytes, size_t len, GpuccPlan **out);
+GPUCC_API void gpucc_plan_free(GpuccPlan *p);
+
+static inline GpuccPtr gpucc_arena_ptr(uint64_t offset) {
+  GpuccPtr p = {GPUCC_REGION_ARENA, offset};
+  return p;
+}
+static inline GpuccPtr gpucc_weights_ptr(uint64_t offset) {
+  GpuccPtr p = {GPUCC_REGION_WEIGHTS, offset};
+  return p;
+}
+static inline GpuccArg gpucc_ptr_arg(GpuccPtr ptr) {
+  GpuccArg a = {GPUCC_ARG_PTR, ptr, 0};
+  return a;
+}
+static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
+  GpuccArg a = {GPUCC_ARG_SCALAR, {GPUCC_REGION_ARENA, 0}, bits};
+  return a;
+}
+
+/* ---------------------------------------------------------------- model (runtime.c)
+ *
+ * create does all the expensive work once: one device allocation each for the arena,
+ * the weights and the cuBLASLt workspace, the weights uploaded, the module loaded (the
+ * cubin; the PTX when the driver says the cubin does not fit this GPU), one cuBLASLt
+ * algorithm chosen per GEMM, pinned staging buffers for run_host, and every step captured
+ * into one CUDA graph and instantiated. run only enqueues on the caller's stream: copies
+ * of the inputs into their arena slots, the graph launch, copies of the outputs out.
+ *
+ * A model has one arena, so runs of one model must not overlap: issue them on one stream
+ * (or synchronize between them). Create one model per concurrent stream.
+ *
+ * GPUCC_RUNTIME_DEBUG=1 in the environment at create: no graph; run executes the steps one
+ * by one with a synchronization after each, so a failing kernel is named.
+ */
+
+typedef struct GpuccModel GpuccModel;
+
+/* plan: the byte form. weights: weights_len bytes that must equal the plan's
+ * weights_bytes; copied to the device, so the caller may free them after create.
+ * device: a CUDA device ordinal. On failure everything allocated so far is freed. */
+GPUCC_API GpuccStatus gpucc_model_create(const void *plan, size_t plan_len,
+                                         const void *weights, size_t weights_len, int device,
+                                         GpuccModel **out);
+/* Waits for the model's work on the device to finish, then frees everything. NULL is a
+ * no-op. */
+GPUCC_API void gpucc_model_destroy(GpuccModel *m);
+
+GPUCC_API int gpucc_model_num_inputs(const GpuccModel *m);
+GPUCC_API int gpucc_model_num_outputs(const GpuccModel *m);
+/* Out-of-range i gives NULL / GPUCC_DT_INVALID / -1 / 0. */
+GPUCC_API const char *gpucc_model_input_name(const GpuccModel *m, int i);
+GPUCC_API GpuccDType gpucc_model_input_dtype(const GpuccModel *m, int i);
+GPUCC_API int gpucc_model_input_rank(const GpuccModel *m, int i);
+GPUCC_API const int64_t *gpucc_model_input_dims(const GpuccModel *m, int i);
+GPUCC_API size_t gpucc_model_input_bytes(const GpuccModel *m, int i);
+GPUCC_API const char *gpucc_model_output_name(const GpuccModel *m, int i);
+GPUCC_API GpuccDType gpucc_model_output_dtype(const GpuccModel *m, int i);
+GPUCC_API int gpucc_model_output_rank(const GpuccModel *m, int i);
+GPUCC_API const int64_t *gpucc_model_output_dims(const GpuccModel *m, int i);
+GPUCC_API size_t gpucc_model_output_bytes(const GpuccModel *m, int i);
+
+/* Checks for callers that hold typed tensors (gpucc run, bindings): each fails with
+ * GPUCC_ERR_INVALID_ARGUMENT and a message naming expected and actual, e.g.
+ *   input 'x': expected f32[1,3,224,224], got f32[1,3,224]
+ * Run them before run: run itself takes bare pointers and cannot check. */
+GPUCC_API GpuccStatus gpucc_model_check_num_inputs(const GpuccModel *m, int n);
+/* The index of the input called name, or -1 with the message listing the inputs. */
+GPUCC_API int gpucc_model_find_input(const GpuccModel *m, const char *name);
+GPUCC_API GpuccStatus gpucc_model_check_input(const GpuccModel *m, int i, GpuccDType dtype,
+                                              int rank, const int64_t *dims);
+
+/* inputs[i] and outputs[i] are device pointers to dense buffers of the input's and
+ * output's bytes, in declaration order; cuda_stream is a CUstream / cudaStream_t (NULL:
+ * the legacy default stream). Returns once the work is enqueued. */
+GPUCC_API GpuccStatus gpucc_model_run(GpuccModel *m, const void *const *inputs,
+                                      void *const *outputs, void *cuda_stream);
+/* The same with host buffers, staged through pinned memory with async copies. It
+ * synchronizes the stream before returning, because it returns host data. */
+GPUCC_API GpuccStatus gpucc_model_run_host(GpuccModel *m, const void *const *inputs,
+                                           void *const *outputs, void *cuda_stream);
+
+/* ---------------------------------------------------------------- model.so (payload.c, embedded.c)
+ *
+ * A model.so is libgpucc_model.so (the runtime plus embedded.c) with a payload appended:
+ * the plan, the weights (or the name of a file beside the .so holding them), and an
+ * 80-byte trailer at the very end of the file:
+ *    0 "GPUCCMDL"  8 u32 version (1)  12 u32 flags (1: weights in a file beside)
+ *   16 u64 plan_offset  24 u64 plan_len  32 u64 weights_offset  40 u64 weights_len
+ *   48 u64 name_offset  56 u64 name_len  64 u64 fnv1a64(bytes 0..63)  72 "GPUCCEND"
+ * Offsets are from the start of the file. The dynamic loader ignores bytes after the ELF
+ * image, so the file is still an ordinary shared library (`strip` would remove them).
+ */
+
+#define GPUCC_TRAILER_BYTES 80
+#define GPUCC_TRAILER_EXTERNAL_WEIGHTS 1u
+#define GPUCC_MAX_WEIGHTS_FILE 255
+
+typedef struct GpuccTrailer {
+  uint32_t flags;
+  uint64_t plan_offset, plan_len;
+  uint64_t weights_offset, weights_len; /* weights_offset is 0 when external */
+  char weights_file[GPUCC_MAX_WEIGHTS_FILE + 1]; /* a bare file name; "" when embedded */
+} GpuccTrailer;
+
+/* Exported by model.so only: finds the payload appended to its own file and creates the
+ * model from it on device. */
+GPUCC_API GpuccStatus gpucc_model_load(int device, GpuccModel **out);
+
+/* Reads the trailer at the end of file[0 .. file_len) and checks every range against the
+ * file. GPUCC_ERR_BAD_PLAN with a message if there is no trailer or it is damaged. */
+GPUCC_API GpuccStatus gpucc_trailer_parse(const void *file, size_t file_len, GpuccTrailer *out);
+
+/* Writes out_path as a copy of stub_path (libgpucc_model.so) followed by the payload.
+ * Weights longer than external_weights_threshold bytes go to "<out_path>.weights" beside
+ * it instead (SIZE_MAX: always embed). Files are written to a temporary and renamed, so
+ * a failure leaves no partial output. On failure the message is also copied to err. */
+GPUCC_API GpuccStatus gpucc_write_model_so(const char *stub_path, const char *out_path,
+                                           const void *plan, size_t plan_len,
+                                           const void *weights, size_t weights_len,
+                                           size_t external_weights_threshold, char *err,
+                                           size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,377 @@
+/* Unit tests of codegen/ and compiler/nvrtc.c: the steps a graph becomes (GEMM
+ * parameters worked out by hand from the row-major to column-major mapping, aliases,
+ * which pointwise kernels are vectorized), the errors for what cannot be compiled, and
+ * real NVRTC compiles: generated kernels compile to a cubin whose PTX has 128-bit loads,
+ * a broken source gives NVRTC's log with the offending line, and the cache hands back
+ * the same bytes. */
+#include "codegen/codegen.h"
+#include "compiler/nvrtc.h"
+#include "frontends/frontends.h"
+#include "tests/unit/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static Type ty(DType dt, int rank, const int64_t *dims) {
+  Type t = {.dtype = dt};
+  t.shape.rank = rank;
+  for (int i = 0; i < rank; i++)
+    t.shape.dims[i] = (Dim){dims[i], NULL};
+  return t;
+}
+
+/* A graph y = op(inputs of the given types), generated. NULL on error (in *d). The graph
+ * is returned through *gp (the caller frees it after the program). */
+static Program *gen1(Graph **gp, Op op, int nin, const Type *types, const Attr *attrs,
+                     int nattr, Diag *d) {
+  Graph *g = graph_new("t");
+  Value *in[4];
+  for (int k = 0; k < nin; k++) {
+    char name[8];
+    snprintf(name, sizeof name, "x%d", k);
+    in[k] = graph_add_input(g, name, types[k]);
+  }
+  Value *y = graph_op(g, d, op, in, nin, attrs, nattr, "y");
+  *gp = g;
+  if (!y)
+    return NULL;
+  graph_add_output(g, y);
+  return codegen_graph(g, NULL, d);
+}
+
+static const Step *only_step(const Program *p, StepKind kind) {
+  CHECK(p && p->nsteps >= 1);
+  if (!p || p->nsteps < 1)
+    return NULL;
+  CHECK(p->steps[0].kind == kind);
+  return p->steps[0].kind == kind ? &p->steps[0] : NULL;
+}
+
+/* ---------------------------------------------------------------- GEMM steps */
+
+/* Y[4, 16] = X[4, 8] W[8, 16]: column-major Y^T = W^T X^T, so cuBLASLt's A is W (m = 16,
+ * lda = 16), B is X (n = 4, ldb = 8), D is Y (ldc = 16). */
+static void test_gemm_plain(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t[2] = {ty(DT_F32, 2, (int64_t[]){4, 8}), ty(DT_F32, 2, (int64_t[]){8, 16})};
+  Program *p = gen1(&g, OP_MATMUL, 2, t, NULL, 0, &d);
+  const Step *s = only_step(p, STEP_GEMM);
+  if (s) {
+    const GemmStep *m = &s->gemm;
+    CHECK(p->nsteps == 1);
+    CHECK(m->a == g->inputs[1] && m->b == g->inputs[0] && m->d == g->outputs[0]);
+    CHECK(m->m == 16 && m->n == 4 && m->k == 8);
+    CHECK(m->lda == 16 && m->ldb == 8 && m->ldc == 16);
+    CHECK(m->batch == 1 && !m->trans_a && !m->trans_b);
+    CHECK(m->dtype == DT_F32 && m->compute == DT_F32 && m->alpha == 1 && m->beta == 0);
+    CHECK(strstr(p->source, "cuBLASLt GEMM step") != NULL);
+  }
+  program_free(p);
+  graph_free(g);
+}
+
+/* [3, 4, 8] @ [3, 8, 16]: one strided batch of 3; strides are whole matrices. */
+static void test_gemm_batched(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t[2] = {ty(DT_F16, 3, (int64_t[]){3, 4, 8}), ty(DT_F16, 3, (int64_t[]){3, 8, 16})};
+  Program *p = gen1(&g, OP_MATMUL, 2, t, NULL, 0, &d);
+  const Step *s = only_step(p, STEP_GEMM);
+  if (s) {
+    const GemmStep *m = &s->gemm;
+    CHECK(p->nsteps == 1 && m->batch == 3);
+    CHECK(m->m == 16 && m->n == 4 && m->k == 8);
+    CHECK(m->stride_a == 8 * 16 && m->stride_b == 4 * 8 && m->stride_d == 4 * 16);
+    CHECK(m->dtype == DT_F16 && m->compute == DT_F32);
+  }
+  program_free(p);
+  graph_free(g);
+}
+
+/* [5, 4, 8] @ [8, 16]: the weight is shared, so the batch folds into 20 rows. */
+static void test_gemm_folded(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t[2] = {ty(DT_F32, 3, (int64_t[]){5, 4, 8}), ty(DT_F32, 2, (int64_t[]){8, 16})};
+  Program *p = gen1(&g, OP_MATMUL, 2, t, NULL, 0, &d);
+  const Step *s = only_step(p, STEP_GEMM);
+  if (s)
+    CHECK(p->nsteps == 1 && s->gemm.m == 16 && s->gemm.n == 20 && s->gemm.k == 8 &&
+          s->gemm.batch == 1 && s->gemm.ldb == 8);
+  program_free(p);
+  graph_free(g);
+}
+
+/* [2, 1, 4, 8] @ [3, 8, 16] -> [2, 3, 4, 16]: X repeats over the 3, W over the 2. No one
+ * stride walks both batch dims, so: 2 steps of a batch of 3, with W's stride 128, X's 0
+ * (broadcast), Y's 64; step c starts at X offset 32c and Y offset 192c. */
+static void test_gemm_broadcast(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t[2] = {ty(DT_F32, 4, (int64_t[]){2, 1, 4, 8}), ty(DT_F32, 3, (int64_t[]){3, 8, 16})};
+  Program *p = gen1(&g, OP_MATMUL, 2, t, NULL, 0, &d);
+  CHECK(p && p->nsteps == 2);
+  for (int c = 0; p && c < p->nsteps && c < 2; c++) {
+    const GemmStep *m = &p->steps[c].gemm;
+    CHECK(p->steps[c].kind == STEP_GEMM);
+    CHECK(m->batch == 3 && m->stride_a == 128 && m->stride_b == 0 && m->stride_d == 64);
+    CHECK(m->offset_a == 0 && m->offset_b == 32 * c && m->offset_d == 192 * c);
+  }
+  program_free(p);
+  graph_free(g);
+}
+
+/* [8] @ [8, 16]: a row vector, M = 1. */
+static void test_gemm_vector(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t[2] = {ty(DT_F64, 1, (int64_t[]){8}), ty(DT_F64, 2, (int64_t[]){8, 16})};
+  Program *p = gen1(&g, OP_MATMUL, 2, t, NULL, 0, &d);
+  const Step *s = only_step(p, STEP_GEMM);
+  if (s)
+    CHECK(s->gemm.m == 16 && s->gemm.n == 1 && s->gemm.k == 8 && s->gemm.compute == DT_F64);
+  program_free(p);
+  graph_free(g);
+  /* integer matmul has no cuBLASLt path here: a clear error */
+  Type ti[2] = {ty(DT_I32, 2, (int64_t[]){2, 2}), ty(DT_I32, 2, (int64_t[]){2, 2})};
+  Diag d2 = {0};
+  p = gen1(&g, OP_MATMUL, 2, ti, NULL, 0, &d2);
+  CHECK(!p && strstr(d2.msg, "op matmul (node 0) on i32 has no GPU kernel yet"));
+  graph_free(g);
+}
+
+/* ---------------------------------------------------------------- aliases, kernels */
+
+static void test_alias(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t = ty(DT_F32, 2, (int64_t[]){4, 6});
+  Attr shape = attr_make_ints("shape", (int64_t[]){3, 8}, 2);
+  Program *p = gen1(&g, OP_RESHAPE, 1, &t, &shape, 1, &d);
+  const Step *s = only_step(p, STEP_ALIAS);
+  if (s)
+    CHECK(p->nsteps == 1 && s->alias.in == g->inputs[0] && s->alias.out == g->outputs[0]);
+  CHECK(p && !strstr(p->source, "__global__ void __launch_bounds__(256) k0"));
+  program_free(p);
+  graph_free(g);
+}
+
+/* The text of the kernel named `name` in p's source (up to the next comment). */
+static char *kernel_text(const Program *p, const char *name) {
+  const char *at = strstr(p->source, name);
+  if (!at)
+    return strdup("");
+  const char *end = strstr(at, "\n/* node");
+  size_t n = end ? (size_t)(end - at) : strlen(at);
+  char *s = malloc(n + 1);
+  memcpy(s, at, n);
+  s[n] = 0;
+  return s;
+}
+
+static void test_vectorized(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t = ty(DT_F32, 1, (int64_t[]){4096});
+  Program *p = gen1(&g, OP_RELU, 1, &t, NULL, 0, &d);
+  const Step *s = only_step(p, STEP_KERNEL);
+  if (s) {
+    const KernelStep *k = &s->kernel;
+    CHECK(!strcmp(k->name, "k0_relu_y"));
+    CHECK(k->nargs == 2 && k->nread == 1 && k->args[0] == g->inputs[0] &&
+          k->args[1] == g->outputs[0]);
+    /* 4096 floats are 1024 float4s: 4 blocks of 256 */
+    CHECK(k->grid[0] == 4 && k->grid[1] == 1 && k->block[0] == 256 && k->shared_bytes == 0);
+    char *text = kernel_text(p, "k0_relu_y");
+    CHECK(strstr(text, "gc_vec<gc_f32, 4>") && strstr(text, "i < 1024;"));
+    free(text);
+  }
+  program_free(p);
+  graph_free(g);
+}
+
+static void test_broadcast_not_vectorized(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t[2] = {ty(DT_F32, 2, (int64_t[]){64, 64}), ty(DT_F32, 1, (int64_t[]){64})};
+  Program *p = gen1(&g, OP_ADD, 2, t, NULL, 0, &d);
+  const Step *s = only_step(p, STEP_KERNEL);
+  if (s) {
+    CHECK(s->kernel.nargs == 3 && s->kernel.nread == 2);
+    CHECK(s->kernel.grid[0] == 16); /* 4096 elements, one per thread */
+    char *text = kernel_text(p, "k0_add_y");
+    CHECK(!strstr(text, "gc_vec") && strstr(text, "o1 += o_c * 1;"));
+    free(text);
+  }
+  program_free(p);
+  graph_free(g);
+  /* 4095 elements do not divide into vectors either */
+  Type odd = ty(DT_F32, 1, (int64_t[]){4095});
+  p = gen1(&g, OP_EXP, 1, &odd, NULL, 0, &d);
+  CHECK(p && !strstr(p->source, "gc_vec<gc_f32"));
+  program_free(p);
+  graph_free(g);
+}
+
+/* A tiled transpose launches a 3-D grid: tiles of the two moving dims, then the batch. */
+static void test_transpose_grid(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t = ty(DT_BF16, 3, (int64_t[]){5, 100, 70});
+  Attr perm = attr_make_ints("perm", (int64_t[]){0, 2, 1}, 3);
+  Program *p = gen1(&g, OP_TRANSPOSE, 1, &t, &perm, 1, &d);
+  const Step *s = only_step(p, STEP_KERNEL);
+  if (s)
+    CHECK(s->kernel.grid[0] == 4 && s->kernel.grid[1] == 3 && s->kernel.grid[2] == 5);
+  program_free(p);
+  graph_free(g);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static void test_errors(void) {
+  Diag d = {0};
+  Graph *g = graph_new("t");
+  Type t = {.dtype = DT_F32};
+  t.shape.rank = 2;
+  t.shape.dims[0] = (Dim){-1, graph_intern(g, "B")};
+  t.shape.dims[1] = (Dim){4, NULL};
+  Value *x = graph_add_input(g, "x", t);
+  Value *y = graph_op(g, &d, OP_TANH, &x, 1, NULL, 0, "y");
+  graph_add_output(g, y);
+  CHECK(!codegen_graph(g, NULL, &d));
+  CHECK(strstr(d.msg, "%x has the symbolic shape f32[B, 4]; bind B with --dim B=SIZE"));
+  /* once bound, it compiles */
+  Diag d2 = {0};
+  const char *names[] = {"B"};
+  int64_t sizes[] = {3};
+  CHECK(codegen_bind_dims(g, names, sizes, 1, &d2) == 0);
+  Program *p = codegen_graph(g, NULL, &d2);
+  CHECK(p && g->outputs[0]->type.shape.dims[0].n == 3 && strstr(p->source, "f32[3, 4]"));
+  program_free(p);
+  graph_free(g);
+  /* an op without a kernel */
+  Diag d3 = {0};
+  Type tx = ty(DT_F32, 2, (int64_t[]){4, 4});
+  Attr axis = attr_make_int("axis", 1);
+  p = gen1(&g, OP_CUMSUM, 1, &tx, &axis, 1, &d3);
+  CHECK(!p && strstr(d3.msg, "codegen: op cumsum (node 0) has no GPU kernel yet"));
+  graph_free(g);
+  /* f8 has no GPU support yet */
+  Diag d4 = {0};
+  Type t8 = ty(DT_F8E4M3, 1, (int64_t[]){4});
+  p = gen1(&g, OP_NEG, 1, &t8, NULL, 0, &d4);
+  CHECK(!p && strstr(d4.msg, "f8e4m3, which has no GPU support yet"));
+  graph_free(g);
+}
+
+/* ---------------------------------------------------------------- NVRTC */
+
+static const char graph_text[] =
+    "graph n(%x: f32[32, 64], %b: f32[64], %h: f16[32, 64], %hs: f16[64], %i: i64[32, 64]) {\n"
+    "  %y = relu(%x + %b)\n"
+    "  %s = softmax(%y) {axis = -1}\n"
+    "  %l = layer_norm(%h, %hs) {axis = 1}\n"
+    "  %t = transpose(%s)\n"
+    "  %r = reduce_sum(%i) {axes = [0]}\n"
+    "  %a = argmax(%h) {axis = 1}\n"
+    "  %e = exp(%x)\n"
+    "  return %t, %l, %r, %a, %e\n"
+    "}\n";
+
+static void test_nvrtc(const char *cache) {
+  Diag d = {0};
+  Graph *g = dsl_parse("n.gir", graph_text, sizeof graph_text - 1, &d);
+  Program *p = g ? codegen_graph(g, NULL, &d) : NULL;
+  CHECK(p != NULL);
+  if (!p) {
+    fprintf(stderr, "%s\n", d.msg);
+    graph_free(g);
+    return;
+  }
+  NvrtcOptions opt = {.arch = "sm_80", .cache_dir = cache};
+  NvrtcOutput out;
+  int rc = nvrtc_compile(p->source, "n.cu", &opt, &out, &d);
+  CHECK(rc == 0);
+  if (rc)
+    fprintf(stderr, "%s\n", d.msg);
+  if (!rc) {
+    /* a real ELF cubin, and PTX with every kernel and 128-bit global loads for %e */
+    CHECK(out.cubin_size > 4 && !memcmp(out.cubin, "\177ELF", 4));
+    CHECK(out.ptx && strstr(out.ptx, ".target sm_80"));
+    for (int i = 0; i < p->nsteps; i++)
+      if (p->steps[i].kind == STEP_KERNEL) {
+        char entry[128];
+        snprintf(entry, sizeof entry, ".entry %s(", p->steps[i].kernel.name);
+        CHECK(strstr(out.ptx, entry) != NULL);
+      }
+    CHECK(strstr(out.ptx, "ld.global.nc.v4.f32") != NULL);
+    CHECK(strstr(out.ptx, "shfl.sync.bfly") != NULL);
+    CHECK(!out.from_cache);
+    /* the second compile comes from the cache, byte for byte */
+    NvrtcOutput again;
+    CHECK(nvrtc_compile(p->source, "n.cu", &opt, &again, &d) == 0);
+    CHECK(again.from_cache && again.cubin_size == out.cubin_size &&
+          !memcmp(again.cubin, out.cubin, out.cubin_size) && !strcmp(again.ptx, out.ptx));
+    nvrtc_output_free(&again);
+    /* another target is another key */
+    NvrtcOptions o90 = {.arch = "sm_90a", .cache_dir = cache};
+    CHECK(nvrtc_compile(p->source, "n.cu", &o90, &again, &d) == 0);
+    CHECK(!again.from_cache && again.ptx && strstr(again.ptx, ".target sm_90"));
+    nvrtc_output_free(&again);
+  }
+  nvrtc_output_free(&out);
+  program_free(p);
+  graph_free(g);
+}
+
+static void test_nvrtc_errors(void) {
+  const char *src = "// line 1\n"
+                    "extern \"C\" __global__ void k(float *y) {\n"
+                    "  y[0] = undefined_thing + 1;\n"
+                    "}\n";
+  Diag d = {0};
+  NvrtcOptions opt = {.no_cache = true};
+  NvrtcOutput out;
+  CHECK(nvrtc_compile(src, "bad.cu", &opt, &out, &d) == -1);
+  CHECK(strstr(d.msg, "NVRTC could not compile the generated CUDA C (sm_90)"));
+  CHECK(strstr(d.msg, "bad.cu(3): error: identifier \"undefined_thing\" is undefined"));
+  CHECK(strstr(d.msg, ">    3 |   y[0] = undefined_thing + 1;"));
+  CHECK(strstr(d.msg, "     2 | extern \"C\""));
+  CHECK(out.cubin == NULL && out.ptx == NULL);
+  Diag d2 = {0};
+  CHECK(nvrtc_check_arch("sm_75", &d2) == -1 && strstr(d2.msg, "unknown --arch 'sm_75'"));
+  opt.arch = "sm_100";
+  Diag d3 = {0};
+  CHECK(nvrtc_compile(src, "bad.cu", &opt, &out, &d3) == -1 && strstr(d3.msg, "unknown --arch"));
+}
+
+int main(void) {
+  test_gemm_plain();
+  test_gemm_batched();
+  test_gemm_folded();
+  test_gemm_broadcast();
+  test_gemm_vector();
+  test_alias();
+  test_vectorized();
+  test_broadcast_not_vectorized();
+  test_transpose_grid();
+  test_errors();
+  char cache[] = "/tmp/gpucc-test-codegen-XXXXXX";
+  if (!mkdtemp(cache)) {
+    fprintf(stderr, "cannot make a temporary folder\n");
+    return 1;
+  }
+  test_nvrtc(cache);
+  test_nvrtc_errors();
+  /* the cache folder holds .cubin and .ptx files only; remove them */
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+  if (system(cmd) != 0)
+    fprintf(stderr, "note: could not remove %s\n", cache);
+  if (failures)
+    fprintf(stderr, "%d check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}

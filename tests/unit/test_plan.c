@@ -1,0 +1,556 @@
+/* test_plan.c: the runtime's plan format and model.so payload, on the CPU.
+ *
+ * Plans built with the builder are serialized, read back and compared field by field;
+ * every truncation and every single-bit flip of a valid plan must be rejected with a
+ * message, and random damage with the checksum repaired (so the structural checks are
+ * what stands between the bytes and the runtime) must be rejected or read back to a
+ * plan that serializes to the very same bytes. Wrong plans are rejected naming what is
+ * wrong. The payload writer is checked by reading its output back with the trailer
+ * parser; the dlopen side is tests/gpu/test_model_so.c.
+ */
+#include "runtime/runtime.h"
+#include "check.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- a plan with everything */
+
+static const unsigned char cubin[] = {0x7f, 'E', 'L', 'F', 1, 2, 3, 0, 0xff};
+static const char ptx[] = ".version 8.0\n.target sm_90\n// k0_scale\n";
+
+static GpuccGemm sample_gemm(void) {
+  /* C[2x4] = A[2x3] @ B[3x4] row-major, batch 2, B broadcast: cuBLASLt's A is B^T. */
+  GpuccGemm g = {0};
+  g.a = gpucc_weights_ptr(64);
+  g.b = gpucc_arena_ptr(256);
+  g.c = g.d = gpucc_arena_ptr(512);
+  g.a_type = g.b_type = g.cd_type = GPUCC_DT_F32;
+  g.compute = GPUCC_COMPUTE_32F;
+  g.m = 4, g.n = 2, g.k = 3;
+  g.lda = 4, g.ldb = 3, g.ldc = 4, g.ldd = 4;
+  g.batch = 2, g.stride_a = 0, g.stride_b = 6, g.stride_c = 8, g.stride_d = 8;
+  g.alpha = 1.5, g.beta = -0.25;
+  return g;
+}
+
+static GpuccPlan *sample_plan(void) {
+  GpuccPlan *p = gpucc_plan_new(4096, 1024, 1 << 20);
+  CHECK(p != NULL);
+  CHECK(gpucc_plan_set_module(p, cubin, sizeof cubin, ptx) == GPUCC_OK);
+  int64_t xdims[] = {2, 3}, ydims[] = {2, 2, 4};
+  CHECK(gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 2, xdims, 0) == GPUCC_OK);
+  CHECK(gpucc_plan_add_input(p, "ids", GPUCC_DT_I64, 0, NULL, 1024) == GPUCC_OK);
+  CHECK(gpucc_plan_add_output(p, "y", GPUCC_DT_F32, 3, ydims, 512) == GPUCC_OK);
+  GpuccArg args[] = {gpucc_ptr_arg(gpucc_arena_ptr(0)), gpucc_ptr_arg(gpucc_weights_ptr(1024)),
+                     gpucc_scalar_arg(0xfedcba9876543210ull)};
+  uint32_t grid[3] = {7, 2, 1}, block[3] = {256, 1, 1};
+  CHECK(gpucc_plan_add_kernel(p, "k0_scale", grid, block, 64, args, 3) == GPUCC_OK);
+  GpuccGemm g = sample_gemm();
+  CHECK(gpucc_plan_add_gemm(p, &g) == GPUCC_OK);
+  CHECK(gpucc_plan_add_copy(p, gpucc_arena_ptr(2048), gpucc_weights_ptr(0), 128) == GPUCC_OK);
+  CHECK(gpucc_plan_add_memset(p, gpucc_arena_ptr(3000), 96, 0xab) == GPUCC_OK);
+  return p;
+}
+
+static bool same_ptr(GpuccPtr a, GpuccPtr b) { return a.region == b.region && a.offset == b.offset; }
+
+static void check_same_tensor(const GpuccTensorInfo *a, const GpuccTensorInfo *b) {
+  CHECK(!strcmp(a->name, b->name));
+  CHECK(a->dtype == b->dtype && a->rank == b->rank && a->offset == b->offset);
+  for (int i = 0; i < a->rank; i++) CHECK(a->dims[i] == b->dims[i]);
+}
+
+static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
+  CHECK(a->arena_bytes == b->arena_bytes && a->weights_bytes == b->weights_bytes &&
+        a->workspace_bytes == b->workspace_bytes);
+  CHECK(a->cubin_len == b->cubin_len && !memcmp(a->cubin, b->cubin, a->cubin_len));
+  CHECK(a->ptx_len == b->ptx_len && !strcmp(a->ptx, b->ptx));
+  CHECK(a->ninputs == b->ninputs && a->noutputs == b->noutputs && a->nsteps == b->nsteps);
+  for (int i = 0; i < a->ninputs && i < b->ninputs; i++) check_same_tensor(&a->inputs[i], &b->inputs[i]);
+  for (int i = 0; i < a->noutputs && i < b->noutputs; i++) check_same_tensor(&a->outputs[i], &b->outputs[i]);
+  for (int i = 0; i < a->nsteps && i < b->nsteps; i++) {
+    const GpuccStep *s = &a->steps[i], *t = &b->steps[i];
+    CHECK(s->kind == t->kind);
+    if (s->kind != t->kind) continue;
+    switch (s->kind) {
+    case GPUCC_STEP_KERNEL:
+      CHECK(!strcmp(s->kernel.name, t->kernel.name));
+      CHECK(!memcmp(s->kernel.grid, t->kernel.grid, sizeof s->kernel.grid));
+      CHECK(!memcmp(s->kernel.block, t->kernel.block, sizeof s->kernel.block));
+      CHECK(s->kernel.shared_bytes == t->kernel.shared_bytes && s->kernel.nargs == t->kernel.nargs);
+      for (int j = 0; j < s->kernel.nargs && j < t->kernel.nargs; j++) {
+        const GpuccArg *x = &s->kernel.args[j], *y = &t->kernel.args[j];
+        CHECK(x->kind == y->kind);
+        if (x->kind == GPUCC_ARG_PTR) CHECK(same_ptr(x->ptr, y->ptr));
+        else CHECK(x->scalar == y->scalar);
+      }
+      break;
+    case GPUCC_STEP_GEMM: {
+      const GpuccGemm *g = &s->gemm, *h = &t->gemm;
+      CHECK(same_ptr(g->a, h->a) && same_ptr(g->b, h->b) && same_ptr(g->c, h->c) &&
+            same_ptr(g->d, h->d));
+      CHECK(g->a_type == h->a_type && g->b_type == h->b_type && g->cd_type == h->cd_type);
+      CHECK(g->compute == h->compute && g->trans_a == h->trans_a && g->trans_b == h->trans_b);
+      CHECK(g->m == h->m && g->n == h->n && g->k == h->k);
+      CHECK(g->lda == h->lda && g->ldb == h->ldb && g->ldc == h->ldc && g->ldd == h->ldd);
+      CHECK(g->batch == h->batch && g->stride_a == h->stride_a && g->stride_b == h->stride_b &&
+            g->stride_c == h->stride_c && g->stride_d == h->stride_d);
+      CHECK(g->alpha == h->alpha && g->beta == h->beta);
+      break;
+    }
+    case GPUCC_STEP_COPY:
+      CHECK(same_ptr(s->copy.dst, t->copy.dst) && same_ptr(s->copy.src, t->copy.src) &&
+            s->copy.bytes == t->copy.bytes);
+      break;
+    case GPUCC_STEP_MEMSET:
+      CHECK(same_ptr(s->fill.dst, t->fill.dst) && s->fill.bytes == t->fill.bytes &&
+            s->fill.value == t->fill.value);
+      break;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- round trip */
+
+static uint64_t rd64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+static void wr64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* FNV-1a 64 written out again here, checked against the published vectors below, so the
+ * test does not trust the runtime's own. */
+static uint64_t fnv(const unsigned char *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Makes a damaged plan's header agree with its body again. */
+static void fix_header(unsigned char *b, size_t len) {
+  wr64(b + 16, len - 32);
+  wr64(b + 24, fnv(b + 32, len - 32));
+}
+
+static void test_round_trip(void) {
+  CHECK(fnv((const unsigned char *)"", 0) == 0xcbf29ce484222325ull);
+  CHECK(fnv((const unsigned char *)"a", 1) == 0xaf63dc4c8601ec8cull);
+
+  GpuccPlan *p = sample_plan();
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
+  const unsigned char *b = bytes;
+  CHECK(len > 32 && !memcmp(b, "GPUCCPLN", 8));
+  CHECK(b[8] == 1 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 1, little-endian */
+  CHECK(b[12] == 5);                                          /* five sections */
+  CHECK(rd64(b + 16) == len - 32 && rd64(b + 24) == fnv(b + 32, len - 32));
+
+  GpuccPlan *q = NULL;
+  CHECK(gpucc_plan_parse(bytes, len, &q) == GPUCC_OK);
+  if (q) {
+    check_same_plan(p, q);
+    void *again = NULL;
+    size_t again_len = 0;
+    CHECK(gpucc_plan_serialize(q, &again, &again_len) == GPUCC_OK);
+    CHECK(again_len == len && !memcmp(again, bytes, len));
+    free(again);
+  }
+  /* Spot checks against the values written above, not against p. */
+  if (q) {
+    CHECK(q->inputs[1].rank == 0 && q->inputs[1].dtype == GPUCC_DT_I64);
+    CHECK(q->steps[0].kernel.args[2].scalar == 0xfedcba9876543210ull);
+    CHECK(q->steps[1].gemm.alpha == 1.5 && q->steps[1].gemm.stride_a == 0);
+    CHECK(q->steps[3].fill.value == 0xab);
+  }
+  gpucc_plan_free(q);
+  gpucc_plan_free(p);
+  free(bytes);
+
+  /* An empty plan is valid too. */
+  p = gpucc_plan_new(0, 0, 0);
+  CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
+  CHECK(gpucc_plan_parse(bytes, len, &q) == GPUCC_OK);
+  CHECK(q && q->nsteps == 0 && q->ninputs == 0 && !q->cubin && !q->ptx);
+  gpucc_plan_free(q);
+  gpucc_plan_free(p);
+  free(bytes);
+}
+
+/* ---------------------------------------------------------------- damage */
+
+static void expect_rejected(const void *b, size_t len, const char *what, size_t at) {
+  GpuccPlan *q = (GpuccPlan *)1;
+  GpuccStatus st = gpucc_plan_parse(b, len, &q);
+  if (st != GPUCC_ERR_BAD_PLAN || q != NULL || !gpucc_last_error()[0])
+    fprintf(stderr, "%s at %zu: status %d, last error '%s'\n", what, at, (int)st, gpucc_last_error());
+  CHECK(st == GPUCC_ERR_BAD_PLAN && q == NULL && gpucc_last_error()[0]);
+}
+
+static void test_damage(void) {
+  GpuccPlan *p = sample_plan();
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
+  gpucc_plan_free(p);
+  unsigned char *copy = malloc(len);
+
+  /* Every truncation, as is and with the header repaired to match. */
+  for (size_t n = 0; n < len; n++) {
+    memcpy(copy, bytes, n);
+    expect_rejected(copy, n, "truncated", n);
+    if (n >= 32) {
+      fix_header(copy, n);
+      expect_rejected(copy, n, "truncated, header repaired", n);
+    }
+  }
+  /* Every single-bit flip: the checksum or the header catches each one. */
+  for (size_t i = 0; i < len * 8; i++) {
+    memcpy(copy, bytes, len);
+    copy[i / 8] ^= (unsigned char)(1u << (i % 8));
+    expect_rejected(copy, len, "bit flip", i);
+  }
+  /* Random damage with the checksum repaired: rejected, or a valid plan that reads back to
+   * the same bytes. Either way no crash (ASan is watching). */
+  uint64_t seed = 12345;
+  int accepted = 0;
+  for (int trial = 0; trial < 20000; trial++) {
+    memcpy(copy, bytes, len);
+    int flips = 1 + trial % 4;
+    for (int f = 0; f < flips; f++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      size_t bit = (size_t)(seed >> 33) % ((len - 32) * 8);
+      copy[32 + bit / 8] ^= (unsigned char)(1u << (bit % 8));
+    }
+    fix_header(copy, len);
+    GpuccPlan *q = NULL;
+    if (gpucc_plan_parse(copy, len, &q) == GPUCC_OK) {
+      accepted++;
+      void *again = NULL;
+      size_t again_len = 0;
+      CHECK(gpucc_plan_serialize(q, &again, &again_len) == GPUCC_OK);
+      CHECK(again_len == len && !memcmp(again, copy, len));
+      free(again);
+      gpucc_plan_free(q);
+    } else {
+      CHECK(q == NULL && gpucc_last_error()[0]);
+    }
+  }
+  /* Flips in the cubin and the PTX comment stay valid; most others must not. */
+  CHECK(accepted > 0 && accepted < 20000 / 2);
+
+  /* A plan of another version, and trailing bytes. */
+  memcpy(copy, bytes, len);
+  copy[8] = 2;
+  expect_rejected(copy, len, "version 2", 0);
+  CHECK(strstr(gpucc_last_error(), "version 2") != NULL);
+  unsigned char *longer = malloc(len + 8);
+  memcpy(longer, bytes, len);
+  memset(longer + len, 0, 8);
+  fix_header(longer, len + 8);
+  expect_rejected(longer, len + 8, "trailing bytes", len);
+  CHECK(strstr(gpucc_last_error(), "after the last section") != NULL);
+  free(longer);
+  free(copy);
+  free(bytes);
+}
+
+/* ---------------------------------------------------------------- wrong plans */
+
+/* Serializing p must fail with BAD_PLAN and a message containing want. */
+static void expect_invalid(GpuccPlan *p, const char *want, int line) {
+  void *bytes = NULL;
+  size_t len = 0;
+  GpuccStatus st = gpucc_plan_serialize(p, &bytes, &len);
+  if (st != GPUCC_ERR_BAD_PLAN || !strstr(gpucc_last_error(), want)) {
+    fprintf(stderr, "line %d: status %d, message '%s', wanted '%s'\n", line, (int)st,
+            gpucc_last_error(), want);
+    failures++;
+  }
+  CHECK(bytes == NULL);
+  free(bytes);
+  gpucc_plan_free(p);
+}
+#define EXPECT_INVALID(p, want) expect_invalid(p, want, __LINE__)
+
+static GpuccPlan *with_gemm(GpuccGemm g) {
+  GpuccPlan *p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_add_gemm(p, &g);
+  return p;
+}
+
+static void test_invalid(void) {
+  int64_t dims[] = {1000, 2};
+  GpuccPlan *p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 2, dims, 0); /* 8000 bytes in 4096 */
+  EXPECT_INVALID(p, "input 'x': 8000 bytes at arena offset 0 run past the arena (4096 bytes)");
+
+  p = gpucc_plan_new(4096, 0, 0);
+  int64_t small[] = {4};
+  gpucc_plan_add_output(p, "y", GPUCC_DT_F32, 1, small, 4096 - 8);
+  EXPECT_INVALID(p, "output 'y': 16 bytes at arena offset 4088");
+
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, small, 0);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, small, 64);
+  EXPECT_INVALID(p, "two inputs named 'x'");
+
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, small, 2);
+  EXPECT_INVALID(p, "not a multiple of 4");
+
+  int64_t neg[] = {-1};
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, neg, 0);
+  EXPECT_INVALID(p, "negative dim");
+
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_add_input(p, "x", (GpuccDType)99, 1, small, 0);
+  EXPECT_INVALID(p, "bad dtype 99");
+
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {128, 1, 1};
+  GpuccArg past = gpucc_ptr_arg(gpucc_weights_ptr(1025));
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_set_module(p, NULL, 0, ptx);
+  gpucc_plan_add_kernel(p, "k", grid, block, 0, &past, 1);
+  EXPECT_INVALID(p, "step 0 (kernel 'k') argument 0: 0 bytes at weights offset 1025");
+
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_add_kernel(p, "k", grid, block, 0, NULL, 0);
+  EXPECT_INVALID(p, "kernel steps but no module");
+
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_set_module(p, NULL, 0, ptx);
+  gpucc_plan_add_kernel(p, "k-1", grid, block, 0, NULL, 0);
+  EXPECT_INVALID(p, "not a C identifier");
+
+  uint32_t big[3] = {2048, 1, 1};
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_set_module(p, NULL, 0, ptx);
+  gpucc_plan_add_kernel(p, "k", grid, big, 0, NULL, 0);
+  EXPECT_INVALID(p, "block (2048,1,1) out of range");
+
+  uint32_t zero[3] = {0, 1, 1};
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_set_module(p, NULL, 0, ptx);
+  gpucc_plan_add_kernel(p, "k", zero, block, 0, NULL, 0);
+  EXPECT_INVALID(p, "grid (0,1,1) out of range");
+
+  /* GEMM extents: the sample GEMM fits exactly; one more element of anything does not. */
+  GpuccGemm g = sample_gemm();
+  GpuccPlan *ok = with_gemm(g);
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK(gpucc_plan_serialize(ok, &bytes, &len) == GPUCC_OK);
+  free(bytes);
+  gpucc_plan_free(ok);
+
+  g = sample_gemm();
+  g.a = gpucc_weights_ptr(1024 - 4 * 3 * 4 + 4); /* A is 4x3 f32 = 48 bytes */
+  EXPECT_INVALID(with_gemm(g), "A [4x3, ld 4, batch 2, stride 0]: 48 bytes at weights offset 980 run past the weights (1024 bytes)");
+  g = sample_gemm();
+  g.b = gpucc_arena_ptr(4096 - (6 + 6) * 4 + 4); /* two 3x2 batches, 6 apart */
+  EXPECT_INVALID(with_gemm(g), "B [3x2, ld 3, batch 2, stride 6]: 48 bytes at arena offset 4052");
+  g = sample_gemm();
+  g.lda = 3;
+  EXPECT_INVALID(with_gemm(g), "lda 3 is less than its 4 rows");
+  g = sample_gemm();
+  g.trans_a = 1; /* A stored 3x4 now: lda 4 >= 3 rows, fine; ldb still fine */
+  CHECK(gpucc_plan_serialize((ok = with_gemm(g)), &bytes, &len) == GPUCC_OK);
+  free(bytes);
+  gpucc_plan_free(ok);
+  g = sample_gemm();
+  g.stride_d = 4;
+  EXPECT_INVALID(with_gemm(g), "stride_d 4 makes D's batches overlap");
+  g = sample_gemm();
+  g.d = gpucc_weights_ptr(0);
+  EXPECT_INVALID(with_gemm(g), "D must be in the arena");
+  g = sample_gemm();
+  g.cd_type = GPUCC_DT_F16;
+  EXPECT_INVALID(with_gemm(g), "unsupported types a=f32 b=f32 c/d=f16");
+  g = sample_gemm();
+  g.a_type = g.b_type = GPUCC_DT_BF16; /* bf16 in, f32 out is a cuBLASLt combination */
+  CHECK(gpucc_plan_serialize((ok = with_gemm(g)), &bytes, &len) == GPUCC_OK);
+  free(bytes);
+  gpucc_plan_free(ok);
+  g = sample_gemm();
+  g.k = 0;
+  EXPECT_INVALID(with_gemm(g), "m=4 n=2 k=0");
+  g = sample_gemm();
+  g.stride_b = INT64_MAX / 2;
+  EXPECT_INVALID(with_gemm(g), "extent overflows");
+
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_add_copy(p, gpucc_arena_ptr(0), gpucc_arena_ptr(100), 200);
+  EXPECT_INVALID(p, "step 0 (copy): source and destination overlap");
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_add_copy(p, gpucc_arena_ptr(0), gpucc_weights_ptr(1000), 100);
+  EXPECT_INVALID(p, "step 0 (copy) source: 100 bytes at weights offset 1000");
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_add_copy(p, gpucc_weights_ptr(0), gpucc_arena_ptr(0), 16);
+  EXPECT_INVALID(p, "destination is not in the arena");
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_add_memset(p, gpucc_arena_ptr(4000), 97, 0);
+  EXPECT_INVALID(p, "step 0 (memset): 97 bytes at arena offset 4000");
+  p = gpucc_plan_new(UINT64_MAX, 0, 0);
+  gpucc_plan_add_memset(p, gpucc_arena_ptr(UINT64_MAX), 2, 0); /* offset + bytes wraps */
+  EXPECT_INVALID(p, "run past the arena");
+
+  /* Builder-level refusals. */
+  CHECK(gpucc_plan_add_input(NULL, "x", GPUCC_DT_F32, 0, NULL, 0) == GPUCC_ERR_INVALID_ARGUMENT);
+  p = gpucc_plan_new(0, 0, 0);
+  CHECK(gpucc_plan_add_input(p, "", GPUCC_DT_F32, 0, NULL, 0) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 9, dims, 0) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_kernel(p, "k", grid, block, 0, NULL, GPUCC_MAX_KERNEL_ARGS + 1) ==
+        GPUCC_ERR_INVALID_ARGUMENT);
+  gpucc_plan_free(p);
+  CHECK(gpucc_plan_parse("GPUCCPLN", 8, &p) == GPUCC_ERR_BAD_PLAN && p == NULL);
+  CHECK(gpucc_dtype_size(GPUCC_DT_BF16) == 2 && !strcmp(gpucc_dtype_name(GPUCC_DT_F8E4M3), "f8e4m3"));
+  CHECK(gpucc_dtype_size((GpuccDType)0) == 0 && !strcmp(gpucc_dtype_name((GpuccDType)77), "?"));
+}
+
+/* ---------------------------------------------------------------- model.so payload */
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)n + 1);
+  if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+static void spew(const char *path, const void *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(b, 1, n, f) == n);
+  if (f) fclose(f);
+}
+
+static void test_payload(void) {
+  char dir[] = "/tmp/gpucc-test-plan-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char stub[256], so[256], so2[256], wfile[256], notelf[256];
+  snprintf(stub, sizeof stub, "%s/libstub.so", dir);
+  snprintf(so, sizeof so, "%s/model.so", dir);
+  snprintf(so2, sizeof so2, "%s/big.so", dir);
+  snprintf(wfile, sizeof wfile, "%s/big.so.weights", dir);
+  snprintf(notelf, sizeof notelf, "%s/notelf", dir);
+
+  /* A stand-in stub: an ELF magic and some bytes (the trailer parser never looks inside). */
+  unsigned char fake[333];
+  for (size_t i = 0; i < sizeof fake; i++) fake[i] = (unsigned char)(i * 7);
+  memcpy(fake, "\177ELF", 4);
+  spew(stub, fake, sizeof fake);
+  spew(notelf, "hello, world, this is not an ELF file at all; it is long enough though.....", 72);
+
+  GpuccPlan *p = sample_plan();
+  void *plan = NULL;
+  size_t plan_len = 0;
+  CHECK(gpucc_plan_serialize(p, &plan, &plan_len) == GPUCC_OK);
+  gpucc_plan_free(p);
+  unsigned char weights[1024];
+  for (size_t i = 0; i < sizeof weights; i++) weights[i] = (unsigned char)(i ^ 0x5a);
+
+  /* Embedded weights. */
+  char err[512] = "";
+  CHECK(gpucc_write_model_so(stub, so, plan, plan_len, weights, sizeof weights, SIZE_MAX, err,
+                             sizeof err) == GPUCC_OK);
+  size_t len = 0;
+  unsigned char *f = slurp(so, &len);
+  CHECK(f && len > sizeof fake + plan_len + sizeof weights + GPUCC_TRAILER_BYTES - 1);
+  GpuccTrailer t;
+  if (f) {
+    CHECK(!memcmp(f, fake, sizeof fake)); /* the stub, unchanged, first */
+    CHECK(gpucc_trailer_parse(f, len, &t) == GPUCC_OK);
+    CHECK(t.flags == 0 && t.plan_len == plan_len && t.weights_len == sizeof weights);
+    CHECK(t.plan_offset % 64 == 0 && t.plan_offset >= sizeof fake);
+    CHECK(!memcmp(f + t.plan_offset, plan, plan_len));
+    CHECK(!memcmp(f + t.weights_offset, weights, sizeof weights));
+    CHECK(t.weights_file[0] == 0);
+    CHECK(!memcmp(f + len - 8, "GPUCCEND", 8) && !memcmp(f + len - 80, "GPUCCMDL", 8));
+
+    /* Every damaged trailer byte and every truncation is refused. */
+    for (size_t i = len - GPUCC_TRAILER_BYTES; i < len; i++) {
+      f[i] ^= 0x10;
+      CHECK(gpucc_trailer_parse(f, len, &t) == GPUCC_ERR_BAD_PLAN);
+      f[i] ^= 0x10;
+    }
+    for (size_t n = 0; n < len; n += (n < 200 ? 1 : 97))
+      CHECK(gpucc_trailer_parse(f, n, &t) == GPUCC_ERR_BAD_PLAN);
+    /* A trailer with a valid checksum but a plan range past the file. */
+    unsigned char *tr = f + len - GPUCC_TRAILER_BYTES;
+    wr64(tr + 24, len); /* plan_len */
+    wr64(tr + 64, fnv(tr, 64));
+    CHECK(gpucc_trailer_parse(f, len, &t) == GPUCC_ERR_BAD_PLAN);
+    CHECK(strstr(gpucc_last_error(), "outside the file") != NULL);
+  }
+  free(f);
+  CHECK(gpucc_trailer_parse(fake, sizeof fake, &t) == GPUCC_ERR_BAD_PLAN);
+  CHECK(strstr(gpucc_last_error(), "does not end with a gpucc trailer") != NULL);
+
+  /* External weights: above the threshold they go beside the .so. */
+  CHECK(gpucc_write_model_so(stub, so2, plan, plan_len, weights, sizeof weights, 100, err,
+                             sizeof err) == GPUCC_OK);
+  f = slurp(so2, &len);
+  size_t wlen = 0;
+  unsigned char *w = slurp(wfile, &wlen);
+  CHECK(w && wlen == sizeof weights && !memcmp(w, weights, wlen));
+  CHECK(f && gpucc_trailer_parse(f, len, &t) == GPUCC_OK);
+  CHECK(t.flags == GPUCC_TRAILER_EXTERNAL_WEIGHTS && t.weights_len == sizeof weights);
+  CHECK(!strcmp(t.weights_file, "big.so.weights") && t.weights_offset == 0);
+  CHECK(len < sizeof fake + plan_len + sizeof weights); /* the weights are not inside */
+  if (f) {
+    /* A name with a slash must not pass, whatever the checksum says. */
+    unsigned char *tr = f + len - GPUCC_TRAILER_BYTES;
+    uint64_t name_off = rd64(tr + 48);
+    f[name_off + 3] = '/';
+    CHECK(gpucc_trailer_parse(f, len, &t) == GPUCC_ERR_BAD_PLAN);
+  }
+  free(f);
+  free(w);
+
+  /* Refusals: a stub that already carries a model, a stub that is not ELF, a missing
+   * stub, an output folder that does not exist. Each leaves no file behind. */
+  CHECK(gpucc_write_model_so(so, so2, plan, plan_len, weights, sizeof weights, SIZE_MAX, err,
+                             sizeof err) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err, "already carries a model") != NULL);
+  CHECK(gpucc_write_model_so(notelf, so2, plan, plan_len, NULL, 0, SIZE_MAX, err, sizeof err) ==
+        GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err, "not a shared library") != NULL);
+  char missing[300];
+  snprintf(missing, sizeof missing, "%s/nope/model.so", dir);
+  CHECK(gpucc_write_model_so(stub, missing, plan, plan_len, NULL, 0, SIZE_MAX, err, sizeof err) ==
+        GPUCC_ERR_IO);
+  CHECK(strstr(err, "nope/model.so") != NULL);
+  snprintf(missing, sizeof missing, "%s/nostub.so", dir);
+  CHECK(gpucc_write_model_so(missing, so2, plan, plan_len, NULL, 0, SIZE_MAX, err, sizeof err) ==
+        GPUCC_ERR_IO);
+
+  free(plan);
+  unlink(stub);
+  unlink(so);
+  unlink(so2);
+  unlink(wfile);
+  unlink(notelf);
+  CHECK(rmdir(dir) == 0); /* fails if a temporary was left behind */
+}
+
+int main(void) {
+  test_round_trip();
+  test_damage();
+  test_invalid();
+  test_payload();
+  if (failures) fprintf(stderr, "test_plan: %d checks failed\n", failures);
+  return failures ? 1 : 0;
+}
