@@ -13,7 +13,10 @@ PyTorch's fp32 outputs <model>.out.<k>.npy, k in the order of the model's graph 
      norm ||got - want|| / ||want|| <= 1e-4, and elementwise allclose(rtol 1e-3, atol
      1e-5) as a sanity check;
   4. where onnxruntime imports, the same model and inputs on its CPUExecutionProvider,
-     and gpucc's outputs against those with the same bounds.
+     and gpucc's outputs against those with the same bounds, over the elements where
+     onnxruntime and PyTorch agree (onnxruntime's fp32 rounding puts single elements of
+     full-size models outside the elementwise bound; PyTorch alone judges those).
+--skip-text leaves out step 2, for full-size exports (tests/models/README.md).
 Output names come from the model (the onnx package) where it imports, else from the
 `return` line of `gpucc MODEL --emit=ir`.
 
@@ -27,7 +30,7 @@ Exits 0 when nothing failed, 1 otherwise.
 
 usage: test_models.py --gpucc PATH [--data DIR] [--tmp DIR] [--expected FILE]
                       [--filter REGEX] [--jobs N] [--timeout S] [--update-expected]
-                      [--keep]
+                      [--keep] [--skip-text] [--summary FILE]
 """
 
 import argparse
@@ -134,10 +137,14 @@ class Runner:
         os.makedirs(work)
         problems = []
 
-        # The text form: --emit=ir and --dump-ir, each file parsing back to itself.
+        # The text form: --emit=ir and --dump-ir, each file parsing back to itself (not
+        # for full-size exports: their weights would be gigabytes of text).
         ir_text = None
-        rc, emitted, err = self.gpucc_bytes([path, "--emit=ir"])
-        if rc != 0:
+        rc, emitted, err = (0, b"", "") if self.args.skip_text else \
+            self.gpucc_bytes([path, "--emit=ir"])
+        if self.args.skip_text:
+            pass
+        elif rc != 0:
             problems.append("--emit=ir: " + exit_text(rc, err))
         else:
             ir_path = os.path.join(work, "emit.gir")
@@ -146,8 +153,11 @@ class Runner:
             ir_text = emitted.decode("utf-8", "replace")
             problems += self.reparse(ir_path, "--emit=ir output")
         dump = os.path.join(work, "dump")
-        rc, _, err = self.gpucc([path, "--dump-ir=" + dump])
-        if rc != 0:
+        rc, _, err = (0, "", "") if self.args.skip_text else \
+            self.gpucc([path, "--dump-ir=" + dump])
+        if self.args.skip_text:
+            pass
+        elif rc != 0:
             problems.append("--dump-ir: " + exit_text(rc, err))
         else:
             files = sorted(f for f in os.listdir(dump) if f.endswith(".gir")) \
@@ -197,6 +207,7 @@ class Runner:
                 problems.append("%s vs pytorch: %s" % (label, why))
             worst["pytorch"] = max(worst.get("pytorch", 0.0), rel)
 
+        notes = []
         if self.ort is not None:
             try:
                 ref = self.run_ort(path, inputs)
@@ -206,20 +217,30 @@ class Runner:
             if ref is not None and len(ref) != len(got):
                 problems.append("onnxruntime: %d outputs, gpucc %d" % (len(ref), len(got)))
             elif ref is not None:
-                for k, ((oname, g), r) in enumerate(zip(got, ref)):
-                    why, rel = compare(g, np.asarray(r))
+                for k, ((oname, g), r, w) in enumerate(zip(got, ref, want)):
+                    r = np.asarray(r)
+                    # onnxruntime's own fp32 rounding can put single elements of a big
+                    # model outside the elementwise tolerance; where it disagrees with
+                    # PyTorch that way, PyTorch alone judges the element.
+                    g, r, skipped = agreed(g, r, w)
+                    why, rel = compare(g, r)
                     if why:
                         problems.append("output %d '%s' vs onnxruntime: %s" % (k, oname, why))
                     worst["onnxruntime"] = max(worst.get("onnxruntime", 0.0), rel)
-        return self.finish(name, work, problems, worst)
+                    if skipped:
+                        notes.append("%d element%s of output %d where onnxruntime and PyTorch "
+                                     "disagree judged by PyTorch alone"
+                                     % (skipped, "" if skipped == 1 else "s", k))
+        return self.finish(name, work, problems, worst, notes)
 
-    def finish(self, name, work, problems, worst):
+    def finish(self, name, work, problems, worst, notes=()):
         if problems:
             return Result(name, "failed", "; ".join(problems))
         if not self.args.keep:
             shutil.rmtree(work, ignore_errors=True)
         return Result(name, "passed", "(max rel err %s)" % ", ".join(
-            "%.1e vs %s" % (v, k) for k, v in worst.items()))
+            "%.1e vs %s" % (v, k) for k, v in worst.items()) +
+            "".join("; " + n for n in notes))
 
     def reparse(self, path, what):
         """[] when `gpucc PATH --emit=ir` reproduces PATH byte for byte, else why not."""
@@ -364,6 +385,18 @@ def read_outputs(out_dir, count, onnx_names, ir_names):
         return None, "runner: neither the onnx package nor --emit=ir named the outputs"
     return None, "gpucc's output files %s are not the outputs %s" % (
         files, " or ".join(str(t) for t in tried))
+
+
+def agreed(got, ort, torch_out):
+    """got and ort restricted to the elements where onnxruntime agrees with PyTorch
+    (within the same tolerance), and how many elements were left out."""
+    if ort.dtype.kind != "f" or ort.shape != torch_out.shape or got.shape != ort.shape:
+        return got, ort, 0
+    ok = np.isclose(ort.astype(np.float64), torch_out.astype(np.float64), rtol=RTOL, atol=ATOL,
+                    equal_nan=True)
+    if ok.all():
+        return got, ort, 0
+    return got[ok], ort[ok], int(ok.size - ok.sum())
 
 
 def compare(got, want):
@@ -522,6 +555,9 @@ def main():
     ap.add_argument("--summary", help="also write this report to a file (scripts/test.sh "
                     "prints it after the tests)")
     ap.add_argument("--keep", action="store_true", help="keep passing exports' files")
+    ap.add_argument("--skip-text", action="store_true",
+                    help="skip the --emit=ir/--dump-ir round trips (for full-size exports, "
+                    "whose weights printed as text would be gigabytes)")
     args = ap.parse_args()
     if args.summary:
         sys.stdout = Tee(sys.stdout, args.summary)
