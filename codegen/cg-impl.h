@@ -55,8 +55,16 @@ unsigned cg_blocks(int64_t n, int64_t per_block);
  * __restrict__ pointers in0.., writes out0..) and returns the kernel's name; the caller
  * writes the body and closing brace, then records the launch with cg_kernel_step. */
 const char *cg_kernel_begin(Cg *cg, const Node *n, const char *note);
+/* The same for one of several kernels of a node: its name ends in _<stage>. */
+const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const char *note);
 void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block);
 Step *cg_add_step(Cg *cg, StepKind kind, const Node *n);
+/* The grid-stride loop "for (idx_t i ...; i < count; ...) {" with idx_t sized for count
+ * and for every operand of n (cg_max_numel), and its end: closes the loop and the
+ * kernel, and records the launch. */
+int64_t cg_max_numel(const Node *n);
+void cg_loop_begin(Cg *cg, const Node *n, int64_t count);
+void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count);
 
 static inline int64_t cg_numel(const Value *v) { return shape_numel(&v->type.shape); }
 static inline int64_t cg_dim(const Value *v, int i) { return v->type.shape.dims[i].n; }
@@ -89,5 +97,15 @@ int cg_reduce(Cg *cg, const Node *n); /* reduce_*, argmax, argmin */
 int cg_softmax(Cg *cg, const Node *n); /* softmax, log_softmax */
 int cg_layer_norm(Cg *cg, const Node *n);
 int cg_matmul(Cg *cg, const Node *n);
+int cg_det(Cg *cg, const Node *n); /* gemm.c */
+int cg_global_pool(Cg *cg, const Node *n); /* reduce.c: a reduction over the spatial dims */
+int cg_instance_norm(Cg *cg, const Node *n);
+int cg_hardmax(Cg *cg, const Node *n);
+int cg_lp_norm(Cg *cg, const Node *n);
+int cg_mean_variance_norm(Cg *cg, const Node *n);
+int cg_nn(Cg *cg, const Node *n);    /* nn.c: conv, conv_transpose, pools, batch_norm, lrn, resize */
+int cg_index(Cg *cg, const Node *n); /* index.c: tile, trilu, gathers, scatters, range, ... */
+int cg_scan(Cg *cg, const Node *n);  /* scan.c: cumsum, topk */
+int cg_loss(Cg *cg, const Node *n);  /* loss.c: nll_loss, softmax_cross_entropy */
 
 #endif

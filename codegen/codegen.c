@@ -112,27 +112,31 @@ const char *cg_load(Cg *cg, DType t, Dom dom, const char *e) {
   if (dom == nat)
     return f;
   if (dom == DOM_I64)
-    return cg_fmt(cg, nat == DOM_F64 ? "__double2ll_rz(%s)" : "__float2ll_rz(%s)", f);
+    return cg_fmt(cg, "gc_f2ll(%s)", f);
   return cg_fmt(cg, dom == DOM_F64 ? "(double)%s" : "(float)%s", f);
 }
 
+/* v as an operand of a cast: in parentheses unless it is one token or a call. */
+static const char *cast_operand(Cg *cg, const char *v) {
+  return strchr(v, ' ') ? cg_fmt(cg, "(%s)", v) : v;
+}
+
 const char *cg_store(Cg *cg, DType t, Dom dom, const char *v) {
+  const char *pv = cast_operand(cg, v); /* v where a cast or an operator applies to it */
   if (t == DT_BOOL)
-    return cg_fmt(cg, "(gc_bool)(%s != 0)", v);
+    return cg_fmt(cg, "(gc_bool)(%s != 0)", pv);
   if (!dtype_is_float(t)) {
-    const char *i = dom == DOM_I64   ? v
-                    : dom == DOM_F64 ? cg_fmt(cg, "__double2ll_rz(%s)", v)
-                                     : cg_fmt(cg, "__float2ll_rz(%s)", v);
-    return t == DT_I64 ? i : cg_fmt(cg, "(%s)%s", cg_ctype(t), i);
+    const char *i = dom == DOM_I64 ? v : cg_fmt(cg, "gc_f2ll(%s)", v);
+    return t == DT_I64 ? i : cg_fmt(cg, "(%s)%s", cg_ctype(t), cast_operand(cg, i));
   }
   /* integers become floats through double, like dtype_store_i64 */
   if (dom == DOM_I64) {
-    v = cg_fmt(cg, "(double)%s", v);
+    v = pv = cg_fmt(cg, "(double)%s", pv);
     dom = DOM_F64;
   }
   switch (t) {
-  case DT_F64: return dom == DOM_F64 ? v : cg_fmt(cg, "(double)%s", v);
-  case DT_F32: return dom == DOM_F32 ? v : cg_fmt(cg, "(float)%s", v);
+  case DT_F64: return dom == DOM_F64 ? v : cg_fmt(cg, "(double)%s", pv);
+  case DT_F32: return dom == DOM_F32 ? v : cg_fmt(cg, "(float)%s", pv);
   case DT_F16: return cg_fmt(cg, dom == DOM_F32 ? "gc_f2h(%s)" : "gc_d2h(%s)", v);
   default: return cg_fmt(cg, dom == DOM_F32 ? "gc_f2bf(%s)" : "gc_d2bf(%s)", v);
   }
@@ -359,11 +363,17 @@ static void comment_value(Buf *b, const Value *v) {
 }
 
 const char *cg_kernel_begin(Cg *cg, const Node *n, const char *note) {
+  return cg_kernel_begin_part(cg, n, NULL, note);
+}
+
+const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const char *note) {
   Buf *b = &cg->src;
   char part[40];
   ident_part(n->nout ? n->out[0]->name : "", part, sizeof part);
   const char *name = part[0] ? cg_fmt(cg, "k%d_%s_%s", n->id, op_info[n->op].name, part)
                              : cg_fmt(cg, "k%d_%s", n->id, op_info[n->op].name);
+  if (stage)
+    name = cg_fmt(cg, "%s_%s", name, stage);
   buf_printf(b, "\n/* node %d: %s(", n->id, op_info[n->op].name);
   for (int k = 0; k < n->nin; k++) {
     if (k)
@@ -389,6 +399,30 @@ const char *cg_kernel_begin(Cg *cg, const Node *n, const char *note) {
     buf_printf(b, "%s%s *__restrict__ out%d", a++ ? ", " : "", cg_ctype(n->out[k]->type.dtype), k);
   buf_puts(b, ") {\n");
   return name;
+}
+
+/* The most elements of any operand of n: offsets into a big input must fit idx_t even
+ * when the output (a slice, a gather) is small. */
+int64_t cg_max_numel(const Node *n) {
+  int64_t m = 0;
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k] && cg_numel(n->in[k]) > m)
+      m = cg_numel(n->in[k]);
+  for (int k = 0; k < n->nout; k++)
+    if (cg_numel(n->out[k]) > m)
+      m = cg_numel(n->out[k]);
+  return m;
+}
+
+void cg_loop_begin(Cg *cg, const Node *n, int64_t count) {
+  int64_t m = cg_max_numel(n);
+  buf_printf(&cg->src, "  typedef %s idx_t;\n", cg_idx_type(m > count ? m : count));
+  buf_printf(&cg->src, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", count);
+}
+
+void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count) {
+  buf_puts(&cg->src, "  }\n}\n");
+  cg_kernel_step(cg, n, name, cg_blocks(count, CODEGEN_BLOCK), CODEGEN_BLOCK);
 }
 
 void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block) {
@@ -434,6 +468,10 @@ static const char *const preamble[] = {
     "__device__ __forceinline__ gc_f16 gc_d2h(double f) { gc_f16 h; asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h.bits) : \"d\"(f)); return h; }\n"
     "__device__ __forceinline__ float gc_bf2f(gc_bf16 h) { return __uint_as_float((unsigned)h.bits << 16); }\n"
     "__device__ __forceinline__ gc_bf16 gc_f2bf(float f) { gc_bf16 h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h.bits) : \"f\"(f)); return h; }\n"
+    "// float to integer like the reference's f64_to_i64: toward zero, saturating, NaN to 0\n"
+    "// (__float2ll_rz alone gives INT64_MIN for NaN)\n"
+    "__device__ __forceinline__ long long gc_f2ll(float x) { return x != x ? 0 : __float2ll_rz(x); }\n"
+    "__device__ __forceinline__ long long gc_f2ll(double x) { return x != x ? 0 : __double2ll_rz(x); }\n"
     "// double to bf16 rounded once: to odd into float (its 24 bits keep the sticky bit), then to nearest even\n"
     "__device__ __forceinline__ gc_bf16 gc_d2bf(double d) {\n"
     "  float f = __double2float_rz(d);\n"
@@ -469,6 +507,36 @@ static const char *const preamble[] = {
     "template <class T> __device__ __forceinline__ T gc_celu(T x, T alpha) {\n"
     "  T e = alpha * (exp(x / alpha) - (T)1);\n"
     "  return x != x ? x : (x > 0 ? x : (T)0) + (e < 0 ? e : (T)0);\n"
+    "}\n"
+    "// topk's order (the reference's topk_before): larger (smaller) first, a NaN as the\n"
+    "// largest, ties by index; ids of n and above are padding, after everything\n"
+    "template <bool LARGEST, class T> __device__ __forceinline__ bool gc_topk_before(T a, int ia, T b, int ib, int n) {\n"
+    "  if (ia >= n || ib >= n) return ia < ib;\n"
+    "  bool an = a != a, bn = b != b;\n"
+    "  if (an || bn) {\n"
+    "    if (an != bn) return an == LARGEST;\n"
+    "  } else if (a != b) {\n"
+    "    return LARGEST ? a > b : a < b;\n"
+    "  }\n"
+    "  return ia < ib;\n"
+    "}\n"
+    "// grid_sample's reflection (the reference's gs_reflect): x folded into [lo, hi] by the\n"
+    "// nearer border; __dmul_rn keeps the product out of a fused multiply-add, like the host\n"
+    "__device__ __forceinline__ double gc_reflect(double x, double lo, double hi) {\n"
+    "  double range = hi - lo;\n"
+    "  if (range <= 0) return lo;\n"
+    "  if (x >= lo && x <= hi) return x;\n"
+    "  bool below = x < lo;\n"
+    "  double dx = below ? lo - x : x - hi, times = floor(dx / range), rest = dx - __dmul_rn(times, range);\n"
+    "  bool even = fmod(times, 2.0) == 0;\n"
+    "  return below == even ? lo + rest : hi - rest;\n"
+    "}\n"
+    "// resize's cubic convolution weight at distance s (the reference's cubic_coeff)\n"
+    "__device__ __forceinline__ double gc_cubic(double s, double a) {\n"
+    "  s = fabs(s);\n"
+    "  if (s <= 1) return ((a + 2) * s - (a + 3)) * s * s + 1;\n"
+    "  if (s < 2) return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;\n"
+    "  return 0;\n"
     "}\n"
     "\n",
     "// reductions: a NaN wins max and min (numpy), except gc_fmax (softmax's shift)\n"
@@ -584,6 +652,21 @@ static int gen_node(Cg *cg, const Node *n) {
   case OP_TRANSPOSE: case OP_EXPAND: case OP_CONCAT: case OP_SLICE: case OP_SPLIT:
   case OP_GATHER: case OP_PAD:
     return cg_layout(cg, n);
+  case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL: return cg_global_pool(cg, n);
+  case OP_INSTANCE_NORM: return cg_instance_norm(cg, n);
+  case OP_HARDMAX: return cg_hardmax(cg, n);
+  case OP_LP_NORM: return cg_lp_norm(cg, n);
+  case OP_MEAN_VARIANCE_NORM: return cg_mean_variance_norm(cg, n);
+  case OP_CONV: case OP_CONV_TRANSPOSE: case OP_MAX_POOL: case OP_AVERAGE_POOL:
+  case OP_BATCH_NORM: case OP_LRN: case OP_RESIZE: case OP_GRID_SAMPLE: case OP_ROI_ALIGN:
+    return cg_nn(cg, n);
+  case OP_TILE: case OP_TRILU: case OP_GATHER_ELEMENTS: case OP_GATHER_ND:
+  case OP_SCATTER_ELEMENTS: case OP_SCATTER_ND: case OP_RANGE: case OP_ONE_HOT:
+  case OP_DEPTH_TO_SPACE: case OP_SPACE_TO_DEPTH: case OP_REVERSE_SEQUENCE: case OP_MAX_UNPOOL:
+    return cg_index(cg, n);
+  case OP_DET: return cg_det(cg, n);
+  case OP_CUMSUM: case OP_TOPK: return cg_scan(cg, n);
+  case OP_NLL_LOSS: case OP_SOFTMAX_CROSS_ENTROPY: return cg_loss(cg, n);
   default: break;
   }
   if (op_info[n->op].flags & OPF_POINTWISE)

@@ -1,4 +1,5 @@
-/* gemm.c: matmul as GEMM steps for cuBLASLt (no kernel of ours). numpy semantics: a
+/* gemm.c: matmul as GEMM steps for cuBLASLt (no kernel of ours; integers excepted, see
+ * int_matmul). numpy semantics: a
  * 1-D operand is a row (left) or a column (right), leading dims broadcast as batch dims.
  * The batch is expressed in cuBLASLt's strided-batch form, with stride 0 for an operand
  * that is broadcast; batch dims that no single stride can walk become several steps.
@@ -27,16 +28,49 @@ static void add_gemm(Cg *cg, const Node *n, const GemmStep *g) {
   s->gemm = *g;
 }
 
+/* Integer (and bool) matmul has no cuBLASLt path: a direct kernel, a thread per output,
+ * accumulating in wrapping int64 like eval_matmul. It is for the small integer matmuls
+ * of shape arithmetic, not for speed. */
+static int int_matmul(Cg *cg, const Node *n, int64_t M, int64_t K, int64_t N, int obr,
+                      const int64_t *od, const int64_t *sa, const int64_t *sb) {
+  const Value *a = n->in[0], *b = n->in[1], *y = n->out[0];
+  int64_t numel = cg_numel(y), ea[IR_MAX_RANK], eb[IR_MAX_RANK];
+  for (int i = 0; i < obr; i++) {
+    ea[i] = sa[i] * M * K;
+    eb[i] = sb[i] * K * N;
+  }
+  Space s;
+  space_init(&s, obr, od);
+  space_add_strides(&s, ea, 0);
+  space_add_strides(&s, eb, 0);
+  space_coalesce(&s);
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "integers: a thread per output, %" PRId64 " wrapping products each", K));
+  Buf *buf = &cg->src;
+  cg_loop_begin(cg, n, numel);
+  buf_printf(buf, "    const idx_t col = i %% %" PRId64 ", row = i / %" PRId64 " %% %" PRId64 ", bi = i / %" PRId64 ";\n",
+             N, N, M, M * N);
+  space_emit_offsets(cg, &s, "bi", "bo", "    ");
+  buf_puts(buf, "    long long acc = 0;\n");
+  buf_printf(buf, "    for (idx_t k = 0; k < %" PRId64 "; k++)\n", K);
+  buf_printf(buf, "      acc = gc_iadd(acc, gc_imul(%s, %s));\n",
+             cg_load(cg, a->type.dtype, DOM_I64, cg_fmt(cg, "in0[bo0 + row * %" PRId64 " + k]", K)),
+             cg_load(cg, b->type.dtype, DOM_I64, cg_fmt(cg, "in1[bo1 + k * %" PRId64 " + col]", N)));
+  buf_printf(buf, "    out0[i] = %s;\n", cg_store(cg, y->type.dtype, DOM_I64, "acc"));
+  cg_loop_end(cg, n, name, numel);
+  return 0;
+}
+
 int cg_matmul(Cg *cg, const Node *n) {
   const Value *a = n->in[0], *b = n->in[1], *y = n->out[0];
   DType dt = a->type.dtype;
-  if (dt != DT_F32 && dt != DT_F16 && dt != DT_BF16 && dt != DT_F64)
+  bool fl = dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_F64;
+  if (!fl && dtype_is_float(dt))
     return cg_error(cg, n, "op matmul (node %d) on %s has no GPU kernel yet", n->id,
                     dtype_name(dt));
   int ar = a->type.shape.rank, br = b->type.shape.rank;
   int64_t M = ar == 1 ? 1 : cg_dim(a, ar - 2), K = cg_dim(a, ar - 1);
   int64_t N = br == 1 ? 1 : cg_dim(b, br - 1);
-  if (K == 0)
+  if (K == 0 && fl)
     return cg_error(cg, n, "op matmul (node %d) with an empty inner dim has no GPU kernel yet",
                     n->id);
   int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
@@ -55,6 +89,8 @@ int cg_matmul(Cg *cg, const Node *n) {
   batch_strides(ad, abr, obr, sa);
   batch_strides(bd, bbr, obr, sb);
   batch_strides(od, obr, obr, sy);
+  if (!fl)
+    return int_matmul(cg, n, M, K, N, obr, od, sa, sb);
   bool b_shared = true, a_full = true;
   for (int i = 0; i < obr; i++) {
     nbatch *= od[i];
@@ -110,5 +146,43 @@ int cg_matmul(Cg *cg, const Node *n) {
   buf_printf(&cg->src, "\n/* node %d: matmul: %" PRId64 " cuBLASLt GEMM step%s (m %" PRId64
              ", n %" PRId64 ", k %" PRId64 ", batch %" PRId64 "), no kernel */\n",
              n->id, nouter, nouter == 1 ? "" : "s", g.m, g.n, g.k, g.batch);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- det */
+
+enum { DET_MAX = 32 };
+
+/* A thread per matrix: Gaussian elimination with partial pivoting in double, in the
+ * thread's own (local) memory, the reference's det_lu step for step, so the result is
+ * its bits. Matrices up to DET_MAX square; larger ones keep the clear error. */
+int cg_det(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int r = x->type.shape.rank;
+  int64_t m = cg_dim(x, r - 1), nmat = cg_numel(y);
+  if (m > DET_MAX)
+    return cg_error(cg, n, "op det (node %d) of %" PRId64 " x %" PRId64 " matrices has no GPU kernel yet: "
+                    "at most %d x %d", n->id, m, m, DET_MAX, DET_MAX);
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "a thread per %" PRId64 " x %" PRId64 " matrix, LU in double", m, m));
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, nmat);
+  buf_printf(b, "    double a[%" PRId64 "];\n", m * m > 0 ? m * m : 1);
+  buf_printf(b, "    for (int e = 0; e < %" PRId64 "; e++) a[e] = %s;\n", m * m,
+             cg_load(cg, x->type.dtype, DOM_F64, cg_fmt(cg, "in0[i * %" PRId64 " + e]", m * m)));
+  buf_puts(b, "    double det = 1;\n");
+  buf_printf(b, "    for (int k = 0; k < %" PRId64 "; k++) {\n", m);
+  buf_puts(b, "      int p = k;\n");
+  buf_printf(b, "      for (int r = k + 1; r < %" PRId64 "; r++) if (fabs(a[r * %" PRId64 " + k]) > fabs(a[p * %" PRId64 " + k])) p = r;\n", m, m, m);
+  buf_printf(b, "      if (a[p * %" PRId64 " + k] == 0) { det = 0; break; }\n", m);
+  buf_puts(b, "      if (p != k) {\n");
+  buf_printf(b, "        for (int c = 0; c < %" PRId64 "; c++) { const double t = a[k * %" PRId64 " + c]; a[k * %" PRId64 " + c] = a[p * %" PRId64 " + c]; a[p * %" PRId64 " + c] = t; }\n", m, m, m, m, m);
+  buf_puts(b, "        det = -det;\n      }\n");
+  buf_printf(b, "      det *= a[k * %" PRId64 " + k];\n", m);
+  buf_printf(b, "      for (int r = k + 1; r < %" PRId64 "; r++) {\n", m);
+  buf_printf(b, "        const double f = a[r * %" PRId64 " + k] / a[k * %" PRId64 " + k];\n", m, m);
+  buf_printf(b, "        for (int c = k; c < %" PRId64 "; c++) a[r * %" PRId64 " + c] -= f * a[k * %" PRId64 " + c];\n", m, m, m);
+  buf_puts(b, "      }\n    }\n");
+  buf_printf(b, "    out0[i] = %s;\n", cg_store(cg, y->type.dtype, DOM_F64, "det"));
+  cg_loop_end(cg, n, name, nmat);
   return 0;
 }

@@ -14,40 +14,15 @@ static void value_dims(const Value *v, int64_t *dims) {
     dims[i] = cg_dim(v, i);
 }
 
-/* The most elements of any operand of n: offsets into a big input must fit idx_t even
- * when the output (a slice, a gather) is small. */
-static int64_t max_numel(const Node *n) {
-  int64_t m = 0;
-  for (int k = 0; k < n->nin; k++)
-    if (n->in[k] && cg_numel(n->in[k]) > m)
-      m = cg_numel(n->in[k]);
-  for (int k = 0; k < n->nout; k++)
-    if (cg_numel(n->out[k]) > m)
-      m = cg_numel(n->out[k]);
-  return m;
-}
-
-/* The flat-index loop over numel elements, with idx_t sized for every operand of n. */
-static void loop_begin(Cg *cg, const Node *n, int64_t numel) {
-  int64_t m = max_numel(n);
-  buf_printf(&cg->src, "  typedef %s idx_t;\n", cg_idx_type(m > numel ? m : numel));
-  buf_printf(&cg->src, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", numel);
-}
-
-static void loop_end(Cg *cg, const Node *n, const char *name, int64_t numel) {
-  buf_puts(&cg->src, "  }\n}\n");
-  cg_kernel_step(cg, n, name, cg_blocks(numel, CODEGEN_BLOCK), CODEGEN_BLOCK);
-}
-
 /* y[i] = x[offset of operand 0 at i]: transpose without tiles, expand, slice. */
 static int strided_copy(Cg *cg, const Node *n, Space *s, const char *note) {
   int64_t numel = cg_numel(n->out[0]);
   space_coalesce(s);
   const char *name = cg_kernel_begin(cg, n, note);
-  loop_begin(cg, n, numel);
+  cg_loop_begin(cg, n, numel);
   space_emit_offsets(cg, s, "i", "o", "    ");
   buf_puts(&cg->src, "    out0[i] = in0[o0];\n");
-  loop_end(cg, n, name, numel);
+  cg_loop_end(cg, n, name, numel);
   return 0;
 }
 
@@ -83,7 +58,7 @@ static int tiled_transpose(Cg *cg, const Node *n, const Space *s) {
   const char *T = cg_ctype(n->out[0]->type.dtype);
   const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "tiled through shared memory: %" PRId64 " x %" PRId64 " matrices, %" PRId64 " of them", nA, nB, nbatch));
   Buf *b = &cg->src;
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(max_numel(n)));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
   buf_printf(b, "  __shared__ %s tile[32][33];\n", T);
   buf_puts(b, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
   buf_puts(b, "  const idx_t a0 = (idx_t)blockIdx.y * 32, b0 = (idx_t)blockIdx.x * 32;\n");
@@ -208,7 +183,7 @@ static int gen_concat(Cg *cg, const Node *n) {
   int64_t outer, len, inner, numel = cg_numel(y);
   outer_len_inner(y, (int)axis, &outer, &len, &inner);
   const char *name = cg_kernel_begin(cg, n, NULL);
-  loop_begin(cg, n, numel);
+  cg_loop_begin(cg, n, numel);
   emit_oli(cg, len, inner);
   int64_t at = 0;
   bool first = true;
@@ -221,7 +196,7 @@ static int gen_concat(Cg *cg, const Node *n) {
     first = false;
     at += l;
   }
-  loop_end(cg, n, name, numel);
+  cg_loop_end(cg, n, name, numel);
   return 0;
 }
 
@@ -233,7 +208,7 @@ static int gen_split(Cg *cg, const Node *n) {
   int64_t outer, len, inner, numel = cg_numel(x);
   outer_len_inner(x, (int)axis, &outer, &len, &inner);
   const char *name = cg_kernel_begin(cg, n, "one pass over the input, each element to its output");
-  loop_begin(cg, n, numel);
+  cg_loop_begin(cg, n, numel);
   emit_oli(cg, len, inner);
   int64_t at = 0;
   bool first = true;
@@ -246,7 +221,7 @@ static int gen_split(Cg *cg, const Node *n) {
     first = false;
     at += l;
   }
-  loop_end(cg, n, name, numel);
+  cg_loop_end(cg, n, name, numel);
   /* the loop runs over the input, not the (first) output */
   return 0;
 }
@@ -261,13 +236,13 @@ static int gen_gather(Cg *cg, const Node *n) {
   int64_t outer, len, inner, ni = cg_numel(idx), numel = cg_numel(y);
   outer_len_inner(x, (int)axis, &outer, &len, &inner);
   const char *name = cg_kernel_begin(cg, n, "an index outside the axis gives 0 (the reference executor reports it)");
-  loop_begin(cg, n, numel);
+  cg_loop_begin(cg, n, numel);
   emit_oli(cg, ni, inner);
   buf_printf(&cg->src, "    long long j = %s;\n", cg_load(cg, idx->type.dtype, DOM_I64, "in1[ax]"));
   buf_printf(&cg->src, "    if (j < 0) j += %" PRId64 ";\n", len);
   buf_printf(&cg->src, "    out0[i] = j >= 0 && j < %" PRId64 " ? in0[(o * %" PRId64 " + j) * %" PRId64 " + k] : %s{};\n",
              len, len, inner, cg_ctype(y->type.dtype));
-  loop_end(cg, n, name, numel);
+  cg_loop_end(cg, n, name, numel);
   return 0;
 }
 
@@ -282,7 +257,7 @@ static int gen_pad(Cg *cg, const Node *n) {
   contiguous_strides(r, xd, xs);
   const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "mode %s", mode));
   Buf *b = &cg->src;
-  loop_begin(cg, n, numel);
+  cg_loop_begin(cg, n, numel);
   buf_puts(b, "    idx_t r = i, c, off = 0;\n    bool outside = false;\n");
   for (int d = r - 1; d >= 0; d--) {
     int64_t yd = cg_dim(y, d), pb = pads[d], pe = pads[r + d];
@@ -300,7 +275,7 @@ static int gen_pad(Cg *cg, const Node *n) {
   }
   buf_printf(b, "    out0[i] = outside ? %s : in0[off];\n",
              cg_const_of(cg, y->type.dtype, attr_float(n, "value")));
-  loop_end(cg, n, name, numel);
+  cg_loop_end(cg, n, name, numel);
   return 0;
 }
 

@@ -94,7 +94,7 @@ static void emit_pass(Cg *cg, const Loop *l, const char *T, const char *var, con
  * dims (walked by j: prefix ro), as x offsets. *row: the innermost non-1 dim is reduced. */
 static void split_dims(const Value *x, const bool *red, Space *kept, Space *rs, bool *row) {
   int r = x->type.shape.rank;
-  int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK], kd[IR_MAX_RANK], ks[IR_MAX_RANK];
+  int64_t xd[IR_MAX_RANK] = {0}, xs[IR_MAX_RANK], kd[IR_MAX_RANK], ks[IR_MAX_RANK];
   int64_t rd[IR_MAX_RANK], rst[IR_MAX_RANK];
   int nk = 0, nr = 0;
   for (int i = 0; i < r; i++)
@@ -163,24 +163,11 @@ static RedOp red_op(Cg *cg, Op op, Dom dom, int64_t len) {
   return r;
 }
 
-static int gen_reduce(Cg *cg, const Node *n) {
+/* Node n reduces x over the dims red[] the way reduction op `op` does. */
+static int reduce_over(Cg *cg, const Node *n, const bool *red, Op op) {
   const Value *x = n->in[0], *y = n->out[0];
   int rank = x->type.shape.rank;
-  bool red[IR_MAX_RANK];
-  bool arg = n->op == OP_ARGMAX || n->op == OP_ARGMIN;
-  if (arg) {
-    int64_t ax = attr_int(n, "axis");
-    ax = ax < 0 ? ax + rank : ax;
-    for (int i = 0; i < rank; i++)
-      red[i] = i == ax;
-  } else {
-    int na;
-    const int64_t *axes = attr_ints(n, "axes", &na);
-    for (int i = 0; i < rank; i++)
-      red[i] = na == 0;
-    for (int i = 0; i < na; i++)
-      red[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
-  }
+  bool arg = op == OP_ARGMAX || op == OP_ARGMIN;
   Space kept, rs;
   bool row;
   split_dims(x, red, &kept, &rs, &row);
@@ -203,7 +190,7 @@ static int gen_reduce(Cg *cg, const Node *n) {
   const char *v_load = cg_load(cg, x->type.dtype, dom, "in0[xo0 + ro0]");
   if (arg) {
     const char *A = cg_fmt(cg, "gc_arg<%s>", T);
-    const char *f = cg_fmt(cg, "gc_argbest<%s, %s>", n->op == OP_ARGMIN ? "true" : "false",
+    const char *f = cg_fmt(cg, "gc_argbest<%s, %s>", op == OP_ARGMIN ? "true" : "false",
                            attr_int(n, "select_last_index") ? "true" : "false");
     buf_printf(b, "    %s best = %s{0, -1};\n", A, A);
     buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", len);
@@ -213,8 +200,8 @@ static int gen_reduce(Cg *cg, const Node *n) {
     emit_combine(cg, &l, "best", f, cg_fmt(cg, "%s{0, -1}", A));
     buf_puts(b, "    if (lane == 0) out0[o] = best.i < 0 ? 0 : best.i;\n");
   } else {
-    RedOp r = red_op(cg, n->op, dom, len);
-    if (n->op == OP_REDUCE_LOG_SUM_EXP)
+    RedOp r = red_op(cg, op, dom, len);
+    if (op == OP_REDUCE_LOG_SUM_EXP)
       emit_pass(cg, &l, T, "m", cg_lit(cg, -INFINITY, dom), "gc_max", "v", off.s, v_load);
     emit_pass(cg, &l, T, "acc", r.ident, r.functor, r.elem, off.s, v_load);
     buf_printf(b, "    if (lane == 0) out0[o] = %s;\n",
@@ -226,7 +213,35 @@ static int gen_reduce(Cg *cg, const Node *n) {
   return 0;
 }
 
-int cg_reduce(Cg *cg, const Node *n) { return gen_reduce(cg, n); }
+int cg_reduce(Cg *cg, const Node *n) {
+  int rank = n->in[0]->type.shape.rank;
+  bool red[IR_MAX_RANK];
+  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN) {
+    int64_t ax = attr_int(n, "axis");
+    ax = ax < 0 ? ax + rank : ax;
+    for (int i = 0; i < rank; i++)
+      red[i] = i == ax;
+  } else {
+    int na;
+    const int64_t *axes = attr_ints(n, "axes", &na);
+    for (int i = 0; i < rank; i++)
+      red[i] = na == 0;
+    for (int i = 0; i < na; i++)
+      red[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+  }
+  return reduce_over(cg, n, red, n->op);
+}
+
+/* global_average_pool and global_max_pool are reduce_mean and reduce_max over the
+ * spatial dims (the reference's eval_pool with a window of the whole plane: the same
+ * sum over the count, the same NaN-wins max, 0 for an empty integer plane): a warp per
+ * (n, c) plane, or a block for planes longer than ROW_BLOCK_MIN. */
+int cg_global_pool(Cg *cg, const Node *n) {
+  bool red[IR_MAX_RANK];
+  for (int i = 0; i < n->in[0]->type.shape.rank; i++)
+    red[i] = i >= 2;
+  return reduce_over(cg, n, red, n->op == OP_GLOBAL_MAX_POOL ? OP_REDUCE_MAX : OP_REDUCE_MEAN);
+}
 
 /* ---------------------------------------------------------------- softmax */
 
@@ -337,6 +352,155 @@ int cg_layer_norm(Cg *cg, const Node *n) {
     res = cg_fmt(cg, "%s + %s", res, cg_load(cg, bias->type.dtype, dom, "in2[p1]"));
   buf_printf(b, "      out0[o * %" PRId64 " + j] = %s;\n", len, cg_store(cg, y->type.dtype, dom, res));
   buf_puts(b, "    }\n  }\n}\n");
+  cg_kernel_step(cg, n, name, l.grid, l.block);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- instance_norm */
+
+/* Each (n, c) plane of x [N, C, spatial...] is a row: its mean, then its variance around
+ * that mean, then (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c], as eval_norm. */
+int cg_instance_norm(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int64_t ch = cg_dim(x, 1), planes = cg_dim(x, 0) * ch, len = cg_numel(x) / (planes ? planes : 1);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  Loop l = make_loop(true, planes, len);
+  const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
+  Buf *b = &cg->src;
+  loop_begin(cg, &l, true);
+  const char *v = cg_load(cg, x->type.dtype, dom, cg_fmt(cg, "in0[o * %" PRId64 " + j]", len));
+  emit_pass(cg, &l, T, "sum", cg_fmt(cg, "(%s)0", T), "gc_add", "v", "", v);
+  buf_printf(b, "    const %s mean = sum / (%s)%" PRId64 ";\n", T, T, len);
+  emit_pass(cg, &l, T, "sq", cg_fmt(cg, "(%s)0", T), "gc_add", "(v - mean) * (v - mean)", "", v);
+  buf_printf(b, "    const %s sd = sqrt(sq / (%s)%" PRId64 " + %s);\n", T, T, len,
+             cg_lit(cg, attr_float(n, "epsilon"), dom));
+  buf_printf(b, "    const idx_t c = o %% %" PRId64 ";\n", ch);
+  buf_printf(b, "    const %s sc = %s, bi = %s;\n", T, cg_load(cg, n->in[1]->type.dtype, dom, "in1[c]"),
+             cg_load(cg, n->in[2]->type.dtype, dom, "in2[c]"));
+  const char *res = cg_fmt(cg, "(%s - mean) / sd * sc + bi", v);
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) out0[o * %" PRId64 " + j] = %s;\n",
+             len, len, cg_store(cg, y->type.dtype, dom, res));
+  buf_puts(b, "  }\n}\n");
+  cg_kernel_step(cg, n, name, l.grid, l.block);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- hardmax */
+
+/* 1 at the first max along the axis (the first NaN counts as the max: argmax's rule,
+ * gc_argbest), 0 elsewhere. Rows (the axis innermost) take a warp or a block each; an
+ * axis with inner dims after it takes a thread per (outer, inner) position. */
+int cg_hardmax(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int rank = x->type.shape.rank;
+  int64_t axis = attr_int(n, "axis");
+  axis = axis < 0 ? axis + rank : axis;
+  int64_t outer = 1, len = cg_dim(x, (int)axis), inner = 1;
+  for (int i = 0; i < axis; i++)
+    outer *= cg_dim(x, i);
+  for (int i = (int)axis + 1; i < rank; i++)
+    inner *= cg_dim(x, i);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  Loop l = make_loop(inner == 1, outer * inner, len);
+  const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
+  Buf *b = &cg->src;
+  loop_begin(cg, &l, true);
+  buf_printf(b, "    const idx_t base = o / %" PRId64 " * %" PRId64 " + o %% %" PRId64 ";\n", inner,
+             len * inner, inner);
+  const char *at = cg_fmt(cg, "base + j * %" PRId64, inner);
+  const char *A = cg_fmt(cg, "gc_arg<%s>", T);
+  buf_printf(b, "    %s best = %s{0, -1};\n", A, A);
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes)\n", len);
+  buf_printf(b, "      best = gc_argbest<false, false>()(best, %s{%s, (long long)j});\n", A,
+             cg_load(cg, x->type.dtype, dom, cg_fmt(cg, "in0[%s]", at)));
+  emit_combine(cg, &l, "best", "gc_argbest<false, false>", cg_fmt(cg, "%s{0, -1}", A));
+  DType dt = y->type.dtype;
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) out0[%s] = j == best.i ? %s : %s;\n",
+             len, at, cg_const_of(cg, dt, 1), cg_const_of(cg, dt, 0));
+  buf_puts(b, "  }\n}\n");
+  cg_kernel_step(cg, n, name, l.grid, l.block);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- lp_norm, mean_variance_norm */
+
+/* x / (sum |x|) or x / sqrt(sum x^2) along the axis, 0 where that norm is 0 (eval_lp_norm);
+ * laid out like hardmax. */
+int cg_lp_norm(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int rank = x->type.shape.rank;
+  int64_t axis = attr_int(n, "axis");
+  axis = axis < 0 ? axis + rank : axis;
+  bool p1 = attr_int(n, "p") == 1;
+  int64_t outer = 1, len = cg_dim(x, (int)axis), inner = 1;
+  for (int i = 0; i < axis; i++)
+    outer *= cg_dim(x, i);
+  for (int i = (int)axis + 1; i < rank; i++)
+    inner *= cg_dim(x, i);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  Loop l = make_loop(inner == 1, outer * inner, len);
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "p %d; %s", p1 ? 1 : 2, mode_note(cg, &l)));
+  Buf *b = &cg->src;
+  loop_begin(cg, &l, true);
+  buf_printf(b, "    const idx_t base = o / %" PRId64 " * %" PRId64 " + o %% %" PRId64 ";\n", inner,
+             len * inner, inner);
+  const char *at = cg_fmt(cg, "base + j * %" PRId64, inner);
+  const char *v = cg_load(cg, x->type.dtype, dom, cg_fmt(cg, "in0[%s]", at));
+  emit_pass(cg, &l, T, "norm", cg_fmt(cg, "(%s)0", T), "gc_add", p1 ? "fabs(v)" : "v * v", "", v);
+  if (!p1)
+    buf_puts(b, "    norm = sqrt(norm);\n");
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) out0[%s] = %s;\n", len, at,
+             cg_store(cg, y->type.dtype, dom, cg_fmt(cg, "norm != 0 ? %s / norm : (%s)0", v, T)));
+  buf_puts(b, "  }\n}\n");
+  cg_kernel_step(cg, n, name, l.grid, l.block);
+  return 0;
+}
+
+/* (x - mean) / (sqrt(var) + 1e-9) over the axes (all when empty), as eval_mvn: each group
+ * of elements that differ only in the normalized dims is one output of reduce_over's
+ * loop, walked three times. */
+int cg_mean_variance_norm(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int rank = x->type.shape.rank, na;
+  const int64_t *axes = attr_ints(n, "axes", &na);
+  bool red[IR_MAX_RANK];
+  for (int i = 0; i < rank; i++)
+    red[i] = na == 0;
+  for (int i = 0; i < na; i++)
+    red[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+  Space kept, rs;
+  bool row;
+  split_dims(x, red, &kept, &rs, &row);
+  int64_t len = 1;
+  for (int i = 0; i < rank; i++)
+    if (red[i])
+      len *= cg_dim(x, i);
+  int64_t ngroup = cg_numel(x) / (len ? len : 1);
+  Loop l = make_loop(row, ngroup, len);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
+  Buf *b = &cg->src;
+  loop_begin(cg, &l, true);
+  space_emit_offsets(cg, &kept, "o", "xo", "    ");
+  Buf off = {0};
+  Cg sub = *cg;
+  sub.src = off;
+  space_emit_offsets(&sub, &rs, "j", "ro", "      ");
+  off = sub.src;
+  const char *v = cg_load(cg, x->type.dtype, dom, "in0[xo0 + ro0]");
+  emit_pass(cg, &l, T, "sum", cg_fmt(cg, "(%s)0", T), "gc_add", "v", off.s, v);
+  buf_printf(b, "    const %s mean = sum / (%s)%" PRId64 ";\n", T, T, len);
+  emit_pass(cg, &l, T, "sq", cg_fmt(cg, "(%s)0", T), "gc_add", "(v - mean) * (v - mean)", off.s, v);
+  buf_printf(b, "    const %s sd = sqrt(sq / (%s)%" PRId64 ") + (%s)1e-9;\n", T, T, len, T);
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", len);
+  buf_puts(b, off.s);
+  buf_printf(b, "      out0[xo0 + ro0] = %s;\n", cg_store(cg, y->type.dtype, dom, cg_fmt(cg, "(%s - mean) / sd", v)));
+  buf_puts(b, "    }\n  }\n}\n");
+  free(off.s);
   cg_kernel_step(cg, n, name, l.grid, l.block);
   return 0;
 }

@@ -6,12 +6,15 @@ For each .gir file under examples/ and tests/ that roundtrip.py treats as a vali
 `gpucc F --emit=cubin -o T` (default pipeline, then codegen, then NVRTC for sm_90).
 Symbolic dims are bound to 2 (`--dim N=2`), one by one, as codegen names them. A graph
 with an op or dtype that has no GPU kernel yet is skipped, and listed; any other failure
-fails the test. The examples must all compile. Prints one line per file and a summary.
+fails the test. The examples must all compile. Then the same for the real models of
+tests/models/data/*.onnx: every one whose ops all have kernels compiles to a cubin.
+Prints one line per file and a summary.
 
 usage: cubin_all.py --gpucc PATH [--tmp DIR]
 """
 
 import argparse
+import glob
 import os
 import re
 import subprocess
@@ -55,9 +58,10 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.tmp, exist_ok=True)
     counts = {"ok": 0, "skip": 0, "fail": 0}
-    for i, path in enumerate(find_graphs()):
-        if expects_failure(path):
-            continue
+    models = sorted(glob.glob(os.path.join(REPO_ROOT, "tests", "models", "data", "*.onnx")))
+    models = [os.path.relpath(m, REPO_ROOT) for m in models]
+    graphs = [g for g in find_graphs() if not expects_failure(g)]
+    for i, path in enumerate(graphs + models):
         status, msg = compile_graph(args.gpucc, path, os.path.join(args.tmp, f"{i}.cubin"))
         if status == "fail" or (status == "skip" and path.startswith("examples" + os.sep)):
             status = "fail"

@@ -1,0 +1,679 @@
+/* nn.c: kernels for the neural-network ops on [N, C, spatial...] tensors: conv,
+ * conv_transpose, max_pool, average_pool, batch_norm, lrn, resize, grid_sample and
+ * roi_align.
+ *
+ * Each is one thread per output element in a grid-stride loop, written from the
+ * output's side so that writes are coalesced and no two threads write one element. The
+ * sliding windows walk every spatial dim with its stride, begin pad and dilation baked
+ * in; any number of spatial dims. conv is a direct kernel (the first step: no implicit
+ * GEMM, no tensor cores yet): neighbouring threads are neighbouring output columns,
+ * reading neighbouring input columns, while the weights of one output channel are the
+ * same for the whole warp. Float math is in f32 for f32/f16/bf16 data and f64 for f64,
+ * accumulating in that domain; the meaning of each op is ir/interp.c's (eval_conv,
+ * eval_conv_transpose, eval_pool, eval_norm, eval_resize), up to the order of float
+ * additions. */
+#include "codegen/cg-impl.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+/* The window of a conv or pool over k spatial dims, the defaults of empty lists applied
+ * (like the reference's window_read and list_or). */
+typedef struct Win {
+  int k;
+  int64_t kernel[IR_MAX_RANK], stride[IR_MAX_RANK], dil[IR_MAX_RANK];
+  int64_t pad[IR_MAX_RANK], pad_end[IR_MAX_RANK];
+} Win;
+
+static void list_or(const Node *n, const char *name, int want, int64_t dflt, int64_t *dst) {
+  int len;
+  const int64_t *v = attr_ints(n, name, &len);
+  for (int i = 0; i < want; i++)
+    dst[i] = len ? v[i] : dflt;
+}
+
+static void read_win(const Node *n, int k, Win *w) {
+  int64_t pads[2 * IR_MAX_RANK];
+  w->k = k;
+  list_or(n, "strides", k, 1, w->stride);
+  list_or(n, "dilations", k, 1, w->dil);
+  list_or(n, "pads", 2 * k, 0, pads);
+  for (int j = 0; j < k; j++) {
+    w->pad[j] = pads[j];
+    w->pad_end[j] = pads[k + j];
+  }
+}
+
+/* "a * s + c" for variable a, without the "* 1" and "+ 0". */
+static const char *affine(Cg *cg, const char *a, int64_t s, int64_t c) {
+  const char *t = s == 1 ? a : cg_fmt(cg, "%s * %" PRId64, a, s);
+  if (c == 0)
+    return t;
+  return cg_fmt(cg, "%s %c %" PRId64, t, c < 0 ? '-' : '+', c < 0 ? -c : c);
+}
+
+/* Unravels the flat output index i of y [N, C, spatial...]: o0.. (spatial), then
+ * `chan` and `batch` (or, with chan NULL, the plane index `batch` = n * C + c). */
+static void emit_unravel(Cg *cg, const Value *y, const char *chan, const char *batch) {
+  Buf *b = &cg->src;
+  int r = y->type.shape.rank;
+  buf_puts(b, "    idx_t r = i;\n");
+  for (int j = r - 1; j >= 2; j--)
+    buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j - 2,
+               cg_dim(y, j), cg_dim(y, j));
+  if (chan)
+    buf_printf(b, "    const idx_t %s = r %% %" PRId64 ", %s = r / %" PRId64 ";\n", chan,
+               cg_dim(y, 1), batch, cg_dim(y, 1));
+  else
+    buf_printf(b, "    const idx_t %s = r;\n", batch);
+}
+
+/* The row-major offset of (p0, .., p{k-1}) in the spatial dims of x, as text. */
+static const char *spatial_offset(Cg *cg, const Value *x, const char *p) {
+  int r = x->type.shape.rank;
+  int64_t dims[IR_MAX_RANK] = {0}, st[IR_MAX_RANK];
+  for (int j = 2; j < r; j++)
+    dims[j - 2] = cg_dim(x, j);
+  contiguous_strides(r - 2, dims, st);
+  const char *s = NULL;
+  for (int j = 0; j < r - 2; j++) {
+    const char *t = st[j] == 1 ? cg_fmt(cg, "%s%d", p, j) : cg_fmt(cg, "%s%d * %" PRId64, p, j, st[j]);
+    s = s ? cg_fmt(cg, "%s + %s", s, t) : t;
+  }
+  return s;
+}
+
+static int64_t spatial_numel(const Value *v) {
+  int64_t p = 1;
+  for (int j = 2; j < v->type.shape.rank; j++)
+    p *= cg_dim(v, j);
+  return p;
+}
+
+static void indent(Buf *b, int depth) {
+  for (int i = 0; i < depth; i++)
+    buf_puts(b, "  ");
+}
+
+/* ---------------------------------------------------------------- conv */
+
+/* y[b, m, o] = bias[m] + sum over the group's channels c and the taps q of
+ * x[b, g * CG + c, o * stride - pad + q * dilation] * w[m, c, q], taps outside x
+ * skipped. */
+static int gen_conv(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL;
+  const Value *y = n->out[0];
+  int k = x->type.shape.rank - 2;
+  Win win;
+  read_win(n, k, &win);
+  int64_t group = attr_int(n, "group"), C = cg_dim(x, 1), M = cg_dim(y, 1);
+  int64_t CG = cg_dim(w, 1), MG = M / group, NIN = spatial_numel(x), NKER = spatial_numel(w);
+  for (int j = 0; j < k; j++)
+    win.kernel[j] = cg_dim(w, 2 + j);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  int64_t numel = cg_numel(y);
+  const char *note = cg_fmt(cg, "direct: a thread per output, %" PRId64 " channel%s x %" PRId64 " taps each%s",
+                            CG, CG == 1 ? "" : "s", NKER, group == C && CG == 1 ? " (depthwise)" : "");
+  const char *name = cg_kernel_begin(cg, n, note);
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, numel);
+  emit_unravel(cg, y, "m", "b");
+  buf_printf(b, "    %s acc = %s;\n", T, bias ? cg_load(cg, bias->type.dtype, dom, "in2[m]") : cg_fmt(cg, "(%s)0", T));
+  if (group == 1)
+    buf_printf(b, "    const idx_t xb = b * %" PRId64 ", wb = m * %" PRId64 ";\n", C * NIN, CG * NKER);
+  else
+    buf_printf(b, "    const idx_t xb = (b * %" PRId64 " + m / %" PRId64 " * %" PRId64 ") * %" PRId64 ", wb = m * %" PRId64 ";\n",
+               C, MG, CG, NIN, CG * NKER);
+  buf_printf(b, "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n", CG);
+  for (int j = 0; j < k; j++) {
+    indent(b, 3 + j);
+    buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win.kernel[j], j);
+    indent(b, 4 + j);
+    buf_printf(b, "const idx_t p%d = %s + %s;\n", j, affine(cg, cg_fmt(cg, "o%d", j), win.stride[j], -win.pad[j]),
+               affine(cg, cg_fmt(cg, "q%d", j), win.dil[j], 0));
+    indent(b, 4 + j);
+    buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, cg_dim(x, 2 + j));
+  }
+  int64_t kst[IR_MAX_RANK];
+  contiguous_strides(k, win.kernel, kst);
+  const char *qoff = NULL;
+  for (int j = 0; j < k; j++) {
+    const char *t = kst[j] == 1 ? cg_fmt(cg, "q%d", j) : cg_fmt(cg, "q%d * %" PRId64, j, kst[j]);
+    qoff = qoff ? cg_fmt(cg, "%s + %s", qoff, t) : t;
+  }
+  const char *xv = cg_load(cg, x->type.dtype, dom,
+                           cg_fmt(cg, "in0[xb + c * %" PRId64 " + %s]", NIN, spatial_offset(cg, x, "p")));
+  const char *wv = cg_load(cg, w->type.dtype, dom, cg_fmt(cg, "in1[wb + c * %" PRId64 " + %s]", NKER, qoff));
+  indent(b, 3 + k);
+  buf_printf(b, "acc += %s * %s;\n", xv, wv);
+  for (int j = k - 1; j >= 0; j--) {
+    indent(b, 3 + j);
+    buf_puts(b, "}\n");
+  }
+  buf_puts(b, "    }\n");
+  buf_printf(b, "    out0[i] = %s;\n", cg_store(cg, y->type.dtype, dom, "acc"));
+  cg_loop_end(cg, n, name, numel);
+  return 0;
+}
+
+/* conv_transpose from the output's side: input position p reaches output o through tap
+ * q when o = p * stride - pad + q * dilation, so each output gathers, over the input
+ * channels c of its group and the taps q, x[b, c, (o + pad - q * dilation) / stride] *
+ * w[c, m % MG, q] where that division is exact and lands inside x; then adds bias[m]. */
+static int gen_conv_transpose(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL;
+  const Value *y = n->out[0];
+  int k = x->type.shape.rank - 2;
+  Win win;
+  read_win(n, k, &win);
+  int64_t group = attr_int(n, "group"), C = cg_dim(x, 1), CG = C / group;
+  int64_t MG = cg_dim(w, 1), NIN = spatial_numel(x), NKER = spatial_numel(w);
+  for (int j = 0; j < k; j++)
+    win.kernel[j] = cg_dim(w, 2 + j);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  int64_t numel = cg_numel(y);
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "gathered from the output's side: a thread per output, %" PRId64 " channels x %" PRId64 " taps each", CG, NKER));
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, numel);
+  emit_unravel(cg, y, "m", "b");
+  buf_printf(b, "    const idx_t g = m / %" PRId64 ", mi = m %% %" PRId64 ";\n", MG, MG);
+  buf_printf(b, "    %s acc = (%s)0;\n", T, T);
+  buf_printf(b, "    for (idx_t c = g * %" PRId64 "; c < (g + 1) * %" PRId64 "; c++) {\n", CG, CG);
+  for (int j = 0; j < k; j++) {
+    indent(b, 3 + j);
+    buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win.kernel[j], j);
+    indent(b, 4 + j);
+    buf_printf(b, "const idx_t t%d = %s - %s;\n", j, affine(cg, cg_fmt(cg, "o%d", j), 1, win.pad[j]),
+               affine(cg, cg_fmt(cg, "q%d", j), win.dil[j], 0));
+    indent(b, 4 + j);
+    if (win.stride[j] == 1) {
+      buf_printf(b, "const idx_t p%d = t%d;\n", j, j);
+      indent(b, 4 + j);
+      buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, cg_dim(x, 2 + j));
+    } else {
+      buf_printf(b, "if (t%d < 0 || t%d %% %" PRId64 " != 0) continue;\n", j, j, win.stride[j]);
+      indent(b, 4 + j);
+      buf_printf(b, "const idx_t p%d = t%d / %" PRId64 ";\n", j, j, win.stride[j]);
+      indent(b, 4 + j);
+      buf_printf(b, "if (p%d >= %" PRId64 ") continue;\n", j, cg_dim(x, 2 + j));
+    }
+  }
+  int64_t kst[IR_MAX_RANK];
+  contiguous_strides(k, win.kernel, kst);
+  const char *qoff = NULL;
+  for (int j = 0; j < k; j++) {
+    const char *t = kst[j] == 1 ? cg_fmt(cg, "q%d", j) : cg_fmt(cg, "q%d * %" PRId64, j, kst[j]);
+    qoff = qoff ? cg_fmt(cg, "%s + %s", qoff, t) : t;
+  }
+  const char *xv = cg_load(cg, x->type.dtype, dom, cg_fmt(cg, "in0[(b * %" PRId64 " + c) * %" PRId64 " + %s]", C, NIN, spatial_offset(cg, x, "p")));
+  const char *wv = cg_load(cg, w->type.dtype, dom, cg_fmt(cg, "in1[(c * %" PRId64 " + mi) * %" PRId64 " + %s]", MG, NKER, qoff));
+  indent(b, 3 + k);
+  buf_printf(b, "acc += %s * %s;\n", xv, wv);
+  for (int j = k - 1; j >= 0; j--) {
+    indent(b, 3 + j);
+    buf_puts(b, "}\n");
+  }
+  buf_puts(b, "    }\n");
+  const char *res = bias ? cg_fmt(cg, "acc + %s", cg_load(cg, bias->type.dtype, dom, "in2[m]")) : "acc";
+  buf_printf(b, "    out0[i] = %s;\n", cg_store(cg, y->type.dtype, dom, res));
+  cg_loop_end(cg, n, name, numel);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- pools */
+
+/* max_pool and average_pool, as eval_pool: padding never takes part in a max; a float
+ * max is NaN once a NaN is in the window (-inf for a window of padding only), an integer
+ * max is the first inside element's then the larger (0 for none); the average divides
+ * by the elements inside x, or with count_include_pad by those inside the padded x. */
+static int gen_pool(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int k = x->type.shape.rank - 2;
+  Win win;
+  read_win(n, k, &win);
+  list_or(n, "kernel_shape", k, 1, win.kernel);
+  bool is_max = n->op == OP_MAX_POOL;
+  bool include_pad = !is_max && attr_int(n, "count_include_pad") != 0;
+  bool fl = dtype_is_float(x->type.dtype);
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  int64_t numel = cg_numel(y), NX = spatial_numel(x), nker = 1;
+  for (int j = 0; j < k; j++)
+    nker *= win.kernel[j];
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "a thread per output, a window of %" PRId64 "%s", nker,
+                                                   include_pad ? "; count_include_pad" : ""));
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, numel);
+  emit_unravel(cg, y, NULL, "pl");
+  if (is_max && fl)
+    buf_printf(b, "    %s best = %s;\n", T, cg_lit(cg, -INFINITY, dom));
+  else if (is_max)
+    buf_puts(b, "    long long best = 0;\n    bool any = false;\n");
+  else
+    buf_printf(b, "    %s sum = (%s)0;\n    int count = 0;\n", T, T);
+  for (int j = 0; j < k; j++) {
+    int64_t in = cg_dim(x, 2 + j);
+    indent(b, 2 + j);
+    buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win.kernel[j], j);
+    indent(b, 3 + j);
+    buf_printf(b, "const idx_t p%d = %s + %s;\n", j, affine(cg, cg_fmt(cg, "o%d", j), win.stride[j], -win.pad[j]),
+               affine(cg, cg_fmt(cg, "q%d", j), win.dil[j], 0));
+    indent(b, 3 + j);
+    if (include_pad) {
+      /* every tap inside the padded input counts, whether it is inside x or not */
+      buf_printf(b, "const bool ix%d = %sp%d >= 0 && p%d < %" PRId64 ";\n", j,
+                 j ? cg_fmt(cg, "ix%d && ", j - 1) : "", j, j, in);
+      indent(b, 3 + j);
+      buf_printf(b, "if (p%d < %" PRId64 " || p%d >= %" PRId64 ") continue;\n", j, -win.pad[j], j,
+                 in + win.pad_end[j]);
+    } else {
+      buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, in);
+    }
+  }
+  const char *at = cg_fmt(cg, "in0[pl * %" PRId64 " + %s]", NX, spatial_offset(cg, x, "p"));
+  indent(b, 2 + k);
+  if (include_pad) {
+    buf_printf(b, "count++;\n");
+    indent(b, 2 + k);
+    buf_printf(b, "if (ix%d) sum += %s;\n", k - 1, cg_load(cg, x->type.dtype, dom, at));
+  } else if (!is_max) {
+    buf_printf(b, "sum += %s;\n", cg_load(cg, x->type.dtype, dom, at));
+    indent(b, 2 + k);
+    buf_puts(b, "count++;\n");
+  } else if (fl) {
+    buf_printf(b, "const %s v = %s;\n", T, cg_load(cg, x->type.dtype, dom, at));
+    indent(b, 2 + k);
+    buf_puts(b, "if (v != v || v > best) best = best != best ? best : v;\n");
+  } else {
+    buf_printf(b, "const long long v = %s;\n", cg_load(cg, x->type.dtype, DOM_I64, at));
+    indent(b, 2 + k);
+    buf_puts(b, "if (!any || v > best) best = v;\n");
+    indent(b, 2 + k);
+    buf_puts(b, "any = true;\n");
+  }
+  for (int j = k - 1; j >= 0; j--) {
+    indent(b, 2 + j);
+    buf_puts(b, "}\n");
+  }
+  const char *res = !is_max ? cg_fmt(cg, "sum / (%s)count", T) : "best";
+  buf_printf(b, "    out0[i] = %s;\n", cg_store(cg, y->type.dtype, is_max && !fl ? DOM_I64 : dom, res));
+  cg_loop_end(cg, n, name, numel);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- batch_norm, lrn */
+
+/* (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c]. When the elements of one
+ * channel come in whole 128-bit vectors, a thread takes a vector at a time. */
+static int gen_batch_norm(Cg *cg, const Node *n) {
+  const Value *x = n->in[0];
+  DType dt = x->type.dtype;
+  Dom dom = cg_dom(dt);
+  const char *T = cg_dom_type(dom);
+  int64_t C = cg_dim(x, 1), inner = cg_numel(x) / (cg_dim(x, 0) * C);
+  int v = (int)(16 / dtype_size(dt));
+  if (inner % v)
+    v = 1;
+  int64_t count = cg_numel(x) / v;
+  const char *name = cg_kernel_begin(cg, n, v > 1 ? cg_fmt(cg, "%" PRId64 " vectors of %d elements", count, v) : NULL);
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, count);
+  buf_printf(b, "    const idx_t c = i / %" PRId64 " %% %" PRId64 ";\n", inner / v, C);
+  buf_printf(b, "    const %s mean = %s, sd = sqrt(%s + %s);\n", T, cg_load(cg, dt, dom, "in3[c]"),
+             cg_load(cg, dt, dom, "in4[c]"), cg_lit(cg, attr_float(n, "epsilon"), dom));
+  buf_printf(b, "    const %s sc = %s, bi = %s;\n", T, cg_load(cg, dt, dom, "in1[c]"), cg_load(cg, dt, dom, "in2[c]"));
+  if (v == 1) {
+    buf_printf(b, "    out0[i] = %s;\n",
+               cg_store(cg, dt, dom, cg_fmt(cg, "(%s - mean) / sd * sc + bi", cg_load(cg, dt, dom, "in0[i]"))));
+  } else {
+    buf_printf(b, "    typedef gc_vec<%s, %d> v_t;\n", cg_ctype(dt), v);
+    buf_puts(b, "    const v_t a = ((const v_t *)in0)[i];\n    v_t w;\n#pragma unroll\n");
+    buf_printf(b, "    for (int j = 0; j < %d; j++) w.e[j] = %s;\n", v,
+               cg_store(cg, dt, dom, cg_fmt(cg, "(%s - mean) / sd * sc + bi", cg_load(cg, dt, dom, "a.e[j]"))));
+    buf_puts(b, "    ((v_t *)out0)[i] = w;\n");
+  }
+  cg_loop_end(cg, n, name, count);
+  return 0;
+}
+
+/* x / (bias + alpha / size * sum of x^2 over channels [c - (size - 1) / 2, c + size / 2]
+ * inside [0, C)) ^ beta. */
+static int gen_lrn(Cg *cg, const Node *n) {
+  const Value *x = n->in[0];
+  DType dt = x->type.dtype;
+  Dom dom = cg_dom(dt);
+  const char *T = cg_dom_type(dom);
+  int64_t C = cg_dim(x, 1), inner = cg_numel(x) / (cg_dim(x, 0) * C), size = attr_int(n, "size");
+  int64_t numel = cg_numel(x);
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "a thread per element, a window of %" PRId64 " channels", size));
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, numel);
+  buf_printf(b, "    const idx_t c = i / %" PRId64 " %% %" PRId64 ", base = i - c * %" PRId64 ";\n", inner, C, inner);
+  buf_printf(b, "    const idx_t lo = c - %" PRId64 " < 0 ? 0 : c - %" PRId64 ";\n", (size - 1) / 2, (size - 1) / 2);
+  buf_printf(b, "    const idx_t hi = c + %" PRId64 " > %" PRId64 " ? %" PRId64 " : c + %" PRId64 ";\n", size / 2, C - 1, C - 1, size / 2);
+  buf_printf(b, "    %s sq = (%s)0;\n", T, T);
+  buf_puts(b, "    for (idx_t c2 = lo; c2 <= hi; c2++) {\n");
+  buf_printf(b, "      const %s v = %s;\n", T, cg_load(cg, dt, dom, cg_fmt(cg, "in0[base + c2 * %" PRId64 "]", inner)));
+  buf_puts(b, "      sq += v * v;\n    }\n");
+  buf_printf(b, "    out0[i] = %s;\n",
+             cg_store(cg, dt, dom, cg_fmt(cg, "%s / pow(%s + %s * sq, %s)", cg_load(cg, dt, dom, "in0[i]"),
+                                          cg_lit(cg, attr_float(n, "bias"), dom),
+                                          cg_lit(cg, attr_float(n, "alpha") / (double)size, dom),
+                                          cg_lit(cg, attr_float(n, "beta"), dom))));
+  cg_loop_end(cg, n, name, numel);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- resize */
+
+/* The input coordinate of output coordinate o{j} on one dim, in double like the
+ * reference's resize_coord (so that nearest picks the same element), with the scale and
+ * the sizes baked in. */
+static const char *resize_coord(Cg *cg, const char *mode, int j, int64_t in, int64_t out,
+                                double scale, bool scaled) {
+  const char *xo = cg_fmt(cg, "(double)o%d", j), *s = cg_lit(cg, scale, DOM_F64);
+  if (!strcmp(mode, "asymmetric"))
+    return cg_fmt(cg, "%s / %s", xo, s);
+  if (!strcmp(mode, "align_corners")) {
+    double len = scaled ? scale * (double)in : (double)out;
+    if (len == 1)
+      return "0.0";
+    return cg_fmt(cg, "%s * %s / %s", xo, cg_lit(cg, (double)(in - 1), DOM_F64), cg_lit(cg, len - 1, DOM_F64));
+  }
+  if (!strcmp(mode, "pytorch_half_pixel") && out <= 1)
+    return "0.0";
+  if (!strcmp(mode, "half_pixel_symmetric")) {
+    double adjust = (double)out / (scale * (double)in);
+    double c0 = (double)in / 2 * (1 - adjust);
+    return cg_fmt(cg, "%s + (%s + 0.5) / %s - 0.5", cg_lit(cg, c0, DOM_F64), xo, s);
+  }
+  return cg_fmt(cg, "(%s + 0.5) / %s - 0.5", xo, s); /* half_pixel, pytorch_half_pixel */
+}
+
+/* Per dim: the source index (nearest) or the 2 (linear) or 4 (cubic) clamped source
+ * indices and weights of eval_resize; then the weighted sum over every combination of
+ * the dims' taps. A dim that keeps its size with scale 1 maps o to o exactly, so it
+ * takes the one tap of weight 1 (the reference also multiplies its neighbours by a
+ * weight of 0, which only matters when a neighbour is inf or NaN). */
+static int gen_resize(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int r = x->type.shape.rank;
+  const char *mode = attr_string(n, "mode");
+  const char *coord = attr_string(n, "coordinate_transformation_mode");
+  const char *nm = attr_string(n, "nearest_mode");
+  const Attr *sc = attr_find(n, "scales");
+  double a = attr_float(n, "cubic_coeff_a");
+  bool exclude = attr_int(n, "exclude_outside") != 0;
+  bool nearest = !strcmp(mode, "nearest"), linear = !strcmp(mode, "linear");
+  int cnt = nearest ? 1 : linear ? 2 : 4;
+  DType dt = x->type.dtype;
+  Dom dom = cg_dom(dt);
+  const char *T = cg_dom_type(dom);
+  int64_t numel = cg_numel(y), xd[IR_MAX_RANK], xs[IR_MAX_RANK];
+  bool same[IR_MAX_RANK];
+  for (int j = 0; j < r; j++)
+    xd[j] = cg_dim(x, j);
+  contiguous_strides(r, xd, xs);
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "mode %s, coordinates %s%s", mode, coord,
+                                                   nearest ? cg_fmt(cg, ", %s", nm) : ""));
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, numel);
+  buf_puts(b, "    idx_t r = i;\n");
+  for (int j = r - 1; j >= 0; j--)
+    buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j, cg_dim(y, j), cg_dim(y, j));
+  for (int j = 0; j < r; j++) {
+    int64_t in = xd[j], out = cg_dim(y, j);
+    double scale = sc ? sc->floats[j] : (double)out / (double)in;
+    same[j] = in == out && scale == 1;
+    if (same[j])
+      continue;
+    buf_printf(b, "    // dim %d: %" PRId64 " -> %" PRId64 "\n", j, in, out);
+    buf_printf(b, "    const double x%d = %s;\n", j, resize_coord(cg, coord, j, in, out, scale, sc != NULL));
+    if (nearest) {
+      const char *v = !strcmp(nm, "floor") ? cg_fmt(cg, "f%d", j)
+                      : !strcmp(nm, "ceil") ? cg_fmt(cg, "ceil(x%d)", j)
+                      : cg_fmt(cg, "x%d - f%d == 0.5 ? f%d%s : floor(x%d + 0.5)", j, j, j,
+                               !strcmp(nm, "round_prefer_ceil") ? " + 1" : "", j);
+      buf_printf(b, "    const double f%d = floor(x%d), v%d = %s;\n", j, j, j, v);
+      buf_printf(b, "    const idx_t i%d = v%d < 0 ? 0 : v%d > %" PRId64 " ? %" PRId64 " : (idx_t)v%d;\n", j, j, j,
+                 in - 1, in - 1, j);
+      continue;
+    }
+    /* beyond a few elements outside every tap clamps to the edge; the clamp keeps the
+     * conversion to an integer defined */
+    buf_printf(b, "    const double c%d = x%d < -8 ? -8 : x%d > %" PRId64 " ? %" PRId64 " : x%d;\n", j, j, j,
+               in + 8, in + 8, j);
+    buf_printf(b, "    const double f%d = floor(c%d), t%d = c%d - f%d;\n", j, j, j, j, j);
+    buf_printf(b, "    const idx_t b%d = (idx_t)f%d;\n", j, j);
+    buf_printf(b, "    idx_t i%d[%d];\n    double w%d[%d], tot%d = 0;\n", j, cnt, j, cnt, j);
+    buf_printf(b, "    for (int q = 0; q < %d; q++) {\n", cnt);
+    buf_printf(b, "      const idx_t at = b%d + q%s;\n", j, linear ? "" : " - 1");
+    if (linear)
+      buf_printf(b, "      w%d[q] = q ? t%d : 1 - t%d;\n", j, j, j);
+    else
+      buf_printf(b, "      w%d[q] = gc_cubic(t%d - (double)(at - b%d), %s);\n", j, j, j, cg_lit(cg, a, DOM_F64));
+    if (exclude)
+      buf_printf(b, "      if (at < 0 || at >= %" PRId64 ") w%d[q] = 0;\n", in, j);
+    buf_printf(b, "      tot%d += w%d[q];\n", j, j);
+    buf_printf(b, "      i%d[q] = at < 0 ? 0 : at >= %" PRId64 " ? %" PRId64 " : at;\n", j, in, in - 1);
+    buf_puts(b, "    }\n");
+    if (exclude)
+      buf_printf(b, "    for (int q = 0; q < %d; q++) w%d[q] /= tot%d;\n", cnt, j, j);
+    else
+      buf_printf(b, "    (void)tot%d;\n", j);
+  }
+  /* the source offset of one combination of taps */
+  const char *off = NULL, *w = NULL;
+  for (int j = 0; j < r; j++) {
+    const char *ix = same[j] ? cg_fmt(cg, "o%d", j) : nearest ? cg_fmt(cg, "i%d", j) : cg_fmt(cg, "i%d[q%d]", j, j);
+    const char *t = xs[j] == 1 ? ix : cg_fmt(cg, "%s * %" PRId64, ix, xs[j]);
+    off = off ? cg_fmt(cg, "%s + %s", off, t) : t;
+    if (!same[j] && !nearest)
+      w = w ? cg_fmt(cg, "%s * w%d[q%d]", w, j, j) : cg_fmt(cg, "w%d[q%d]", j, j);
+  }
+  if (nearest) {
+    buf_printf(b, "    out0[i] = in0[%s];\n", off ? off : "0");
+    cg_loop_end(cg, n, name, numel);
+    return 0;
+  }
+  buf_printf(b, "    %s acc = (%s)0;\n", T, T);
+  int depth = 0;
+  for (int j = 0; j < r; j++)
+    if (!same[j]) {
+      indent(b, 2 + depth++);
+      buf_printf(b, "for (int q%d = 0; q%d < %d; q%d++)\n", j, j, cnt, j);
+    }
+  indent(b, 2 + depth);
+  const char *v = cg_load(cg, dt, dom, cg_fmt(cg, "in0[%s]", off ? off : "0"));
+  buf_printf(b, "acc += %s * %s;\n", w ? cg_fmt(cg, "(%s)(%s)", T, w) : cg_fmt(cg, "(%s)1", T), v);
+  buf_printf(b, "    out0[i] = %s;\n", cg_store(cg, dt, dom, "acc"));
+  cg_loop_end(cg, n, name, numel);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- grid_sample */
+
+/* The taps of one spatial dim (the reference's gs_taps) for the grid coordinate at
+ * `g`: a{j}[q] the source index (-1: a zero of padding zeros), w{j}[q] its weight. The
+ * coordinate arithmetic is in double, as the reference's, with no fused multiply-add. */
+static void emit_gs_taps(Cg *cg, int j, const char *g, int64_t in, int nsp, int cnt,
+                         const char *mode, const char *pad, bool align) {
+  Buf *b = &cg->src;
+  bool nearest = !strcmp(mode, "nearest"), cubic = cnt == 4;
+  bool border = !strcmp(pad, "border"), reflect = !strcmp(pad, "reflection");
+  double lo = align ? 0 : -0.5, hi = align ? (double)in - 1 : (double)in - 0.5;
+  const char *L = cg_lit(cg, lo, DOM_F64), *H = cg_lit(cg, hi, DOM_F64);
+  buf_printf(b, "    long long a%d[%d];\n    double w%d[%d];\n    {\n", j, cnt, j, cnt);
+  buf_printf(b, "      const double v = %s;\n      nan = nan || v != v;\n", g);
+  if (align)
+    buf_printf(b, "      double x = (v + 1) / 2 * %s;\n", cg_lit(cg, (double)(in - 1), DOM_F64));
+  else
+    buf_printf(b, "      double x = (__dmul_rn(v + 1, %s) - 1) / 2;\n", cg_lit(cg, (double)in, DOM_F64));
+  if (nearest)
+    buf_printf(b, "      x = %s(x);\n", nsp == 3 ? "round" : "rint");
+  if (border)
+    buf_printf(b, "      if (x < %s || x > %s) x = x < 0 ? 0 : x > %s ? %s : x;\n", L, H,
+               cg_lit(cg, (double)(in - 1), DOM_F64), cg_lit(cg, (double)(in - 1), DOM_F64));
+  else if (reflect)
+    buf_printf(b, "      if (x < %s || x > %s) x = gc_reflect(x, %s, %s);\n", L, H, L, H);
+  buf_printf(b, "      x = !(x >= -4) ? -4 : x > %s ? %s : x;\n", cg_lit(cg, (double)in + 3, DOM_F64),
+             cg_lit(cg, (double)in + 3, DOM_F64));
+  buf_puts(b, "      const double f = floor(x);\n      const long long i0 = (long long)f;\n");
+  buf_printf(b, "      for (int q = 0; q < %d; q++) {\n", cnt);
+  buf_printf(b, "        long long at = %s;\n", nearest ? "i0" : cubic ? "i0 - 1 + q" : "i0 + q");
+  buf_printf(b, "        w%d[q] = %s;\n", j, nearest ? "1" : cubic ? "gc_cubic(x - (double)at, -0.75)" : "q ? x - f : 1 - (x - f)");
+  buf_printf(b, "        if (at < 0 || at >= %" PRId64 ") {\n", in);
+  if (border)
+    buf_printf(b, "          at = at < 0 ? 0 : %" PRId64 ";\n", in - 1);
+  else if (reflect)
+    buf_printf(b, "          at = (long long)gc_reflect((double)at, %s, %s);\n", L, H);
+  else
+    buf_puts(b, "          at = -1;\n");
+  buf_printf(b, "          at = at >= %" PRId64 " ? %" PRId64 " : at;\n        }\n", in, in - 1);
+  buf_printf(b, "        a%d[q] = at;\n      }\n    }\n", j);
+}
+
+/* A thread per output (n, c, position): the taps of every spatial dim from the grid,
+ * then the weighted sum over their combinations, taps of padding zeros left out; a NaN
+ * coordinate gives NaN. nearest copies the one tap's element (any dtype). */
+static int gen_grid_sample(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *grid = n->in[1], *y = n->out[0];
+  const char *mode = attr_string(n, "mode"), *pad = attr_string(n, "padding_mode");
+  bool align = attr_int(n, "align_corners") != 0, nearest = !strcmp(mode, "nearest");
+  bool cubic = !strcmp(mode, "cubic") || !strcmp(mode, "bicubic");
+  int r = x->type.shape.rank - 2, cnt = nearest ? 1 : cubic ? 4 : 2;
+  int64_t C = cg_dim(x, 1), npos = spatial_numel(y), nx = spatial_numel(x), numel = cg_numel(y);
+  DType dt = x->type.dtype;
+  Dom dom = cg_dom(dt);
+  const char *T = cg_dom_type(dom);
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "mode %s, padding %s%s", mode, pad, align ? ", align_corners" : ""));
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, numel);
+  buf_printf(b, "    const idx_t p = i %% %" PRId64 ", bc = i / %" PRId64 ", bn = bc / %" PRId64 ";\n", npos, npos, C);
+  buf_puts(b, "    bool nan = false;\n");
+  for (int j = 0; j < r; j++) {
+    const char *g = cg_load(cg, grid->type.dtype, DOM_F64,
+                            cg_fmt(cg, "in1[(bn * %" PRId64 " + p) * %d + %d]", npos, r, r - 1 - j));
+    emit_gs_taps(cg, j, g, cg_dim(x, 2 + j), r, cnt, mode, pad, align);
+  }
+  const char *off = spatial_offset(cg, x, "t");
+  const char *at = cg_fmt(cg, "in0[bc * %" PRId64 " + %s]", nx, off);
+  const char *nan_out = cg_store(cg, y->type.dtype, DOM_F64, "(double)GC_NAN");
+  if (nearest) {
+    for (int j = 0; j < r; j++)
+      buf_printf(b, "    const long long t%d = a%d[0];\n", j, j);
+    buf_puts(b, "    const bool zero = ");
+    for (int j = 0; j < r; j++)
+      buf_printf(b, "%st%d < 0", j ? " || " : "", j);
+    buf_printf(b, ";\n    out0[i] = nan ? %s : zero ? %s{} : %s;\n", nan_out, cg_ctype(y->type.dtype), at);
+    cg_loop_end(cg, n, name, numel);
+    return 0;
+  }
+  buf_printf(b, "    %s acc = (%s)0;\n", T, T);
+  for (int j = 0; j < r; j++) {
+    indent(b, 2 + j);
+    buf_printf(b, "for (int q%d = 0; q%d < %d; q%d++) {\n", j, j, cnt, j);
+    indent(b, 3 + j);
+    buf_printf(b, "const long long t%d = a%d[q%d];\n", j, j, j);
+    indent(b, 3 + j);
+    buf_printf(b, "if (t%d < 0) continue;\n", j);
+  }
+  const char *w = NULL;
+  for (int j = 0; j < r; j++)
+    w = w ? cg_fmt(cg, "%s * w%d[q%d]", w, j, j) : cg_fmt(cg, "w%d[q%d]", j, j);
+  indent(b, 2 + r);
+  buf_printf(b, "acc += (%s)(%s) * %s;\n", T, w, cg_load(cg, dt, dom, at));
+  for (int j = r - 1; j >= 0; j--) {
+    indent(b, 2 + j);
+    buf_puts(b, "}\n");
+  }
+  buf_printf(b, "    out0[i] = nan ? %s : %s;\n", nan_out, cg_store(cg, y->type.dtype, dom, "acc"));
+  cg_loop_end(cg, n, name, numel);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- roi_align */
+
+/* A thread per output (roi, c, bin row, bin col), as eval_roi_align: the roi's corner
+ * and size in input units (minus half a pixel with half_pixel; at least 1 x 1 with
+ * output_half_pixel), a grid of samples per bin (sampling_ratio, or ceil(side / bins)),
+ * each sample bilinear the reference's way (roi_sample: 0 beyond a pixel outside, the
+ * edge past the last pixel), then their average or max. Coordinates in double with no
+ * fused multiply-add, values in the data's domain. A batch index out of range or a roi
+ * too large to sample, which the reference reports, gives 0. */
+static int gen_roi_align(Cg *cg, const Node *n) {
+  const Value *x = n->in[0], *rois = n->in[1], *bidx = n->in[2], *y = n->out[0];
+  bool max = !strcmp(attr_string(n, "mode"), "max");
+  bool half = !strcmp(attr_string(n, "coordinate_transformation_mode"), "half_pixel");
+  int64_t ratio = attr_int(n, "sampling_ratio");
+  int64_t N = cg_dim(x, 0), C = cg_dim(x, 1), H = cg_dim(x, 2), W = cg_dim(x, 3);
+  int64_t OH = cg_dim(y, 2), OW = cg_dim(y, 3), numel = cg_numel(y);
+  DType dt = x->type.dtype;
+  Dom dom = cg_dom(dt);
+  const char *T = cg_dom_type(dom);
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "mode %s, %s: a thread per output bin", max ? "max" : "avg",
+                                                   half ? "half_pixel" : "output_half_pixel"));
+  Buf *b = &cg->src;
+  cg_loop_begin(cg, n, numel);
+  buf_printf(b, "    const idx_t pw = i %% %" PRId64 ", ph = i / %" PRId64 " %% %" PRId64 ", c = i / %" PRId64 " %% %" PRId64 ", r = i / %" PRId64 ";\n",
+             OW, OW, OH, OW * OH, C, OW * OH * C);
+  buf_printf(b, "    const long long bi = %s;\n", cg_load(cg, bidx->type.dtype, DOM_I64, "in2[r]"));
+  buf_printf(b, "    if (bi < 0 || bi >= %" PRId64 ") { out0[i] = %s{}; continue; }\n", N, cg_ctype(y->type.dtype));
+  const char *sc = cg_lit(cg, attr_float(n, "spatial_scale"), DOM_F64), *sh = half ? " - 0.5" : "";
+  for (int k = 0; k < 4; k++)
+    buf_printf(b, "    const double e%d = %s * %s%s;\n", k,
+               cg_load(cg, rois->type.dtype, DOM_F64, cg_fmt(cg, "in1[r * 4 + %d]", k)), sc, sh);
+  buf_puts(b, "    double rw = e2 - e0, rh = e3 - e1;\n");
+  if (!half)
+    buf_puts(b, "    rw = rw > 1 ? rw : 1;\n    rh = rh > 1 ? rh : 1;\n");
+  buf_printf(b, "    const double bw = rw / %" PRId64 ", bh = rh / %" PRId64 ";\n", OW, OH);
+  if (ratio > 0) {
+    buf_printf(b, "    const long long gw = %" PRId64 ", gh = %" PRId64 ";\n", ratio, ratio);
+  } else {
+    buf_printf(b, "    const double cw = ceil(rw / %" PRId64 "), ch = ceil(rh / %" PRId64 ");\n", OW, OH);
+    buf_puts(b, "    const long long gw = !(cw > 0) ? 0 : cw > 1e6 ? -1 : (long long)cw;\n");
+    buf_puts(b, "    const long long gh = !(ch > 0) ? 0 : ch > 1e6 ? -1 : (long long)ch;\n");
+  }
+  buf_printf(b, "    if (gw < 0 || gh < 0 || (double)gw * (double)gh > 1e8) { out0[i] = %s{}; continue; }\n",
+             cg_ctype(y->type.dtype));
+  buf_printf(b, "    const idx_t base = (bi * %" PRId64 " + c) * %" PRId64 ";\n", C, H * W);
+  buf_printf(b, "    %s acc = (%s)0;\n", T, T);
+  buf_puts(b, "    for (long long iy = 0; iy < gh; iy++)\n      for (long long ix = 0; ix < gw; ix++) {\n");
+  buf_puts(b, "        double py = e1 + __dmul_rn((double)ph, bh) + __dmul_rn((double)iy + 0.5, bh) / (double)gh;\n");
+  buf_puts(b, "        double px = e0 + __dmul_rn((double)pw, bw) + __dmul_rn((double)ix + 0.5, bw) / (double)gw;\n");
+  buf_printf(b, "        %s v = 0;\n", T);
+  buf_printf(b, "        if (py >= -1 && py <= %" PRId64 " && px >= -1 && px <= %" PRId64 ") {\n", H, W);
+  buf_puts(b, "          py = py < 0 ? 0 : py;\n          px = px < 0 ? 0 : px;\n");
+  buf_puts(b, "          long long y0 = (long long)py, x0 = (long long)px, y1 = y0 + 1, x1 = x0 + 1;\n");
+  buf_printf(b, "          if (y0 >= %" PRId64 ") { y0 = y1 = %" PRId64 "; py = (double)y0; }\n", H - 1, H - 1);
+  buf_printf(b, "          if (x0 >= %" PRId64 ") { x0 = x1 = %" PRId64 "; px = (double)x0; }\n", W - 1, W - 1);
+  buf_puts(b, "          const double ly = py - (double)y0, lx = px - (double)x0, hy = 1 - ly, hx = 1 - lx;\n");
+  const char *q[4] = {"hy * hx", "hy * lx", "ly * hx", "ly * lx"};
+  const char *at[4] = {"y0 * %" PRId64 " + x0", "y0 * %" PRId64 " + x1", "y1 * %" PRId64 " + x0", "y1 * %" PRId64 " + x1"};
+  for (int k = 0; k < 4; k++)
+    buf_printf(b, "          const %s v%d = (%s)(%s) * %s;\n", T, k, T, q[k],
+               cg_load(cg, dt, dom, cg_fmt(cg, "in0[base + %s]", cg_fmt(cg, at[k], W))));
+  buf_printf(b, "          v = %s;\n        }\n", max ? "fmax(fmax(v0, v1), fmax(v2, v3))" : "v0 + v1 + v2 + v3");
+  buf_printf(b, "        acc = %s;\n      }\n", max ? "iy == 0 && ix == 0 ? v : fmax(acc, v)" : "acc + v");
+  const char *res = max ? "acc" : cg_fmt(cg, "acc / (%s)(gw * gh > 0 ? (double)(gw * gh) : 1.0)", T);
+  buf_printf(b, "    out0[i] = %s;\n", cg_store(cg, y->type.dtype, dom, res));
+  cg_loop_end(cg, n, name, numel);
+  return 0;
+}
+
+int cg_nn(Cg *cg, const Node *n) {
+  switch (n->op) {
+  case OP_CONV: return gen_conv(cg, n);
+  case OP_CONV_TRANSPOSE: return gen_conv_transpose(cg, n);
+  case OP_MAX_POOL: case OP_AVERAGE_POOL: return gen_pool(cg, n);
+  case OP_BATCH_NORM: return gen_batch_norm(cg, n);
+  case OP_LRN: return gen_lrn(cg, n);
+  case OP_RESIZE: return gen_resize(cg, n);
+  case OP_GRID_SAMPLE: return gen_grid_sample(cg, n);
+  case OP_ROI_ALIGN: return gen_roi_align(cg, n);
+  default: return cg_error(cg, n, "op %s (node %d) has no GPU kernel yet", op_info[n->op].name, n->id);
+  }
+}

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""The generated kernels of one-node graphs, run on the CPU, against the reference executor.
+
+No GPU in CI, so each case's CUDA C (`gpucc G --emit=cuda --passes=`) is compiled as C++
+with a small host shim: a block is 256 OS threads, __syncthreads a barrier of them,
+__shfl_*_sync an exchange through a per-warp slot and barrier, __shared__ a static (blocks
+run one after the other), and every kernel is launched on a grid of 3 blocks (the kernels
+loop grid-stride, so any grid covers the work). The outputs must match
+`gpucc run G --cpu` on random inputs (floats: rtol 1e-4, atol 1e-5; others exactly).
+
+This checks the index arithmetic, the windows, the sorting network, the scans and the
+reductions of the kernels; not what only a GPU shows (coalescing, memory model). The f16
+and bf16 conversions are PTX, so the cases use the other dtypes.
+
+usage: emulate.py --gpucc PATH [--tmp DIR] [-k SUBSTRING]
+"""
+
+import argparse
+import concurrent.futures
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+HOST = r"""
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+using namespace std;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __shared__ static
+#define __restrict__ __restrict
+struct gc_dim3 { unsigned x, y, z; };
+static thread_local gc_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
+static const gc_dim3 blockDim = {256, 1, 1}, gridDim = {3, 1, 1};
+static barrier<> *gc_block_bar, *gc_warp_bar[8];
+static unsigned char gc_slot[8][32][16];
+static inline void __syncthreads() { gc_block_bar->arrive_and_wait(); }
+template <class T> T gc_exchange(T v, int src) {
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  memcpy(gc_slot[w][l], &v, sizeof v);
+  gc_warp_bar[w]->arrive_and_wait();
+  T r;
+  memcpy(&r, gc_slot[w][src], sizeof r);
+  gc_warp_bar[w]->arrive_and_wait();
+  return r;
+}
+template <class T> T __shfl_xor_sync(unsigned, T v, int m) { return gc_exchange(v, (threadIdx.x & 31) ^ m); }
+template <class T> T __shfl_up_sync(unsigned, T v, int d) { int l = threadIdx.x & 31; return gc_exchange(v, l >= d ? l - d : l); }
+template <class T> T __shfl_sync(unsigned, T v, int s) { return gc_exchange(v, s); }
+static void gc_launch(const function<void()> &k) {
+  for (unsigned b = 0; b < gridDim.x; b++) {
+    barrier<> bb(256);
+    gc_block_bar = &bb;
+    for (int w = 0; w < 8; w++) gc_warp_bar[w] = new barrier<>(32);
+    vector<thread> ts;
+    for (unsigned t = 0; t < 256; t++)
+      ts.emplace_back([&, b, t] { blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0}; k(); });
+    for (auto &t : ts) t.join();
+    for (int w = 0; w < 8; w++) delete gc_warp_bar[w];
+  }
+}
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
+static inline double __longlong_as_double(long long i) { double f; memcpy(&f, &i, 8); return f; }
+// CUDA's: toward zero, saturating, NaN to INT64_MIN
+static inline long long __double2ll_rz(double f) {
+  return f != f || f <= -0x1p63 ? (long long)(-0x7fffffffffffffffLL - 1) : f >= 0x1p63 ? 0x7fffffffffffffffLL : (long long)f;
+}
+static inline long long __float2ll_rz(float f) { return __double2ll_rz(f); }
+static inline float __double2float_rz(double d) { return (float)d; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+"""
+
+DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "int8": "i8",
+          "uint8": "u8", "bool": "bool"}
+
+
+def host_preamble(src):
+    """gpucc's preamble without the PTX conversions of f16 and bf16."""
+    out, skip = [], False
+    for line in src[:src.index("\n/* node")].splitlines():
+        if line.startswith("__device__ __forceinline__ gc_bf16 gc_d2bf"):
+            skip = True
+        if not skip and "asm(" not in line:
+            out.append(line)
+        if skip and line.startswith("}"):
+            skip = False
+    return "\n".join(out) + "\n"
+
+
+def host_main(d, src, operands, inputs, expect):
+    """main(): reads the operands, launches every kernel in order, writes the outputs."""
+    lines = ["int main() {"]
+    for i, name in enumerate(operands):
+        a = np.ascontiguousarray(inputs[name])
+        a.tofile(os.path.join(d, f"in{i}.bin"))
+        lines.append(f'  static unsigned char b_in{i}[{a.nbytes} + 16];')
+        lines.append(f'  {{ FILE *f = fopen("{d}/in{i}.bin", "rb"); '
+                     f'if (!f || fread(b_in{i}, 1, {a.nbytes}, f) != {a.nbytes}) return 2; fclose(f); }}')
+    for i, e in enumerate(expect):
+        lines.append(f"  static unsigned char b_out{i}[{e.nbytes} + 16];")
+    for kernel, params in re.findall(r"__launch_bounds__\(256\) (\w+)\(([^)]*)\)", src):
+        args = []
+        for p in params.split(","):
+            m = re.match(r"\s*(const )?(\w+) \*__restrict__ (in|out)(\d+)", p)
+            args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{m.group(3)}{m.group(4)}")
+        lines.append(f"  gc_launch([&] {{ {kernel}({', '.join(args)}); }});")
+    for i, e in enumerate(expect):
+        lines.append(f'  {{ FILE *f = fopen("{d}/out{i}.bin", "wb"); fwrite(b_out{i}, 1, {e.nbytes}, f); fclose(f); }}')
+    lines.append("  return 0;\n}\n")
+    return "\n".join(lines)
+
+
+def run_case(gpucc, tmp, name, inputs, stmt):
+    """(ok, message) for the graph of one statement over the given inputs."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d, exist_ok=True)
+    sig = ", ".join(f"%{k}: {DTYPES[str(v.dtype)]}[{', '.join(map(str, v.shape))}]"
+                    for k, v in inputs.items())
+    lhs, rhs = stmt.split(" = ", 1)
+    outs = [o.strip()[1:] for o in lhs.split(",")]
+    operands = re.findall(r"%(\w+)", rhs.split(")")[0])
+    gir = os.path.join(d, "g.gir")
+    with open(gir, "w") as f:
+        f.write(f"graph g({sig}) {{\n  {stmt}\n  return {lhs}\n}}\n")
+    args = []
+    for k, v in inputs.items():
+        np.save(os.path.join(d, k + ".npy"), v)
+        args += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
+    r = subprocess.run([gpucc, "run", gir, "--cpu", "--passes=", "--output-dir", d] + args,
+                       capture_output=True, text=True)
+    if r.returncode:
+        return False, "reference: " + r.stderr
+    expect = [np.load(os.path.join(d, o + ".npy")) for o in outs]
+    r = subprocess.run([gpucc, gir, "--emit=cuda", "--passes="], capture_output=True, text=True)
+    if r.returncode:
+        return False, "codegen: " + r.stderr
+    src = r.stdout
+    cpp = os.path.join(d, "k.cpp")
+    with open(cpp, "w") as f:
+        f.write(HOST + host_preamble(src) + src[src.index("\n/* node"):] + "\n" +
+                host_main(d, src, operands, inputs, expect))
+    exe = os.path.join(d, "k")
+    r = subprocess.run(["g++", "-std=c++20", "-pthread", "-O1", "-w", "-o", exe, cpp],
+                       capture_output=True, text=True)
+    if r.returncode:
+        return False, "g++: " + r.stderr[:4000]
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
+    if r.returncode:
+        return False, f"the emulated kernels exited with {r.returncode}: {r.stderr[:2000]}"
+    for i, (o, e) in enumerate(zip(outs, expect)):
+        got = np.fromfile(os.path.join(d, f"out{i}.bin"), dtype=e.dtype).reshape(e.shape)
+        if e.dtype.kind == "f":
+            bad = ~np.isclose(got, e, rtol=1e-4, atol=1e-5, equal_nan=True)
+        else:
+            bad = got != e
+        if bad.any():
+            at = tuple(np.argwhere(bad)[0])
+            return False, (f"%{o} differs in {int(bad.sum())} of {e.size} elements; first at "
+                           f"{list(at)}: {got[at]} (kernel) vs {e[at]} (reference)")
+    return True, ""
+
+
+def cases():
+    """(name, inputs, statement) for every case."""
+    rng = np.random.default_rng(0)
+
+    def f(*s):
+        return rng.standard_normal(s).astype(np.float32)
+
+    def ints(lo, hi, shape, dt):
+        return rng.integers(lo, hi, shape).astype(dt)
+
+    x, m = f(2, 4, 9, 10), f(5, 7)
+    mi, i8 = ints(-50, 50, (3, 4, 6), np.int32), ints(-100, 100, (2, 3, 7, 7), np.int8)
+    d5 = rng.standard_normal((1, 2, 5, 5, 4))
+    xn = x.copy()
+    xn[0, 1, 2, 3], xn[1, 2, 0, 0] = np.nan, -np.inf
+    mt = f(6, 300)
+    mt[0, 5] = mt[0, 100] = np.nan
+    mt[1, 3:9], mt[2, :] = 1.0, 0.0
+    mh = f(5, 7)
+    mh[1, 2], mh[2, :] = np.nan, 1.0
+    ix = ints(-10, 10, (2, 4, 9, 3), np.int64)
+    gridc = rng.uniform(-1.6, 1.6, (2, 5, 6, 2)).astype(np.float32)
+    gridc[0, 0, 0] = [0, 1]  # exact: the border, half-pixel ties
+    gridc[0, 0, 1] = [-1, 0.5]
+    gridc[1, 2, 3, 0] = np.nan
+    rois = np.array([[0, 0, 9, 8], [1.5, 2.2, 7.3, 6.1], [-3, -2, 4, 30], [5, 5, 5.2, 5.1], [8, 1, 2, 7]], np.float32)
+    bn = lambda *s: {"s": f(*s), "b": f(*s), "m": f(*s), "v": np.abs(f(*s))}  # noqa: E731
+    return [
+        # nn.c
+        ("conv", {"x": x, "w": f(6, 2, 3, 3), "b": f(6)}, "%y = conv(%x, %w, %b) {strides = [2, 3], pads = [1, 0, 2, 1], dilations = [2, 1], group = 2}"),
+        ("conv_depthwise", {"x": x, "w": f(4, 1, 3, 3)}, "%y = conv(%x, %w) {pads = [1, 1, 1, 1], group = 4}"),
+        ("conv_1d", {"x": f(2, 4, 11), "w": f(4, 2, 3), "b": f(4)}, "%y = conv(%x, %w, %b) {group = 2, pads = [1, 2], strides = [2]}"),
+        ("conv_3d_f64", {"x": d5, "w": rng.standard_normal((2, 2, 3, 3, 2))}, "%y = conv(%x, %w) {pads = [1, 0, 1, 1, 0, 1]}"),
+        ("conv_transpose", {"x": x, "w": f(4, 3, 3, 3), "b": f(6)}, "%y = conv_transpose(%x, %w, %b) {strides = [2, 1], pads = [0, 1, 1, 0], output_padding = [1, 0], group = 2}"),
+        ("conv_transpose_dil", {"x": f(1, 2, 4, 5), "w": f(2, 3, 2, 3)}, "%y = conv_transpose(%x, %w) {strides = [3, 2], dilations = [2, 1], pads = [1, 1, 0, 2]}"),
+        ("max_pool_ceil", {"x": x}, "%y = max_pool(%x) {kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], ceil_mode = 1}"),
+        ("max_pool_nan", {"x": xn}, "%y = max_pool(%x) {kernel_shape = [2, 3], dilations = [2, 1]}"),
+        ("max_pool_i8", {"x": i8}, "%y = max_pool(%x) {kernel_shape = [2, 2], dilations = [2, 1], pads = [1, 0, 0, 1]}"),
+        ("average_pool_include_pad", {"x": x}, "%y = average_pool(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], count_include_pad = 1}"),
+        ("average_pool_ceil", {"x": x}, "%y = average_pool(%x) {kernel_shape = [3, 2], strides = [2, 2], pads = [1, 0, 1, 1], ceil_mode = 1}"),
+        ("average_pool_ceil_include_pad", {"x": x}, "%y = average_pool(%x) {kernel_shape = [3, 2], strides = [2, 2], pads = [1, 0, 1, 1], ceil_mode = 1, count_include_pad = 1}"),
+        ("average_pool_3d", {"x": d5}, "%y = average_pool(%x) {kernel_shape = [2, 2, 2]}"),
+        ("batch_norm", {"x": x, **bn(4)}, "%y = batch_norm(%x, %s, %b, %m, %v) {epsilon = 0.001}"),
+        ("batch_norm_vectors", {"x": f(2, 4, 4, 4), **bn(4)}, "%y = batch_norm(%x, %s, %b, %m, %v)"),
+        ("batch_norm_2d", {"x": f(3, 4), **bn(4)}, "%y = batch_norm(%x, %s, %b, %m, %v)"),
+        ("lrn", {"x": x}, "%y = lrn(%x) {size = 3}"),
+        ("lrn_even", {"x": x}, "%y = lrn(%x) {size = 2, alpha = 0.001, beta = 0.5, bias = 2}"),
+        ("resize_nearest_floor", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 18, 5], mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"}'),
+        ("resize_nearest", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 20, 7], mode = "nearest"}'),
+        ("resize_nearest_i8", {"x": i8}, '%y = resize(%x) {sizes = [2, 3, 3, 11], mode = "nearest", nearest_mode = "round_prefer_ceil", coordinate_transformation_mode = "half_pixel_symmetric"}'),
+        ("resize_nearest_ceil", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 17, 23], mode = "nearest", nearest_mode = "ceil", coordinate_transformation_mode = "align_corners"}'),
+        ("resize_linear_align", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 4, 20], mode = "linear", coordinate_transformation_mode = "align_corners"}'),
+        ("resize_linear", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 13, 25], mode = "linear"}'),
+        ("resize_linear_every_dim", {"x": x}, '%y = resize(%x) {sizes = [3, 2, 6, 15], mode = "linear"}'),
+        ("resize_cubic_exclude", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 16, 12], mode = "cubic", exclude_outside = 1}'),
+        ("resize_cubic", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 5, 7], mode = "cubic", cubic_coeff_a = -0.5, coordinate_transformation_mode = "asymmetric"}'),
+        ("resize_scales", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 13, 10], scales = [1, 1, 1.5, 1], mode = "linear", coordinate_transformation_mode = "pytorch_half_pixel"}'),
+        ("resize_scales_align", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 13, 10], scales = [1, 1, 1.5, 1], mode = "linear", coordinate_transformation_mode = "align_corners"}'),
+        ("resize_symmetric", {"x": x}, '%y = resize(%x) {sizes = [2, 4, 6, 15], mode = "linear", coordinate_transformation_mode = "half_pixel_symmetric"}'),
+        ("grid_sample", {"x": x, "g": gridc}, "%y = grid_sample(%x, %g)"),
+        ("grid_sample_nearest_border", {"x": x, "g": gridc}, '%y = grid_sample(%x, %g) {mode = "nearest", padding_mode = "border"}'),
+        ("grid_sample_cubic_reflect_align", {"x": x, "g": gridc}, '%y = grid_sample(%x, %g) {mode = "bicubic", padding_mode = "reflection", align_corners = 1}'),
+        ("grid_sample_linear_reflect", {"x": x, "g": gridc}, '%y = grid_sample(%x, %g) {padding_mode = "reflection"}'),
+        ("grid_sample_nearest_i8_reflect", {"x": i8, "g": gridc}, '%y = grid_sample(%x, %g) {mode = "nearest", padding_mode = "reflection"}'),
+        ("grid_sample_3d", {"x": d5, "g": rng.uniform(-1.4, 1.4, (1, 2, 3, 2, 3))}, '%y = grid_sample(%x, %g) {mode = "nearest"}'),
+        ("grid_sample_3d_linear_border", {"x": d5, "g": rng.uniform(-1.4, 1.4, (1, 2, 3, 2, 3))}, '%y = grid_sample(%x, %g) {padding_mode = "border", align_corners = 1}'),
+        ("grid_sample_1d", {"x": f(2, 3, 7), "g": rng.uniform(-3, 3, (2, 9, 1)).astype(np.float32)}, '%y = grid_sample(%x, %g) {mode = "cubic"}'),
+        ("roi_align", {"x": x, "r": rois, "b": np.array([0, 1, 1, 0, 1], np.int64)}, "%y = roi_align(%x, %r, %b) {output_height = 3, output_width = 2, spatial_scale = 0.5}"),
+        ("roi_align_max_ratio", {"x": x, "r": rois, "b": np.array([0, 1, 1, 0, 1], np.int32)}, '%y = roi_align(%x, %r, %b) {mode = "max", output_height = 2, output_width = 4, sampling_ratio = 2, coordinate_transformation_mode = "output_half_pixel"}'),
+        ("roi_align_f64", {"x": rng.standard_normal((1, 2, 6, 5)), "r": rois.astype(np.float64)[:3], "b": np.array([0, 0, 0], np.int64)}, "%y = roi_align(%x, %r, %b) {output_height = 2, output_width = 2}"),
+        # reduce.c
+        ("global_average_pool", {"x": x}, "%y = global_average_pool(%x)"),
+        ("global_average_pool_block", {"x": f(2, 3, 50, 50)}, "%y = global_average_pool(%x)"),
+        ("global_max_pool", {"x": xn}, "%y = global_max_pool(%x)"),
+        ("global_max_pool_i8", {"x": i8}, "%y = global_max_pool(%x)"),
+        ("instance_norm", {"x": x, "s": f(4), "b": f(4)}, "%y = instance_norm(%x, %s, %b)"),
+        ("instance_norm_block", {"x": f(2, 3, 50, 50), "s": f(3), "b": f(3)}, "%y = instance_norm(%x, %s, %b) {epsilon = 0.01}"),
+        ("hardmax", {"x": mh}, "%y = hardmax(%x)"),
+        ("hardmax_column", {"x": f(2, 4, 6)}, "%y = hardmax(%x) {axis = 1}"),
+        ("hardmax_block", {"x": f(3, 3000)}, "%y = hardmax(%x)"),
+        # scan.c
+        ("cumsum_row", {"x": f(5, 77)}, "%y = cumsum(%x) {axis = 1}"),
+        ("cumsum_row_exclusive_reverse", {"x": f(3, 70)}, "%y = cumsum(%x) {axis = 1, exclusive = 1, reverse = 1}"),
+        ("cumsum_row_i64_wraps", {"x": ints(-2**62, 2**62, (4, 45), np.int64)}, "%y = cumsum(%x) {axis = -1, exclusive = 1}"),
+        ("cumsum_row_reverse", {"x": ints(-99, 99, (20, 33), np.int32)}, "%y = cumsum(%x) {axis = 1, reverse = 1}"),
+        ("cumsum_column", {"x": mi}, "%y = cumsum(%x) {axis = 1, exclusive = 1, reverse = 1}"),
+        ("cumsum_column_f64", {"x": d5}, "%y = cumsum(%x) {axis = 2, reverse = 1}"),
+        ("topk", {"x": m}, "%v, %i = topk(%x) {k = 3}"),
+        ("topk_nan_ties", {"x": mt}, "%v, %i = topk(%x) {k = 20}"),
+        ("topk_smallest_all", {"x": mt}, "%v, %i = topk(%x) {k = 300, largest = 0}"),
+        ("topk_i32_axis", {"x": mi}, "%v, %i = topk(%x) {k = 2, axis = 1, largest = 0}"),
+        ("topk_i64_ties", {"x": ints(-3, 3, (40, 11), np.int64)}, "%v, %i = topk(%x) {k = 11}"),
+        ("lp_norm_1", {"x": f(4, 9)}, "%y = lp_norm(%x) {p = 1}"),
+        ("lp_norm_2_column", {"x": x}, "%y = lp_norm(%x) {axis = 1}"),
+        ("lp_norm_zero", {"x": np.zeros((3, 5), np.float32)}, "%y = lp_norm(%x)"),
+        ("mean_variance_norm", {"x": x}, "%y = mean_variance_norm(%x)"),
+        ("mean_variance_norm_axes", {"x": x}, "%y = mean_variance_norm(%x) {axes = [1]}"),
+        ("mean_variance_norm_all", {"x": f(3, 700)}, "%y = mean_variance_norm(%x) {axes = []}"),
+        # loss.c
+        ("nll_loss_none", {"x": f(6, 5), "t": np.array([0, 4, 2, 2, 1, 3], np.int64), "w": np.abs(f(5))}, "%y = nll_loss(%x, %t, %w) {reduction = \"none\", ignore_index = 2}"),
+        ("nll_loss_mean", {"x": f(300, 5), "t": ints(0, 5, (300,), np.int32), "w": np.abs(f(5))}, "%y = nll_loss(%x, %t, %w) {ignore_index = 1}"),
+        ("nll_loss_sum_spatial", {"x": f(2, 4, 3, 5), "t": ints(0, 4, (2, 3, 5), np.int64)}, "%y = nll_loss(%x, %t) {reduction = \"sum\"}"),
+        ("softmax_cross_entropy", {"x": f(4, 6, 3), "t": ints(0, 6, (4, 3), np.int64)}, "%l, %p = softmax_cross_entropy(%x, %t)"),
+        ("softmax_cross_entropy_none_f64", {"x": rng.standard_normal((5, 3)), "t": np.array([0, 2, 1, 1, 0], np.int32), "w": rng.random(3)}, "%l, %p = softmax_cross_entropy(%x, %t, %w) {reduction = \"none\", ignore_index = 0}"),
+        # gemm.c
+        ("matmul_i32_batched", {"a": ints(-9, 9, (3, 2, 5), np.int32), "b": ints(-9, 9, (5, 4), np.int32)}, "%y = matmul(%a, %b)"),
+        ("matmul_i64_broadcast", {"a": ints(-2**40, 2**40, (2, 1, 3, 4), np.int64), "b": ints(-2**40, 2**40, (3, 4, 2), np.int64)}, "%y = matmul(%a, %b)"),
+        ("matmul_u8_vector", {"a": ints(0, 255, (6,), np.uint8), "b": ints(0, 255, (2, 6, 3), np.uint8)}, "%y = matmul(%a, %b)"),
+        ("det", {"x": f(3, 4, 4)}, "%y = det(%x)"),
+        ("det_singular_f64", {"x": np.array([[[1, 2, 3], [2, 4, 6], [0, 1, 5]], [[0, 1, 0], [1, 0, 0], [0, 0, 2]]], np.float64)}, "%y = det(%x)"),
+        # index.c
+        ("trilu", {"x": m}, "%y = trilu(%x) {k = 1}"),
+        ("trilu_lower", {"x": mi}, "%y = trilu(%x) {upper = 0, k = -2}"),
+        ("trilu_huge_k", {"x": mi}, "%y = trilu(%x) {upper = 0, k = -9000000000}"),
+        ("tile", {"x": f(2, 4, 6)}, "%y = tile(%x) {repeats = [2, 1, 3]}"),
+        ("tile_ones", {"x": f(1, 3, 2)}, "%y = tile(%x) {repeats = [4, 2, 1]}"),
+        ("gather_elements", {"x": x, "i": ix}, "%y = gather_elements(%x, %i) {axis = 3}"),
+        ("gather_elements_i32", {"x": m, "i": ints(-5, 5, (2, 3), np.int32)}, "%y = gather_elements(%x, %i) {axis = 0}"),
+        ("gather_nd", {"x": x, "i": np.array([[1, -2], [0, 3]], np.int64)}, "%y = gather_nd(%x, %i)"),
+        ("gather_nd_batch", {"x": mi, "i": np.array([[[1], [3]], [[0], [-1]], [[2], [2]]], np.int32)}, "%y = gather_nd(%x, %i) {batch_dims = 1}"),
+        ("gather_nd_batch_pairs", {"x": f(2, 3, 4, 5), "i": np.array([[[1, 2], [0, 0]], [[2, 3], [-1, -1]]], np.int64)}, "%y = gather_nd(%x, %i) {batch_dims = 1}"),
+        ("scatter_elements", {"x": x, "i": ix, "u": f(2, 4, 9, 3)}, "%y = scatter_elements(%x, %i, %u) {axis = 3}"),
+        ("scatter_elements_max", {"x": x, "i": ix, "u": f(2, 4, 9, 3)}, '%y = scatter_elements(%x, %i, %u) {axis = 3, reduction = "max"}'),
+        ("scatter_elements_add_i32", {"x": mi, "i": ints(-4, 4, (3, 3, 6), np.int64), "u": ints(-50, 50, (3, 3, 6), np.int32)}, '%y = scatter_elements(%x, %i, %u) {axis = 1, reduction = "add"}'),
+        ("scatter_elements_mul", {"x": m, "i": ints(-5, 5, (3, 7), np.int32), "u": f(3, 7)}, '%y = scatter_elements(%x, %i, %u) {axis = 0, reduction = "mul"}'),
+        ("scatter_nd", {"x": x, "i": np.array([[1, 2], [0, 0]], np.int64), "u": f(2, 9, 10)}, "%y = scatter_nd(%x, %i, %u)"),
+        ("scatter_nd_mul", {"x": x, "i": np.array([[1, 2], [1, 2], [0, -1]], np.int64), "u": f(3, 9, 10)}, '%y = scatter_nd(%x, %i, %u) {reduction = "mul"}'),
+        ("scatter_nd_min", {"x": mi, "i": np.array([[1, 2, 3], [1, 2, 3], [0, 0, 0], [2, 3, -1]], np.int64), "u": ints(-50, 50, (4,), np.int32)}, '%y = scatter_nd(%x, %i, %u) {reduction = "min"}'),
+        ("cast_nan_to_int", {"x": np.array([np.nan, -np.inf, np.inf, 3e9, -3e9, 2.7, -2.7], np.float32)}, '%y = cast(%x) {to = "i64"}'),
+        ("one_hot", {"i": np.array([[0, -1, 4], [7, -6, 2]], np.int64), "v": np.array([-1.5, 2], np.float32)}, "%y = one_hot(%i, %v) {depth = 5}"),
+        ("one_hot_float_index", {"i": np.array([0.5, -1.7, 2.9, 3.0], np.float32), "v": np.array([3, 9], np.int8)}, "%y = one_hot(%i, %v) {depth = 3, axis = 0}"),
+        ("one_hot_axis", {"i": ints(-4, 4, (2, 3, 2), np.int32), "v": np.array([0, 1], np.float64)}, "%y = one_hot(%i, %v) {depth = 4, axis = 1}"),
+        ("depth_to_space", {"x": x}, "%y = depth_to_space(%x) {blocksize = 2}"),
+        ("depth_to_space_crd", {"x": x}, '%y = depth_to_space(%x) {blocksize = 2, mode = "CRD"}'),
+        ("space_to_depth", {"x": f(2, 3, 6, 4)}, "%y = space_to_depth(%x) {blocksize = 2}"),
+        ("reverse_sequence", {"x": f(5, 4, 3), "l": np.array([5, 0, 2, 3], np.int64)}, "%y = reverse_sequence(%x, %l) {batch_axis = 1, time_axis = 0}"),
+        ("max_unpool", {"x": f(1, 2, 2, 3), "i": np.array([[[[0, 3, 17], [6, 22, 11]], [[24, 31, 39], [40, 47, 44]]]], np.int64)}, "%y = max_unpool(%x, %i) {kernel_shape = [2, 2], strides = [2, 2]}"),
+        ("max_unpool_output_shape", {"x": f(1, 1, 2, 2), "i": np.array([[[[0, 5], [10, 15]]]], np.int32)}, "%y = max_unpool(%x, %i) {kernel_shape = [2, 2], strides = [2, 2], output_shape = [1, 1, 5, 6]}"),
+        ("reverse_sequence_batch_first", {"x": mi, "l": np.array([4, 0, 2], np.int32)}, "%y = reverse_sequence(%x, %l) {batch_axis = 0, time_axis = 1}"),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpucc", required=True)
+    ap.add_argument("--tmp", default="/tmp/gpucc-emulate")
+    ap.add_argument("-k", default="", help="only the cases whose name has this substring")
+    args = ap.parse_args()
+    todo = [c for c in cases() if args.k in c[0]]
+    failed = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        runs = [pool.submit(run_case, args.gpucc, args.tmp, *c) for c in todo]
+        for c, r in zip(todo, runs):
+            ok, msg = r.result()
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {c[0]}{': ' + msg if msg else ''}")
+    print(f"{len(todo) - failed} of {len(todo)} cases match the reference executor")
+    return 1 if failed or not todo else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
