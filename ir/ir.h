@@ -366,6 +366,14 @@ int ir_toposort(Graph *g, Diag *d);
 /* Prints g in the text form that frontends/dsl parses back: print(parse(print(g))) is
  * byte-identical to print(g). */
 void ir_print(const Graph *g, FILE *f);
+/* Constants of more elements than this are written to a .safetensors file beside a
+ * printed file rather than inline (a model's weights would be gigabytes of text). */
+#define IR_INLINE_MAX_ELEMENTS 4096
+/* Prints g into the file at path (temp + rename). Constants with inline data of more
+ * than IR_INLINE_MAX_ELEMENTS elements go first to <path without .gir>.safetensors and
+ * become load("that file", "name") constants of g from then on (their data stays in
+ * memory), so later dumps of the same graph reference the file rather than rewriting it. */
+int ir_print_file(Graph *g, const char *path, Diag *d);
 /* Into a malloc'd string (caller frees); NULL on OOM. */
 char *ir_print_str(const Graph *g);
 /* Prints a double so it reads back as the same value (the shortest such "%.*g"). */
@@ -396,6 +404,9 @@ Tensor *npy_read(const char *path, Diag *d);
 int npy_write(const char *path, const Tensor *t, Diag *d); /* via a temp file + rename */
 /* .safetensors: reads the tensor named key. */
 Tensor *safetensors_read(const char *path, const char *key, Diag *d);
+/* Writes n tensors under the given names (via a temp file + rename). */
+int safetensors_write(const char *path, const char *const *names, const Tensor *const *ts,
+                      int n, Diag *d);
 /* Picks by extension (.npy or .safetensors; key NULL for .npy). */
 Tensor *tensor_load(const char *path, const char *key, Diag *d);
 

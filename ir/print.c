@@ -6,8 +6,12 @@
  * Numbers are the delicate part: each one is written as the shortest "%.*g" that reads
  * back as the same value of its element type, and floats that are not constant elements
  * always carry a '.', an exponent, inf or nan so that the parser keeps their kind. */
+/* realpath() is X/Open, beyond the POSIX level the build asks for. */
+#define _XOPEN_SOURCE 700
+
 #include "ir/ir.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -325,4 +329,62 @@ char *ir_print_str(const Graph *g) {
     return NULL;
   }
   return buf;
+}
+
+/* ---------------------------------------------------------------- files */
+
+static bool big_inline(const Value *v) {
+  return v->kind == VK_CONST && v->init == CI_DATA && v->data &&
+         tensor_numel(v->data) > IR_INLINE_MAX_ELEMENTS;
+}
+
+int ir_print_file(Graph *g, const char *path, Diag *d) {
+  int nbig = 0;
+  for (int i = 0; i < g->nconsts; i++)
+    nbig += big_inline(g->consts[i]);
+  if (nbig) {
+    /* The side file: the path without its extension, then ".safetensors", absolute so the
+     * printed load(...) finds it from anywhere (as the printer writes every load path). */
+    size_t n = strlen(path);
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - path) : n;
+    char *rel = malloc(stem + 16), *abs = NULL;
+    const char **names = malloc(sizeof *names * (size_t)nbig);
+    const Tensor **ts = malloc(sizeof *ts * (size_t)nbig);
+    int rc = -1;
+    if (rel && names && ts) {
+      memcpy(rel, path, stem);
+      strcpy(rel + stem, ".safetensors");
+      int k = 0;
+      for (int i = 0; i < g->nconsts; i++)
+        if (big_inline(g->consts[i])) {
+          names[k] = g->consts[i]->name;
+          ts[k++] = g->consts[i]->data;
+        }
+      rc = safetensors_write(rel, names, ts, nbig, d);
+      if (!rc && !(abs = realpath(rel, NULL)))
+        rc = diag_error(d, (SrcLoc){.file = rel}, "cannot resolve the path: %s",
+                        strerror(errno));
+    } else {
+      rc = diag_error(d, (SrcLoc){.file = path}, "out of memory");
+    }
+    if (!rc) {
+      const char *p = graph_intern(g, abs);
+      for (int i = 0; i < g->nconsts; i++)
+        if (big_inline(g->consts[i])) {
+          g->consts[i]->init = CI_FILE;
+          g->consts[i]->path = p;
+          g->consts[i]->key = g->consts[i]->name;
+        }
+    }
+    free(rel), free(abs), free(names), free(ts);
+    if (rc)
+      return -1;
+  }
+  OutFile o;
+  FILE *f = outfile_open(&o, path, d);
+  if (!f)
+    return -1;
+  ir_print(g, f);
+  return outfile_commit(&o, d);
 }

@@ -849,3 +849,111 @@ Tensor *tensor_load(const char *path, const char *key, Diag *d) {
   file_error(d, path, "unknown tensor file extension (expected .npy or .safetensors)");
   return NULL;
 }
+
+/* Appends s to the growing buffer *b as a JSON string. */
+static int json_str(char **b, size_t *len, size_t *cap, const char *s) {
+  size_t need = *len + 6 * strlen(s) + 3;
+  if (need > *cap) {
+    size_t nc = *cap * 2 > need ? *cap * 2 : need;
+    char *p = realloc(*b, nc);
+    if (!p)
+      return -1;
+    *b = p;
+    *cap = nc;
+  }
+  char *o = *b + *len;
+  *o++ = '"';
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\') {
+      *o++ = '\\';
+      *o++ = (char)*c;
+    } else if (*c < 0x20) {
+      o += sprintf(o, "\\u%04x", *c);
+    } else {
+      *o++ = (char)*c;
+    }
+  }
+  *o++ = '"';
+  *len = (size_t)(o - *b);
+  return 0;
+}
+
+static int json_printf(char **b, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int json_printf(char **b, size_t *len, size_t *cap, const char *fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof tmp)
+    return -1;
+  if (*len + (size_t)n + 1 > *cap) {
+    size_t nc = *cap * 2 > *len + (size_t)n + 1 ? *cap * 2 : *len + (size_t)n + 1;
+    char *p = realloc(*b, nc);
+    if (!p)
+      return -1;
+    *b = p;
+    *cap = nc;
+  }
+  memcpy(*b + *len, tmp, (size_t)n + 1);
+  *len += (size_t)n;
+  return 0;
+}
+
+int safetensors_write(const char *path, const char *const *names, const Tensor *const *ts,
+                      int n, Diag *d) {
+  if (!host_is_little())
+    return file_error(d, path, "writing .safetensors needs a little-endian host");
+  size_t len = 0, cap = 256;
+  char *h = malloc(cap);
+  int rc = h ? json_printf(&h, &len, &cap, "{") : -1;
+  uint64_t off = 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    const char *st = NULL;
+    for (size_t k = 0; k < sizeof st_types / sizeof *st_types; k++)
+      if (st_types[k].dt == ts[i]->dtype)
+        st = st_types[k].name;
+    if (!st) {
+      free(h);
+      return file_error(d, path, "%s tensors have no .safetensors type",
+                        dtype_name(ts[i]->dtype));
+    }
+    uint64_t nb = tensor_nbytes(ts[i]);
+    rc = (i ? json_printf(&h, &len, &cap, ",") : 0) || json_str(&h, &len, &cap, names[i]) ||
+         json_printf(&h, &len, &cap, ":{\"dtype\":\"%s\",\"shape\":[", st);
+    for (int j = 0; j < ts[i]->rank && rc == 0; j++)
+      rc = json_printf(&h, &len, &cap, "%s%lld", j ? "," : "", (long long)ts[i]->dims[j]);
+    if (rc == 0)
+      rc = json_printf(&h, &len, &cap, "],\"data_offsets\":[%llu,%llu]}",
+                       (unsigned long long)off, (unsigned long long)(off + nb));
+    off += nb;
+  }
+  /* Pad the header with spaces so the data starts 8-byte aligned, as the format advises. */
+  while (rc == 0 && (len + 1) % 8)
+    rc = json_printf(&h, &len, &cap, " ");
+  if (rc == 0)
+    rc = json_printf(&h, &len, &cap, "}");
+  if (rc) {
+    free(h);
+    return file_error(d, path, "out of memory");
+  }
+  OutFile o;
+  FILE *f = outfile_open(&o, path, d);
+  if (!f) {
+    free(h);
+    return -1;
+  }
+  unsigned char lenb[8];
+  for (int i = 0; i < 8; i++)
+    lenb[i] = (unsigned char)((uint64_t)len >> (8 * i));
+  bool ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(h, 1, len, f) == len;
+  for (int i = 0; i < n && ok; i++)
+    ok = fwrite(ts[i]->data, 1, tensor_nbytes(ts[i]), f) == tensor_nbytes(ts[i]);
+  free(h);
+  if (!ok) {
+    outfile_abort(&o);
+    return file_error(d, path, "cannot write: %s", strerror(errno));
+  }
+  return outfile_commit(&o, d);
+}

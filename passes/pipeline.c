@@ -63,23 +63,19 @@ int pass_parse_list(const char *list, const Pass **out, int max, Diag *d) {
   }
 }
 
-/* Writes one stage to DIR/NN-NAME.gir. */
-static int dump_stage(const Graph *g, const char *dir, int index, const char *name,
+/* Writes one stage to DIR/NN-NAME.gir (big constants to DIR/NN-NAME.safetensors, the
+ * first time a stage has them: see ir_print_file). */
+static int dump_stage(Graph *g, const char *dir, int index, const char *name,
                       Diag *d) {
   char path[4096];
   int k = snprintf(path, sizeof path, "%s/%02d-%s.%s", dir, index, name, "gir");
   if (k < 0 || (size_t)k >= sizeof path)
     return diag_error(d, (SrcLoc){0}, "path too long: '%s'", dir);
-  OutFile out;
-  FILE *f = outfile_open(&out, path, d);
-  if (!f)
-    return -1;
-  ir_print(g, f);
-  return outfile_commit(&out, d);
+  return ir_print_file(g, path, d);
 }
 
 /* Prints and dumps one stage, as asked by ctx. */
-static int emit_stage(const Graph *g, PassContext *ctx, int index, const char *name) {
+static int emit_stage(Graph *g, PassContext *ctx, int index, const char *name) {
   if (ctx->print_after_all) {
     if (index == 0)
       fputs("// -----// IR Dump Input //----- //\n", ctx->print_after_all);
