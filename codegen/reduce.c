@@ -466,7 +466,7 @@ int cg_mean_variance_norm(Cg *cg, const Node *n) {
   const Value *x = n->in[0], *y = n->out[0];
   int rank = x->type.shape.rank, na;
   const int64_t *axes = attr_ints(n, "axes", &na);
-  bool red[IR_MAX_RANK];
+  bool red[IR_MAX_RANK] = {false};
   for (int i = 0; i < rank; i++)
     red[i] = na == 0;
   for (int i = 0; i < na; i++)

@@ -148,31 +148,6 @@ static GpuccStatus out_commit(Out *o) {
   return st;
 }
 
-static GpuccStatus read_file(const char *path, unsigned char **out, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return io_fail("cannot open", path);
-  struct stat st;
-  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return gpucc_fail(GPUCC_ERR_IO, "%s is not a regular file", path);
-  }
-  size_t n = (size_t)st.st_size;
-  unsigned char *b = malloc(n ? n : 1);
-  if (!b) {
-    fclose(f);
-    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
-  }
-  if (fread(b, 1, n, f) != n) {
-    free(b);
-    fclose(f);
-    return gpucc_fail(GPUCC_ERR_IO, "cannot read %s", path);
-  }
-  fclose(f);
-  *out = b;
-  *len = n;
-  return GPUCC_OK;
-}
-
 static const char *base_name(const char *path) {
   const char *s = strrchr(path, '/');
   return s ? s + 1 : path;
@@ -223,25 +198,18 @@ fail:
   return st;
 }
 
-static GpuccStatus write_model_so(const char *stub_path, const char *out_path, const void *plan,
-                                  size_t plan_len, const void *weights, size_t weights_len,
-                                  size_t threshold) {
-  if (!stub_path || !out_path || !plan || !plan_len || (weights_len && !weights))
+static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
+                                  const char *out_path, const void *plan, size_t plan_len,
+                                  const void *weights, size_t weights_len, size_t threshold) {
+  if (!stub || !out_path || !plan || !plan_len || (weights_len && !weights))
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_write_model_so: NULL or empty argument");
-  unsigned char *stub;
-  size_t stub_len;
-  GpuccStatus st = read_file(stub_path, &stub, &stub_len);
-  if (st) return st;
   GpuccTrailer tr;
   if (stub_len < 64 || memcmp(stub, "\177ELF", 4))
-    st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s is not a shared library (no ELF header)", stub_path);
-  else if (!memcmp(stub + stub_len - 8, "GPUCCEND", 8) && !gpucc_trailer_parse(stub, stub_len, &tr))
-    st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
-                    "%s already carries a model: give the libgpucc_model.so stub", stub_path);
-  if (st) {
-    free(stub);
-    return st;
-  }
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "the model stub is not a shared library (no ELF header)");
+  if (!memcmp(stub + stub_len - 8, "GPUCCEND", 8) && !gpucc_trailer_parse(stub, stub_len, &tr))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
+                      "the model stub already carries a model: give the libgpucc_model.so stub");
+  GpuccStatus st = GPUCC_OK;
   char *wpath = NULL;
   if (weights_len > threshold) {
     size_t n = strlen(out_path) + sizeof ".weights";
@@ -256,14 +224,14 @@ static GpuccStatus write_model_so(const char *stub_path, const char *out_path, c
     st = write_so(out_path, stub, stub_len, plan, plan_len, weights, weights_len,
                   wpath ? base_name(wpath) : NULL);
   free(wpath);
-  free(stub);
   return st;
 }
 
-GpuccStatus gpucc_write_model_so(const char *stub_path, const char *out_path, const void *plan,
-                                 size_t plan_len, const void *weights, size_t weights_len,
-                                 size_t external_weights_threshold, char *err, size_t err_len) {
-  GpuccStatus st = write_model_so(stub_path, out_path, plan, plan_len, weights, weights_len,
+GpuccStatus gpucc_write_model_so(const void *stub, size_t stub_len, const char *out_path,
+                                 const void *plan, size_t plan_len, const void *weights,
+                                 size_t weights_len, size_t external_weights_threshold, char *err,
+                                 size_t err_len) {
+  GpuccStatus st = write_model_so(stub, stub_len, out_path, plan, plan_len, weights, weights_len,
                                   external_weights_threshold);
   if (st && err && err_len) snprintf(err, err_len, "%s", gpucc_last_error());
   return st;

@@ -749,7 +749,7 @@ static GpuccStatus read_kernel(Reader *r, GpuccPlan *p) {
   uint32_t shared = get32(r);
   int nargs = getcount(r, 16, "kernel arguments");
   if (r->failed) return GPUCC_ERR_BAD_PLAN;
-  if (nargs > GPUCC_MAX_KERNEL_ARGS) return reader_fail(r, "%d kernel arguments", nargs);
+  if (nargs < 0 || nargs > GPUCC_MAX_KERNEL_ARGS) return reader_fail(r, "%d kernel arguments", nargs);
   GpuccArg *args = nargs ? malloc((size_t)nargs * sizeof *args) : NULL;
   if (nargs && !args) return oom();
   for (int i = 0; i < nargs && !r->failed; i++) {

@@ -314,6 +314,18 @@ GPUCC_API GpuccStatus gpucc_model_run(GpuccModel *m, const void *const *inputs,
 GPUCC_API GpuccStatus gpucc_model_run_host(GpuccModel *m, const void *const *inputs,
                                            void *const *outputs, void *cuda_stream);
 
+/* Times the model's graph on cuda_stream: `warmup` untimed replays, then `iters` replays
+ * (1 or more), each between two CUDA events and waited for, so each is one replay's GPU
+ * time. *median_ms gets the median. The replays read whatever the arena holds (the
+ * inputs of the last run: run once first) and copy nothing in or out. Synchronizes. */
+GPUCC_API GpuccStatus gpucc_model_time(GpuccModel *m, int warmup, int iters, void *cuda_stream,
+                                       float *median_ms);
+
+/* The compute capability of CUDA device `device` (9.0 for an H100), for a compiler that
+ * targets the device it runs on. GPUCC_ERR_NO_DRIVER / GPUCC_ERR_NO_DEVICE when there is
+ * none: also the cheap way to ask whether a GPU is there at all. */
+GPUCC_API GpuccStatus gpucc_device_compute_capability(int device, int *major, int *minor);
+
 /* ---------------------------------------------------------------- model.so (payload.c, embedded.c)
  *
  * A model.so is libgpucc_model.so (the runtime plus embedded.c) with a payload appended:
@@ -345,12 +357,13 @@ GPUCC_API GpuccStatus gpucc_model_load(int device, GpuccModel **out);
  * file. GPUCC_ERR_BAD_PLAN with a message if there is no trailer or it is damaged. */
 GPUCC_API GpuccStatus gpucc_trailer_parse(const void *file, size_t file_len, GpuccTrailer *out);
 
-/* Writes out_path as a copy of stub_path (libgpucc_model.so) followed by the payload.
+/* Writes out_path as the stub's bytes (a copy of libgpucc_model.so: gpucc carries one
+ * inside itself) followed by the payload.
  * Weights longer than external_weights_threshold bytes go to "<out_path>.weights" beside
  * it instead (SIZE_MAX: always embed). Files are written to a temporary and renamed, so
  * a failure leaves no partial output. On failure the message is also copied to err. */
-GPUCC_API GpuccStatus gpucc_write_model_so(const char *stub_path, const char *out_path,
-                                           const void *plan, size_t plan_len,
+GPUCC_API GpuccStatus gpucc_write_model_so(const void *stub, size_t stub_len,
+                                           const char *out_path, const void *plan, size_t plan_len,
                                            const void *weights, size_t weights_len,
                                            size_t external_weights_threshold, char *err,
                                            size_t err_len);

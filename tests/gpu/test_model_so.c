@@ -187,10 +187,14 @@ int main(int argc, char **argv) {
   size_t len = 0;
   void *plan = make_plan(&len);
   char err[512];
-  CHECK(gpucc_write_model_so(stub, so, plan, len, weights, sizeof weights, SIZE_MAX, err,
-                             sizeof err) == GPUCC_OK);
-  CHECK(gpucc_write_model_so(stub, ext, plan, len, weights, sizeof weights, 0, err, sizeof err) ==
-        GPUCC_OK);
+  size_t stub_len = 0;
+  unsigned char *stub_bytes = slurp(stub, &stub_len);
+  CHECK(stub_bytes != NULL);
+  CHECK(gpucc_write_model_so(stub_bytes, stub_len, so, plan, len, weights, sizeof weights,
+                             SIZE_MAX, err, sizeof err) == GPUCC_OK);
+  CHECK(gpucc_write_model_so(stub_bytes, stub_len, ext, plan, len, weights, sizeof weights, 0,
+                             err, sizeof err) == GPUCC_OK);
+  free(stub_bytes);
   free(plan);
   check_elf(so); /* still a library that imports nothing more */
 

@@ -431,28 +431,18 @@ static unsigned char *slurp(const char *path, size_t *len) {
   return b;
 }
 
-static void spew(const char *path, const void *b, size_t n) {
-  FILE *f = fopen(path, "wb");
-  CHECK(f && fwrite(b, 1, n, f) == n);
-  if (f) fclose(f);
-}
-
 static void test_payload(void) {
   char dir[] = "/tmp/gpucc-test-plan-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
-  char stub[256], so[256], so2[256], wfile[256], notelf[256];
-  snprintf(stub, sizeof stub, "%s/libstub.so", dir);
+  char so[256], so2[256], wfile[256];
   snprintf(so, sizeof so, "%s/model.so", dir);
   snprintf(so2, sizeof so2, "%s/big.so", dir);
   snprintf(wfile, sizeof wfile, "%s/big.so.weights", dir);
-  snprintf(notelf, sizeof notelf, "%s/notelf", dir);
 
   /* A stand-in stub: an ELF magic and some bytes (the trailer parser never looks inside). */
   unsigned char fake[333];
   for (size_t i = 0; i < sizeof fake; i++) fake[i] = (unsigned char)(i * 7);
   memcpy(fake, "\177ELF", 4);
-  spew(stub, fake, sizeof fake);
-  spew(notelf, "hello, world, this is not an ELF file at all; it is long enough though.....", 72);
 
   GpuccPlan *p = sample_plan();
   void *plan = NULL;
@@ -464,8 +454,8 @@ static void test_payload(void) {
 
   /* Embedded weights. */
   char err[512] = "";
-  CHECK(gpucc_write_model_so(stub, so, plan, plan_len, weights, sizeof weights, SIZE_MAX, err,
-                             sizeof err) == GPUCC_OK);
+  CHECK(gpucc_write_model_so(fake, sizeof fake, so, plan, plan_len, weights, sizeof weights,
+                             SIZE_MAX, err, sizeof err) == GPUCC_OK);
   size_t len = 0;
   unsigned char *f = slurp(so, &len);
   CHECK(f && len > sizeof fake + plan_len + sizeof weights + GPUCC_TRAILER_BYTES - 1);
@@ -500,8 +490,8 @@ static void test_payload(void) {
   CHECK(strstr(gpucc_last_error(), "does not end with a gpucc trailer") != NULL);
 
   /* External weights: above the threshold they go beside the .so. */
-  CHECK(gpucc_write_model_so(stub, so2, plan, plan_len, weights, sizeof weights, 100, err,
-                             sizeof err) == GPUCC_OK);
+  CHECK(gpucc_write_model_so(fake, sizeof fake, so2, plan, plan_len, weights, sizeof weights,
+                             100, err, sizeof err) == GPUCC_OK);
   f = slurp(so2, &len);
   size_t wlen = 0;
   unsigned char *w = slurp(wfile, &wlen);
@@ -520,29 +510,30 @@ static void test_payload(void) {
   free(f);
   free(w);
 
-  /* Refusals: a stub that already carries a model, a stub that is not ELF, a missing
-   * stub, an output folder that does not exist. Each leaves no file behind. */
-  CHECK(gpucc_write_model_so(so, so2, plan, plan_len, weights, sizeof weights, SIZE_MAX, err,
-                             sizeof err) == GPUCC_ERR_INVALID_ARGUMENT);
+  /* Refusals: a stub that already carries a model, a stub that is not ELF, an output
+   * folder that does not exist. Each leaves no file behind. */
+  size_t so_len = 0;
+  unsigned char *so_bytes = slurp(so, &so_len);
+  CHECK(so_bytes && gpucc_write_model_so(so_bytes, so_len, so2, plan, plan_len, weights,
+                                         sizeof weights, SIZE_MAX, err,
+                                         sizeof err) == GPUCC_ERR_INVALID_ARGUMENT);
   CHECK(strstr(err, "already carries a model") != NULL);
-  CHECK(gpucc_write_model_so(notelf, so2, plan, plan_len, NULL, 0, SIZE_MAX, err, sizeof err) ==
-        GPUCC_ERR_INVALID_ARGUMENT);
+  free(so_bytes);
+  static const char notelf_bytes[] =
+      "hello, world, this is not an ELF file at all; it is long enough though.....";
+  CHECK(gpucc_write_model_so(notelf_bytes, sizeof notelf_bytes, so2, plan, plan_len, NULL, 0,
+                             SIZE_MAX, err, sizeof err) == GPUCC_ERR_INVALID_ARGUMENT);
   CHECK(strstr(err, "not a shared library") != NULL);
   char missing[300];
   snprintf(missing, sizeof missing, "%s/nope/model.so", dir);
-  CHECK(gpucc_write_model_so(stub, missing, plan, plan_len, NULL, 0, SIZE_MAX, err, sizeof err) ==
-        GPUCC_ERR_IO);
+  CHECK(gpucc_write_model_so(fake, sizeof fake, missing, plan, plan_len, NULL, 0, SIZE_MAX, err,
+                             sizeof err) == GPUCC_ERR_IO);
   CHECK(strstr(err, "nope/model.so") != NULL);
-  snprintf(missing, sizeof missing, "%s/nostub.so", dir);
-  CHECK(gpucc_write_model_so(missing, so2, plan, plan_len, NULL, 0, SIZE_MAX, err, sizeof err) ==
-        GPUCC_ERR_IO);
 
   free(plan);
-  unlink(stub);
   unlink(so);
   unlink(so2);
   unlink(wfile);
-  unlink(notelf);
   CHECK(rmdir(dir) == 0); /* fails if a temporary was left behind */
 }
 
