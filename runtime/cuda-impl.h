@@ -26,7 +26,8 @@
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuStreamCreate)           \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture)    \
   X(cuGraphInstantiate) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecDestroy)              \
-  X(cuGraphDestroy)
+  X(cuGraphDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                    \
+  X(cuEventSynchronize) X(cuEventElapsedTime)
 
 #define GPUCC_LT_FUNCS(X)                                                                    \
   X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion) X(cublasLtGetStatusString)      \

@@ -675,3 +675,83 @@ GpuccStatus gpucc_model_run_host(GpuccModel *m, const void *const *inputs, void 
   pop_ctx(m);
   return st;
 }
+
+/* ---------------------------------------------------------------- timing and devices */
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* Each replay between its own pair of events, waited for before the next: the median of
+ * one replay's GPU time, not of a queue of them. */
+static GpuccStatus time_replays(GpuccModel *m, int warmup, int iters, CUstream s, float *ms,
+                                CUevent ev[2]) {
+  const CuApi *cu = m->cu;
+  CUresult r;
+  GpuccStatus st;
+  for (int i = 0; i < warmup; i++)
+    if ((st = launch(m, s))) return st;
+  for (int i = 0; i < iters; i++) {
+    if ((r = cu->cuEventRecord(ev[0], s))) return gpucc_cu_fail(cu, r, "cuEventRecord");
+    if ((st = launch(m, s))) return st;
+    if ((r = cu->cuEventRecord(ev[1], s))) return gpucc_cu_fail(cu, r, "cuEventRecord");
+    if ((r = cu->cuEventSynchronize(ev[1])))
+      return gpucc_cu_fail(cu, r, "cuEventSynchronize after replay %d" DEBUG_HINT, i);
+    if ((r = cu->cuEventElapsedTime(&ms[i], ev[0], ev[1])))
+      return gpucc_cu_fail(cu, r, "cuEventElapsedTime");
+  }
+  return GPUCC_OK;
+}
+
+GpuccStatus gpucc_model_time(GpuccModel *m, int warmup, int iters, void *cuda_stream,
+                             float *median_ms) {
+  if (!m || !median_ms) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_model_time: NULL argument");
+  if (warmup < 0 || iters < 1)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_model_time: %d warm-up runs and %d timed "
+                      "runs (0 or more, 1 or more)", warmup, iters);
+  float *ms = calloc((size_t)iters, sizeof *ms);
+  if (!ms) return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  GpuccStatus st = push_ctx(m);
+  if (st) {
+    free(ms);
+    return st;
+  }
+  const CuApi *cu = m->cu;
+  CUevent ev[2] = {NULL, NULL};
+  CUresult r;
+  if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) || (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
+    st = gpucc_cu_fail(cu, r, "cuEventCreate");
+  else
+    st = time_replays(m, warmup, iters, (CUstream)cuda_stream, ms, ev);
+  for (int i = 0; i < 2; i++)
+    if (ev[i]) cu->cuEventDestroy(ev[i]);
+  pop_ctx(m);
+  if (!st) {
+    qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
+    *median_ms = iters % 2 ? ms[iters / 2] : (ms[iters / 2 - 1] + ms[iters / 2]) / 2;
+  }
+  free(ms);
+  return st;
+}
+
+GpuccStatus gpucc_device_compute_capability(int device, int *major, int *minor) {
+  if (!major || !minor)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_device_compute_capability: NULL argument");
+  GpuccStatus st;
+  const CuApi *cu = gpucc_cuda(&st);
+  if (!cu) return st;
+  int count = 0;
+  CUdevice dev;
+  CUresult r = cu->cuDeviceGetCount(&count);
+  if (r) return gpucc_cu_fail(cu, r, "cuDeviceGetCount");
+  if (count == 0) return gpucc_fail(GPUCC_ERR_NO_DEVICE, "no CUDA device: the driver sees none");
+  if (device < 0 || device >= count)
+    return gpucc_fail(GPUCC_ERR_NO_DEVICE, "no CUDA device %d: the driver sees %d (0 to %d)",
+                      device, count, count - 1);
+  if ((r = cu->cuDeviceGet(&dev, device))) return gpucc_cu_fail(cu, r, "cuDeviceGet(%d)", device);
+  if ((r = cu->cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) ||
+      (r = cu->cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)))
+    return gpucc_cu_fail(cu, r, "cuDeviceGetAttribute(compute capability)");
+  return GPUCC_OK;
+}

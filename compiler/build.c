@@ -1,0 +1,481 @@
+/* build.c: a graph to what the runtime loads (gpucc_build): dims bound, passes, codegen,
+ * NVRTC, the memory plan (build.h), then the plan's byte form and the weights blob.
+ *
+ * The memory plan is deliberately simple (issue 5 improves it): inputs and outputs in
+ * slots of their own at the start of the arena, intermediates first fit above them,
+ * reusing a buffer once the step that last touches it is over. */
+#include "compiler/build.h"
+#include "compiler/gpucc.h"
+#include "compiler/nvrtc.h"
+#include "passes/passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_PASSES = 64, WEIGHTS_ALIGN = 256 };
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static uint64_t value_bytes(const Value *v) {
+  int64_t n = shape_numel(&v->type.shape);
+  return n > 0 ? (uint64_t)n * dtype_size(v->type.dtype) : 0;
+}
+
+int step_nvalues(const Step *s) {
+  switch (s->kind) {
+  case STEP_KERNEL: return s->kernel.nargs;
+  case STEP_GEMM: return 3;
+  case STEP_ALIAS: return 2;
+  }
+  return 0;
+}
+
+const Value *step_value(const Step *s, int i) {
+  switch (s->kind) {
+  case STEP_KERNEL: return s->kernel.args[i];
+  case STEP_GEMM: return i == 0 ? s->gemm.a : i == 1 ? s->gemm.b : s->gemm.d;
+  case STEP_ALIAS: return i == 0 ? s->alias.in : s->alias.out;
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- memory plan: uses */
+
+static MemSlot *slot_of(MemPlan *mp, const Value *v) { return &mp->slot[v->id]; }
+
+/* Registers v (as its own root unless already known) and extends its root's live range
+ * to step i (-1: a graph input or output, live from start to end anyway). */
+static int note_use(MemPlan *mp, const Value *v, int i, Diag *d) {
+  if (!v || v->id < 0 || v->id >= mp->nslots)
+    return diag_error(d, (SrcLoc){0}, "internal error: a step refers to a value outside the graph");
+  MemSlot *s = slot_of(mp, v);
+  if (!s->v) {
+    s->v = v;
+    s->root = v;
+  }
+  MemSlot *r = slot_of(mp, s->root);
+  if (i >= 0 && (r->first < 0 || i < r->first))
+    r->first = i;
+  if (i > r->last)
+    r->last = i;
+  return 0;
+}
+
+static int note_steps(const Program *p, MemPlan *mp, Diag *d) {
+  for (int i = 0; i < p->nsteps; i++) {
+    const Step *s = &p->steps[i];
+    if (s->kind == STEP_ALIAS) {
+      /* The output is the input's buffer: same root, and the root lives as long as
+       * either is used. */
+      if (note_use(mp, s->alias.in, i, d))
+        return -1;
+      MemSlot *o = slot_of(mp, s->alias.out);
+      o->v = s->alias.out;
+      o->root = slot_of(mp, s->alias.in)->root;
+      if (note_use(mp, s->alias.out, i, d))
+        return -1;
+      continue;
+    }
+    for (int k = 0; k < step_nvalues(s); k++) {
+      const Value *v = step_value(s, k);
+      if (note_use(mp, v, i, d))
+        return -1;
+      const Value *r = slot_of(mp, v)->root;
+      if (r->kind == VK_CONST)
+        mp->weights_used[r->id] = true;
+    }
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- memory plan: places */
+
+typedef struct Live {
+  uint64_t offset, end;
+  const Value *root;
+} Live;
+
+/* The lowest aligned offset at or above base where bytes fit between the live buffers
+ * (sorted by offset). */
+static uint64_t first_fit(const Live *live, int nlive, uint64_t base, uint64_t bytes) {
+  uint64_t at = base;
+  for (int i = 0; i < nlive; i++) {
+    if (at + bytes <= live[i].offset)
+      break;
+    if (live[i].end > at)
+      at = align_up(live[i].end, GPUCC_ARENA_ALIGN);
+  }
+  return at;
+}
+
+static void live_insert(Live *live, int *nlive, Live x) {
+  int i = *nlive;
+  while (i > 0 && live[i - 1].offset > x.offset) {
+    live[i] = live[i - 1];
+    i--;
+  }
+  live[i] = x;
+  ++*nlive;
+}
+
+static void live_remove(Live *live, int *nlive, const Value *root) {
+  for (int i = 0; i < *nlive; i++)
+    if (live[i].root == root) {
+      memmove(&live[i], &live[i + 1], (size_t)(*nlive - i - 1) * sizeof *live);
+      --*nlive;
+      return;
+    }
+}
+
+/* Intermediates: walk the steps; at step i place the buffers first used there, then free
+ * those last used there (so a step's outputs never overlap its inputs). */
+static int place_intermediates(const Program *p, MemPlan *mp, uint64_t base, Diag *d) {
+  int n = 0;
+  const Value **roots = calloc((size_t)mp->nslots + 1, sizeof *roots);
+  Live *live = calloc((size_t)mp->nslots + 1, sizeof *live);
+  if (!roots || !live) {
+    free(roots);
+    free(live);
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  }
+  for (int id = 0; id < mp->nslots; id++) {
+    const MemSlot *s = &mp->slot[id];
+    if (s->v && s->root == s->v && s->v->kind == VK_NODE && !s->dedicated && s->first >= 0 &&
+        s->bytes)
+      roots[n++] = s->v;
+  }
+  int nlive = 0;
+  uint64_t end = base;
+  for (int i = 0; i < p->nsteps; i++) {
+    for (int k = 0; k < n; k++) {
+      MemSlot *s = slot_of(mp, roots[k]);
+      if (s->first != i)
+        continue;
+      s->offset = first_fit(live, nlive, base, s->bytes);
+      live_insert(live, &nlive, (Live){s->offset, s->offset + s->bytes, roots[k]});
+      if (s->offset + s->bytes > end)
+        end = s->offset + s->bytes;
+    }
+    for (int k = 0; k < n; k++)
+      if (slot_of(mp, roots[k])->last == i)
+        live_remove(live, &nlive, roots[k]);
+  }
+  mp->arena_bytes = end;
+  free(roots);
+  free(live);
+  return 0;
+}
+
+/* A dedicated slot at the end of what is placed so far. */
+static uint64_t take(uint64_t *end, uint64_t bytes) {
+  uint64_t at = align_up(*end, GPUCC_ARENA_ALIGN);
+  *end = at + bytes;
+  return at;
+}
+
+static int check_outputs(const Graph *g, Diag *d) {
+  for (int j = 0; j < g->noutputs; j++)
+    for (int k = 0; k < j; k++)
+      if (g->outputs[j] == g->outputs[k])
+        return diag_error(d, g->loc,
+                          "graph '%s' returns %%%s twice; a compiled model needs one name per "
+                          "output",
+                          g->name, g->outputs[j]->name);
+  return 0;
+}
+
+int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d) {
+  memset(mp, 0, sizeof *mp);
+  if (check_outputs(g, d))
+    return -1;
+  mp->nslots = g->next_value_id;
+  mp->slot = calloc((size_t)mp->nslots + 1, sizeof *mp->slot);
+  mp->weights_used = calloc((size_t)mp->nslots + 1, sizeof *mp->weights_used);
+  mp->output_offset = calloc((size_t)g->noutputs + 1, sizeof *mp->output_offset);
+  mp->output_copy = calloc((size_t)g->noutputs + 1, sizeof *mp->output_copy);
+  if (!mp->slot || !mp->weights_used || !mp->output_offset || !mp->output_copy) {
+    memplan_free(mp);
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  }
+  for (int id = 0; id < mp->nslots; id++)
+    mp->slot[id].first = mp->slot[id].last = -1;
+  int rc = 0;
+  for (int i = 0; i < g->ninputs && !rc; i++)
+    rc = note_use(mp, g->inputs[i], -1, d);
+  if (!rc)
+    rc = note_steps(p, mp, d);
+  for (int j = 0; j < g->noutputs && !rc; j++)
+    rc = note_use(mp, g->outputs[j], -1, d);
+  if (rc) {
+    memplan_free(mp);
+    return -1;
+  }
+  for (int id = 0; id < mp->nslots; id++)
+    if (mp->slot[id].v)
+      mp->slot[id].bytes = value_bytes(mp->slot[id].v);
+
+  /* The arena starts with the dedicated slots: inputs, outputs copied from a constant or
+   * an input, then the buffers of the other outputs. */
+  uint64_t end = 0;
+  for (int i = 0; i < g->ninputs; i++) {
+    MemSlot *s = slot_of(mp, g->inputs[i]);
+    s->dedicated = true;
+    s->offset = take(&end, s->bytes);
+  }
+  for (int j = 0; j < g->noutputs; j++) {
+    const Value *r = slot_of(mp, g->outputs[j])->root;
+    if (r->kind == VK_NODE)
+      continue;
+    mp->output_copy[j] = true;
+    mp->output_offset[j] = take(&end, value_bytes(g->outputs[j]));
+    if (r->kind == VK_CONST)
+      mp->weights_used[r->id] = true;
+  }
+  for (int j = 0; j < g->noutputs; j++) {
+    MemSlot *r = slot_of(mp, slot_of(mp, g->outputs[j])->root);
+    if (mp->output_copy[j] || r->dedicated)
+      continue;
+    r->dedicated = true;
+    r->offset = take(&end, r->bytes);
+  }
+  if (place_intermediates(p, mp, align_up(end, GPUCC_ARENA_ALIGN), d)) {
+    memplan_free(mp);
+    return -1;
+  }
+  if (mp->arena_bytes < end)
+    mp->arena_bytes = end;
+
+  /* Constants, in the weights blob in id order; then every alias takes its root's place. */
+  uint64_t wend = 0;
+  for (int id = 0; id < mp->nslots; id++) {
+    MemSlot *s = &mp->slot[id];
+    if (!s->v || s->v->kind != VK_CONST || s->root != s->v)
+      continue;
+    s->region = GPUCC_REGION_WEIGHTS;
+    if (mp->weights_used[id]) {
+      s->offset = align_up(wend, WEIGHTS_ALIGN);
+      wend = s->offset + s->bytes;
+    }
+  }
+  mp->weights_bytes = wend;
+  for (int id = 0; id < mp->nslots; id++) {
+    MemSlot *s = &mp->slot[id];
+    if (!s->v || s->root == s->v)
+      continue;
+    const MemSlot *r = slot_of(mp, s->root);
+    s->region = r->region;
+    s->offset = r->offset;
+    s->dedicated = r->dedicated;
+  }
+  for (int j = 0; j < g->noutputs; j++)
+    if (!mp->output_copy[j])
+      mp->output_offset[j] = slot_of(mp, g->outputs[j])->offset;
+  return 0;
+}
+
+int memplan_weights(const Graph *g, const MemPlan *mp, void **out, Diag *d) {
+  (void)g;
+  *out = NULL;
+  if (!mp->weights_bytes)
+    return 0;
+  unsigned char *w = calloc(1, (size_t)mp->weights_bytes);
+  if (!w)
+    return diag_error(d, (SrcLoc){0}, "out of memory for %llu bytes of weights",
+                      (unsigned long long)mp->weights_bytes);
+  for (int id = 0; id < mp->nslots; id++) {
+    const MemSlot *s = &mp->slot[id];
+    if (mp->weights_used[id] && s->v && s->v->data && s->bytes)
+      memcpy(w + s->offset, s->v->data->data, (size_t)s->bytes);
+  }
+  *out = w;
+  return 0;
+}
+
+void memplan_free(MemPlan *mp) {
+  free(mp->slot);
+  free(mp->weights_used);
+  free(mp->output_offset);
+  free(mp->output_copy);
+  memset(mp, 0, sizeof *mp);
+}
+
+/* ---------------------------------------------------------------- the plan */
+
+static GpuccDType rt_dtype(DType t) {
+  for (int k = GPUCC_DT_INVALID + 1; k < GPUCC_DT_COUNT; k++)
+    if (!strcmp(gpucc_dtype_name((GpuccDType)k), dtype_name(t)))
+      return (GpuccDType)k;
+  return GPUCC_DT_INVALID;
+}
+
+static GpuccPtr place_of(const MemPlan *mp, const Value *v, int64_t elem_offset) {
+  const MemSlot *s = &mp->slot[v->id];
+  GpuccPtr p = {s->region, s->offset + (uint64_t)elem_offset * dtype_size(v->type.dtype)};
+  return p;
+}
+
+/* A runtime failure while building the plan is gpucc's bug, not the user's input. */
+static int plan_error(Diag *d, const char *what) {
+  return diag_error(d, (SrcLoc){0}, "internal error: %s: %s", what, gpucc_last_error());
+}
+
+static int add_tensor(GpuccPlan *plan, bool input, const Value *v, uint64_t offset, Diag *d) {
+  int64_t dims[GPUCC_MAX_RANK];
+  for (int i = 0; i < v->type.shape.rank; i++)
+    dims[i] = v->type.shape.dims[i].n;
+  GpuccDType t = rt_dtype(v->type.dtype);
+  GpuccStatus st = input ? gpucc_plan_add_input(plan, v->name, t, v->type.shape.rank, dims, offset)
+                         : gpucc_plan_add_output(plan, v->name, t, v->type.shape.rank, dims, offset);
+  return st ? plan_error(d, input ? "plan input" : "plan output") : 0;
+}
+
+static int add_kernel(GpuccPlan *plan, const MemPlan *mp, const KernelStep *k, Diag *d) {
+  GpuccArg *args = calloc((size_t)k->nargs + 1, sizeof *args);
+  if (!args)
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  for (int a = 0; a < k->nargs; a++)
+    args[a] = gpucc_ptr_arg(place_of(mp, k->args[a], 0));
+  uint32_t grid[3], block[3];
+  for (int i = 0; i < 3; i++) {
+    grid[i] = k->grid[i];
+    block[i] = k->block[i];
+  }
+  GpuccStatus st = gpucc_plan_add_kernel(plan, k->name, grid, block, k->shared_bytes, args, k->nargs);
+  free(args);
+  return st ? plan_error(d, "plan kernel step") : 0;
+}
+
+/* codegen's GEMM in cuBLASLt's terms already; C is D (beta 0), f32 without TF32. */
+static int add_gemm(GpuccPlan *plan, const MemPlan *mp, const GemmStep *s, Diag *d) {
+  GpuccDType t = rt_dtype(s->dtype);
+  GpuccGemm g = {
+      .a = place_of(mp, s->a, s->offset_a), .b = place_of(mp, s->b, s->offset_b),
+      .d = place_of(mp, s->d, s->offset_d),
+      .a_type = t, .b_type = t, .cd_type = t,
+      .compute = s->compute == DT_F64 ? GPUCC_COMPUTE_64F : GPUCC_COMPUTE_32F,
+      .trans_a = s->trans_a, .trans_b = s->trans_b,
+      .m = s->m, .n = s->n, .k = s->k, .lda = s->lda, .ldb = s->ldb, .ldc = s->ldc, .ldd = s->ldc,
+      .batch = s->batch, .stride_a = s->stride_a, .stride_b = s->stride_b,
+      .stride_c = s->stride_d, .stride_d = s->stride_d,
+      .alpha = s->alpha, .beta = s->beta};
+  g.c = g.d;
+  return gpucc_plan_add_gemm(plan, &g) ? plan_error(d, "plan GEMM step") : 0;
+}
+
+static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const MemPlan *mp,
+                     const NvrtcOutput *bin, GpuccBuild *out, Diag *d) {
+  if (bin->cubin_size && gpucc_plan_set_module(plan, bin->cubin, bin->cubin_size, bin->ptx))
+    return plan_error(d, "plan module");
+  for (int i = 0; i < g->ninputs; i++)
+    if (add_tensor(plan, true, g->inputs[i], mp->slot[g->inputs[i]->id].offset, d))
+      return -1;
+  for (int i = 0; i < p->nsteps; i++) {
+    const Step *s = &p->steps[i];
+    int rc = 0;
+    if (s->kind == STEP_KERNEL)
+      rc = add_kernel(plan, mp, &s->kernel, d);
+    else if (s->kind == STEP_GEMM)
+      rc = add_gemm(plan, mp, &s->gemm, d);
+    if (rc)
+      return -1;
+    out->nkernels += s->kind != STEP_ALIAS;
+  }
+  for (int j = 0; j < g->noutputs; j++) {
+    const Value *v = g->outputs[j];
+    uint64_t bytes = value_bytes(v);
+    if (mp->output_copy[j] && bytes &&
+        gpucc_plan_add_copy(plan, gpucc_arena_ptr(mp->output_offset[j]), place_of(mp, v, 0), bytes))
+      return plan_error(d, "plan copy step");
+    if (add_tensor(plan, false, v, mp->output_offset[j], d))
+      return -1;
+  }
+  out->nsteps = plan->nsteps;
+  GpuccStatus st = gpucc_plan_serialize(plan, &out->plan, &out->plan_len);
+  return st ? plan_error(d, "the plan does not validate") : 0;
+}
+
+/* ---------------------------------------------------------------- gpucc_build */
+
+static int run_passes(Graph *g, const char *list, Diag *d) {
+  const Pass *passes[MAX_PASSES];
+  int n = 0;
+  if (!list) {
+    for (; pass_default_pipeline[n] && n < MAX_PASSES; n++)
+      passes[n] = pass_default_pipeline[n];
+  } else if (*list && (n = pass_parse_list(list, passes, MAX_PASSES, d)) < 0) {
+    return -1;
+  }
+  PassContext ctx = {.diag = d};
+  return pass_run_pipeline(g, passes, n, &ctx);
+}
+
+static bool has_kernels(const Program *p) {
+  for (int i = 0; i < p->nsteps; i++)
+    if (p->steps[i].kind == STEP_KERNEL)
+      return true;
+  return false;
+}
+
+static bool has_gemms(const Program *p) {
+  for (int i = 0; i < p->nsteps; i++)
+    if (p->steps[i].kind == STEP_GEMM)
+      return true;
+  return false;
+}
+
+static int build_program(const Graph *g, const Program *p, const GpuccCompileOptions *opt,
+                         GpuccBuild *out, Diag *d) {
+  MemPlan mp;
+  if (memplan_build(g, p, &mp, d))
+    return -1;
+  NvrtcOutput bin = {0};
+  NvrtcOptions nopt = {.arch = out->arch, .no_cache = opt->no_cache, .cache_dir = opt->cache_dir};
+  char name[256];
+  snprintf(name, sizeof name, "%s.cu", g->name && *g->name ? g->name : "model");
+  int rc = has_kernels(p) ? nvrtc_compile(p->source, name, &nopt, &bin, d) : 0;
+  GpuccPlan *plan = NULL;
+  if (!rc) {
+    plan = gpucc_plan_new(mp.arena_bytes, mp.weights_bytes, has_gemms(p) ? GPUCC_GEMM_WORKSPACE : 0);
+    rc = plan ? 0 : diag_error(d, (SrcLoc){0}, "out of memory");
+  }
+  if (!rc)
+    rc = fill_plan(plan, g, p, &mp, &bin, out, d);
+  if (!rc)
+    rc = memplan_weights(g, &mp, &out->weights, d);
+  out->weights_len = (size_t)mp.weights_bytes;
+  out->arena_bytes = mp.arena_bytes;
+  gpucc_plan_free(plan);
+  nvrtc_output_free(&bin);
+  memplan_free(&mp);
+  return rc;
+}
+
+int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d) {
+  static const GpuccCompileOptions none;
+  memset(out, 0, sizeof *out);
+  if (!opt)
+    opt = &none;
+  const char *arch = opt->arch ? opt->arch : NVRTC_DEFAULT_ARCH;
+  if (nvrtc_check_arch(arch, d))
+    return -1;
+  snprintf(out->arch, sizeof out->arch, "%s", arch);
+  if (opt->ndims && codegen_bind_dims(g, opt->dim_names, opt->dim_sizes, opt->ndims, d))
+    return -1;
+  if (run_passes(g, opt->passes, d))
+    return -1;
+  Program *p = codegen_graph(g, NULL, d);
+  if (!p)
+    return -1;
+  int rc = build_program(g, p, opt, out, d);
+  program_free(p);
+  if (rc)
+    gpucc_build_free(out);
+  return rc;
+}
+
+void gpucc_build_free(GpuccBuild *b) {
+  free(b->plan);
+  free(b->weights);
+  memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,42 @@
+/* build.h: the memory plan (internal to compiler/; the unit test reads it).
+ *
+ * Every value a step touches gets a place: constants a weights offset, everything else
+ * an arena offset (multiples of GPUCC_ARENA_ALIGN), aliases their source's. Graph
+ * inputs and outputs own slots that nothing else uses, placed first; intermediates reuse
+ * the space of buffers whose last use is over (first fit over the step order). A graph
+ * output that is a constant or an input (or an alias of one) gets a slot of its own and a
+ * copy into it after the last step. */
+#ifndef GPUCC_BUILD_H
+#define GPUCC_BUILD_H
+
+#include "codegen/codegen.h"
+#include "runtime/runtime.h"
+
+typedef struct MemSlot {
+  const Value *v;    /* NULL: no step, input or output uses the value */
+  const Value *root; /* the value whose buffer it is (itself unless an alias) */
+  GpuccRegion region;
+  uint64_t offset, bytes;
+  int first, last; /* steps (Program indices) in which the root's buffer is in use */
+  bool dedicated;  /* a graph input's, or a graph output's: never reused */
+} MemSlot;
+
+typedef struct MemPlan {
+  MemSlot *slot;           /* indexed by Value id: g->next_value_id entries */
+  int nslots;
+  uint64_t *output_offset; /* per graph output: where its bytes are at the end */
+  bool *output_copy;       /* per graph output: copied there from its root's slot */
+  uint64_t arena_bytes, weights_bytes;
+  bool *weights_used;      /* per Value id: a constant that goes into the weights blob */
+} MemPlan;
+
+int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d);
+/* The weights blob (weights_bytes, malloc'd; NULL when there are none). -1 on OOM. */
+int memplan_weights(const Graph *g, const MemPlan *mp, void **out, Diag *d);
+void memplan_free(MemPlan *mp);
+
+/* The values step s touches: step_value(s, 0 .. step_nvalues(s)). */
+int step_nvalues(const Step *s);
+const Value *step_value(const Step *s, int i);
+
+#endif

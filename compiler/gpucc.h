@@ -1,0 +1,83 @@
+/* gpucc.h: the one public header of gpucc's compiler layer: the JIT C API.
+ *
+ * A graph (ONNX bytes, DSL text, or a Graph made with the builder of ir/ir.h) is compiled
+ * in-process into the runtime's model object, the same GpuccModel that a model.so's
+ * gpucc_model_load gives, run with the same calls (runtime/runtime.h):
+ *
+ *   Diag d = {0};
+ *   GpuccModel *m;
+ *   if (gpucc_compile_dsl(text, len, "mlp.gir", NULL, 0, &m, &d)) { puts(d.msg); ... }
+ *   gpucc_model_run_host(m, inputs, outputs, NULL);
+ *   gpucc_model_destroy(m);
+ *
+ * Compiling is: bind symbolic dims, run the passes, codegen, NVRTC (cubin for the target
+ * plus PTX), plan memory, write the plan. gpucc_build stops there and hands back the plan
+ * bytes and the weights blob (what `gpucc X -o model.so` appends to the runtime stub).
+ *
+ * Errors: compile errors come back in the Diag, runtime errors (no device, out of GPU
+ * memory) too, copied from gpucc_last_error(); nothing prints or exits.
+ */
+#ifndef GPUCC_GPUCC_H
+#define GPUCC_GPUCC_H
+
+#include "frontends/frontends.h"
+#include "ir/ir.h"
+#include "runtime/runtime.h"
+
+typedef struct GpuccCompileOptions {
+  /* sm_80, sm_86, sm_89, sm_90 or sm_90a. NULL: the device's own (the nearest of those at
+   * or below its compute capability) when compiling for a device, else sm_90. */
+  const char *arch;
+  /* Symbolic dims to bind (`--dim N=8`); every symbol left is an error at codegen. */
+  const char *const *dim_names;
+  const int64_t *dim_sizes;
+  int ndims;
+  /* "constfold,dce"; "" runs none; NULL the default pipeline. */
+  const char *passes;
+  /* ONNX only: --shape, --const, max weight bytes, base_dir (its dims are ignored: use
+   * dim_names). NULL: none. */
+  const OnnxOptions *onnx;
+  bool no_cache;         /* NVRTC's on-disk cache: neither read nor write */
+  const char *cache_dir; /* NULL: compiler/nvrtc.h's default */
+} GpuccCompileOptions;
+
+/* What gpucc_build makes: the plan's byte form and the weights blob, both malloc'd. */
+typedef struct GpuccBuild {
+  void *plan;
+  size_t plan_len;
+  void *weights;
+  size_t weights_len;
+  char arch[16];        /* the target it was compiled for */
+  int nkernels;         /* launches per inference: kernel and GEMM steps */
+  int nsteps;           /* every step of the plan, copies included */
+  uint64_t arena_bytes; /* device memory for inputs, outputs and intermediates */
+} GpuccBuild;
+
+/* The workspace every plan with GEMMs gets for cuBLASLt. */
+#define GPUCC_GEMM_WORKSPACE (32u << 20)
+
+/* Compiles g (modified in place: dims bound, passes run) into *out. 0, or -1 with d set
+ * (and *out empty). */
+int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d);
+void gpucc_build_free(GpuccBuild *b);
+
+/* The arch gpucc_build would pick for device: "sm_90" for 9.0, the highest target at or
+ * below the device's compute capability. NO_DRIVER/NO_DEVICE (message in d) when there is
+ * no such device. */
+GpuccStatus gpucc_device_arch(int device, char *arch, size_t n, Diag *d);
+
+/* Compile and create on CUDA device `device`. GPUCC_OK, or a status with d set: a compile
+ * error is GPUCC_ERR_INVALID_ARGUMENT; the runtime's own statuses pass through
+ * (GPUCC_ERR_NO_DRIVER and GPUCC_ERR_NO_DEVICE before anything is compiled). opt may be
+ * NULL. compile_graph modifies g like gpucc_build. */
+GpuccStatus gpucc_compile_graph(Graph *g, const GpuccCompileOptions *opt, int device,
+                                GpuccModel **out, Diag *d);
+/* name: the file name in messages and the folder of relative load(...) paths. */
+GpuccStatus gpucc_compile_dsl(const char *text, size_t len, const char *name,
+                              const GpuccCompileOptions *opt, int device, GpuccModel **out,
+                              Diag *d);
+GpuccStatus gpucc_compile_onnx(const void *bytes, size_t len, const char *name,
+                               const GpuccCompileOptions *opt, int device, GpuccModel **out,
+                               Diag *d);
+
+#endif
