@@ -1,15 +1,19 @@
 /* main.c: the gpucc command. It is the only place that prints to the user and picks exit
  * codes: library calls hand back a Diag, and this file prints it and exits 1 (bad input)
  * or 2 (bad usage). Two modes share the front half (parse the file, run the passes):
- *   gpucc FILE [options]        compile: print the IR (--emit=ir) or a summary
- *   gpucc run FILE [options]    evaluate the graph with the reference executor
+ *   gpucc FILE [options]        compile: print the IR (--emit=ir), the CUDA C, a cubin,
+ *                               a model.so (-o OUT), or a summary
+ *   gpucc run FILE [options]    run a model.so, or the graph, on the GPU (--cpu, or no
+ *                               GPU: with the reference executor)
  * Output files are written to a temporary name and renamed, so a failed run leaves
  * nothing behind. docs/ir.md describes the input language; README.md the options. */
 #include "codegen/codegen.h"
+#include "compiler/gpucc.h"
 #include "compiler/nvrtc.h"
 #include "frontends/frontends.h"
 #include "passes/passes.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -19,6 +23,13 @@
 #include <unistd.h>
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, MAX_PASSES = 64 };
+
+/* The libgpucc_model.so stub every model.so is a copy of (bin2c, at build time). */
+extern const unsigned char gpucc_model_stub[];
+extern const unsigned long long gpucc_model_stub_len;
+
+/* A model.so embeds weights up to this size; larger ones go to OUT.weights beside it. */
+#define EMBED_WEIGHTS_MAX ((size_t)1 << 30)
 
 typedef enum Mode { MODE_COMPILE, MODE_RUN } Mode;
 
@@ -32,15 +43,19 @@ typedef struct Binding {
 typedef struct Options {
   Mode mode;
   const char *file;
-  const char *emit; /* NULL, "ir", "cuda" or "cubin" */
-  const char *arch; /* --arch for --emit=cubin; NULL: NVRTC_DEFAULT_ARCH */
+  const char *emit; /* NULL, "ir", "cuda" or "cubin"; NULL with -o: a model.so */
+  const char *arch; /* --arch for --emit=cubin and model.so; NULL: the default */
   const char *out;  /* -o */
+  int iters;        /* run: --iters N, timed graph replays (0: none) */
+  int device;       /* run: --device N */
   const Pass *passes[MAX_PASSES];
   int npasses;
+  bool passes_given; /* --passes was on the command line */
   bool print_after_all;
   bool report; /* -v, --report */
   const char *dump_dir;
   bool cpu;
+  bool so; /* FILE is a compiled model (ends in .so) */
   const char *output_dir;
   Binding *inputs;
   int ninputs;
@@ -93,7 +108,7 @@ static int diag_exit(const Diag *d, int code) {
 
 static void print_help(void) {
   printf("usage: gpucc FILE [options]            compile FILE (.gir, .onnx); FILE '-' reads stdin\n"
-         "       gpucc run FILE [run options]    evaluate FILE\n"
+         "       gpucc run FILE [run options]    run FILE (a model.so, .gir or .onnx) on the GPU\n"
          "       gpucc --help | --version\n"
          "\n"
          "compile options:\n"
@@ -108,9 +123,12 @@ static void print_help(void) {
          "  --emit=cuda             print the generated CUDA C (symbolic dims bound with\n"
          "                          --dim SYM=N; runs the default pipeline first)\n"
          "  --emit=cubin -o F       compile it with NVRTC and write the cubin to F\n"
-         "  --arch=sm_XX            target of --emit=cubin: sm_80, sm_86, sm_89, sm_90 (the\n"
-         "                          default) or sm_90a\n"
-         "  -o OUT                  write the output to OUT (needs --emit for now)\n"
+         "  -o OUT.so               without --emit: compile a model.so, a shared library\n"
+         "                          that runs the model (runtime/runtime.h declares its C\n"
+         "                          API); weights over 1 GiB go to OUT.so.weights beside it\n"
+         "  --arch=sm_XX            target of --emit=cubin and model.so: sm_80, sm_86,\n"
+         "                          sm_89, sm_90 (the default) or sm_90a\n"
+         "  --dim SYM=N             bind symbolic dim SYM (--emit=cuda/cubin, model.so)\n"
          "\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
          "  --dim SYM=N             bind symbolic dim SYM to N when loading\n"
@@ -122,7 +140,12 @@ static void print_help(void) {
          "                          there is none, 1 otherwise); compiles nothing\n"
          "\n"
          "run options (and --passes, --print-after-all, --dump-ir, --report as above):\n"
-         "  --cpu                   use the reference executor (the only one for now)\n"
+         "  FILE.so                 a model.so from 'gpucc X -o FILE.so' runs on the GPU\n"
+         "  --cpu                   use the reference executor instead of the GPU (the\n"
+         "                          default where there is no GPU, with a note saying so)\n"
+         "  --device N              the CUDA device to run on (default 0)\n"
+         "  --iters N               after the run, time N replays of the model's CUDA graph\n"
+         "                          and print the median (GPU only)\n"
          "  --input NAME=PATH.npy   the value of input NAME (repeatable); inputs not given\n"
          "                          are random(seed = 1 + input index, scale = 1)\n"
          "  --dim SYM=N             size of symbolic dim SYM for inputs not given\n"
@@ -196,12 +219,28 @@ static int check_mode(const Options *o) {
       return usage_error("option '--emit' is not for 'gpucc run'");
     if (o->out)
       return usage_error("option '-o' is not for 'gpucc run' (use --output-dir)");
+    if (o->arch)
+      return usage_error("option '--arch' is not for 'gpucc run' (it compiles for the GPU "
+                         "it runs on)");
+    if (o->iters && o->cpu)
+      return usage_error("option '--iters' times the GPU; it does not go with '--cpu'");
+    if (o->so && o->cpu)
+      return usage_error("a model.so runs only on the GPU; '--cpu' needs the model's .gir "
+                         "or .onnx file");
+    if (o->so && (o->passes_given || o->print_after_all || o->dump_dir || o->ndims))
+      return usage_error("a model.so is compiled already: '--passes', '--print-after-all', "
+                         "'--dump-ir' and '--dim' are for .gir and .onnx files");
   } else {
+    if (o->iters || o->device)
+      return usage_error("options '--iters' and '--device' are only for 'gpucc run'");
+    if (o->so)
+      return usage_error("%s is a compiled model; run it with 'gpucc run %s'", o->file, o->file);
     if (o->cpu)
       return usage_error("option '--cpu' is only for 'gpucc run'");
     if (o->ninputs)
       return usage_error("option '--input' is only for 'gpucc run'");
-    bool code = o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "cubin"));
+    bool code = (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "cubin"))) ||
+                (!o->emit && o->out);
     if (o->ndims && !o->onnx && !code)
       return usage_error("option '--dim' is only for 'gpucc run', --emit=cuda/cubin and ONNX "
                          "models");
@@ -211,13 +250,13 @@ static int check_mode(const Options *o) {
       return usage_error("unknown --emit kind '%s' (known: ir, cuda, cubin)", o->emit);
     if (o->emit && !strcmp(o->emit, "cubin") && (!o->out || !strcmp(o->out, "-")))
       return usage_error("--emit=cubin needs -o FILE");
-    if (o->arch && !(o->emit && !strcmp(o->emit, "cubin")))
-      return usage_error("option '--arch' is for --emit=cubin");
+    if (o->arch && !((o->emit && !strcmp(o->emit, "cubin")) || (!o->emit && o->out)))
+      return usage_error("option '--arch' is for --emit=cubin and model.so (-o)");
     Diag ad = {0};
     if (o->arch && nvrtc_check_arch(o->arch, &ad))
       return usage_error("%s", ad.msg + (strncmp(ad.msg, "error: ", 7) ? 0 : 7));
-    if (o->out && !o->emit)
-      return usage_error("code generation is not available yet; use --emit=ir");
+    if (o->out && !o->emit && !strcmp(o->out, "-"))
+      return usage_error("a model.so cannot go to standard output: give -o FILE.so");
   }
   if (!o->file)
     return usage_error("no input file");
@@ -328,6 +367,16 @@ static int parse_args(int argc, char **argv, Options *o) {
       int rc = add_binding(o->inputs, &o->ninputs, "--input", v);
       if (rc)
         return rc;
+    } else if ((v = option_value(a, "--iters", argc, argv, &i, &missing)) ||
+               (v = option_value(a, "--device", argc, argv, &i, &missing))) {
+      bool iters = a[2] == 'i';
+      char *end;
+      errno = 0;
+      long n = strtol(v, &end, 10);
+      if (!*v || *end || errno || n < (iters ? 1 : 0) || n > 1000000)
+        return usage_error("%s expects a %s number, got '%s'", iters ? "--iters" : "--device",
+                           iters ? "positive" : "non-negative", v);
+      *(iters ? &o->iters : &o->device) = (int)n;
     } else if ((v = option_value(a, "--dim", argc, argv, &i, &missing))) {
       int rc = add_binding(o->dims, &o->ndims, "--dim", v);
       if (rc)
@@ -344,6 +393,8 @@ static int parse_args(int argc, char **argv, Options *o) {
   }
   size_t flen = o->file ? strlen(o->file) : 0;
   o->onnx = flen > 5 && !strcmp(o->file + flen - 5, ".onnx");
+  o->so = flen > 3 && !strcmp(o->file + flen - 3, ".so");
+  o->passes_given = passes_arg != NULL;
   int rc = check_mode(o);
   return rc ? rc : choose_passes(o, passes_arg);
 }
@@ -400,20 +451,13 @@ static int load_graph(const Options *o, Graph **out) {
 
 /* ---------------------------------------------------------------- compile mode */
 
-/* Prints g into OUT as one output file (see OutFile). */
-static int write_ir_file(const Graph *g, const char *out) {
+/* Prints g into OUT (big constants beside it: see ir_print_file). */
+static int write_ir_file(Graph *g, const char *out) {
   Diag d = {0};
-  OutFile o;
-  FILE *f = outfile_open(&o, out, &d);
-  if (!f)
-    return diag_exit(&d, EXIT_INPUT);
-  ir_print(g, f);
-  if (outfile_commit(&o, &d))
-    return diag_exit(&d, EXIT_INPUT);
-  return 0;
+  return ir_print_file(g, out, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
 }
 
-static int emit_ir(const Graph *g, const char *out) {
+static int emit_ir(Graph *g, const char *out) {
   if (out && strcmp(out, "-") != 0)
     return write_ir_file(g, out);
   ir_print(g, stdout);
@@ -470,27 +514,41 @@ static int write_bytes(const char *out, const void *data, size_t n) {
   return outfile_commit(&f, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
 }
 
+/* --dim for a .gir file (ONNX binds its dims at load) as the arrays codegen takes. The
+ * names borrow o's strings; free both arrays. */
+static int dim_arrays(const Options *o, const char ***names, int64_t **sizes, int *n) {
+  *n = o->onnx ? 0 : o->ndims;
+  *names = calloc((size_t)*n + 1, sizeof **names);
+  *sizes = calloc((size_t)*n + 1, sizeof **sizes);
+  if (!*names || !*sizes) {
+    free(*names);
+    free(*sizes);
+    return input_error("out of memory");
+  }
+  for (int i = 0; i < *n; i++) {
+    (*names)[i] = o->dims[i].name;
+    (*sizes)[i] = strtoll(o->dims[i].value, NULL, 10);
+  }
+  return 0;
+}
+
 /* --emit=cuda and --emit=cubin: codegen after the passes, then NVRTC for a cubin. */
 static int emit_code(Graph *g, const Options *o) {
   Diag d = {0};
-  if (!o->onnx && o->ndims) {
-    const char **names = calloc((size_t)o->ndims, sizeof *names);
-    int64_t *sizes = calloc((size_t)o->ndims, sizeof *sizes);
-    for (int i = 0; names && sizes && i < o->ndims; i++) {
-      names[i] = o->dims[i].name;
-      sizes[i] = strtoll(o->dims[i].value, NULL, 10);
-    }
-    int rc = names && sizes ? codegen_bind_dims(g, names, sizes, o->ndims, &d)
-                            : diag_error(&d, (SrcLoc){0}, "out of memory");
-    free(names);
-    free(sizes);
-    if (rc)
-      return diag_exit(&d, EXIT_INPUT);
-  }
+  const char **names;
+  int64_t *sizes;
+  int ndims;
+  int rc = dim_arrays(o, &names, &sizes, &ndims);
+  if (rc)
+    return rc;
+  rc = ndims && codegen_bind_dims(g, names, sizes, ndims, &d);
+  free(names);
+  free(sizes);
+  if (rc)
+    return diag_exit(&d, EXIT_INPUT);
   Program *p = codegen_graph(g, NULL, &d);
   if (!p)
     return diag_exit(&d, EXIT_INPUT);
-  int rc;
   if (!strcmp(o->emit, "cuda")) {
     rc = write_bytes(o->out, p->source, p->source_len);
   } else {
@@ -505,6 +563,38 @@ static int emit_code(Graph *g, const Options *o) {
   return rc;
 }
 
+/* -o OUT without --emit: the model.so. The passes have run already (load_graph). */
+static int emit_model_so(Graph *g, const Options *o) {
+  GpuccCompileOptions copt = {.arch = o->arch, .passes = ""};
+  const char **names;
+  int64_t *sizes;
+  int rc = dim_arrays(o, &names, &sizes, &copt.ndims);
+  if (rc)
+    return rc;
+  copt.dim_names = names;
+  copt.dim_sizes = sizes;
+  Diag d = {0};
+  GpuccBuild b;
+  rc = gpucc_build(g, &copt, &b, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
+  free(names);
+  free(sizes);
+  if (rc)
+    return rc;
+  char err[1024];
+  if (gpucc_write_model_so(gpucc_model_stub, (size_t)gpucc_model_stub_len, o->out, b.plan,
+                           b.plan_len, b.weights, b.weights_len, EMBED_WEIGHTS_MAX, err,
+                           sizeof err))
+    rc = input_error("%s", err);
+  else if (o->report)
+    fprintf(stderr,
+            "gpucc: %s: %s for %s: %d kernel launches, %d steps; arena %" PRIu64
+            " bytes, weights %zu bytes%s\n",
+            o->out, g->name, b.arch, b.nkernels, b.nsteps, b.arena_bytes, b.weights_len,
+            b.weights_len > EMBED_WEIGHTS_MAX ? " (in a .weights file beside it)" : "");
+  gpucc_build_free(&b);
+  return rc;
+}
+
 static int cmd_compile(const Options *o) {
   if (o->check_ops)
     return check_ops(o);
@@ -512,7 +602,9 @@ static int cmd_compile(const Options *o) {
   int rc = load_graph(o, &g);
   if (rc)
     return rc;
-  if (o->emit && strcmp(o->emit, "ir") != 0)
+  if (!o->emit && o->out)
+    rc = emit_model_so(g, o);
+  else if (o->emit && strcmp(o->emit, "ir") != 0)
     rc = emit_code(g, o);
   else if (o->emit)
     rc = emit_ir(g, o->out);
@@ -661,11 +753,11 @@ static Type tensor_type(const Tensor *t) {
   return ty;
 }
 
-static int print_outputs(const Graph *g, Tensor *const *out) {
-  for (int i = 0; i < g->noutputs; i++) {
+static int print_outputs(const char *const *names, int n, Tensor *const *out) {
+  for (int i = 0; i < n; i++) {
     char ts[256];
     Type t = tensor_type(out[i]);
-    ir_print_value_name(stdout, g->outputs[i]->name);
+    ir_print_value_name(stdout, names[i]);
     printf(": %s\n", type_str(&t, ts, sizeof ts));
     int64_t at = 0;
     print_elements(stdout, out[i], 0, &at);
@@ -695,17 +787,17 @@ static char *output_path(const char *dir, const char *name) {
 }
 
 /* Writes every output; if one fails, the ones already written are removed again. */
-static int write_outputs(const Graph *g, Tensor *const *out, const char *dir) {
+static int write_outputs(const char *const *names, int n, Tensor *const *out, const char *dir) {
   Diag dd = {0};
   int rc = make_dirs(dir, &dd) ? diag_exit(&dd, EXIT_INPUT) : 0;
   if (rc)
     return rc;
-  char **written = calloc((size_t)g->noutputs + 1, sizeof *written);
+  char **written = calloc((size_t)n + 1, sizeof *written);
   if (!written)
     return input_error("out of memory");
   int nwritten = 0;
-  for (int i = 0; i < g->noutputs && !rc; i++) {
-    char *path = output_path(dir, g->outputs[i]->name);
+  for (int i = 0; i < n && !rc; i++) {
+    char *path = output_path(dir, names[i]);
     Diag d = {0};
     if (!path)
       rc = input_error("out of memory");
@@ -725,38 +817,275 @@ static int write_outputs(const Graph *g, Tensor *const *out, const char *dir) {
   return rc;
 }
 
+/* ---------------------------------------------------------------- run mode: the GPU
+ *
+ * A .gir or .onnx file is compiled in-process (the JIT API) into the runtime linked into
+ * gpucc; a model.so is opened with dlopen and runs on its own copy of the runtime, the
+ * one its users get. Both are driven through one table of the runtime's calls. */
+
+#define MODEL_API(X)                                                                         \
+  X(load, model_load) X(destroy, model_destroy) X(last_error, last_error)                    \
+  X(num_inputs, model_num_inputs) X(num_outputs, model_num_outputs)                          \
+  X(input_name, model_input_name) X(output_name, model_output_name)                          \
+  X(input_dtype, model_input_dtype) X(output_dtype, model_output_dtype)                      \
+  X(input_rank, model_input_rank) X(output_rank, model_output_rank)                          \
+  X(input_dims, model_input_dims) X(output_dims, model_output_dims)                          \
+  X(find_input, model_find_input) X(check_input, model_check_input)                          \
+  X(run_host, model_run_host) X(time, model_time)
+
+typedef struct ModelApi {
+  GpuccStatus (*load)(int, GpuccModel **); /* a model.so's only */
+  void (*destroy)(GpuccModel *);
+  const char *(*last_error)(void);
+  int (*num_inputs)(const GpuccModel *), (*num_outputs)(const GpuccModel *);
+  const char *(*input_name)(const GpuccModel *, int), *(*output_name)(const GpuccModel *, int);
+  GpuccDType (*input_dtype)(const GpuccModel *, int), (*output_dtype)(const GpuccModel *, int);
+  int (*input_rank)(const GpuccModel *, int), (*output_rank)(const GpuccModel *, int);
+  const int64_t *(*input_dims)(const GpuccModel *, int), *(*output_dims)(const GpuccModel *, int);
+  int (*find_input)(const GpuccModel *, const char *);
+  GpuccStatus (*check_input)(const GpuccModel *, int, GpuccDType, int, const int64_t *);
+  GpuccStatus (*run_host)(GpuccModel *, const void *const *, void *const *, void *);
+  GpuccStatus (*time)(GpuccModel *, int, int, void *, float *);
+} ModelApi;
+
+/* The runtime linked into gpucc, for JIT-compiled models (it has no model_load). */
+static GpuccStatus no_load(int device, GpuccModel **out) {
+  (void)device;
+  *out = NULL;
+  return GPUCC_ERR_INVALID_ARGUMENT;
+}
+#define LINKED(field, name) .field = gpucc_##name,
+#define gpucc_model_load no_load
+static const ModelApi linked_api = {MODEL_API(LINKED)};
+#undef gpucc_model_load
+#undef LINKED
+
+/* Binds api to the model.so at path (kept open: *lib). */
+static int open_model_so(const char *path, ModelApi *api, void **lib) {
+  /* dlopen searches the library path for a name without a slash. */
+  char *p = malloc(strlen(path) + 3);
+  if (!p)
+    return input_error("out of memory");
+  sprintf(p, "%s%s", strchr(path, '/') ? "" : "./", path);
+  *lib = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+  free(p);
+  if (!*lib)
+    return input_error("%s: cannot load: %s", path, dlerror());
+#define BIND(field, name)                                                                    \
+  {                                                                                          \
+    void *f = dlsym(*lib, "gpucc_" #name);                                                   \
+    if (!f)                                                                                  \
+      return input_error("%s: not a gpucc model.so (it has no gpucc_%s)", path, #name);      \
+    memcpy(&api->field, &f, sizeof f);                                                       \
+  }
+  MODEL_API(BIND)
+#undef BIND
+  return 0;
+}
+
+static DType ir_dtype(GpuccDType t) {
+  DType d = DT_UNKNOWN;
+  dtype_from_name(gpucc_dtype_name(t), &d);
+  return d;
+}
+
+static GpuccDType rt_dtype(DType t) {
+  for (int k = GPUCC_DT_INVALID + 1; k < GPUCC_DT_COUNT; k++)
+    if (ir_dtype((GpuccDType)k) == t)
+      return (GpuccDType)k;
+  return GPUCC_DT_INVALID;
+}
+
+/* Fills in[] for a model.so (which has no graph): --input files by the model's input
+ * names, the rest from the same generator as a graph's inputs. */
+static int model_inputs(const Options *o, const ModelApi *api, GpuccModel *m, Tensor **in) {
+  int n = api->num_inputs(m);
+  for (int i = 0; i < o->ninputs; i++) {
+    const Binding *b = &o->inputs[i];
+    int k = api->find_input(m, b->name[0] == '%' ? b->name + 1 : b->name);
+    if (k < 0)
+      return input_error("--input %s: %s", b->arg, api->last_error());
+    if (in[k])
+      return usage_error("input '%%%s' is given twice", api->input_name(m, k));
+    Diag d = {0};
+    if (!(in[k] = npy_read(b->value, &d)))
+      return diag_exit(&d, EXIT_INPUT);
+  }
+  for (int i = 0; i < n; i++) {
+    if (in[i])
+      continue;
+    in[i] = tensor_new(ir_dtype(api->input_dtype(m, i)), api->input_rank(m, i),
+                       api->input_dims(m, i));
+    if (!in[i])
+      return input_error("out of memory for input '%%%s'", api->input_name(m, i));
+    tensor_fill_random(in[i], 1 + (uint64_t)i, 1);
+    char ts[256];
+    Type t = tensor_type(in[i]);
+    fprintf(stderr, "gpucc: note: input %%%s not given: using random(seed = %d, scale = 1) as %s\n",
+            api->input_name(m, i), 1 + i, type_str(&t, ts, sizeof ts));
+  }
+  return 0;
+}
+
+/* Checks every input against the model (naming expected and actual), runs it once on
+ * host buffers, then times --iters replays. out[] gets the outputs. */
+static int run_model(const Options *o, const ModelApi *api, GpuccModel *m, Tensor **in,
+                     Tensor **out) {
+  int nin = api->num_inputs(m), nout = api->num_outputs(m);
+  const void **ip = calloc((size_t)nin + 1, sizeof *ip);
+  void **op = calloc((size_t)nout + 1, sizeof *op);
+  int rc = ip && op ? 0 : input_error("out of memory");
+  for (int i = 0; i < nin && !rc; i++) {
+    if (api->check_input(m, i, rt_dtype(in[i]->dtype), in[i]->rank, in[i]->dims))
+      rc = input_error("%s", api->last_error());
+    ip[i] = in[i]->data;
+  }
+  for (int i = 0; i < nout && !rc; i++) {
+    out[i] = tensor_new(ir_dtype(api->output_dtype(m, i)), api->output_rank(m, i),
+                        api->output_dims(m, i));
+    if (!out[i])
+      rc = input_error("out of memory for output '%%%s'", api->output_name(m, i));
+    else
+      op[i] = out[i]->data;
+  }
+  if (!rc && api->run_host(m, ip, op, NULL))
+    rc = input_error("%s", api->last_error());
+  float ms = 0;
+  int warmup = o->iters / 10 < 10 ? 10 : o->iters / 10;
+  if (!rc && o->iters && api->time(m, warmup, o->iters, NULL, &ms))
+    rc = input_error("%s", api->last_error());
+  else if (!rc && o->iters)
+    fprintf(stderr, "gpucc: median latency %.4f ms over %d replays of the CUDA graph (after %d "
+                    "warm-up replays)\n", ms, o->iters, warmup);
+  free(ip);
+  free(op);
+  return rc;
+}
+
+/* Compiles g for device o->device with its symbolic dims bound to the inputs' sizes
+ * (the passes have run already) and runs it. */
+static int run_graph_gpu(const Options *o, Graph *g, Tensor **in, Tensor **out) {
+  const char **names = calloc((size_t)g->ninputs * IR_MAX_RANK + 1, sizeof *names);
+  int64_t *sizes = calloc((size_t)g->ninputs * IR_MAX_RANK + 1, sizeof *sizes);
+  if (!names || !sizes) {
+    free(names);
+    free(sizes);
+    return input_error("out of memory");
+  }
+  GpuccCompileOptions copt = {.passes = "", .dim_names = names, .dim_sizes = sizes};
+  for (int i = 0; i < g->ninputs; i++) {
+    const Shape *s = &g->inputs[i]->type.shape;
+    for (int j = 0; j < s->rank && j < in[i]->rank; j++)
+      if (s->dims[j].sym) {
+        names[copt.ndims] = s->dims[j].sym;
+        sizes[copt.ndims++] = in[i]->dims[j];
+      }
+  }
+  Diag d = {0};
+  GpuccModel *m = NULL;
+  int rc = gpucc_compile_graph(g, &copt, o->device, &m, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
+  free(names);
+  free(sizes);
+  if (!rc)
+    rc = run_model(o, &linked_api, m, in, out);
+  gpucc_model_destroy(m);
+  return rc;
+}
+
+/* Whether there is a GPU to run on; when there is none, why (for the note). */
+static bool have_gpu(const Options *o, char *why, size_t n) {
+  int major, minor;
+  if (!gpucc_device_compute_capability(o->device, &major, &minor))
+    return true;
+  snprintf(why, n, "%s", gpucc_last_error());
+  return false;
+}
+
+/* Prints or writes the outputs; the names are the graph's or the model's. */
+static int emit_outputs(const Options *o, const char *const *names, int n, Tensor *const *out) {
+  return o->output_dir ? write_outputs(names, n, out, o->output_dir) : print_outputs(names, n, out);
+}
+
+static int cmd_run_so(const Options *o) {
+  char why[512];
+  if (!have_gpu(o, why, sizeof why))
+    return input_error("%s: a model.so runs only on a GPU: %s", o->file, why);
+  ModelApi api;
+  void *lib = NULL;
+  int rc = open_model_so(o->file, &api, &lib);
+  GpuccModel *m = NULL;
+  if (!rc && api.load(o->device, &m))
+    rc = input_error("%s: %s", o->file, api.last_error());
+  int nin = m ? api.num_inputs(m) : 0, nout = m ? api.num_outputs(m) : 0;
+  Tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+  const char **names = calloc((size_t)nout + 1, sizeof *names);
+  if (!rc && (!in || !out || !names))
+    rc = input_error("out of memory");
+  if (!rc)
+    rc = model_inputs(o, &api, m, in);
+  if (!rc)
+    rc = run_model(o, &api, m, in, out);
+  for (int i = 0; !rc && i < nout; i++)
+    names[i] = api.output_name(m, i);
+  if (!rc)
+    rc = emit_outputs(o, names, nout, out);
+  for (int i = 0; in && i < nin; i++)
+    tensor_free(in[i]);
+  for (int i = 0; out && i < nout; i++)
+    tensor_free(out[i]);
+  free(in);
+  free(out);
+  free(names);
+  if (m)
+    api.destroy(m);
+  if (lib)
+    dlclose(lib);
+  return rc;
+}
+
 /* ---------------------------------------------------------------- run mode */
 
 static int cmd_run(const Options *o) {
-  if (!o->cpu)
-    fputs("gpucc: note: the GPU backend is not available yet; using the reference executor "
-          "(--cpu)\n",
-          stderr);
+  if (o->so)
+    return cmd_run_so(o);
+  char why[512];
+  bool gpu = !o->cpu && have_gpu(o, why, sizeof why);
+  if (!o->cpu && !gpu) {
+    if (o->iters)
+      return input_error("--iters times the GPU, and there is none: %s", why);
+    fprintf(stderr, "gpucc: note: no GPU (%s); using the reference executor (--cpu)\n", why);
+  }
   Graph *g = NULL;
   int rc = load_graph(o, &g);
   if (rc)
     return rc;
   Tensor **in = calloc((size_t)g->ninputs + 1, sizeof *in);
   Tensor **out = calloc((size_t)g->noutputs + 1, sizeof *out);
-  if (!in || !out)
+  const char **names = calloc((size_t)g->noutputs + 1, sizeof *names);
+  if (!in || !out || !names)
     rc = input_error("out of memory");
+  for (int i = 0; !rc && i < g->noutputs; i++)
+    names[i] = g->outputs[i]->name;
   if (!rc)
     rc = load_given_inputs(o, g, in);
   if (!rc)
     rc = make_default_inputs(o, g, in);
-  if (!rc) {
+  if (!rc && gpu) {
+    rc = run_graph_gpu(o, g, in, out);
+  } else if (!rc) {
     Diag d = {0};
     if (ir_eval(g, in, out, &d))
       rc = diag_exit(&d, EXIT_INPUT);
   }
   if (!rc)
-    rc = o->output_dir ? write_outputs(g, out, o->output_dir) : print_outputs(g, out);
+    rc = emit_outputs(o, names, g->noutputs, out);
   for (int i = 0; in && i < g->ninputs; i++)
     tensor_free(in[i]);
   for (int i = 0; out && i < g->noutputs; i++)
     tensor_free(out[i]);
   free(in);
   free(out);
+  free(names);
   graph_free(g);
   return rc;
 }

@@ -1,10 +1,10 @@
 /* run_model: loads a gpucc model.so with dlopen and runs it once on the GPU.
  *
- *   run_model model.so [--device N] [input.npy ...]
+ *   run_model model.so [--device N] [--output-dir DIR] [input.npy ...]
  *
  * Prints the model's inputs and outputs, runs it on host buffers (the inputs from .npy
  * files in the model's input order, or zeros when none are given), and prints the first
- * values of each output. Everything it needs from the model is the C API in
+ * values of each output; --output-dir also writes each output as DIR/<name>.npy. Everything it needs from the model is the C API in
  * runtime/runtime.h, looked up with dlsym: no gpucc library is linked.
  */
 #include "runtime/runtime.h"
@@ -163,13 +163,55 @@ static void print_values(GpuccDType t, const unsigned char *p, size_t bytes) {
   printf("%s\n", n > shown ? " ..." : "");
 }
 
+/* DIR/<name>.npy: the output's bytes behind a version 1.0 header. */
+static int write_npy(const char *dir, const char *name, GpuccDType t, int rank,
+                     const int64_t *dims, const void *data, size_t bytes) {
+  const char *descr = NULL;
+  for (size_t i = 0; i < sizeof npy_types / sizeof *npy_types; i++)
+    if (npy_types[i].dtype == t) descr = npy_types[i].descr;
+  char path[4096], header[512];
+  /* The file name as gpucc run writes it: bytes outside [A-Za-z0-9_.-] as _xNN. */
+  size_t at = (size_t)snprintf(path, sizeof path, "%s/", dir);
+  for (const unsigned char *c = (const unsigned char *)name; *c && at + 8 < sizeof path; c++) {
+    bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                 *c == '_' || *c == '.' || *c == '-';
+    at += (size_t)snprintf(path + at, sizeof path - at, plain ? "%c" : "_x%02x", *c);
+  }
+  snprintf(path + at, sizeof path - at, ".npy");
+  if (!descr) {
+    fprintf(stderr, "run_model: cannot write output %s as .npy\n", name);
+    return -1;
+  }
+  int n = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+  for (int i = 0; i < rank; i++)
+    n += snprintf(header + n, sizeof header - (size_t)n, "%lld%s", (long long)dims[i], rank == 1 ? "," : i + 1 < rank ? ", " : "");
+  n += snprintf(header + n, sizeof header - (size_t)n, "), }");
+  int total = (10 + n + 1 + 63) / 64 * 64; /* magic, version, length, header, '\n' */
+  memset(header + n, ' ', (size_t)(total - 10 - n));
+  header[total - 11] = '\n';
+  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)((total - 10) & 255),
+                           (unsigned char)((total - 10) >> 8)};
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, (size_t)(total - 10), f) == (size_t)(total - 10) &&
+           fwrite(data, 1, bytes, f) == bytes;
+  if (f && fclose(f)) ok = 0;
+  if (!ok) fprintf(stderr, "run_model: cannot write %s\n", path);
+  return ok ? 0 : -1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: run_model model.so [--device N] [input.npy ...]\n");
+    fprintf(stderr, "usage: run_model model.so [--device N] [--output-dir DIR] [input.npy ...]\n");
     return 2;
   }
   int device = 0, first_input = 2;
-  if (argc > 3 && !strcmp(argv[2], "--device")) device = atoi(argv[3]), first_input = 4;
+  const char *out_dir = NULL;
+  while (first_input + 1 < argc && (!strcmp(argv[first_input], "--device") ||
+                                    !strcmp(argv[first_input], "--output-dir"))) {
+    if (argv[first_input][2] == 'd') device = atoi(argv[first_input + 1]);
+    else out_dir = argv[first_input + 1];
+    first_input += 2;
+  }
   void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "run_model: %s\n", dlerror());
@@ -228,6 +270,9 @@ int main(int argc, char **argv) {
     print_type(api.output_dtype(m, i), api.output_rank(m, i), api.output_dims(m, i));
     printf(" = ");
     print_values(api.output_dtype(m, i), out[i], api.output_bytes(m, i));
+    if (out_dir && write_npy(out_dir, api.output_name(m, i), api.output_dtype(m, i), api.output_rank(m, i),
+                             api.output_dims(m, i), out[i], api.output_bytes(m, i)))
+      rc = 1;
   }
   for (int i = 0; i < nin; i++) free(in[i]);
   for (int i = 0; i < nout; i++) free(out[i]);
