@@ -23,7 +23,7 @@ failures, and last "N passed, M failed". Exits 0 when nothing failed, 1 otherwis
 
 usage: conformance.py --gpucc PATH [--data DIR] [--tmp DIR] [--jobs N] [--timeout S]
                       [--suite NAME]... [--filter REGEX] [--expected FILE]
-                      [--update-expected] [--keep] [-v]
+                      [--update-expected] [--keep] [--gpu] [-v]
 """
 
 import argparse
@@ -44,6 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data"
 SKIP = 77
 RTOL, ATOL = 1e-3, 1e-7
+# --gpu: the GPU's fp32 (TF32 off) against the reference executor's fp32 with fp64 sums.
+GPU_RTOL, GPU_ATOL = 1e-4, 1e-5
 
 # ONNX TensorProto.DataType values whose tensors travel as .npy between us and gpucc
 # (ir/tensorio.c reads and writes exactly these numpy dtypes).
@@ -87,6 +89,7 @@ class Runner:
         self.numpy_helper = numpy_helper
         self.lock = threading.Lock()
         self.done = 0
+        self.gpu_runs = 0  # --gpu: data sets that ran on the GPU and matched
         # gpucc before its ONNX frontend landed: every case is unsupported for that one
         # reason, rather than failing on an unknown option.
         rc, out = self.gpucc(["--help"])
@@ -212,6 +215,10 @@ class Runner:
         rc, out = self.gpucc(argv)
         if rc != 0:
             return "gpucc run: " + exit_text(rc, out.replace(model_path, "model.onnx"))
+        if self.args.gpu:
+            why = self.run_on_gpu(model_path, argv, outputs, work, out_dir)
+            if why:
+                return why
 
         expected = self.read_tensors(data_dir, "output")
         if len(expected) != len(outputs):
@@ -228,6 +235,39 @@ class Runner:
             why = compare(got, want)
             if why:
                 return "output '%s': %s" % (v.name, why)
+        return None
+
+    def run_on_gpu(self, model_path, cpu_argv, outputs, work, cpu_dir):
+        """--gpu: the case compiled to a model.so (its --const inputs frozen), run on the
+        GPU with the same inputs, and compared with the reference executor's outputs
+        (GPU_RTOL, GPU_ATOL). None when they match, else why not."""
+        so = os.path.join(work, "model.so")
+        gpu_dir = os.path.join(work, "gpu")
+        consts = [a for i, a in enumerate(cpu_argv[1:]) if cpu_argv[i] == "--const"]
+        inputs = [a for i, a in enumerate(cpu_argv[1:]) if cpu_argv[i] == "--input"]
+        argv = [model_path, "-o", so]
+        for c in consts:
+            argv += ["--const", c]
+        rc, out = self.gpucc(argv)
+        if rc != 0:
+            return "gpu: compiling the model.so: " + exit_text(rc, out.replace(model_path, "model.onnx"))
+        argv = ["run", so, "--output-dir", gpu_dir]
+        for i in inputs:
+            argv += ["--input", i]
+        rc, out = self.gpucc(argv)
+        if rc != 0:
+            return "gpu: gpucc run model.so: " + exit_text(rc, out.replace(so, "model.so"))
+        for v in outputs:
+            stem = escape_name(v.name) + ".npy"
+            want = np.load(os.path.join(cpu_dir, stem), allow_pickle=False)
+            path = os.path.join(gpu_dir, stem)
+            if not os.path.isfile(path):
+                return "gpu: output '%s': gpucc wrote no %s" % (v.name, stem)
+            why = compare(np.load(path, allow_pickle=False), want, GPU_RTOL, GPU_ATOL)
+            if why:
+                return "gpu: output '%s' against the reference executor: %s" % (v.name, why)
+        with self.lock:
+            self.gpu_runs += 1
         return None
 
     def read_tensors(self, data_dir, prefix):
@@ -311,7 +351,7 @@ def escape_name(name):
     return "".join(out)
 
 
-def compare(got, want):
+def compare(got, want, rtol=RTOL, atol=ATOL):
     """None when got matches want like ONNX's runner would accept, else why not."""
     if got.dtype != want.dtype:
         return "dtype %s, expected %s" % (got.dtype, want.dtype)
@@ -320,7 +360,7 @@ def compare(got, want):
     if want.dtype.kind == "f":
         g = got.astype(np.float64)
         w = want.astype(np.float64)
-        ok = np.isclose(g, w, rtol=RTOL, atol=ATOL, equal_nan=True)
+        ok = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
     else:
         g, w = got, want
         ok = g == w
@@ -508,6 +548,10 @@ def main():
     ap.add_argument("--summary", help="also write this report to a file (scripts/test.sh "
                     "prints it after the tests)")
     ap.add_argument("--keep", action="store_true", help="keep every case's scratch files")
+    ap.add_argument("--gpu", action="store_true",
+                    help="also compile every supported case to a model.so, run it on the "
+                    "GPU and compare with the reference executor (rtol %g, atol %g)"
+                    % (GPU_RTOL, GPU_ATOL))
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per case")
     args = ap.parse_args()
     if args.summary:
@@ -519,6 +563,13 @@ def main():
         return SKIP
     if not args.gpucc:
         ap.error("--gpucc PATH is required (or set GPUCC)")
+    if args.gpu:
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "gpu"))
+        from gpu_models import cuda_device
+        why = cuda_device()
+        if why:
+            print("onnx_conformance --gpu: skipped: %s" % why)
+            return SKIP
     try:
         import onnx
         from onnx import numpy_helper
@@ -555,6 +606,9 @@ def main():
 
     results = check_against_list(results, listed, in_scope)
     nfailed = report(results, elapsed, args.jobs)
+    if args.gpu:
+        print("gpu: %d data sets ran as a model.so on the GPU and matched the reference "
+              "executor (rtol %g, atol %g)" % (runner.gpu_runs, GPU_RTOL, GPU_ATOL))
     if own_tmp and not args.keep and not nfailed:
         shutil.rmtree(args.tmp, ignore_errors=True)
     elif nfailed:
