@@ -58,6 +58,15 @@ const char *cg_kernel_begin(Cg *cg, const Node *n, const char *note);
 /* The same for one of several kernels of a node: its name ends in _<stage>. */
 const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const char *note);
 void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block);
+/* The same for a kernel whose operands are not one node's (a fuse group's): named
+ * k<n's id>_<ops>_<n's first output>, its comment `head: (inputs) -> outputs`, its
+ * parameters in0.. for in[] and out0.. for out[]. */
+const char *cg_kernel_begin_values(Cg *cg, const Node *n, const char *ops, const char *head,
+                                   const Value *const *in, int nin, const Value *const *out,
+                                   int nout, const char *note);
+void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned grid,
+                           unsigned block, const Value *const *in, int nin,
+                           const Value *const *out, int nout);
 Step *cg_add_step(Cg *cg, StepKind kind, const Node *n);
 /* The grid-stride loop "for (idx_t i ...; i < count; ...) {" with idx_t sized for count
  * and for every operand of n (cg_max_numel), and its end: closes the loop and the
@@ -92,6 +101,8 @@ void contiguous_strides(int rank, const int64_t *dims, int64_t *strides);
 
 /* The op families, one file each. */
 int cg_pointwise(Cg *cg, const Node *n);
+/* One kernel for nodes[0..n) of a fuse group, in node order; the last is the root. */
+int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n);
 int cg_layout(Cg *cg, const Node *n); /* transpose expand slice concat split gather pad */
 int cg_reduce(Cg *cg, const Node *n); /* reduce_*, argmax, argmin */
 int cg_softmax(Cg *cg, const Node *n); /* softmax, log_softmax */

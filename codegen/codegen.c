@@ -366,39 +366,59 @@ const char *cg_kernel_begin(Cg *cg, const Node *n, const char *note) {
   return cg_kernel_begin_part(cg, n, NULL, note);
 }
 
-const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const char *note) {
+/* The comment's operand list and the kernel's signature: reads are const __restrict__
+ * in0.., writes out0... */
+static const char *kernel_begin(Cg *cg, const char *name, const char *head,
+                                const Value *const *in, int nin, const Value *const *out,
+                                int nout, const char *note) {
   Buf *b = &cg->src;
-  char part[40];
-  ident_part(n->nout ? n->out[0]->name : "", part, sizeof part);
-  const char *name = part[0] ? cg_fmt(cg, "k%d_%s_%s", n->id, op_info[n->op].name, part)
-                             : cg_fmt(cg, "k%d_%s", n->id, op_info[n->op].name);
-  if (stage)
-    name = cg_fmt(cg, "%s_%s", name, stage);
-  buf_printf(b, "\n/* node %d: %s(", n->id, op_info[n->op].name);
-  for (int k = 0; k < n->nin; k++) {
+  buf_printf(b, "\n/* %s(", head);
+  for (int k = 0; k < nin; k++) {
     if (k)
       buf_puts(b, ", ");
-    if (n->in[k])
-      comment_value(b, n->in[k]);
+    if (in[k])
+      comment_value(b, in[k]);
   }
   buf_puts(b, ") -> ");
-  for (int k = 0; k < n->nout; k++) {
+  for (int k = 0; k < nout; k++) {
     if (k)
       buf_puts(b, ", ");
-    comment_value(b, n->out[k]);
+    comment_value(b, out[k]);
   }
   if (note)
     buf_printf(b, "\n * %s", note);
   buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", CODEGEN_BLOCK,
              name);
   int a = 0;
-  for (int k = 0; k < n->nin; k++)
-    if (n->in[k])
-      buf_printf(b, "%sconst %s *__restrict__ in%d", a++ ? ", " : "", cg_ctype(n->in[k]->type.dtype), k);
-  for (int k = 0; k < n->nout; k++)
-    buf_printf(b, "%s%s *__restrict__ out%d", a++ ? ", " : "", cg_ctype(n->out[k]->type.dtype), k);
+  for (int k = 0; k < nin; k++)
+    if (in[k])
+      buf_printf(b, "%sconst %s *__restrict__ in%d", a++ ? ", " : "", cg_ctype(in[k]->type.dtype), k);
+  for (int k = 0; k < nout; k++)
+    buf_printf(b, "%s%s *__restrict__ out%d", a++ ? ", " : "", cg_ctype(out[k]->type.dtype), k);
   buf_puts(b, ") {\n");
   return name;
+}
+
+/* k<id>_<ops>_<first output's name>. */
+static const char *kernel_name(Cg *cg, const Node *n, const char *ops) {
+  char part[40];
+  ident_part(n->nout ? n->out[0]->name : "", part, sizeof part);
+  return part[0] ? cg_fmt(cg, "k%d_%s_%s", n->id, ops, part) : cg_fmt(cg, "k%d_%s", n->id, ops);
+}
+
+const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const char *note) {
+  const char *name = kernel_name(cg, n, op_info[n->op].name);
+  if (stage)
+    name = cg_fmt(cg, "%s_%s", name, stage);
+  const char *head = cg_fmt(cg, "node %d: %s", n->id, op_info[n->op].name);
+  return kernel_begin(cg, name, head, (const Value *const *)n->in, n->nin,
+                      (const Value *const *)n->out, n->nout, note);
+}
+
+const char *cg_kernel_begin_values(Cg *cg, const Node *n, const char *ops, const char *head,
+                                   const Value *const *in, int nin, const Value *const *out,
+                                   int nout, const char *note) {
+  return kernel_begin(cg, kernel_name(cg, n, ops), head, in, nin, out, nout, note);
 }
 
 /* The most elements of any operand of n: offsets into a big input must fit idx_t even
@@ -425,7 +445,9 @@ void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count) {
   cg_kernel_step(cg, n, name, cg_blocks(count, CODEGEN_BLOCK), CODEGEN_BLOCK);
 }
 
-void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block) {
+void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned grid,
+                           unsigned block, const Value *const *in, int nin,
+                           const Value *const *out, int nout) {
   Step *s = cg_add_step(cg, STEP_KERNEL, n);
   KernelStep *k = &s->kernel;
   k->name = name;
@@ -433,13 +455,18 @@ void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsi
   k->grid[1] = k->grid[2] = 1;
   k->block[0] = block;
   k->block[1] = k->block[2] = 1;
-  k->args = arena_alloc(cg->arena, sizeof *k->args * (size_t)(n->nin + n->nout));
-  for (int i = 0; i < n->nin; i++)
-    if (n->in[i])
-      k->args[k->nargs++] = n->in[i];
+  k->args = arena_alloc(cg->arena, sizeof *k->args * (size_t)(nin + nout));
+  for (int i = 0; i < nin; i++)
+    if (in[i])
+      k->args[k->nargs++] = in[i];
   k->nread = k->nargs;
-  for (int i = 0; i < n->nout; i++)
-    k->args[k->nargs++] = n->out[i];
+  for (int i = 0; i < nout; i++)
+    k->args[k->nargs++] = out[i];
+}
+
+void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block) {
+  cg_kernel_step_values(cg, n, name, grid, block, (const Value *const *)n->in, n->nin,
+                        (const Value *const *)n->out, n->nout);
 }
 
 /* ---------------------------------------------------------------- the preamble */
@@ -626,7 +653,24 @@ static int check_graph(Cg *cg) {
 
 /* ---------------------------------------------------------------- the driver */
 
-static int gen_node(Cg *cg, const Node *n) {
+/* A fuse group's kernel, at its root (the group's last node, at position `at`); the
+ * other nodes of the group have nothing of their own. */
+static int gen_group(Cg *cg, int at) {
+  const Graph *g = cg->g;
+  int64_t k = node_fuse_group(g->nodes[at]);
+  for (int i = at + 1; i < g->nnodes; i++)
+    if (node_fuse_group(g->nodes[i]) == k)
+      return 0; /* not the root */
+  const Node **members = arena_alloc(cg->arena, sizeof *members * (size_t)(at + 1));
+  int n = 0;
+  for (int i = 0; i <= at; i++)
+    if (node_fuse_group(g->nodes[i]) == k)
+      members[n++] = g->nodes[i];
+  return cg_pointwise_group(cg, members, n);
+}
+
+static int gen_node(Cg *cg, int at) {
+  const Node *n = cg->g->nodes[at];
   bool empty = true;
   for (int k = 0; k < n->nout; k++)
     empty = empty && cg_numel(n->out[k]) == 0;
@@ -635,6 +679,8 @@ static int gen_node(Cg *cg, const Node *n) {
                op_info[n->op].name);
     return 0;
   }
+  if (node_fuse_group(n))
+    return gen_group(cg, at);
   switch (n->op) {
   case OP_IDENTITY: case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_FLATTEN: {
     Step *s = cg_add_step(cg, STEP_ALIAS, n);
@@ -684,7 +730,7 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   for (int i = 0; preamble[i]; i++)
     buf_puts(&cg.src, preamble[i]);
   for (int i = 0; i < g->nnodes; i++)
-    if (gen_node(&cg, g->nodes[i])) {
+    if (gen_node(&cg, i)) {
       free(cg.src.s);
       arena_free(cg.arena);
       return NULL;

@@ -156,81 +156,186 @@ static const char *binary_expr(Cg *cg, const Node *n, Dom dom, const char *a, co
   }
 }
 
-/* The output expression for operands x0.. (domain variables, or raw stored values for
- * where, which only moves them). */
-static const char *result_expr(Cg *cg, const Node *n, Dom dom) {
+/* The output expression of n for operands x[0..] (domain variables, or raw stored
+ * values for where, which only moves them). */
+static const char *result_expr(Cg *cg, const Node *n, Dom dom, const char *const *x) {
   if (n->op == OP_WHERE)
-    return "(x0 ? x1 : x2)";
+    return cg_fmt(cg, "(%s ? %s : %s)", x[0], x[1], x[2]);
   if (n->nin == 1)
-    return unary_expr(cg, n, dom, "x0");
-  return binary_expr(cg, n, dom, "x0", "x1");
+    return unary_expr(cg, n, dom, x[0]);
+  return binary_expr(cg, n, dom, x[0], x[1]);
 }
 
-/* The statements of one element: load each operand from `src[k]`, compute, store to
- * `dst`. */
-static void emit_element(Cg *cg, const Node *n, Dom dom, const char *expr,
-                         const char *const *src, const char *dst, const char *indent) {
+/* What one kernel of pointwise nodes computes: the nodes in order (a fuse group, or one
+ * node), the last one's output being the kernel's; the values they read from outside,
+ * in kernel-parameter order (in0, in1, ...). */
+typedef struct PwKernel {
+  const Node *const *node;
+  int n;
+  const Value *ext[CG_MAX_OPS];
+  int next;
+  const Value *out;
+} PwKernel;
+
+static int ext_index(const PwKernel *k, const Value *v) {
+  for (int e = 0; e < k->next; e++)
+    if (k->ext[e] == v)
+      return e;
+  return -1;
+}
+
+/* The member that defines v inside the kernel, or -1. */
+static int member_of(const PwKernel *k, const Value *v) {
+  for (int j = 0; j < k->n; j++)
+    if (v->kind == VK_NODE && v->def == k->node[j])
+      return j;
+  return -1;
+}
+
+/* The statements of one output element: every node in order, its operands loaded from
+ * the kernel's inputs (ext_fmt with the input's index twice: "in%d[o%d]", "a%d.e[j]") or
+ * from an earlier node's variable t<j> (which holds the value as memory would: rounding
+ * to the node's dtype is the same fused or not), the last stored to dst. A lone node's
+ * operands are x0, x1...; in a group, node j's are xj_0, xj_1... */
+static void emit_elements(Cg *cg, const PwKernel *k, const char *ext_fmt, const char *dst,
+                          const char *indent) {
   Buf *b = &cg->src;
-  DType out = n->out[0]->type.dtype;
-  for (int k = 0; k < n->nin; k++) {
-    DType t = n->in[k]->type.dtype;
-    if (n->op == OP_WHERE)
-      buf_printf(b, "%sconst %s x%d = %s;\n", indent, cg_ctype(t), k, src[k]);
+  for (int j = 0; j < k->n; j++) {
+    const Node *n = k->node[j];
+    Dom dom = op_domain(n);
+    const char *x[3];
+    for (int a = 0; a < n->nin; a++) {
+      const Value *v = n->in[a];
+      int m = member_of(k, v);
+      const char *src = m >= 0 ? cg_fmt(cg, "t%d", m) : cg_fmt(cg, ext_fmt, ext_index(k, v), ext_index(k, v));
+      DType t = v->type.dtype;
+      x[a] = k->n == 1 ? cg_fmt(cg, "x%d", a) : cg_fmt(cg, "x%d_%d", j, a);
+      if (n->op == OP_WHERE)
+        buf_printf(b, "%sconst %s %s = %s;\n", indent, cg_ctype(t), x[a], src);
+      else
+        buf_printf(b, "%sconst %s %s = %s;\n", indent, cg_dom_type(dom), x[a], cg_load(cg, t, dom, src));
+    }
+    const char *expr = result_expr(cg, n, dom, x);
+    DType out = n->out[0]->type.dtype;
+    const char *val = n->op == OP_WHERE ? expr
+                      : (op_info[n->op].flags & OPF_BOOL_OUT) ? cg_fmt(cg, "(gc_bool)%s", expr)
+                                                              : cg_store(cg, out, dom, expr);
+    if (j == k->n - 1)
+      buf_printf(b, "%s%s = %s;\n", indent, dst, val);
     else
-      buf_printf(b, "%sconst %s x%d = %s;\n", indent, cg_dom_type(dom), k,
-                 cg_load(cg, t, dom, src[k]));
+      buf_printf(b, "%sconst %s t%d = %s;\n", indent, cg_ctype(out), j, val);
   }
-  if (n->op == OP_WHERE)
-    buf_printf(b, "%s%s = %s;\n", indent, dst, expr);
-  else if (op_info[n->op].flags & OPF_BOOL_OUT)
-    buf_printf(b, "%s%s = (gc_bool)%s;\n", indent, dst, expr);
-  else
-    buf_printf(b, "%s%s = %s;\n", indent, dst, cg_store(cg, out, dom, expr));
 }
 
-/* The vector width: 16 bytes of the widest operand, when every operand is contiguous,
- * unbroadcast, and the element count divides; else 1. */
-static int vector_width(const Node *n) {
-  int64_t numel = cg_numel(n->out[0]);
-  size_t widest = dtype_size(n->out[0]->type.dtype);
-  for (int k = 0; k < n->nin; k++) {
-    if (cg_numel(n->in[k]) != numel)
+/* The vector width: 16 bytes of the widest operand in memory, when every input is
+ * contiguous and unbroadcast and the element count divides; else 1. */
+static int vector_width(const PwKernel *k) {
+  int64_t numel = cg_numel(k->out);
+  size_t widest = dtype_size(k->out->type.dtype);
+  for (int e = 0; e < k->next; e++) {
+    if (cg_numel(k->ext[e]) != numel)
       return 1;
-    size_t s = dtype_size(n->in[k]->type.dtype);
+    size_t s = dtype_size(k->ext[e]->type.dtype);
     widest = s > widest ? s : widest;
   }
   int v = (int)(16 / widest);
   return numel % v == 0 ? v : 1;
 }
 
-int cg_pointwise(Cg *cg, const Node *n) {
-  Dom dom = op_domain(n);
-  const char *expr = result_expr(cg, n, dom);
-  if (!expr)
-    return cg_error(cg, n, "op %s (node %d) on %s has no GPU kernel yet", op_info[n->op].name,
-                    n->id, dtype_name(n->in[0]->type.dtype));
-  const Value *y = n->out[0];
+static bool same_dims(const Value *a, const Value *b) {
+  if (a->type.shape.rank != b->type.shape.rank)
+    return false;
+  for (int i = 0; i < a->type.shape.rank; i++)
+    if (cg_dim(a, i) != cg_dim(b, i))
+      return false;
+  return true;
+}
+
+/* Checks what codegen fuses (passes/fuse.c makes nothing else, but a hand-written fuse
+ * attribute can ask for more) and collects the kernel's inputs. */
+static int plan_kernel(Cg *cg, PwKernel *k) {
+  const Node *root = k->node[k->n - 1];
+  k->out = root->out[0];
+  for (int j = 0; j < k->n; j++) {
+    const Node *n = k->node[j];
+    if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
+      return cg_error(cg, n, "fuse group %lld: node %d (%s) is not pointwise; codegen fuses "
+                      "pointwise nodes only", (long long)node_fuse_group(n), n->id,
+                      op_info[n->op].name);
+    if (!same_dims(n->out[0], k->out))
+      return cg_error(cg, n, "fuse group %lld: %%%s has another shape than the group's output "
+                      "%%%s; codegen fuses nodes of one shape", (long long)node_fuse_group(n),
+                      n->out[0]->name, k->out->name);
+    for (int a = 0; a < n->nin; a++) {
+      const Value *v = n->in[a];
+      if (member_of(k, v) >= 0 || ext_index(k, v) >= 0)
+        continue;
+      if (k->next == CG_MAX_OPS - 1)
+        return cg_error(cg, root, "fuse group %lld reads more than %d values from outside; a "
+                        "kernel takes at most %d", (long long)node_fuse_group(root),
+                        CG_MAX_OPS - 1, CG_MAX_OPS - 1);
+      k->ext[k->next++] = v;
+    }
+    const char *x[3] = {"x0", "x1", "x2"};
+    if (!result_expr(cg, n, op_domain(n), x))
+      return cg_error(cg, n, "op %s (node %d) on %s has no GPU kernel yet", op_info[n->op].name,
+                      n->id, dtype_name(n->in[0]->type.dtype));
+  }
+  return 0;
+}
+
+/* The kernel's name and signature: a lone node's as every node's (cg_kernel_begin), a
+ * group's named for every op in it, its comment listing the nodes. */
+static const char *begin_kernel(Cg *cg, const PwKernel *k, const char *note) {
+  const Node *root = k->node[k->n - 1];
+  if (k->n == 1)
+    return cg_kernel_begin(cg, root, note);
+  char ops[160] = "";
+  size_t at = 0;
+  for (int j = 0; j < k->n && j < 6; j++)
+    at += (size_t)snprintf(ops + at, sizeof ops - at, "%s%s", j ? "_" : "", op_info[k->node[j]->op].name);
+  if (k->n > 6)
+    snprintf(ops + at, sizeof ops - at, "_etc");
+  char *head = cg_fmt(cg, "fuse group %lld = nodes", (long long)node_fuse_group(root));
+  for (int j = 0; j < k->n; j++)
+    head = cg_fmt(cg, "%s%s %d %s", head, j ? "," : "", k->node[j]->id, op_info[k->node[j]->op].name);
+  head = cg_fmt(cg, "%s: ", head);
+  return cg_kernel_begin_values(cg, root, ops, head, k->ext, k->next, &k->out, 1, note);
+}
+
+static void kernel_step(Cg *cg, const PwKernel *k, const char *name, int64_t threads) {
+  const Node *root = k->node[k->n - 1];
+  if (k->n == 1)
+    cg_kernel_step(cg, root, name, cg_blocks(threads, CODEGEN_BLOCK), CODEGEN_BLOCK);
+  else
+    cg_kernel_step_values(cg, root, name, cg_blocks(threads, CODEGEN_BLOCK), CODEGEN_BLOCK,
+                          k->ext, k->next, &k->out, 1);
+}
+
+/* One kernel for nodes[0..n): a fuse group in node order, or one pointwise node. */
+int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
+  PwKernel k = {.node = nodes, .n = n};
+  if (plan_kernel(cg, &k))
+    return -1;
+  const Value *y = k.out;
   int64_t numel = cg_numel(y);
-  int v = vector_width(n);
+  int v = vector_width(&k);
   Buf *b = &cg->src;
-  const char *src[3];
   if (v > 1) {
     int64_t nvec = numel / v;
-    const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "contiguous: %" PRId64 " vectors of %d elements", nvec, v));
+    const char *name = begin_kernel(cg, &k, cg_fmt(cg, "contiguous: %" PRId64 " vectors of %d elements", nvec, v));
     buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(nvec));
-    for (int k = 0; k < n->nin; k++)
-      buf_printf(b, "  typedef gc_vec<%s, %d> v%d_t;\n", cg_ctype(n->in[k]->type.dtype), v, k);
+    for (int e = 0; e < k.next; e++)
+      buf_printf(b, "  typedef gc_vec<%s, %d> v%d_t;\n", cg_ctype(k.ext[e]->type.dtype), v, e);
     buf_printf(b, "  typedef gc_vec<%s, %d> w_t;\n", cg_ctype(y->type.dtype), v);
     buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", nvec);
-    for (int k = 0; k < n->nin; k++)
-      buf_printf(b, "    const v%d_t a%d = ((const v%d_t *)in%d)[i];\n", k, k, k, k);
+    for (int e = 0; e < k.next; e++)
+      buf_printf(b, "    const v%d_t a%d = ((const v%d_t *)in%d)[i];\n", e, e, e, e);
     buf_puts(b, "    w_t w;\n#pragma unroll\n");
     buf_printf(b, "    for (int j = 0; j < %d; j++) {\n", v);
-    for (int k = 0; k < n->nin; k++)
-      src[k] = cg_fmt(cg, "a%d.e[j]", k);
-    emit_element(cg, n, dom, expr, src, "w.e[j]", "      ");
+    emit_elements(cg, &k, "a%d.e[j]", "w.e[j]", "      ");
     buf_puts(b, "    }\n    ((w_t *)out0)[i] = w;\n  }\n}\n");
-    cg_kernel_step(cg, n, name, cg_blocks(nvec, CODEGEN_BLOCK), CODEGEN_BLOCK);
+    kernel_step(cg, &k, name, nvec);
     return 0;
   }
   /* Broadcasting through baked strides, after merging dims every operand walks alike. */
@@ -239,17 +344,17 @@ int cg_pointwise(Cg *cg, const Node *n) {
   for (int i = 0; i < y->type.shape.rank; i++)
     dims[i] = cg_dim(y, i);
   space_init(&s, y->type.shape.rank, dims);
-  for (int k = 0; k < n->nin; k++)
-    space_add_bcast(&s, &n->in[k]->type.shape);
+  for (int e = 0; e < k.next; e++)
+    space_add_bcast(&s, &k.ext[e]->type.shape);
   space_coalesce(&s);
-  const char *name = cg_kernel_begin(cg, n, NULL);
+  const char *name = begin_kernel(cg, &k, NULL);
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(numel));
   buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", numel);
   space_emit_offsets(cg, &s, "i", "o", "    ");
-  for (int k = 0; k < n->nin; k++)
-    src[k] = cg_fmt(cg, "in%d[o%d]", k, k);
-  emit_element(cg, n, dom, expr, src, "out0[i]", "    ");
+  emit_elements(cg, &k, "in%d[o%d]", "out0[i]", "    ");
   buf_puts(b, "  }\n}\n");
-  cg_kernel_step(cg, n, name, cg_blocks(numel, CODEGEN_BLOCK), CODEGEN_BLOCK);
+  kernel_step(cg, &k, name, numel);
   return 0;
 }
+
+int cg_pointwise(Cg *cg, const Node *n) { return cg_pointwise_group(cg, &n, 1); }

@@ -51,6 +51,7 @@ typedef struct Options {
   const Pass *passes[MAX_PASSES];
   int npasses;
   bool passes_given; /* --passes was on the command line */
+  bool no_fuse;      /* --no-fuse: leave the fuse pass out */
   bool print_after_all;
   bool report; /* -v, --report */
   const char *dump_dir;
@@ -116,6 +117,7 @@ static void print_help(void) {
          "                          default none: the input in canonical form)\n"
          "  --passes=a,b,...        run exactly these passes ('--passes=' runs none); without\n"
          "                          it the default pipeline runs, except with --emit=ir\n"
+         "  --no-fuse               the default pipeline without fuse: one kernel per node\n"
          "  --print-after-all       print the IR to stderr before the first pass and after\n"
          "                          each pass\n"
          "  --dump-ir=DIR           write DIR/00-input.gir, DIR/01-<pass>.gir, ...\n"
@@ -278,6 +280,9 @@ static int check_mode(const Options *o) {
 /* The pass list: --passes if given, else the default pipeline, except that --emit=ir
  * alone prints the input as it is (like mlir-opt). */
 static int choose_passes(Options *o, const char *passes_arg) {
+  if (passes_arg && o->no_fuse)
+    return usage_error("--no-fuse leaves fuse out of the default pipeline; with --passes, "
+                       "name the passes you want");
   if (passes_arg) {
     Diag d = {0};
     o->npasses = pass_parse_list(passes_arg, o->passes, MAX_PASSES, &d);
@@ -293,7 +298,8 @@ static int choose_passes(Options *o, const char *passes_arg) {
   if (o->mode == MODE_COMPILE && o->emit && !strcmp(o->emit, "ir"))
     return 0;
   for (int i = 0; pass_default_pipeline[i] && i < MAX_PASSES; i++)
-    o->passes[o->npasses++] = pass_default_pipeline[i];
+    if (!(o->no_fuse && pass_default_pipeline[i] == &pass_fuse))
+      o->passes[o->npasses++] = pass_default_pipeline[i];
   return 0;
 }
 
@@ -334,6 +340,8 @@ static int parse_args(int argc, char **argv, Options *o) {
       o->report = true;
     } else if (!strcmp(a, "--cpu")) {
       o->cpu = true;
+    } else if (!strcmp(a, "--no-fuse")) {
+      o->no_fuse = true;
     } else if (!strcmp(a, "--check-ops")) {
       o->check_ops = true;
     } else if ((v = option_value(a, "--shape", argc, argv, &i, &missing))) {

@@ -591,6 +591,11 @@ const Attr *attr_find(const Node *n, const char *name) {
   return NULL;
 }
 
+int64_t node_fuse_group(const Node *n) {
+  const Attr *a = attr_find(n, IR_ATTR_FUSE);
+  return a && a->kind == AK_INT ? a->i : 0;
+}
+
 /* The node's attribute, else the schema default, else NULL. */
 static const Attr *attr_or_default(const Node *n, const char *name) {
   const Attr *a = attr_find(n, name);

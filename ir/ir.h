@@ -309,6 +309,13 @@ Attr attr_make_string(const char *name, const char *s);
 Attr attr_make_ints(const char *name, const int64_t *v, int n); /* v must outlive use */
 Attr attr_make_floats(const char *name, const double *v, int n); /* v must outlive use */
 
+/* The one attribute every op accepts: `fuse = K` (an int, 1 or more) puts the node in
+ * fuse group K, whose nodes the GPU runs as one kernel (passes/fuse.c). It changes
+ * nothing about what a node computes: the reference executor ignores it. Only a group's
+ * last node (its root) may have outputs used outside the group. */
+#define IR_ATTR_FUSE "fuse"
+int64_t node_fuse_group(const Node *n); /* K, or 0 when the node has no fuse attribute */
+
 /* Rewriting. */
 void graph_replace_uses(Graph *g, Value *old, Value *repl); /* node inputs and outputs */
 int graph_count_uses(const Graph *g, const Value *v);        /* node inputs + graph outputs */

@@ -22,6 +22,15 @@ int ir_check_attrs(const Node *n, Diag *d) {
     const Attr *a = &n->attrs[i];
     if (!a->name)
       return diag_error(d, n->loc, "attribute %d of %s has no name", i, op);
+    if (!strcmp(a->name, IR_ATTR_FUSE)) {
+      if (a->kind != AK_INT || a->i < 1)
+        return diag_error(d, n->loc, "attribute '" IR_ATTR_FUSE "' of %s must be an int of 1 "
+                          "or more (a fuse group)", op);
+      for (int j = 0; j < i; j++)
+        if (!strcmp(n->attrs[j].name, a->name))
+          return diag_error(d, n->loc, "attribute '%s' of %s is given twice", a->name, op);
+      continue;
+    }
     int k = 0;
     while (k < ns && strcmp(sp[k].name, a->name))
       k++;
@@ -382,6 +391,54 @@ static int verify_node(const Graph *g, VState *s, int at, Type *tmp, Diag *d) {
   return 0;
 }
 
+/* Fuse groups (IR_ATTR_FUSE): a value defined in a group by a node other than the
+ * group's last one is used only inside the group, and is no graph output. */
+static int check_fuse_groups(const Graph *g, Diag *d) {
+  int *root = malloc(sizeof *root * (size_t)(g->nnodes + 1));
+  int *at = malloc(sizeof *at * (size_t)(g->next_node_id + 1));
+  if (!root || !at) {
+    free(root);
+    free(at);
+    return diag_error(d, g->loc, "out of memory");
+  }
+  /* root[i]: the position of the last node of node i's group (-1: no group). */
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    int64_t k = node_fuse_group(g->nodes[i]);
+    root[i] = -1;
+    at[g->nodes[i]->id] = i;
+    for (int j = g->nnodes - 1; k && j > i && root[i] < 0; j--)
+      if (node_fuse_group(g->nodes[j]) == k)
+        root[i] = root[j];
+    if (k && root[i] < 0)
+      root[i] = i;
+  }
+  int rc = 0;
+  for (int i = 0; i < g->nnodes + g->noutputs && !rc; i++) {
+    const Node *user = i < g->nnodes ? g->nodes[i] : NULL;
+    int nin = user ? user->nin : 1;
+    for (int k = 0; k < nin && !rc; k++) {
+      const Value *v = user ? user->in[k] : g->outputs[i - g->nnodes];
+      if (!v || v->kind != VK_NODE)
+        continue;
+      int p = at[v->def->id];
+      int64_t grp = node_fuse_group(v->def);
+      if (!grp || root[p] == p || (user && node_fuse_group(user) == grp))
+        continue;
+      const Node *r = g->nodes[root[p]];
+      if (user)
+        rc = node_error(d, user, "%%%s is inside fuse group %lld (its last node defines %%%s) "
+                        "but used outside it", v->name, (long long)grp, r->out[0]->name);
+      else
+        rc = diag_error(d, g->loc, "graph output %%%s is inside fuse group %lld (its last node "
+                        "defines %%%s): only the last node's outputs may leave a group",
+                        v->name, (long long)grp, r->out[0]->name);
+    }
+  }
+  free(root);
+  free(at);
+  return rc;
+}
+
 int ir_verify(const Graph *g, Diag *d) {
   int nid = g->next_value_id > 0 ? g->next_value_id : 1, rc = -1, maxout = 1;
   VState s = {calloc((size_t)nid, 1), malloc(sizeof(int) * (size_t)nid), nid};
@@ -452,7 +509,7 @@ int ir_verify(const Graph *g, Diag *d) {
       goto out;
     }
   }
-  rc = 0;
+  rc = check_fuse_groups(g, d);
   goto out;
 oom:
   diag_error(d, g->loc, "out of memory");

@@ -39,5 +39,6 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
 /* The passes. */
 extern const Pass pass_dce;       /* dead-code elimination */
 extern const Pass pass_constfold; /* constant folding through the reference executor */
+extern const Pass pass_fuse;      /* pointwise chains into fuse groups (one kernel each) */
 
 #endif

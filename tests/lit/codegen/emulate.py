@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The generated kernels of one-node graphs, run on the CPU, against the reference executor.
+"""The generated kernels of small graphs, run on the CPU, against the reference executor.
 
-No GPU in CI, so each case's CUDA C (`gpucc G --emit=cuda --passes=`) is compiled as C++
+No GPU in CI, so each case's CUDA C (`gpucc G --emit=cuda --passes=`, or with the fuse pass
+for the fused cases: one kernel for a chain of pointwise nodes) is compiled as C++
 with a small host shim: a block is 256 OS threads, __syncthreads a barrier of them,
 __shfl_*_sync an exchange through a per-warp slot and barrier, __shared__ a static (blocks
 run one after the other), and every kernel is launched on a grid of 3 blocks (the kernels
@@ -86,10 +87,21 @@ DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "i
           "uint8": "u8", "bool": "bool"}
 
 
+BYTES = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
+         "f16": 2, "bf16": 2}
+KERNEL = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)"
+                    r"(?:.|\n)*?__launch_bounds__\(256\) (\w+)\(")
+VALUE = re.compile(r"%(\w+): (\w+)\[([0-9, ]*)\]")
+
+
+def first_kernel(src):
+    return re.search(r"\n/\* (node \d+:|fuse group \d+ =)", src).start()
+
+
 def host_preamble(src):
     """gpucc's preamble without the PTX conversions of f16 and bf16."""
     out, skip = [], False
-    for line in src[:src.index("\n/* node")].splitlines():
+    for line in src[:first_kernel(src)].splitlines():
         if line.startswith("__device__ __forceinline__ gc_bf16 gc_d2bf"):
             skip = True
         if not skip and "asm(" not in line:
@@ -99,41 +111,59 @@ def host_preamble(src):
     return "\n".join(out) + "\n"
 
 
-def host_main(d, src, operands, inputs, expect):
-    """main(): reads the operands, launches every kernel in order, writes the outputs."""
+def host_main(d, src, inputs, outs, expect):
+    """main(): reads the inputs, launches every kernel in order on buffers named after the
+    values in each kernel's comment (its parameters in0.., out0.. in that order), writes
+    the outputs."""
     lines = ["int main() {"]
-    for i, name in enumerate(operands):
-        a = np.ascontiguousarray(inputs[name])
-        a.tofile(os.path.join(d, f"in{i}.bin"))
-        lines.append(f'  static unsigned char b_in{i}[{a.nbytes} + 16];')
-        lines.append(f'  {{ FILE *f = fopen("{d}/in{i}.bin", "rb"); '
-                     f'if (!f || fread(b_in{i}, 1, {a.nbytes}, f) != {a.nbytes}) return 2; fclose(f); }}')
-    for i, e in enumerate(expect):
-        lines.append(f"  static unsigned char b_out{i}[{e.nbytes} + 16];")
-    for kernel, params in re.findall(r"__launch_bounds__\(256\) (\w+)\(([^)]*)\)", src):
+    sizes = {}
+    kernels = []
+    for ins, outv, kernel in KERNEL.findall(src):
+        names = []
+        for seg in (ins, outv):
+            for name, dt, dims in VALUE.findall(seg):
+                n = 1
+                for x in dims.replace(" ", "").split(","):
+                    n *= int(x) if x else 1
+                sizes[name] = max(sizes.get(name, 0), n * BYTES[dt])
+                names.append(name)
+        kernels.append((kernel, names))
+    for name, nbytes in sizes.items():
+        lines.append(f"  static unsigned char b_{name}[{nbytes} + 16];")
+    for name, a in inputs.items():
+        a = np.ascontiguousarray(a)
+        a.tofile(os.path.join(d, f"in_{name}.bin"))
+        if name in sizes:
+            lines.append(f'  {{ FILE *f = fopen("{d}/in_{name}.bin", "rb"); '
+                         f'if (!f || fread(b_{name}, 1, {a.nbytes}, f) != {a.nbytes}) return 2; fclose(f); }}')
+    for kernel, names in kernels:
+        params = re.search(r"__launch_bounds__\(256\) " + kernel + r"\(([^)]*)\)", src).group(1)
         args = []
         for p in params.split(","):
             m = re.match(r"\s*(const )?(\w+) \*__restrict__ (in|out)(\d+)", p)
-            args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{m.group(3)}{m.group(4)}")
+            args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
         lines.append(f"  gc_launch([&] {{ {kernel}({', '.join(args)}); }});")
-    for i, e in enumerate(expect):
-        lines.append(f'  {{ FILE *f = fopen("{d}/out{i}.bin", "wb"); fwrite(b_out{i}, 1, {e.nbytes}, f); fclose(f); }}')
+    for i, (o, e) in enumerate(zip(outs, expect)):
+        lines.append(f'  {{ FILE *f = fopen("{d}/out{i}.bin", "wb"); fwrite(b_{o}, 1, {e.nbytes}, f); fclose(f); }}')
     lines.append("  return 0;\n}\n")
     return "\n".join(lines)
 
 
 def run_case(gpucc, tmp, name, inputs, stmt):
-    """(ok, message) for the graph of one statement over the given inputs."""
+    """(ok, message) for the graph of the statements (lines) over the given inputs; the
+    last statement's results are the outputs. A case whose name starts with "fused_" runs
+    the fuse pass, so its nodes become one kernel."""
     d = os.path.join(tmp, name)
     os.makedirs(d, exist_ok=True)
     sig = ", ".join(f"%{k}: {DTYPES[str(v.dtype)]}[{', '.join(map(str, v.shape))}]"
                     for k, v in inputs.items())
-    lhs, rhs = stmt.split(" = ", 1)
+    lhs = stmt.splitlines()[-1].split(" = ", 1)[0]
     outs = [o.strip()[1:] for o in lhs.split(",")]
-    operands = re.findall(r"%(\w+)", rhs.split(")")[0])
+    passes = "--passes=fuse" if name.startswith("fused_") else "--passes="
     gir = os.path.join(d, "g.gir")
+    body = "\n  ".join(stmt.splitlines())
     with open(gir, "w") as f:
-        f.write(f"graph g({sig}) {{\n  {stmt}\n  return {lhs}\n}}\n")
+        f.write(f"graph g({sig}) {{\n  {body}\n  return {lhs}\n}}\n")
     args = []
     for k, v in inputs.items():
         np.save(os.path.join(d, k + ".npy"), v)
@@ -143,14 +173,16 @@ def run_case(gpucc, tmp, name, inputs, stmt):
     if r.returncode:
         return False, "reference: " + r.stderr
     expect = [np.load(os.path.join(d, o + ".npy")) for o in outs]
-    r = subprocess.run([gpucc, gir, "--emit=cuda", "--passes="], capture_output=True, text=True)
+    r = subprocess.run([gpucc, gir, "--emit=cuda", passes], capture_output=True, text=True)
     if r.returncode:
         return False, "codegen: " + r.stderr
     src = r.stdout
+    if name.startswith("fused_") and src.count("__launch_bounds__") != 1:
+        return False, "the fuse pass left more than one kernel"
     cpp = os.path.join(d, "k.cpp")
     with open(cpp, "w") as f:
-        f.write(HOST + host_preamble(src) + src[src.index("\n/* node"):] + "\n" +
-                host_main(d, src, operands, inputs, expect))
+        f.write(HOST + host_preamble(src) + src[first_kernel(src):] + "\n" +
+                host_main(d, src, inputs, outs, expect))
     exe = os.path.join(d, "k")
     r = subprocess.run(["g++", "-std=c++20", "-pthread", "-O1", "-w", "-o", exe, cpp],
                        capture_output=True, text=True)
@@ -311,6 +343,14 @@ def cases():
         ("max_unpool", {"x": f(1, 2, 2, 3), "i": np.array([[[[0, 3, 17], [6, 22, 11]], [[24, 31, 39], [40, 47, 44]]]], np.int64)}, "%y = max_unpool(%x, %i) {kernel_shape = [2, 2], strides = [2, 2]}"),
         ("max_unpool_output_shape", {"x": f(1, 1, 2, 2), "i": np.array([[[[0, 5], [10, 15]]]], np.int32)}, "%y = max_unpool(%x, %i) {kernel_shape = [2, 2], strides = [2, 2], output_shape = [1, 1, 5, 6]}"),
         ("reverse_sequence_batch_first", {"x": mi, "l": np.array([4, 0, 2], np.int32)}, "%y = reverse_sequence(%x, %l) {batch_axis = 0, time_axis = 1}"),
+        # fuse groups: one kernel each (run_case checks), broadcast and vector paths
+        ("fused_bias_gelu", {"x": x, "b": f(10)}, "%t = add(%x, %b)\n%y = gelu(%t)"),
+        ("fused_erf_gelu", {"x": x, "h": np.array(0.5, np.float32), "r": np.array(1.4142135, np.float32), "o": np.array(1, np.float32)},
+         "%d = div(%x, %r)\n%e = erf(%d)\n%a = add(%e, %o)\n%m = mul(%x, %a)\n%y = mul(%m, %h)"),
+        ("fused_vector_chain", {"x": x, "z": f(2, 4, 9, 10)}, "%a = mul(%x, %z)\n%b = sigmoid(%a)\n%y = sub(%b, %z)"),
+        ("fused_compare_where_cast", {"x": xn, "z": f(2, 4, 9, 10)}, '%c = greater(%x, %z)\n%w = where(%c, %x, %z)\n%y = cast(%w) {to = "i32"}'),
+        ("fused_int_square", {"i": mi, "j": ints(-9, 9, (4, 6), np.int32)}, "%a = add(%i, %j)\n%y = mul(%a, %a)"),
+        ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
 

@@ -1,0 +1,182 @@
+/* fuse.c: pointwise fusion. Chains of pointwise nodes (with broadcasting, casts and
+ * constants) become one fuse group (IR_ATTR_FUSE), which codegen turns into one kernel:
+ * the values inside a group live in registers and never reach memory.
+ *
+ * A producer joins its consumer's group when
+ *   - both are pointwise with one output, and the producer's output has the shape of the
+ *     consumer's (a value broadcast inside a kernel would be computed again per use);
+ *   - every use of the producer's output is by that consumer, and it is no graph output
+ *     (a value needed elsewhere must be written anyway: fusing would compute it twice);
+ *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside.
+ * Nodes are visited in order, so a group grows from its first node to its last, which is
+ * its root: the one node whose output leaves the group. Groups of one node get no
+ * attribute. The pass renumbers every group 1, 2, ... in the order of their roots, so it
+ * can run again on its own output. */
+#include "passes/passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* codegen's kernels take at most 8 operands: the inputs and the one output. */
+enum { FUSE_MAX_INPUTS = 7 };
+
+typedef struct Fuse {
+  const Graph *g;
+  int *group; /* per node position: the position of its group's representative */
+  int *at;    /* per node id: its position in g->nodes */
+} Fuse;
+
+static int find(Fuse *f, int i) {
+  while (f->group[i] != i)
+    i = f->group[i] = f->group[f->group[i]];
+  return i;
+}
+
+static bool fusable(const Node *n) {
+  return (op_info[n->op].flags & OPF_POINTWISE) && n->nout == 1;
+}
+
+/* Distinct values read from outside the group of position r, were position p's group
+ * merged into it. */
+static int outside_inputs(Fuse *f, int r, int p) {
+  const Value *seen[FUSE_MAX_INPUTS + 2];
+  int n = 0;
+  for (int i = 0; i < f->g->nnodes && n <= FUSE_MAX_INPUTS; i++) {
+    int gi = find(f, i);
+    if (gi != r && gi != p)
+      continue;
+    const Node *m = f->g->nodes[i];
+    for (int k = 0; k < m->nin && n <= FUSE_MAX_INPUTS; k++) {
+      const Value *v = m->in[k];
+      if (!v)
+        continue;
+      if (v->kind == VK_NODE) {
+        int gd = find(f, f->at[v->def->id]);
+        if (gd == r || gd == p)
+          continue;
+      }
+      bool dup = false;
+      for (int j = 0; j < n && !dup; j++)
+        dup = seen[j] == v;
+      if (!dup)
+        seen[n++] = v;
+    }
+  }
+  return n;
+}
+
+static bool only_used_by(const Graph *g, const Value *v, const Node *user) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == v)
+      return false;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *m = g->nodes[i];
+    if (m == user)
+      continue;
+    for (int k = 0; k < m->nin; k++)
+      if (m->in[k] == v)
+        return false;
+  }
+  return true;
+}
+
+static bool same_shape(const Value *a, const Value *b) {
+  if (a->type.shape.rank != b->type.shape.rank)
+    return false;
+  for (int i = 0; i < a->type.shape.rank; i++)
+    if (!dim_eq(a->type.shape.dims[i], b->type.shape.dims[i]))
+      return false;
+  return true;
+}
+
+/* Sets (or clears, for k 0) node n's fuse attribute. */
+static void set_group(Graph *g, Node *n, int64_t k) {
+  int at = -1;
+  for (int i = 0; i < n->nattr; i++)
+    if (!strcmp(n->attrs[i].name, IR_ATTR_FUSE))
+      at = i;
+  if (at >= 0 && k) {
+    n->attrs[at].i = k;
+  } else if (at >= 0) {
+    n->attrs[at] = n->attrs[--n->nattr];
+  } else if (k) {
+    Attr *a = arena_alloc(g->arena, sizeof *a * (size_t)(n->nattr + 1));
+    memcpy(a, n->attrs, sizeof *a * (size_t)n->nattr);
+    a[n->nattr++] = attr_make_int(IR_ATTR_FUSE, k);
+    n->attrs = a;
+  }
+}
+
+static int run_fuse(Graph *g, PassContext *ctx) {
+  Fuse f = {g, malloc(sizeof(int) * (size_t)(g->nnodes + 1)),
+            malloc(sizeof(int) * (size_t)(g->next_node_id + 1))};
+  int *size = calloc((size_t)g->nnodes + 1, sizeof *size);
+  int64_t *id = calloc((size_t)g->nnodes + 1, sizeof *id);
+  if (!f.group || !f.at || !size || !id) {
+    free(f.group);
+    free(f.at);
+    free(size);
+    free(id);
+    return diag_error(ctx->diag, g->loc, "fuse: out of memory");
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    f.group[i] = i;
+    f.at[g->nodes[i]->id] = i;
+  }
+  int limited = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!fusable(n))
+      continue;
+    for (int k = 0; k < n->nin; k++) {
+      Value *v = n->in[k];
+      if (!v || v->kind != VK_NODE || !fusable(v->def))
+        continue;
+      int p = find(&f, f.at[v->def->id]), r = find(&f, i);
+      if (p == r || !same_shape(v, n->out[0]) || !only_used_by(g, v, n))
+        continue;
+      if (outside_inputs(&f, r, p) > FUSE_MAX_INPUTS) {
+        limited++;
+        continue;
+      }
+      f.group[p] = r;
+    }
+  }
+  /* Groups of two or more, numbered in the order of their last node (root). */
+  for (int i = 0; i < g->nnodes; i++)
+    size[find(&f, i)]++;
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    int r = find(&f, i);
+    if (size[r] > 1 && !id[r])
+      id[r] = -(int64_t)i - 1; /* the root's position, numbered below */
+  }
+  int64_t next = 0;
+  int fused = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    int r = find(&f, i);
+    if (id[r] == -(int64_t)i - 1)
+      id[r] = ++next;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    int r = find(&f, i);
+    int64_t k = size[r] > 1 ? id[r] : 0;
+    if (node_fuse_group(g->nodes[i]) != k)
+      fused++;
+    set_group(g, g->nodes[i], k);
+  }
+  ctx->changes += fused;
+  if (next || limited)
+    snprintf(ctx->note, sizeof ctx->note, "%lld groups of pointwise nodes%s", (long long)next,
+             limited ? "; some merges left out: a kernel reads at most 7 inputs" : "");
+  free(f.group);
+  free(f.at);
+  free(size);
+  free(id);
+  return 0;
+}
+
+const Pass pass_fuse = {
+    .name = "fuse",
+    .summary = "group chains of pointwise nodes into one GPU kernel each (fuse = K)",
+    .run = run_fuse,
+};
