@@ -14,6 +14,8 @@ typedef struct Buf {
 void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_puts(Buf *b, const char *s);
 
+typedef struct PwKernel PwKernel; /* pointwise.c */
+
 typedef struct Cg {
   const Graph *g;
   Arena *arena; /* the Program's */
@@ -21,6 +23,7 @@ typedef struct Cg {
   Step *steps;
   int nsteps, cap;
   Diag *d;
+  PwKernel *epi; /* while an anchor's kernel is generated: its fuse group's epilogue */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers
@@ -98,6 +101,20 @@ bool space_is_identity(const Space *s, int op); /* operand op is offset i itself
 void space_emit_offsets(Cg *cg, const Space *s, const char *i, const char *p,
                         const char *indent);
 void contiguous_strides(int rank, const int64_t *dims, int64_t *strides);
+
+/* Epilogues (pointwise.c): a fuse group whose first node is not pointwise (a conv) is
+ * that node's kernel, the group's pointwise nodes applied to each output element before
+ * the store. cg_epilogue_begin plans it (nodes[0] the anchor); while it is active the
+ * anchor's cg_kernel_begin and cg_kernel_step take the epilogue's inputs (parameters
+ * after the anchor's own) and the group's output as out0, and its generator writes each
+ * output element with cg_store_out(cg, n, "i", value) (plain `out0[i] = value;` when no
+ * epilogue is active). cg_epilogue_end fails if the generator never called it. */
+int cg_epilogue_begin(Cg *cg, const Node *const *nodes, int n);
+int cg_epilogue_end(Cg *cg);
+const PwKernel *cg_epilogue_of(const Cg *cg, const Node *n); /* NULL: none for n */
+void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next,
+                          const Value *const **out, const Node *const **nodes, int *n);
+void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent);
 
 /* The op families, one file each. */
 int cg_pointwise(Cg *cg, const Node *n);

@@ -406,13 +406,54 @@ static const char *kernel_name(Cg *cg, const Node *n, const char *ops) {
   return part[0] ? cg_fmt(cg, "k%d_%s_%s", n->id, ops, part) : cg_fmt(cg, "k%d_%s", n->id, ops);
 }
 
+/* n's inputs followed by its epilogue's (when one is active), and the outputs. */
+static void kernel_operands(Cg *cg, const Node *n, const Value *const **in, int *nin,
+                            const Value *const **out, int *nout) {
+  const PwKernel *k = cg_epilogue_of(cg, n);
+  *in = (const Value *const *)n->in;
+  *nin = n->nin;
+  *out = (const Value *const *)n->out;
+  *nout = n->nout;
+  if (!k)
+    return;
+  const Value *const *ext;
+  const Node *const *nodes;
+  int next, nn;
+  cg_epilogue_operands(k, &ext, &next, out, &nodes, &nn);
+  *nout = 1;
+  const Value **all = arena_alloc(cg->arena, sizeof *all * (size_t)(n->nin + next + 1));
+  memcpy(all, n->in, sizeof *all * (size_t)n->nin);
+  memcpy(all + n->nin, ext, sizeof *all * (size_t)next);
+  *in = all;
+  *nin = n->nin + next;
+}
+
 const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const char *note) {
-  const char *name = kernel_name(cg, n, op_info[n->op].name);
+  const Value *const *in, *const *out;
+  int nin, nout;
+  kernel_operands(cg, n, &in, &nin, &out, &nout);
+  const char *ops = op_info[n->op].name, *head = cg_fmt(cg, "node %d: %s", n->id, ops);
+  const Node *named = n;
+  const PwKernel *k = cg_epilogue_of(cg, n);
+  if (k) {
+    /* k<id of the group's last node>_conv_add_relu_<its output>, like a pointwise group */
+    const Value *const *ext;
+    const Node *const *nodes;
+    int next, nn;
+    cg_epilogue_operands(k, &ext, &next, &out, &nodes, &nn);
+    head = cg_fmt(cg, "fuse group %lld = nodes %d %s", (long long)node_fuse_group(n), n->id, ops);
+    for (int j = 0; j < nn; j++) {
+      head = cg_fmt(cg, "%s, %d %s", head, nodes[j]->id, op_info[nodes[j]->op].name);
+      if (j < 5)
+        ops = cg_fmt(cg, "%s_%s", ops, op_info[nodes[j]->op].name);
+    }
+    head = cg_fmt(cg, "%s: ", head);
+    named = nodes[nn - 1];
+  }
+  const char *name = kernel_name(cg, named, ops);
   if (stage)
     name = cg_fmt(cg, "%s_%s", name, stage);
-  const char *head = cg_fmt(cg, "node %d: %s", n->id, op_info[n->op].name);
-  return kernel_begin(cg, name, head, (const Value *const *)n->in, n->nin,
-                      (const Value *const *)n->out, n->nout, note);
+  return kernel_begin(cg, name, head, in, nin, out, nout, note);
 }
 
 const char *cg_kernel_begin_values(Cg *cg, const Node *n, const char *ops, const char *head,
@@ -465,8 +506,10 @@ void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned gri
 }
 
 void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block) {
-  cg_kernel_step_values(cg, n, name, grid, block, (const Value *const *)n->in, n->nin,
-                        (const Value *const *)n->out, n->nout);
+  const Value *const *in, *const *out;
+  int nin, nout;
+  kernel_operands(cg, n, &in, &nin, &out, &nout);
+  cg_kernel_step_values(cg, n, name, grid, block, in, nin, out, nout);
 }
 
 /* ---------------------------------------------------------------- the preamble */
@@ -653,8 +696,11 @@ static int check_graph(Cg *cg) {
 
 /* ---------------------------------------------------------------- the driver */
 
+static int gen_op(Cg *cg, const Node *n);
+
 /* A fuse group's kernel, at its root (the group's last node, at position `at`); the
- * other nodes of the group have nothing of their own. */
+ * other nodes of the group have nothing of their own. A group that starts with a node
+ * of another kind is that node's kernel with the rest as its epilogue. */
 static int gen_group(Cg *cg, int at) {
   const Graph *g = cg->g;
   int64_t k = node_fuse_group(g->nodes[at]);
@@ -666,7 +712,12 @@ static int gen_group(Cg *cg, int at) {
   for (int i = 0; i <= at; i++)
     if (node_fuse_group(g->nodes[i]) == k)
       members[n++] = g->nodes[i];
-  return cg_pointwise_group(cg, members, n);
+  if (n == 1 || (op_info[members[0]->op].flags & OPF_POINTWISE))
+    return cg_pointwise_group(cg, members, n);
+  if (cg_epilogue_begin(cg, members, n))
+    return -1;
+  int rc = gen_op(cg, members[0]);
+  return cg_epilogue_end(cg) || rc ? -1 : 0;
 }
 
 static int gen_node(Cg *cg, int at) {
@@ -681,6 +732,11 @@ static int gen_node(Cg *cg, int at) {
   }
   if (node_fuse_group(n))
     return gen_group(cg, at);
+  return gen_op(cg, n);
+}
+
+/* The kernels, GEMMs or alias of one node. */
+static int gen_op(Cg *cg, const Node *n) {
   switch (n->op) {
   case OP_IDENTITY: case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_FLATTEN: {
     Step *s = cg_add_step(cg, STEP_ALIAS, n);

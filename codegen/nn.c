@@ -153,7 +153,7 @@ static int gen_conv(Cg *cg, const Node *n) {
     buf_puts(b, "}\n");
   }
   buf_puts(b, "    }\n");
-  buf_printf(b, "    out0[i] = %s;\n", cg_store(cg, y->type.dtype, dom, "acc"));
+  cg_store_out(cg, n, "i", cg_store(cg, y->type.dtype, dom, "acc"), "    ");
   cg_loop_end(cg, n, name, numel);
   return 0;
 }

@@ -169,13 +169,20 @@ static const char *result_expr(Cg *cg, const Node *n, Dom dom, const char *const
 /* What one kernel of pointwise nodes computes: the nodes in order (a fuse group, or one
  * node), the last one's output being the kernel's; the values they read from outside,
  * in kernel-parameter order (in0, in1, ...). */
-typedef struct PwKernel {
+struct PwKernel {
   const Node *const *node;
   int n;
+  const Node *anchor; /* an epilogue's: the node whose kernel computes the value the
+                         nodes start from (a conv); NULL in a pointwise kernel */
   const Value *ext[CG_MAX_OPS];
   int next;
+  int base;           /* ext[e] is kernel parameter in<base + e> */
   const Value *out;
-} PwKernel;
+  const char *pre;    /* prefix of the generated variables ("" or "f": no clash with the
+                         anchor kernel's own) */
+  bool stored;        /* an epilogue: the anchor's kernel called cg_store_out */
+};
+typedef struct PwKernel PwKernel;
 
 static int ext_index(const PwKernel *k, const Value *v) {
   for (int e = 0; e < k->next; e++)
@@ -184,8 +191,10 @@ static int ext_index(const PwKernel *k, const Value *v) {
   return -1;
 }
 
-/* The member that defines v inside the kernel, or -1. */
+/* The member that defines v inside the kernel, -2 for the anchor's output, or -1. */
 static int member_of(const PwKernel *k, const Value *v) {
+  if (k->anchor && v == k->anchor->out[0])
+    return -2;
   for (int j = 0; j < k->n; j++)
     if (v->kind == VK_NODE && v->def == k->node[j])
       return j;
@@ -206,10 +215,12 @@ static void emit_elements(Cg *cg, const PwKernel *k, const char *ext_fmt, const 
     const char *x[3];
     for (int a = 0; a < n->nin; a++) {
       const Value *v = n->in[a];
-      int m = member_of(k, v);
-      const char *src = m >= 0 ? cg_fmt(cg, "t%d", m) : cg_fmt(cg, ext_fmt, ext_index(k, v), ext_index(k, v));
+      int m = member_of(k, v), e = ext_index(k, v);
+      const char *src = m >= 0 ? cg_fmt(cg, "%st%d", k->pre, m)
+                        : m == -2 ? cg_fmt(cg, "%sa", k->pre)
+                                  : cg_fmt(cg, ext_fmt, k->base + e, e);
       DType t = v->type.dtype;
-      x[a] = k->n == 1 ? cg_fmt(cg, "x%d", a) : cg_fmt(cg, "x%d_%d", j, a);
+      x[a] = k->n == 1 && !k->anchor ? cg_fmt(cg, "x%d", a) : cg_fmt(cg, "%sx%d_%d", k->pre, j, a);
       if (n->op == OP_WHERE)
         buf_printf(b, "%sconst %s %s = %s;\n", indent, cg_ctype(t), x[a], src);
       else
@@ -223,7 +234,7 @@ static void emit_elements(Cg *cg, const PwKernel *k, const char *ext_fmt, const 
     if (j == k->n - 1)
       buf_printf(b, "%s%s = %s;\n", indent, dst, val);
     else
-      buf_printf(b, "%sconst %s t%d = %s;\n", indent, cg_ctype(out), j, val);
+      buf_printf(b, "%sconst %s %st%d = %s;\n", indent, cg_ctype(out), k->pre, j, val);
   }
 }
 
@@ -256,6 +267,8 @@ static bool same_dims(const Value *a, const Value *b) {
 static int plan_kernel(Cg *cg, PwKernel *k) {
   const Node *root = k->node[k->n - 1];
   k->out = root->out[0];
+  if (!k->pre)
+    k->pre = "";
   for (int j = 0; j < k->n; j++) {
     const Node *n = k->node[j];
     if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
@@ -268,7 +281,7 @@ static int plan_kernel(Cg *cg, PwKernel *k) {
                       n->out[0]->name, k->out->name);
     for (int a = 0; a < n->nin; a++) {
       const Value *v = n->in[a];
-      if (member_of(k, v) >= 0 || ext_index(k, v) >= 0)
+      if (member_of(k, v) != -1 || ext_index(k, v) >= 0)
         continue;
       if (k->next == CG_MAX_OPS - 1)
         return cg_error(cg, root, "fuse group %lld reads more than %d values from outside; a "
@@ -358,3 +371,74 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
 }
 
 int cg_pointwise(Cg *cg, const Node *n) { return cg_pointwise_group(cg, &n, 1); }
+
+/* ---------------------------------------------------------------- epilogues
+ *
+ * A fuse group that starts with a node of another kind (a conv) is that node's kernel
+ * with the group's pointwise nodes applied to each output element before it is stored:
+ * the anchor's generator calls cg_store_out where it would write out0[i]. */
+
+int cg_epilogue_begin(Cg *cg, const Node *const *nodes, int n) {
+  PwKernel *k = arena_alloc(cg->arena, sizeof *k);
+  memset(k, 0, sizeof *k);
+  *k = (PwKernel){.node = nodes + 1, .n = n - 1, .anchor = nodes[0], .base = nodes[0]->nin,
+                  .pre = "f"};
+  const Node *a = nodes[0];
+  if (a->nout != 1 || !same_dims(a->out[0], nodes[n - 1]->out[0]))
+    return cg_error(cg, a, "fuse group %lld: %%%s is not one output of the group's shape; "
+                    "codegen applies epilogues to single-output nodes of one shape",
+                    (long long)node_fuse_group(a), a->out[0]->name);
+  if (plan_kernel(cg, k))
+    return -1;
+  cg->epi = k;
+  return 0;
+}
+
+int cg_epilogue_end(Cg *cg) {
+  PwKernel *k = cg->epi;
+  cg->epi = NULL;
+  if (k && !k->stored)
+    return cg_error(cg, k->anchor, "fuse group %lld: codegen has no epilogue for op %s",
+                    (long long)node_fuse_group(k->anchor), op_info[k->anchor->op].name);
+  return 0;
+}
+
+const PwKernel *cg_epilogue_of(const Cg *cg, const Node *n) {
+  return cg->epi && cg->epi->anchor == n ? cg->epi : NULL;
+}
+
+void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next,
+                          const Value *const **out, const Node *const **nodes, int *n) {
+  *ext = k->ext;
+  *next = k->next;
+  *out = &k->out;
+  *nodes = k->node;
+  *n = k->n;
+}
+
+void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent) {
+  PwKernel *k = cg->epi && cg->epi->anchor == n ? cg->epi : NULL;
+  Buf *b = &cg->src;
+  if (!k) {
+    buf_printf(b, "%sout0[%s] = %s;\n", indent, idx, val);
+    return;
+  }
+  k->stored = true;
+  const Value *y = k->out;
+  buf_printf(b, "%s{ /* the epilogue */\n", indent);
+  const char *in2 = cg_fmt(cg, "%s  ", indent);
+  buf_printf(b, "%sconst %s fa = %s;\n", in2, cg_ctype(n->out[0]->type.dtype), val);
+  if (k->next) {
+    Space s;
+    int64_t dims[IR_MAX_RANK];
+    for (int i = 0; i < y->type.shape.rank; i++)
+      dims[i] = cg_dim(y, i);
+    space_init(&s, y->type.shape.rank, dims);
+    for (int e = 0; e < k->next; e++)
+      space_add_bcast(&s, &k->ext[e]->type.shape);
+    space_coalesce(&s);
+    space_emit_offsets(cg, &s, idx, "fe", in2);
+  }
+  emit_elements(cg, k, "in%d[fe%d]", cg_fmt(cg, "out0[%s]", idx), in2);
+  buf_printf(b, "%s}\n", indent);
+}

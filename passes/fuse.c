@@ -1,10 +1,14 @@
 /* fuse.c: pointwise fusion. Chains of pointwise nodes (with broadcasting, casts and
  * constants) become one fuse group (IR_ATTR_FUSE), which codegen turns into one kernel:
- * the values inside a group live in registers and never reach memory.
+ * the values inside a group live in registers and never reach memory. A convolution
+ * followed by pointwise nodes (bias, activation, a residual add) is one group too: its
+ * kernel applies them to each output element as it stores it (an epilogue).
  *
  * A producer joins its consumer's group when
- *   - both are pointwise with one output, and the producer's output has the shape of the
- *     consumer's (a value broadcast inside a kernel would be computed again per use);
+ *   - the consumer is pointwise with one output, the producer too or a convolution (an
+ *     anchor: at most one per group, always its first node), and the producer's output
+ *     has the shape of the consumer's (a value broadcast inside a kernel would be
+ *     computed again per use);
  *   - every use of the producer's output is by that consumer, and it is no graph output
  *     (a value needed elsewhere must be written anyway: fusing would compute it twice);
  *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside.
@@ -36,6 +40,13 @@ static bool fusable(const Node *n) {
   return (op_info[n->op].flags & OPF_POINTWISE) && n->nout == 1;
 }
 
+/* Ops whose GPU kernel computes one output element per thread and can apply the
+ * pointwise nodes after it before storing it (codegen's cg_store_out): such a node can
+ * start a group, as its anchor. */
+static bool anchor(const Node *n) {
+  return n->nout == 1 && (n->op == OP_CONV);
+}
+
 /* Distinct values read from outside the group of position r, were position p's group
  * merged into it. */
 static int outside_inputs(Fuse *f, int r, int p) {
@@ -46,6 +57,8 @@ static int outside_inputs(Fuse *f, int r, int p) {
     if (gi != r && gi != p)
       continue;
     const Node *m = f->g->nodes[i];
+    if (anchor(m))
+      continue; /* its inputs are its own kernel's parameters */
     for (int k = 0; k < m->nin && n <= FUSE_MAX_INPUTS; k++) {
       const Value *v = m->in[k];
       if (!v)
@@ -63,6 +76,13 @@ static int outside_inputs(Fuse *f, int r, int p) {
     }
   }
   return n;
+}
+
+static bool has_anchor(Fuse *f, int r) {
+  for (int i = 0; i < f->g->nnodes; i++)
+    if (find(f, i) == r && anchor(f->g->nodes[i]))
+      return true;
+  return false;
 }
 
 static bool only_used_by(const Graph *g, const Value *v, const Node *user) {
@@ -130,11 +150,13 @@ static int run_fuse(Graph *g, PassContext *ctx) {
       continue;
     for (int k = 0; k < n->nin; k++) {
       Value *v = n->in[k];
-      if (!v || v->kind != VK_NODE || !fusable(v->def))
+      if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(v->def)))
         continue;
       int p = find(&f, f.at[v->def->id]), r = find(&f, i);
       if (p == r || !same_shape(v, n->out[0]) || !only_used_by(g, v, n))
         continue;
+      if (has_anchor(&f, p) && has_anchor(&f, r))
+        continue; /* one kernel computes one anchor */
       if (outside_inputs(&f, r, p) > FUSE_MAX_INPUTS) {
         limited++;
         continue;
@@ -166,7 +188,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   }
   ctx->changes += fused;
   if (next || limited)
-    snprintf(ctx->note, sizeof ctx->note, "%lld groups of pointwise nodes%s", (long long)next,
+    snprintf(ctx->note, sizeof ctx->note, "%lld fuse groups%s", (long long)next,
              limited ? "; some merges left out: a kernel reads at most 7 inputs" : "");
   free(f.group);
   free(f.at);
@@ -177,6 +199,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
 
 const Pass pass_fuse = {
     .name = "fuse",
-    .summary = "group chains of pointwise nodes into one GPU kernel each (fuse = K)",
+    .summary = "group chains of pointwise nodes, and convolutions with the pointwise nodes "
+               "after them, into one GPU kernel each (fuse = K)",
     .run = run_fuse,
 };

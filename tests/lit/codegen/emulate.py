@@ -350,6 +350,11 @@ def cases():
         ("fused_vector_chain", {"x": x, "z": f(2, 4, 9, 10)}, "%a = mul(%x, %z)\n%b = sigmoid(%a)\n%y = sub(%b, %z)"),
         ("fused_compare_where_cast", {"x": xn, "z": f(2, 4, 9, 10)}, '%c = greater(%x, %z)\n%w = where(%c, %x, %z)\n%y = cast(%w) {to = "i32"}'),
         ("fused_int_square", {"i": mi, "j": ints(-9, 9, (4, 6), np.int32)}, "%a = add(%i, %j)\n%y = mul(%a, %a)"),
+        # a convolution with its epilogue: the residual add and the activation in its store
+        ("fused_conv_residual_relu", {"x": x, "w": f(4, 4, 3, 3), "b": f(4), "r": f(2, 4, 9, 10)},
+         "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}\n%a = add(%c, %r)\n%y = relu(%a)"),
+        ("fused_conv_bias_clip", {"x": x, "w": f(4, 1, 3, 3), "s": f(4, 1, 1)},
+         "%c = conv(%x, %w) {pads = [1, 1, 1, 1], group = 4}\n%a = mul(%c, %s)\n%y = clip(%a) {min = 0, max = 6}"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
