@@ -1,14 +1,16 @@
 /* build.c: a graph to what the runtime loads (gpucc_build): dims bound, passes, codegen,
  * NVRTC, the memory plan (build.h), then the plan's byte form and the weights blob.
  *
- * The memory plan is deliberately simple (issue 5 improves it): inputs and outputs in
- * slots of their own at the start of the arena, intermediates first fit above them,
- * reusing a buffer once the step that last touches it is over. */
+ * The memory plan: inputs and outputs in slots of their own at the start of the arena
+ * (a run copies into and out of them; timed replays read them again), intermediates
+ * above them, greedy by size: largest first, each into the best-fitting gap left by the
+ * buffers whose lifetimes overlap its own. */
 #include "compiler/build.h"
 #include "compiler/gpucc.h"
 #include "compiler/nvrtc.h"
 #include "passes/passes.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,78 +93,85 @@ static int note_steps(const Program *p, MemPlan *mp, Diag *d) {
 
 /* ---------------------------------------------------------------- memory plan: places */
 
-typedef struct Live {
-  uint64_t offset, end;
-  const Value *root;
-} Live;
-
-/* The lowest aligned offset at or above base where bytes fit between the live buffers
- * (sorted by offset). */
-static uint64_t first_fit(const Live *live, int nlive, uint64_t base, uint64_t bytes) {
-  uint64_t at = base;
-  for (int i = 0; i < nlive; i++) {
-    if (at + bytes <= live[i].offset)
-      break;
-    if (live[i].end > at)
-      at = align_up(live[i].end, GPUCC_ARENA_ALIGN);
-  }
-  return at;
+static int by_size(const void *pa, const void *pb) {
+  const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
+  if (a->bytes != b->bytes)
+    return a->bytes > b->bytes ? -1 : 1;
+  if (a->first != b->first)
+    return a->first < b->first ? -1 : 1;
+  return a->v->id - b->v->id;
 }
 
-static void live_insert(Live *live, int *nlive, Live x) {
-  int i = *nlive;
-  while (i > 0 && live[i - 1].offset > x.offset) {
-    live[i] = live[i - 1];
-    i--;
-  }
-  live[i] = x;
-  ++*nlive;
+static int by_offset(const void *pa, const void *pb) {
+  const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
+  return (a->offset > b->offset) - (a->offset < b->offset);
 }
 
-static void live_remove(Live *live, int *nlive, const Value *root) {
-  for (int i = 0; i < *nlive; i++)
-    if (live[i].root == root) {
-      memmove(&live[i], &live[i + 1], (size_t)(*nlive - i - 1) * sizeof *live);
-      --*nlive;
-      return;
+static bool overlap_in_time(const MemSlot *a, const MemSlot *b) {
+  return a->first <= b->last && b->first <= a->last;
+}
+
+/* The offset for s among the placed buffers that are live when it is (sorted by offset):
+ * the smallest gap at or above base that holds it (best fit), else the end. */
+static uint64_t best_fit(MemSlot *const *conflict, int n, uint64_t base, uint64_t bytes) {
+  uint64_t at = base, best = UINT64_MAX, best_gap = UINT64_MAX;
+  for (int i = 0; i < n; i++) {
+    if (conflict[i]->offset >= at + bytes && conflict[i]->offset - at < best_gap) {
+      best = at;
+      best_gap = conflict[i]->offset - at;
     }
+    uint64_t end = align_up(conflict[i]->offset + conflict[i]->bytes, GPUCC_ARENA_ALIGN);
+    if (end > at)
+      at = end;
+  }
+  return best != UINT64_MAX ? best : at;
 }
 
-/* Intermediates: walk the steps; at step i place the buffers first used there, then free
- * those last used there (so a step's outputs never overlap its inputs). */
-static int place_intermediates(const Program *p, MemPlan *mp, uint64_t base, Diag *d) {
+/* Intermediates, greedy by size: largest first, each into the best-fitting gap among the
+ * buffers already placed whose live range (the steps from its first use to its last)
+ * overlaps its own. A step's outputs never share bytes with its inputs: both are live at
+ * that step. Also computes the lower bound and the no-reuse sum of the arena. */
+static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) {
   int n = 0;
-  const Value **roots = calloc((size_t)mp->nslots + 1, sizeof *roots);
-  Live *live = calloc((size_t)mp->nslots + 1, sizeof *live);
-  if (!roots || !live) {
-    free(roots);
+  MemSlot **todo = calloc((size_t)mp->nslots + 1, sizeof *todo);
+  MemSlot **conflict = calloc((size_t)mp->nslots + 1, sizeof *conflict);
+  uint64_t *live = calloc((size_t)nsteps + 1, sizeof *live);
+  if (!todo || !conflict || !live) {
+    free(todo);
+    free(conflict);
     free(live);
     return diag_error(d, (SrcLoc){0}, "out of memory");
   }
   for (int id = 0; id < mp->nslots; id++) {
-    const MemSlot *s = &mp->slot[id];
+    MemSlot *s = &mp->slot[id];
     if (s->v && s->root == s->v && s->v->kind == VK_NODE && !s->dedicated && s->first >= 0 &&
         s->bytes)
-      roots[n++] = s->v;
+      todo[n++] = s;
   }
-  int nlive = 0;
-  uint64_t end = base;
-  for (int i = 0; i < p->nsteps; i++) {
-    for (int k = 0; k < n; k++) {
-      MemSlot *s = slot_of(mp, roots[k]);
-      if (s->first != i)
-        continue;
-      s->offset = first_fit(live, nlive, base, s->bytes);
-      live_insert(live, &nlive, (Live){s->offset, s->offset + s->bytes, roots[k]});
-      if (s->offset + s->bytes > end)
-        end = s->offset + s->bytes;
-    }
-    for (int k = 0; k < n; k++)
-      if (slot_of(mp, roots[k])->last == i)
-        live_remove(live, &nlive, roots[k]);
+  qsort(todo, (size_t)n, sizeof *todo, by_size);
+  uint64_t end = base, naive = base;
+  for (int i = 0; i < n; i++) {
+    MemSlot *s = todo[i];
+    int nc = 0;
+    for (int j = 0; j < i; j++)
+      if (overlap_in_time(todo[j], s))
+        conflict[nc++] = todo[j];
+    qsort(conflict, (size_t)nc, sizeof *conflict, by_offset);
+    s->offset = best_fit(conflict, nc, base, s->bytes);
+    if (s->offset + s->bytes > end)
+      end = s->offset + s->bytes;
+    naive = align_up(naive, GPUCC_ARENA_ALIGN) + s->bytes;
+    for (int k = s->first; k <= s->last && k < nsteps; k++)
+      live[k] += s->bytes;
   }
+  uint64_t most = 0;
+  for (int k = 0; k < nsteps; k++)
+    most = live[k] > most ? live[k] : most;
   mp->arena_bytes = end;
-  free(roots);
+  mp->lower_bound = base + most;
+  mp->naive_bytes = naive;
+  free(todo);
+  free(conflict);
   free(live);
   return 0;
 }
@@ -239,12 +248,16 @@ int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d) {
     r->dedicated = true;
     r->offset = take(&end, r->bytes);
   }
-  if (place_intermediates(p, mp, align_up(end, GPUCC_ARENA_ALIGN), d)) {
+  if (place_intermediates(mp, p->nsteps, align_up(end, GPUCC_ARENA_ALIGN), d)) {
     memplan_free(mp);
     return -1;
   }
   if (mp->arena_bytes < end)
     mp->arena_bytes = end;
+  if (mp->lower_bound < end)
+    mp->lower_bound = end;
+  if (mp->naive_bytes < end)
+    mp->naive_bytes = end;
 
   /* Constants, in the weights blob in id order; then every alias takes its root's place. */
   uint64_t wend = 0;
@@ -298,6 +311,49 @@ void memplan_free(MemPlan *mp) {
   free(mp->output_offset);
   free(mp->output_copy);
   memset(mp, 0, sizeof *mp);
+}
+
+static int by_place(const void *pa, const void *pb) {
+  const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
+  if (a->offset != b->offset)
+    return a->offset < b->offset ? -1 : 1;
+  return a->v->id - b->v->id;
+}
+
+void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f) {
+  fprintf(f, "memory plan of %s: %d steps\n", g->name, p->nsteps);
+  const MemSlot **order = calloc((size_t)mp->nslots + 1, sizeof *order);
+  int n = 0, nweights = 0;
+  for (int id = 0; order && id < mp->nslots; id++) {
+    const MemSlot *s = &mp->slot[id];
+    if (s->v && s->region == GPUCC_REGION_ARENA && s->bytes)
+      order[n++] = s;
+    nweights += s->v && s->region == GPUCC_REGION_WEIGHTS && mp->weights_used[id];
+  }
+  qsort(order, (size_t)n, sizeof *order, by_place);
+  for (int i = 0; i < n; i++) {
+    const MemSlot *s = order[i];
+    char ts[256];
+    fputs("  ", f);
+    ir_print_value_name(f, s->v->name);
+    fprintf(f, ": %s  at %" PRIu64 ", %" PRIu64 " bytes", type_str(&s->v->type, ts, sizeof ts),
+            s->offset, s->bytes);
+    if (s->root != s->v) {
+      fputs(", the bytes of ", f);
+      ir_print_value_name(f, s->root->name);
+    } else if (s->dedicated) {
+      fputs(", a graph input or output: its own slot", f);
+    } else {
+      fprintf(f, ", live over steps %d..%d", s->first, s->last);
+    }
+    fputc('\n', f);
+  }
+  free(order);
+  fprintf(f, "weights: %" PRIu64 " bytes in %d constant%s\n", mp->weights_bytes, nweights,
+          nweights == 1 ? "" : "s");
+  double over = mp->lower_bound ? 100.0 * ((double)mp->arena_bytes / (double)mp->lower_bound - 1) : 0;
+  fprintf(f, "arena: %" PRIu64 " bytes; lower bound %" PRIu64 " (+%.1f%%); with no reuse %" PRIu64
+             "\n", mp->arena_bytes, mp->lower_bound, over, mp->naive_bytes);
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -445,6 +501,8 @@ static int build_program(const Graph *g, const Program *p, const GpuccCompileOpt
     rc = memplan_weights(g, &mp, &out->weights, d);
   out->weights_len = (size_t)mp.weights_bytes;
   out->arena_bytes = mp.arena_bytes;
+  out->arena_lower_bound = mp.lower_bound;
+  out->arena_naive_bytes = mp.naive_bytes;
   gpucc_plan_free(plan);
   nvrtc_output_free(&bin);
   memplan_free(&mp);

@@ -2,8 +2,8 @@
  *
  * Every value a step touches gets a place: constants a weights offset, everything else
  * an arena offset (multiples of GPUCC_ARENA_ALIGN), aliases their source's. Graph
- * inputs and outputs own slots that nothing else uses, placed first; intermediates reuse
- * the space of buffers whose last use is over (first fit over the step order). A graph
+ * inputs and outputs own slots that nothing else uses, placed first; intermediates share
+ * space with buffers whose lifetimes do not overlap theirs (greedy by size, best fit). A graph
  * output that is a constant or an input (or an alias of one) gets a slot of its own and a
  * copy into it after the last step. */
 #ifndef GPUCC_BUILD_H
@@ -11,6 +11,8 @@
 
 #include "codegen/codegen.h"
 #include "runtime/runtime.h"
+
+#include <stdio.h>
 
 typedef struct MemSlot {
   const Value *v;    /* NULL: no step, input or output uses the value */
@@ -27,10 +29,16 @@ typedef struct MemPlan {
   uint64_t *output_offset; /* per graph output: where its bytes are at the end */
   bool *output_copy;       /* per graph output: copied there from its root's slot */
   uint64_t arena_bytes, weights_bytes;
+  /* The arena's lower bound: the dedicated slots plus the most bytes of intermediates
+   * live at any one step; and what it would take with no reuse at all. */
+  uint64_t lower_bound, naive_bytes;
   bool *weights_used;      /* per Value id: a constant that goes into the weights blob */
 } MemPlan;
 
 int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d);
+/* One line per buffer (value, type, region, offset, bytes, steps it lives over), then the
+ * arena's size against its lower bound and the no-reuse sum. */
+void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f);
 /* The weights blob (weights_bytes, malloc'd; NULL when there are none). -1 on OOM. */
 int memplan_weights(const Graph *g, const MemPlan *mp, void **out, Diag *d);
 void memplan_free(MemPlan *mp);

@@ -51,6 +51,8 @@ typedef struct GpuccBuild {
   int nkernels;         /* launches per inference: kernel and GEMM steps */
   int nsteps;           /* every step of the plan, copies included */
   uint64_t arena_bytes; /* device memory for inputs, outputs and intermediates */
+  uint64_t arena_lower_bound; /* no plan of this schedule needs less (build.h) */
+  uint64_t arena_naive_bytes; /* every buffer a place of its own */
 } GpuccBuild;
 
 /* The workspace every plan with GEMMs gets for cuBLASLt. */

@@ -8,6 +8,7 @@
  * Output files are written to a temporary name and renamed, so a failed run leaves
  * nothing behind. docs/ir.md describes the input language; README.md the options. */
 #include "codegen/codegen.h"
+#include "compiler/build.h"
 #include "compiler/gpucc.h"
 #include "compiler/nvrtc.h"
 #include "frontends/frontends.h"
@@ -125,6 +126,8 @@ static void print_help(void) {
          "  --emit=cuda             print the generated CUDA C (symbolic dims bound with\n"
          "                          --dim SYM=N; runs the default pipeline first)\n"
          "  --emit=cubin -o F       compile it with NVRTC and write the cubin to F\n"
+         "  --emit=plan             print the memory plan: every buffer's arena offset, size\n"
+         "                          and lifetime, and the arena against its lower bound\n"
          "  -o OUT.so               without --emit: compile a model.so, a shared library\n"
          "                          that runs the model (runtime/runtime.h declares its C\n"
          "                          API); weights over 1 GiB go to OUT.so.weights beside it\n"
@@ -241,7 +244,8 @@ static int check_mode(const Options *o) {
       return usage_error("option '--cpu' is only for 'gpucc run'");
     if (o->ninputs)
       return usage_error("option '--input' is only for 'gpucc run'");
-    bool code = (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "cubin"))) ||
+    bool code = (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "cubin") ||
+                             !strcmp(o->emit, "plan"))) ||
                 (!o->emit && o->out);
     if (o->ndims && !o->onnx && !code)
       return usage_error("option '--dim' is only for 'gpucc run', --emit=cuda/cubin and ONNX "
@@ -249,7 +253,7 @@ static int check_mode(const Options *o) {
     if (o->output_dir)
       return usage_error("option '--output-dir' is only for 'gpucc run'");
     if (o->emit && strcmp(o->emit, "ir") != 0 && !code)
-      return usage_error("unknown --emit kind '%s' (known: ir, cuda, cubin)", o->emit);
+      return usage_error("unknown --emit kind '%s' (known: ir, cuda, cubin, plan)", o->emit);
     if (o->emit && !strcmp(o->emit, "cubin") && (!o->out || !strcmp(o->out, "-")))
       return usage_error("--emit=cubin needs -o FILE");
     if (o->arch && !((o->emit && !strcmp(o->emit, "cubin")) || (!o->emit && o->out)))
@@ -540,7 +544,27 @@ static int dim_arrays(const Options *o, const char ***names, int64_t **sizes, in
   return 0;
 }
 
-/* --emit=cuda and --emit=cubin: codegen after the passes, then NVRTC for a cubin. */
+/* --emit=plan: the memory plan of the program, as text. */
+static int emit_plan(const Graph *g, const Program *p, const char *out) {
+  Diag d = {0};
+  MemPlan mp;
+  if (memplan_build(g, p, &mp, &d))
+    return diag_exit(&d, EXIT_INPUT);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  int rc = f ? 0 : input_error("out of memory");
+  if (f) {
+    memplan_print(g, p, &mp, f);
+    rc = fclose(f) ? input_error("out of memory") : write_bytes(out, text, len);
+  }
+  free(text);
+  memplan_free(&mp);
+  return rc;
+}
+
+/* --emit=cuda, --emit=cubin and --emit=plan: codegen after the passes, then NVRTC for a
+ * cubin or the memory plan. */
 static int emit_code(Graph *g, const Options *o) {
   Diag d = {0};
   const char **names;
@@ -559,6 +583,8 @@ static int emit_code(Graph *g, const Options *o) {
     return diag_exit(&d, EXIT_INPUT);
   if (!strcmp(o->emit, "cuda")) {
     rc = write_bytes(o->out, p->source, p->source_len);
+  } else if (!strcmp(o->emit, "plan")) {
+    rc = emit_plan(g, p, o->out);
   } else {
     NvrtcOptions opt = {.arch = o->arch};
     NvrtcOutput bin;
@@ -596,8 +622,11 @@ static int emit_model_so(Graph *g, const Options *o) {
   else if (o->report)
     fprintf(stderr,
             "gpucc: %s: %s for %s: %d kernel launches, %d steps; arena %" PRIu64
-            " bytes, weights %zu bytes%s\n",
-            o->out, g->name, b.arch, b.nkernels, b.nsteps, b.arena_bytes, b.weights_len,
+            " bytes (lower bound %" PRIu64 ", +%.1f%%; with no reuse %" PRIu64
+            "), weights %zu bytes%s\n",
+            o->out, g->name, b.arch, b.nkernels, b.nsteps, b.arena_bytes, b.arena_lower_bound,
+            b.arena_lower_bound ? 100.0 * ((double)b.arena_bytes / (double)b.arena_lower_bound - 1) : 0.0,
+            b.arena_naive_bytes, b.weights_len,
             b.weights_len > EMBED_WEIGHTS_MAX ? " (in a .weights file beside it)" : "");
   gpucc_build_free(&b);
   return rc;
