@@ -9,11 +9,12 @@
  *     anchor: at most one per group, always its first node), and the producer's output
  *     has the shape of the consumer's (a value broadcast inside a kernel would be
  *     computed again per use);
- *   - every use of the producer's output is by that consumer, and it is no graph output
- *     (a value needed elsewhere must be written anyway: fusing would compute it twice);
+ *   - every use of the producer's output is in the consumer's group, and it is no graph
+ *     output (a value needed elsewhere must be written anyway: fusing would compute it
+ *     twice); the pass repeats until no group grows, so a value read by several nodes
+ *     joins once they have come together;
  *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside.
- * Nodes are visited in order, so a group grows from its first node to its last, which is
- * its root: the one node whose output leaves the group. Groups of one node get no
+ * A group's last node is its root: the one node whose output leaves the group. Groups of one node get no
  * attribute. The pass renumbers every group 1, 2, ... in the order of their roots, so it
  * can run again on its own output. */
 #include "passes/passes.h"
@@ -85,16 +86,16 @@ static bool has_anchor(Fuse *f, int r) {
   return false;
 }
 
-static bool only_used_by(const Graph *g, const Value *v, const Node *user) {
+/* Whether every use of v is by a node of group r (graph outputs are uses outside). */
+static bool users_inside(Fuse *f, const Value *v, int r) {
+  const Graph *g = f->g;
   for (int i = 0; i < g->noutputs; i++)
     if (g->outputs[i] == v)
       return false;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *m = g->nodes[i];
-    if (m == user)
-      continue;
     for (int k = 0; k < m->nin; k++)
-      if (m->in[k] == v)
+      if (m->in[k] == v && find(f, i) != r)
         return false;
   }
   return true;
@@ -143,25 +144,31 @@ static int run_fuse(Graph *g, PassContext *ctx) {
     f.group[i] = i;
     f.at[g->nodes[i]->id] = i;
   }
-  int limited = 0;
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = g->nodes[i];
-    if (!fusable(n))
-      continue;
-    for (int k = 0; k < n->nin; k++) {
-      Value *v = n->in[k];
-      if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(v->def)))
+  /* Until nothing changes: a value with several users joins once they are all in one
+   * group (GELU's x * (1 + erf(x / sqrt 2)) reads x twice). */
+  bool limited = false, merged = true;
+  while (merged) {
+    merged = false;
+    for (int i = 0; i < g->nnodes; i++) {
+      Node *n = g->nodes[i];
+      if (!fusable(n))
         continue;
-      int p = find(&f, f.at[v->def->id]), r = find(&f, i);
-      if (p == r || !same_shape(v, n->out[0]) || !only_used_by(g, v, n))
-        continue;
-      if (has_anchor(&f, p) && has_anchor(&f, r))
-        continue; /* one kernel computes one anchor */
-      if (outside_inputs(&f, r, p) > FUSE_MAX_INPUTS) {
-        limited++;
-        continue;
+      for (int k = 0; k < n->nin; k++) {
+        Value *v = n->in[k];
+        if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(v->def)))
+          continue;
+        int p = find(&f, f.at[v->def->id]), r = find(&f, i);
+        if (p == r || !same_shape(v, n->out[0]) || !users_inside(&f, v, r))
+          continue;
+        if (has_anchor(&f, p) && has_anchor(&f, r))
+          continue; /* one kernel computes one anchor */
+        if (outside_inputs(&f, r, p) > FUSE_MAX_INPUTS) {
+          limited = true;
+          continue;
+        }
+        f.group[p] = r;
+        merged = true;
       }
-      f.group[p] = r;
     }
   }
   /* Groups of two or more, numbered in the order of their last node (root). */

@@ -347,6 +347,9 @@ def cases():
         ("fused_bias_gelu", {"x": x, "b": f(10)}, "%t = add(%x, %b)\n%y = gelu(%t)"),
         ("fused_erf_gelu", {"x": x, "h": np.array(0.5, np.float32), "r": np.array(1.4142135, np.float32), "o": np.array(1, np.float32)},
          "%d = div(%x, %r)\n%e = erf(%d)\n%a = add(%e, %o)\n%m = mul(%x, %a)\n%y = mul(%m, %h)"),
+        # an interior value read twice (the bias add, by div and mul): one register
+        ("fused_bias_erf_gelu", {"x": x, "b": f(10), "r": np.array(1.4142135, np.float32), "o": np.array(1, np.float32)},
+         "%h = add(%x, %b)\n%d = div(%h, %r)\n%e = erf(%d)\n%a = add(%e, %o)\n%y = mul(%h, %a)"),
         ("fused_vector_chain", {"x": x, "z": f(2, 4, 9, 10)}, "%a = mul(%x, %z)\n%b = sigmoid(%a)\n%y = sub(%b, %z)"),
         ("fused_compare_where_cast", {"x": xn, "z": f(2, 4, 9, 10)}, '%c = greater(%x, %z)\n%w = where(%c, %x, %z)\n%y = cast(%w) {to = "i32"}'),
         ("fused_int_square", {"i": mi, "j": ints(-9, 9, (4, 6), np.int32)}, "%a = add(%i, %j)\n%y = mul(%a, %a)"),
