@@ -115,6 +115,11 @@ const PwKernel *cg_epilogue_of(const Cg *cg, const Node *n); /* NULL: none for n
 void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next,
                           const Value *const **out, const Node *const **nodes, int *n);
 void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent);
+/* A matmul's epilogue, which cuBLASLt applies: its nodes must be an add of a bias along
+ * the output's last dim, then optionally an add of a residual of the output's shape, all
+ * of mm's dtype. Sets *bias, *residual (NULL when absent) and *out (the group's output). */
+int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **residual,
+                     const Value **out);
 
 /* The op families, one file each. */
 int cg_pointwise(Cg *cg, const Node *n);

@@ -44,16 +44,20 @@ typedef struct KernelStep {
 } KernelStep;
 
 /* A GEMM in cuBLASLt's column-major terms:
- *   for each batch i < batch:  D_i = alpha * op(A_i) * op(B_i) + beta * C_i
+ *   for each batch i < batch:  D_i = alpha * op(A_i) * op(B_i) + beta * C_i (+ bias)
  * where X_i starts at element offset_x + i * stride_x of X's buffer (a stride of 0
- * broadcasts one matrix over the batch) and C_i is D_i (beta is 0 for matmul).
+ * broadcasts one matrix over the batch) and C_i is D_i with beta 0, unless a fuse group
+ * gave the matmul an epilogue: a bias (added to every row of D, which is every output
+ * row-vector of the row-major result) and a residual (C, beta 1).
  * op(A) is m x k, op(B) k x n, D m x n; ld* are the leading dims in elements.
  *
  * gpucc's tensors are row-major, so a row-major matmul Y[M,N] = X[M,K] W[K,N] is written
  * as the column-major Y^T = W^T X^T: cuBLASLt's A is the IR's second input (W), B the
  * first (X), m = N, n = M, lda = N, ldb = K, ldc = N, no transposes. */
 typedef struct GemmStep {
-  const Value *a, *b, *d; /* cuBLASLt's A, B and D (= C) */
+  const Value *a, *b, *d; /* cuBLASLt's A, B and D */
+  const Value *c;         /* C, laid out like D (a residual added with beta 1); NULL: D */
+  const Value *bias;      /* NULL, or the bias epilogue's vector of m elements */
   DType dtype;            /* of A, B and D alike (the IR's matmul rule) */
   DType compute;          /* accumulation: DT_F32 for f32/f16/bf16 (TF32 off), DT_F64 */
   bool trans_a, trans_b;  /* op(X) = X^T; false for a plain matmul */

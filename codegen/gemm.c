@@ -101,11 +101,21 @@ int cg_matmul(Cg *cg, const Node *n) {
                 .compute = dt == DT_F64 ? DT_F64 : DT_F32,
                 .m = N, .n = M, .k = K, .lda = N, .ldb = K, .ldc = N,
                 .batch = 1, .alpha = 1, .beta = 0};
+  if (cg_epilogue_of(cg, n) && (!(b_shared && a_full) || dt != DT_F32))
+    return cg_error(cg, n, "fuse group %lld: a matmul takes an epilogue only as one f32 GEMM "
+                    "with shared weights", (long long)node_fuse_group(n));
   if (b_shared && a_full) {
     g.n = M * nbatch; /* the rows of every batch are one tall matrix */
+    const char *what = "";
+    if (cg_epilogue_of(cg, n)) {
+      if (cg_gemm_epilogue(cg, n, &g.bias, &g.c, &g.d))
+        return -1;
+      g.beta = g.c ? 1 : 0;
+      what = g.c ? " with a bias epilogue and the residual as C" : " with a bias epilogue";
+    }
     add_gemm(cg, n, &g);
     buf_printf(&cg->src, "\n/* node %d: matmul: one cuBLASLt GEMM step (m %" PRId64 ", n %" PRId64
-               ", k %" PRId64 "), no kernel */\n", n->id, g.m, g.n, g.k);
+               ", k %" PRId64 ")%s, no kernel */\n", n->id, g.m, g.n, g.k, what);
     return 0;
   }
   /* Strides in elements, then merge batch dims every operand walks alike. */

@@ -416,6 +416,39 @@ void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next
   *n = k->n;
 }
 
+/* The operand of add node a that is not v (NULL when a is no add of v). */
+static const Value *other_addend(const Node *a, const Value *v) {
+  if (a->op != OP_ADD || a->nin != 2)
+    return NULL;
+  return a->in[0] == v ? a->in[1] : a->in[1] == v ? a->in[0] : NULL;
+}
+
+int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **residual,
+                     const Value **out) {
+  PwKernel *k = cg->epi;
+  const Value *y = mm->out[0];
+  int rank = y->type.shape.rank;
+  const Value *b = k->n >= 1 ? other_addend(k->node[0], y) : NULL;
+  bool ok = b && k->n <= 2 && b != y && b->type.dtype == y->type.dtype &&
+            b->type.shape.rank >= 1 && b->type.shape.rank <= rank &&
+            cg_dim(b, b->type.shape.rank - 1) == cg_dim(y, rank - 1) &&
+            cg_numel(b) == cg_dim(y, rank - 1);
+  const Value *r = NULL;
+  if (ok && k->n == 2) {
+    r = other_addend(k->node[1], k->node[0]->out[0]);
+    ok = r && r != k->node[0]->out[0] && same_dims(r, y) && r->type.dtype == y->type.dtype;
+  }
+  if (!ok)
+    return cg_error(cg, mm, "fuse group %lld: a matmul's epilogue must be an add of a bias "
+                    "along the last dim, then optionally an add of a residual of the "
+                    "output's shape", (long long)node_fuse_group(mm));
+  k->stored = true;
+  *bias = b;
+  *residual = r;
+  *out = k->out;
+  return 0;
+}
+
 void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent) {
   PwKernel *k = cg->epi && cg->epi->anchor == n ? cg->epi : NULL;
   Buf *b = &cg->src;

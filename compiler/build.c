@@ -27,7 +27,7 @@ static uint64_t value_bytes(const Value *v) {
 int step_nvalues(const Step *s) {
   switch (s->kind) {
   case STEP_KERNEL: return s->kernel.nargs;
-  case STEP_GEMM: return 3;
+  case STEP_GEMM: return 3 + (s->gemm.c != NULL) + (s->gemm.bias != NULL);
   case STEP_ALIAS: return 2;
   }
   return 0;
@@ -36,7 +36,9 @@ int step_nvalues(const Step *s) {
 const Value *step_value(const Step *s, int i) {
   switch (s->kind) {
   case STEP_KERNEL: return s->kernel.args[i];
-  case STEP_GEMM: return i == 0 ? s->gemm.a : i == 1 ? s->gemm.b : s->gemm.d;
+  case STEP_GEMM:
+    return i == 0 ? s->gemm.a : i == 1 ? s->gemm.b : i == 2 ? s->gemm.d
+           : i == 3 && s->gemm.c ? s->gemm.c : s->gemm.bias;
   case STEP_ALIAS: return i == 0 ? s->alias.in : s->alias.out;
   }
   return NULL;
@@ -402,7 +404,8 @@ static int add_kernel(GpuccPlan *plan, const MemPlan *mp, const KernelStep *k, D
   return st ? plan_error(d, "plan kernel step") : 0;
 }
 
-/* codegen's GEMM in cuBLASLt's terms already; C is D (beta 0), f32 without TF32. */
+/* codegen's GEMM in cuBLASLt's terms already; C is D (beta 0) unless a residual is
+ * added, f32 without TF32. */
 static int add_gemm(GpuccPlan *plan, const MemPlan *mp, const GemmStep *s, Diag *d) {
   GpuccDType t = rt_dtype(s->dtype);
   GpuccGemm g = {
@@ -415,7 +418,11 @@ static int add_gemm(GpuccPlan *plan, const MemPlan *mp, const GemmStep *s, Diag 
       .batch = s->batch, .stride_a = s->stride_a, .stride_b = s->stride_b,
       .stride_c = s->stride_d, .stride_d = s->stride_d,
       .alpha = s->alpha, .beta = s->beta};
-  g.c = g.d;
+  g.c = s->c ? place_of(mp, s->c, s->offset_d) : g.d;
+  if (s->bias) {
+    g.has_bias = 1;
+    g.bias = place_of(mp, s->bias, 0);
+  }
   return gpucc_plan_add_gemm(plan, &g) ? plan_error(d, "plan GEMM step") : 0;
 }
 

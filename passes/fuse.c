@@ -4,6 +4,9 @@
  * followed by pointwise nodes (bias, activation, a residual add) is one group too: its
  * kernel applies them to each output element as it stores it (an epilogue).
  *
+ * A matmul of a linear layer joins a group made of its bias add (and a residual add
+ * after it): cuBLASLt adds both in the GEMM (gemm_epilogues below).
+ *
  * A producer joins its consumer's group when
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
  *     anchor: at most one per group, always its first node), and the producer's output
@@ -128,6 +131,62 @@ static void set_group(Graph *g, Node *n, int64_t k) {
   }
 }
 
+/* The operand of add node a that is not v (NULL when a is no add of v). */
+static const Value *other_addend(const Node *a, const Value *v) {
+  if (a->op != OP_ADD || a->nin != 2)
+    return NULL;
+  return a->in[0] == v ? a->in[1] : a->in[1] == v ? a->in[0] : NULL;
+}
+
+/* Whether v is a bias of y's last dim: [N], [1, N], ... with N y's last dim. */
+static bool bias_of(const Value *v, const Value *y) {
+  const Shape *b = &v->type.shape, *s = &y->type.shape;
+  if (v->type.dtype != y->type.dtype || b->rank < 1 || b->rank > s->rank ||
+      !dim_eq(b->dims[b->rank - 1], s->dims[s->rank - 1]))
+    return false;
+  for (int i = 0; i < b->rank - 1; i++)
+    if (b->dims[i].sym || b->dims[i].n != 1)
+      return false;
+  return true;
+}
+
+/* GEMM epilogues: a linear layer's bias add, and a residual add after it, run inside
+ * cuBLASLt's GEMM (a bias epilogue, and the residual as C with beta 1). A matmul of f32
+ * with 2-D weights whose only user is such an add, alone or in a group of exactly that
+ * add and the residual add, joins the group as its anchor. */
+static void gemm_epilogues(Fuse *f) {
+  const Graph *g = f->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *m = g->nodes[i];
+    if (m->op != OP_MATMUL || m->nout != 1 || m->in[0]->type.dtype != DT_F32 ||
+        m->in[1]->type.shape.rank != 2 || m->in[0]->type.shape.rank < 2)
+      continue;
+    const Value *y = m->out[0];
+    const Node *a = NULL;
+    int users = 0;
+    for (int j = i + 1; j < g->nnodes; j++)
+      for (int k = 0; k < g->nodes[j]->nin; k++)
+        if (g->nodes[j]->in[k] == y) {
+          users++;
+          a = g->nodes[j];
+        }
+    const Value *b = users == 1 ? other_addend(a, y) : NULL;
+    if (!b || b == y || !bias_of(b, y) || !users_inside(f, y, find(f, f->at[a->id])))
+      continue;
+    int r = find(f, f->at[a->id]), size = 0;
+    const Node *last = NULL;
+    for (int j = 0; j < g->nnodes; j++)
+      if (find(f, j) == r) {
+        size++;
+        last = g->nodes[j];
+      }
+    const Value *res = size == 2 ? other_addend(last, a->out[0]) : NULL;
+    if (size == 1 || (res && res != a->out[0] && same_shape(res, a->out[0]) &&
+                      res->type.dtype == y->type.dtype))
+      f->group[find(f, i)] = r;
+  }
+}
+
 static int run_fuse(Graph *g, PassContext *ctx) {
   Fuse f = {g, malloc(sizeof(int) * (size_t)(g->nnodes + 1)),
             malloc(sizeof(int) * (size_t)(g->next_node_id + 1))};
@@ -171,6 +230,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
       }
     }
   }
+  gemm_epilogues(&f);
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;

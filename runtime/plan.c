@@ -373,6 +373,17 @@ static GpuccStatus check_gemm(const GpuccPlan *p, int i, const GpuccGemm *g) {
       (st = check_matrix(p, label, 'D', g->d, g->cd_type, g->m, g->n, g->ldd, g->batch,
                          g->stride_d)))
     return st;
+  if (g->has_bias != 0 && g->has_bias != 1)
+    return bad("%s: has_bias must be 0 or 1", label);
+  if (g->has_bias) {
+    char blabel[96];
+    uint64_t e = gpucc_dtype_size(g->cd_type);
+    snprintf(blabel, sizeof blabel, "%s: bias [%lld]", label, (long long)g->m);
+    if ((st = check_range(p, blabel, g->bias, (uint64_t)g->m * e)))
+      return st;
+    if (g->bias.offset % e)
+      return bad("%s: offset not a multiple of %llu", blabel, (unsigned long long)e);
+  }
   int64_t dsize;
   if (g->batch > 1 && (__builtin_mul_overflow(g->ldd, g->n, &dsize) || g->stride_d < dsize))
     return bad("%s: stride_d %lld makes D's batches overlap (ldd %lld * n %lld)", label,
@@ -537,6 +548,8 @@ static void put_step(Buf *b, const GpuccStep *s) {
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) put64(b, (uint64_t)v[i]);
     putf64(b, g->alpha);
     putf64(b, g->beta);
+    put32(b, (uint32_t)g->has_bias);
+    putptr(b, g->bias); /* as it is, so a plan read back serializes to the same bytes */
     break;
   }
   case GPUCC_STEP_COPY:
@@ -789,6 +802,11 @@ static GpuccStatus read_gemm(Reader *r, GpuccPlan *p) {
   for (size_t i = 0; i < sizeof v / sizeof *v; i++) *v[i] = (int64_t)get64(r);
   g.alpha = getf64(r);
   g.beta = getf64(r);
+  uint32_t has_bias = get32(r);
+  g.bias = getptr(r);
+  if (!r->failed && has_bias > 1)
+    return reader_fail(r, "gemm bias flag %u", has_bias);
+  g.has_bias = (int)has_bias;
   return r->failed ? GPUCC_ERR_BAD_PLAN : gpucc_plan_add_gemm(p, &g);
 }
 

@@ -261,6 +261,19 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
   if ((s = lt->cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
       (s = lt->cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)))
     return lt_fail(m, s, "cublasLtMatmulDescSetAttribute(transpose)", i);
+  if (g->has_bias) {
+    /* The bias pointer is part of the descriptor: the weights and arena never move. */
+    int32_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CUdeviceptr bias = dev_addr(m, g->bias);
+    void *bias_ptr = dev_ptr(bias);
+    int64_t bias_stride = 0; /* one bias for every batch */
+    if ((s = lt->cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi)) ||
+        (s = lt->cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                                sizeof bias_ptr)) ||
+        (s = lt->cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                                &bias_stride, sizeof bias_stride)))
+      return lt_fail(m, s, "cublasLtMatmulDescSetAttribute(bias epilogue)", i);
+  }
   if ((st = lt_layout(m, i, &G->layout[0], g->a_type, g->trans_a ? g->k : g->m,
                       g->trans_a ? g->m : g->k, g->lda, g->batch, g->stride_a)) ||
       (st = lt_layout(m, i, &G->layout[1], g->b_type, g->trans_b ? g->n : g->k,

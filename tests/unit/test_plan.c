@@ -34,6 +34,7 @@ static GpuccGemm sample_gemm(void) {
   g.lda = 4, g.ldb = 3, g.ldc = 4, g.ldd = 4;
   g.batch = 2, g.stride_a = 0, g.stride_b = 6, g.stride_c = 8, g.stride_d = 8;
   g.alpha = 1.5, g.beta = -0.25;
+  g.has_bias = 1, g.bias = gpucc_weights_ptr(128); /* 4 floats: one per row of D */
   return g;
 }
 
@@ -96,6 +97,7 @@ static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
       CHECK(g->a_type == h->a_type && g->b_type == h->b_type && g->cd_type == h->cd_type);
       CHECK(g->compute == h->compute && g->trans_a == h->trans_a && g->trans_b == h->trans_b);
       CHECK(g->m == h->m && g->n == h->n && g->k == h->k);
+      CHECK(g->has_bias == h->has_bias && same_ptr(g->bias, h->bias));
       CHECK(g->lda == h->lda && g->ldb == h->ldb && g->ldc == h->ldc && g->ldd == h->ldd);
       CHECK(g->batch == h->batch && g->stride_a == h->stride_a && g->stride_b == h->stride_b &&
             g->stride_c == h->stride_c && g->stride_d == h->stride_d);
@@ -149,7 +151,7 @@ static void test_round_trip(void) {
   CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
   const unsigned char *b = bytes;
   CHECK(len > 32 && !memcmp(b, "GPUCCPLN", 8));
-  CHECK(b[8] == 1 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 1, little-endian */
+  CHECK(b[8] == 2 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 2, little-endian */
   CHECK(b[12] == 5);                                          /* five sections */
   CHECK(rd64(b + 16) == len - 32 && rd64(b + 24) == fnv(b + 32, len - 32));
 
@@ -246,11 +248,11 @@ static void test_damage(void) {
   /* Flips in the cubin and the PTX comment stay valid; most others must not. */
   CHECK(accepted > 0 && accepted < 20000 / 2);
 
-  /* A plan of another version, and trailing bytes. */
+  /* A plan of another version (1: before the GEMM bias), and trailing bytes. */
   memcpy(copy, bytes, len);
-  copy[8] = 2;
-  expect_rejected(copy, len, "version 2", 0);
-  CHECK(strstr(gpucc_last_error(), "version 2") != NULL);
+  copy[8] = 1;
+  expect_rejected(copy, len, "version 1", 0);
+  CHECK(strstr(gpucc_last_error(), "version 1") != NULL);
   unsigned char *longer = malloc(len + 8);
   memcpy(longer, bytes, len);
   memset(longer + len, 0, 8);
@@ -369,6 +371,12 @@ static void test_invalid(void) {
   g = sample_gemm();
   g.stride_d = 4;
   EXPECT_INVALID(with_gemm(g), "stride_d 4 makes D's batches overlap");
+  g = sample_gemm();
+  g.bias = gpucc_weights_ptr(1016); /* 16 bytes from 1016: past the 1024 of the weights */
+  EXPECT_INVALID(with_gemm(g), "bias [4]: 16 bytes at weights offset 1016 run past the weights");
+  g = sample_gemm();
+  g.has_bias = 2;
+  EXPECT_INVALID(with_gemm(g), "has_bias must be 0 or 1");
   g = sample_gemm();
   g.d = gpucc_weights_ptr(0);
   EXPECT_INVALID(with_gemm(g), "D must be in the arena");
