@@ -17,9 +17,10 @@
  *     twice); the pass repeats until no group grows, so a value read by several nodes
  *     joins once they have come together;
  *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside.
- * A group's last node is its root: the one node whose output leaves the group. Groups of one node get no
- * attribute. The pass renumbers every group 1, 2, ... in the order of their roots, so it
- * can run again on its own output. */
+ * A group's last node is its root: the one node whose output leaves the group. Groups of
+ * one node get no attribute. The pass renumbers every group 1, 2, ... in the order of
+ * their roots, so it can run again on its own output. Each merge looks over the whole
+ * graph (quadratic in the nodes: fine for the few thousand of a transformer). */
 #include "passes/passes.h"
 
 #include <stdlib.h>

@@ -408,8 +408,8 @@ static void pop_ctx(const GpuccModel *m) {
   m->cu->cuCtxPopCurrent(&c);
 }
 
-static GpuccStatus open_device(GpuccModel *m, int device) {
-  const CuApi *cu = m->cu;
+/* CUDA device number `device`, or NO_DEVICE saying how many there are. */
+static GpuccStatus get_device(const CuApi *cu, int device, CUdevice *dev) {
   int count = 0;
   CUresult r = cu->cuDeviceGetCount(&count);
   if (r) return gpucc_cu_fail(cu, r, "cuDeviceGetCount");
@@ -417,7 +417,15 @@ static GpuccStatus open_device(GpuccModel *m, int device) {
   if (device < 0 || device >= count)
     return gpucc_fail(GPUCC_ERR_NO_DEVICE, "no CUDA device %d: the driver sees %d (0 to %d)",
                       device, count, count - 1);
-  if ((r = cu->cuDeviceGet(&m->dev, device))) return gpucc_cu_fail(cu, r, "cuDeviceGet(%d)", device);
+  if ((r = cu->cuDeviceGet(dev, device))) return gpucc_cu_fail(cu, r, "cuDeviceGet(%d)", device);
+  return GPUCC_OK;
+}
+
+static GpuccStatus open_device(GpuccModel *m, int device) {
+  const CuApi *cu = m->cu;
+  CUresult r;
+  GpuccStatus st = get_device(cu, device, &m->dev);
+  if (st) return st;
   if ((r = cu->cuDevicePrimaryCtxRetain(&m->ctx, m->dev))) {
     m->ctx = NULL;
     return gpucc_cu_fail(cu, r, "cuDevicePrimaryCtxRetain(device %d)", device);
@@ -754,15 +762,9 @@ GpuccStatus gpucc_device_compute_capability(int device, int *major, int *minor) 
   GpuccStatus st;
   const CuApi *cu = gpucc_cuda(&st);
   if (!cu) return st;
-  int count = 0;
   CUdevice dev;
-  CUresult r = cu->cuDeviceGetCount(&count);
-  if (r) return gpucc_cu_fail(cu, r, "cuDeviceGetCount");
-  if (count == 0) return gpucc_fail(GPUCC_ERR_NO_DEVICE, "no CUDA device: the driver sees none");
-  if (device < 0 || device >= count)
-    return gpucc_fail(GPUCC_ERR_NO_DEVICE, "no CUDA device %d: the driver sees %d (0 to %d)",
-                      device, count, count - 1);
-  if ((r = cu->cuDeviceGet(&dev, device))) return gpucc_cu_fail(cu, r, "cuDeviceGet(%d)", device);
+  CUresult r;
+  if ((st = get_device(cu, device, &dev))) return st;
   if ((r = cu->cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) ||
       (r = cu->cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)))
     return gpucc_cu_fail(cu, r, "cuDeviceGetAttribute(compute capability)");
