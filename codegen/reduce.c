@@ -305,9 +305,10 @@ int cg_softmax(Cg *cg, const Node *n) {
     buf_printf(b, "    const %s rs = (%s)1 / s;\n", T, T);
     res = cg_fmt(cg, "exp(%s - m) * rs", v);
   }
-  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) out0[o * %" PRId64 " + j] = %s;\n",
-             len, len, cg_store(cg, y->type.dtype, dom, res));
-  buf_puts(b, "  }\n}\n");
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", len);
+  cg_store_out(cg, n, cg_fmt(cg, "(o * %" PRId64 " + j)", len),
+               cg_store(cg, y->type.dtype, dom, res), "      ");
+  buf_puts(b, "    }\n  }\n}\n");
   cg_kernel_step(cg, n, name, l.grid, l.block);
   return 0;
 }
@@ -379,9 +380,10 @@ int cg_instance_norm(Cg *cg, const Node *n) {
   buf_printf(b, "    const %s sc = %s, bi = %s;\n", T, cg_load(cg, n->in[1]->type.dtype, dom, "in1[c]"),
              cg_load(cg, n->in[2]->type.dtype, dom, "in2[c]"));
   const char *res = cg_fmt(cg, "(%s - mean) / sd * sc + bi", v);
-  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) out0[o * %" PRId64 " + j] = %s;\n",
-             len, len, cg_store(cg, y->type.dtype, dom, res));
-  buf_puts(b, "  }\n}\n");
+  buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", len);
+  cg_store_out(cg, n, cg_fmt(cg, "(o * %" PRId64 " + j)", len),
+               cg_store(cg, y->type.dtype, dom, res), "      ");
+  buf_puts(b, "    }\n  }\n}\n");
   cg_kernel_step(cg, n, name, l.grid, l.block);
   return 0;
 }

@@ -358,6 +358,10 @@ def cases():
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}\n%a = add(%c, %r)\n%y = relu(%a)"),
         ("fused_conv_bias_clip", {"x": x, "w": f(4, 1, 3, 3), "s": f(4, 1, 1)},
          "%c = conv(%x, %w) {pads = [1, 1, 1, 1], group = 4}\n%a = mul(%c, %s)\n%y = clip(%a) {min = 0, max = 6}"),
+        # a softmax with the exporters' NaN masking in its store: a warp per row, a block per row
+        ("fused_softmax_nan_mask", {"x": xn, "z": np.array(0, np.float32)},
+         "%p = softmax(%x)\n%n = is_nan(%p)\n%y = where(%n, %z, %p)"),
+        ("fused_softmax_block_scale", {"x": mt, "s": f(300)}, "%p = softmax(%x)\n%y = mul(%p, %s)"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
