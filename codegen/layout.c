@@ -21,7 +21,7 @@ static int strided_copy(Cg *cg, const Node *n, Space *s, const char *note) {
   const char *name = cg_kernel_begin(cg, n, note);
   cg_loop_begin(cg, n, numel);
   space_emit_offsets(cg, s, "i", "o", "    ");
-  buf_puts(&cg->src, "    out0[i] = in0[o0];\n");
+  cg_store_out(cg, n, "i", "in0[o0]", "    ");
   cg_loop_end(cg, n, name, numel);
   return 0;
 }
@@ -72,8 +72,9 @@ static int tiled_transpose(Cg *cg, const Node *n, const Space *s) {
   buf_puts(b, "    // write along the output's contiguous dim\n");
   buf_printf(b, "    for (int j = ty; j < 32; j += %d) {\n", CODEGEN_BLOCK / 32);
   buf_puts(b, "      const idx_t a = a0 + j, bb = b0 + tx;\n");
-  buf_printf(b, "      if (a < %" PRId64 " && bb < %" PRId64 ") out0[o1 + a * %" PRId64 " + bb] = tile[tx][j];\n", nA, nB, ys[A]);
-  buf_puts(b, "    }\n    __syncthreads();\n  }\n}\n");
+  buf_printf(b, "      if (a < %" PRId64 " && bb < %" PRId64 ") {\n", nA, nB);
+  cg_store_out(cg, n, cg_fmt(cg, "(o1 + a * %" PRId64 " + bb)", ys[A]), "tile[tx][j]", "        ");
+  buf_puts(b, "      }\n    }\n    __syncthreads();\n  }\n}\n");
   cg_kernel_step(cg, n, name, 1, CODEGEN_BLOCK);
   KernelStep *k = &cg->steps[cg->nsteps - 1].kernel;
   k->grid[0] = (unsigned)((nB + 31) / 32);

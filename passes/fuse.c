@@ -1,9 +1,10 @@
 /* fuse.c: pointwise fusion. Chains of pointwise nodes (with broadcasting, casts and
  * constants) become one fuse group (IR_ATTR_FUSE), which codegen turns into one kernel:
  * the values inside a group live in registers and never reach memory. A convolution
- * followed by pointwise nodes (bias, activation, a residual add), or a softmax followed by
- * some (the exporters' NaN masking), is one group too: its kernel applies them to each
- * output element as it stores it (an epilogue).
+ * followed by pointwise nodes (bias, activation, a residual add), a softmax followed by
+ * some (the exporters' NaN masking), or a transpose (attention's scaled Q and K) is one
+ * group too: its kernel applies them to each output element as it stores it (an
+ * epilogue).
  *
  * A matmul of a linear layer joins a group made of its bias add (and a residual add
  * after it): cuBLASLt adds both in the GEMM (gemm_epilogues below).
@@ -57,7 +58,7 @@ static bool anchor(const Node *n) {
     int64_t axis = attr_int(n, "axis"), rank = n->in[0]->type.shape.rank;
     return axis == -1 || axis == rank - 1;
   }
-  return n->op == OP_CONV;
+  return n->op == OP_CONV || n->op == OP_TRANSPOSE;
 }
 
 /* Distinct values read from outside the group of position r, were position p's group
@@ -275,7 +276,8 @@ static int run_fuse(Graph *g, PassContext *ctx) {
 
 const Pass pass_fuse = {
     .name = "fuse",
-    .summary = "group chains of pointwise nodes, and convolutions, softmaxes and GEMMs with "
-               "the pointwise nodes after them, into one GPU kernel each (fuse = K)",
+    .summary = "group chains of pointwise nodes, and convolutions, softmaxes, transposes "
+               "and GEMMs with the pointwise nodes after them, into one GPU kernel each "
+               "(fuse = K)",
     .run = run_fuse,
 };

@@ -362,6 +362,13 @@ def cases():
         ("fused_softmax_nan_mask", {"x": xn, "z": np.array(0, np.float32)},
          "%p = softmax(%x)\n%n = is_nan(%p)\n%y = where(%n, %z, %p)"),
         ("fused_softmax_block_scale", {"x": mt, "s": f(300)}, "%p = softmax(%x)\n%y = mul(%p, %s)"),
+        # attention's scaled Q and K^T: transposes with the scale in their store
+        ("fused_transpose_strided_scale", {"x": x, "s": np.array(0.25, np.float32)},
+         "%t = transpose(%x) {perm = [0, 2, 1, 3]}\n%y = mul(%t, %s)"),
+        # (a tiled transpose spreads its tiles over grid.y too, which the emulator's grid
+        # does not: dims of at most 32 keep it to one tile there)
+        ("fused_transpose_tiled_scale", {"x": f(2, 3, 30, 20), "s": np.array(0.25, np.float32)},
+         "%t = transpose(%x) {perm = [0, 1, 3, 2]}\n%y = mul(%t, %s)"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
