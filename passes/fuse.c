@@ -197,6 +197,38 @@ static void gemm_epilogues(Fuse *f) {
   }
 }
 
+/* The report's remark: "9 fuse groups of 31 nodes (4 pointwise, 2 conv, 1 softmax, 1
+ * transpose, 1 matmul)", by each group's first node. */
+static void describe(Fuse *f, const int *size, int64_t ngroups, bool limited, char *buf,
+                     size_t cap) {
+  static const Op kinds[] = {OP_CONV, OP_SOFTMAX, OP_TRANSPOSE, OP_MATMUL};
+  int count[5] = {0}, nodes = 0;
+  for (int i = 0; i < f->g->nnodes; i++) {
+    int r = find(f, i);
+    if (size[r] < 2)
+      continue;
+    nodes++;
+    bool first = true;
+    for (int j = 0; j < i && first; j++)
+      first = find(f, j) != r;
+    if (!first)
+      continue;
+    Op op = f->g->nodes[i]->op == OP_LOG_SOFTMAX ? OP_SOFTMAX : f->g->nodes[i]->op;
+    int k = 0;
+    while (k < 4 && kinds[k] != op)
+      k++;
+    count[k == 4 ? 4 : k]++; /* 4: pointwise */
+  }
+  size_t at = (size_t)snprintf(buf, cap, "%lld fuse groups of %d nodes (%d pointwise",
+                               (long long)ngroups, nodes, count[4]);
+  for (int k = 0; k < 4 && at < cap; k++)
+    if (count[k])
+      at += (size_t)snprintf(buf + at, cap - at, ", %d %s", count[k], op_info[kinds[k]].name);
+  if (at < cap)
+    snprintf(buf + at, cap - at, ")%s",
+             limited ? "; some merges left out: a kernel reads at most 7 inputs" : "");
+}
+
 static int run_fuse(Graph *g, PassContext *ctx) {
   Fuse f = {g, malloc(sizeof(int) * (size_t)(g->nnodes + 1)),
             malloc(sizeof(int) * (size_t)(g->next_node_id + 1))};
@@ -265,8 +297,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   }
   ctx->changes += fused;
   if (next || limited)
-    snprintf(ctx->note, sizeof ctx->note, "%lld fuse groups%s", (long long)next,
-             limited ? "; some merges left out: a kernel reads at most 7 inputs" : "");
+    describe(&f, size, next, limited, ctx->note, sizeof ctx->note);
   free(f.group);
   free(f.at);
   free(size);
