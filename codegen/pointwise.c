@@ -380,7 +380,6 @@ int cg_pointwise(Cg *cg, const Node *n) { return cg_pointwise_group(cg, &n, 1); 
 
 int cg_epilogue_begin(Cg *cg, const Node *const *nodes, int n) {
   PwKernel *k = arena_alloc(cg->arena, sizeof *k);
-  memset(k, 0, sizeof *k);
   *k = (PwKernel){.node = nodes + 1, .n = n - 1, .anchor = nodes[0], .base = nodes[0]->nin,
                   .pre = "f"};
   const Node *a = nodes[0];

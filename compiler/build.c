@@ -360,11 +360,17 @@ void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f)
 
 /* ---------------------------------------------------------------- the plan */
 
-static GpuccDType rt_dtype(DType t) {
+GpuccDType rt_dtype(DType t) {
   for (int k = GPUCC_DT_INVALID + 1; k < GPUCC_DT_COUNT; k++)
     if (!strcmp(gpucc_dtype_name((GpuccDType)k), dtype_name(t)))
       return (GpuccDType)k;
   return GPUCC_DT_INVALID;
+}
+
+DType ir_dtype(GpuccDType t) {
+  DType d = DT_UNKNOWN;
+  dtype_from_name(gpucc_dtype_name(t), &d);
+  return d;
 }
 
 static GpuccPtr place_of(const MemPlan *mp, const Value *v, int64_t elem_offset) {

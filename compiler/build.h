@@ -43,6 +43,11 @@ void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f)
 int memplan_weights(const Graph *g, const MemPlan *mp, void **out, Diag *d);
 void memplan_free(MemPlan *mp);
 
+/* The runtime's element type of an IR one and back, by name (GPUCC_DT_INVALID and
+ * DT_UNKNOWN when the other layer has no such type). */
+GpuccDType rt_dtype(DType t);
+DType ir_dtype(GpuccDType t);
+
 /* The values step s touches: step_value(s, 0 .. step_nvalues(s)). */
 int step_nvalues(const Step *s);
 const Value *step_value(const Step *s, int i);

@@ -920,19 +920,6 @@ static int open_model_so(const char *path, ModelApi *api, void **lib) {
   return 0;
 }
 
-static DType ir_dtype(GpuccDType t) {
-  DType d = DT_UNKNOWN;
-  dtype_from_name(gpucc_dtype_name(t), &d);
-  return d;
-}
-
-static GpuccDType rt_dtype(DType t) {
-  for (int k = GPUCC_DT_INVALID + 1; k < GPUCC_DT_COUNT; k++)
-    if (ir_dtype((GpuccDType)k) == t)
-      return (GpuccDType)k;
-  return GPUCC_DT_INVALID;
-}
-
 /* Fills in[] for a model.so (which has no graph): --input files by the model's input
  * names, the rest from the same generator as a graph's inputs. */
 static int model_inputs(const Options *o, const ModelApi *api, GpuccModel *m, Tensor **in) {
