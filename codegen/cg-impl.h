@@ -115,6 +115,16 @@ const PwKernel *cg_epilogue_of(const Cg *cg, const Node *n); /* NULL: none for n
 void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next,
                           const Value *const **out, const Node *const **nodes, int *n);
 void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent);
+/* A chain of pointwise nodes (in node order, the last one's output the chain's) applied
+ * inside another kernel to each element that kernel computes of anchor's output (the
+ * attention kernel's scores and probabilities). The values it reads from outside are
+ * parameters in<base>... (cg_epilogue_operands lists them); pre prefixes its variables.
+ * cg_chain_emit writes the statements for the anchor's element val at flat index idx of
+ * the chain's output shape, the result stored to the lvalue dst. */
+const PwKernel *cg_chain_plan(Cg *cg, const Node *anchor, const Node *const *nodes, int n,
+                              int base, const char *pre);
+void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
+                   const char *dst, const char *indent);
 /* A matmul's epilogue, which cuBLASLt applies: its nodes must be an add of a bias along
  * the output's last dim, then optionally an add of a residual of the output's shape, all
  * of mm's dtype. Sets *bias, *residual (NULL when absent) and *out (the group's output). */
@@ -125,6 +135,9 @@ int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **r
 int cg_pointwise(Cg *cg, const Node *n);
 /* One kernel for nodes[0..n) of a fuse group, in node order; the last is the root. */
 int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n);
+/* attention.c: a fuse group of two matmuls with a softmax between them (passes/fuse.c). */
+bool cg_is_attention(const Node *const *nodes, int n);
+int cg_attention(Cg *cg, const Node *const *nodes, int n);
 int cg_layout(Cg *cg, const Node *n); /* transpose expand slice concat split gather pad */
 int cg_reduce(Cg *cg, const Node *n); /* reduce_*, argmax, argmin */
 int cg_softmax(Cg *cg, const Node *n); /* softmax, log_softmax */

@@ -712,6 +712,8 @@ static int gen_group(Cg *cg, int at) {
   for (int i = 0; i <= at; i++)
     if (node_fuse_group(g->nodes[i]) == k)
       members[n++] = g->nodes[i];
+  if (cg_is_attention(members, n))
+    return cg_attention(cg, members, n);
   if (n == 1 || (op_info[members[0]->op].flags & OPF_POINTWISE))
     return cg_pointwise_group(cg, members, n);
   if (cg_epilogue_begin(cg, members, n))

@@ -262,6 +262,18 @@ static bool same_dims(const Value *a, const Value *b) {
   return true;
 }
 
+/* Whether a's dims broadcast to b's: a node of a group computed at the output's index
+ * (its inputs broadcast to its own shape, so to the output's too: broadcasting composes). */
+static bool bcasts_to(const Value *a, const Value *b) {
+  int ra = a->type.shape.rank, rb = b->type.shape.rank;
+  if (ra > rb)
+    return false;
+  for (int i = 1; i <= ra; i++)
+    if (cg_dim(a, ra - i) != cg_dim(b, rb - i) && cg_dim(a, ra - i) != 1)
+      return false;
+  return true;
+}
+
 /* Checks what codegen fuses (passes/fuse.c makes nothing else, but a hand-written fuse
  * attribute can ask for more) and collects the kernel's inputs. */
 static int plan_kernel(Cg *cg, PwKernel *k) {
@@ -275,10 +287,9 @@ static int plan_kernel(Cg *cg, PwKernel *k) {
       return cg_error(cg, n, "fuse group %lld: node %d (%s) is not pointwise; codegen fuses "
                       "pointwise nodes only", (long long)node_fuse_group(n), n->id,
                       op_info[n->op].name);
-    if (!same_dims(n->out[0], k->out))
-      return cg_error(cg, n, "fuse group %lld: %%%s has another shape than the group's output "
-                      "%%%s; codegen fuses nodes of one shape", (long long)node_fuse_group(n),
-                      n->out[0]->name, k->out->name);
+    if (!bcasts_to(n->out[0], k->out))
+      return cg_error(cg, n, "fuse group %lld: %%%s does not broadcast to the group's output "
+                      "%%%s", (long long)node_fuse_group(n), n->out[0]->name, k->out->name);
     for (int a = 0; a < n->nin; a++) {
       const Value *v = n->in[a];
       if (member_of(k, v) != -1 || ext_index(k, v) >= 0)
@@ -448,18 +459,16 @@ int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **r
   return 0;
 }
 
-void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent) {
-  PwKernel *k = cg->epi && cg->epi->anchor == n ? cg->epi : NULL;
+/* The statements of chain k for the anchor's element val at flat index idx of k's
+ * output, the result stored to dst. */
+static void emit_chain(Cg *cg, const PwKernel *k, const char *idx, const char *val,
+                       const char *dst, const char *indent, const char *what) {
   Buf *b = &cg->src;
-  if (!k) {
-    buf_printf(b, "%sout0[%s] = %s;\n", indent, idx, val);
-    return;
-  }
-  k->stored = true;
   const Value *y = k->out;
-  buf_printf(b, "%s{ /* the epilogue */\n", indent);
+  buf_printf(b, "%s{ /* %s */\n", indent, what);
   const char *in2 = cg_fmt(cg, "%s  ", indent);
-  buf_printf(b, "%sconst %s fa = %s;\n", in2, cg_ctype(n->out[0]->type.dtype), val);
+  buf_printf(b, "%sconst %s %sa = %s;\n", in2, cg_ctype(k->anchor->out[0]->type.dtype), k->pre,
+             val);
   if (k->next) {
     Space s;
     int64_t dims[IR_MAX_RANK];
@@ -469,8 +478,31 @@ void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const
     for (int e = 0; e < k->next; e++)
       space_add_bcast(&s, &k->ext[e]->type.shape);
     space_coalesce(&s);
-    space_emit_offsets(cg, &s, idx, "fe", in2);
+    space_emit_offsets(cg, &s, idx, cg_fmt(cg, "%se", k->pre), in2);
   }
-  emit_elements(cg, k, "in%d[fe%d]", cg_fmt(cg, "out0[%s]", idx), in2);
+  emit_elements(cg, k, cg_fmt(cg, "in%%d[%se%%d]", k->pre), dst, in2);
   buf_printf(b, "%s}\n", indent);
+}
+
+void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent) {
+  PwKernel *k = cg->epi && cg->epi->anchor == n ? cg->epi : NULL;
+  if (!k) {
+    buf_printf(&cg->src, "%sout0[%s] = %s;\n", indent, idx, val);
+    return;
+  }
+  k->stored = true;
+  emit_chain(cg, k, idx, val, cg_fmt(cg, "out0[%s]", idx), indent, "the epilogue");
+}
+
+const PwKernel *cg_chain_plan(Cg *cg, const Node *anchor, const Node *const *nodes, int n,
+                              int base, const char *pre) {
+  PwKernel *k = arena_alloc(cg->arena, sizeof *k);
+  *k = (PwKernel){.node = nodes, .n = n, .anchor = anchor, .base = base, .pre = pre};
+  return plan_kernel(cg, k) ? NULL : k;
+}
+
+void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
+                   const char *dst, const char *indent) {
+  emit_chain(cg, k, idx, val, dst, indent, cg_fmt(cg, "nodes %d..%d", k->node[0]->id,
+                                                   k->node[k->n - 1]->id));
 }

@@ -3,8 +3,8 @@
  *
  * The memory plan: inputs and outputs in slots of their own at the start of the arena
  * (a run copies into and out of them; timed replays read them again), intermediates
- * above them, greedy by size: largest first, each into the best-fitting gap left by the
- * buffers whose lifetimes overlap its own. */
+ * above them, each into the best-fitting gap left by the buffers whose lifetimes overlap
+ * its own, in the best of four orders (largest, earliest, largest area, longest-lived first). */
 #include "compiler/build.h"
 #include "compiler/gpucc.h"
 #include "compiler/nvrtc.h"
@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_PASSES = 64, WEIGHTS_ALIGN = 256 };
+/* PLAN_SHUFFLES: placements tried after the four orders, each the best so far with some
+ * buffers swapped (deterministic), while the arena is above its lower bound. */
+enum { MAX_PASSES = 64, WEIGHTS_ALIGN = 256, PLAN_SHUFFLES = 200 };
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -133,25 +135,9 @@ static uint64_t best_fit(MemSlot *const *conflict, int n, uint64_t base, uint64_
  * buffers already placed whose live range (the steps from its first use to its last)
  * overlaps its own. A step's outputs never share bytes with its inputs: both are live at
  * that step. Also computes the lower bound and the no-reuse sum of the arena. */
-static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) {
-  int n = 0;
-  MemSlot **todo = calloc((size_t)mp->nslots + 1, sizeof *todo);
-  MemSlot **conflict = calloc((size_t)mp->nslots + 1, sizeof *conflict);
-  uint64_t *live = calloc((size_t)nsteps + 1, sizeof *live);
-  if (!todo || !conflict || !live) {
-    free(todo);
-    free(conflict);
-    free(live);
-    return diag_error(d, (SrcLoc){0}, "out of memory");
-  }
-  for (int id = 0; id < mp->nslots; id++) {
-    MemSlot *s = &mp->slot[id];
-    if (s->v && s->root == s->v && s->v->kind == VK_NODE && !s->dedicated && s->first >= 0 &&
-        s->bytes)
-      todo[n++] = s;
-  }
-  qsort(todo, (size_t)n, sizeof *todo, by_size);
-  uint64_t end = base, naive = base;
+/* Places todo[0..n) in that order, each at its best fit; returns the arena's end. */
+static uint64_t place_in_order(MemSlot **todo, int n, MemSlot **conflict, uint64_t base) {
+  uint64_t end = base;
   for (int i = 0; i < n; i++) {
     MemSlot *s = todo[i];
     int nc = 0;
@@ -162,18 +148,102 @@ static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) 
     s->offset = best_fit(conflict, nc, base, s->bytes);
     if (s->offset + s->bytes > end)
       end = s->offset + s->bytes;
-    naive = align_up(naive, GPUCC_ARENA_ALIGN) + s->bytes;
-    for (int k = s->first; k <= s->last && k < nsteps; k++)
-      live[k] += s->bytes;
   }
-  uint64_t most = 0;
+  return end;
+}
+
+static int by_first(const void *pa, const void *pb) {
+  const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
+  if (a->first != b->first)
+    return a->first < b->first ? -1 : 1;
+  return by_size(pa, pb);
+}
+
+/* Longest live range first. */
+static int by_length(const void *pa, const void *pb) {
+  const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
+  if (a->last - a->first != b->last - b->first)
+    return a->last - a->first > b->last - b->first ? -1 : 1;
+  return by_size(pa, pb);
+}
+
+/* Bytes times steps live: the buffers that block the most of the arena's area first. */
+static int by_area(const void *pa, const void *pb) {
+  const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
+  uint64_t x = a->bytes * (uint64_t)(a->last - a->first + 1);
+  uint64_t y = b->bytes * (uint64_t)(b->last - b->first + 1);
+  if (x != y)
+    return x > y ? -1 : 1;
+  return by_size(pa, pb);
+}
+
+/* Intermediates: best fit in four orders (largest first, earliest first, largest area
+ * of bytes x steps first, longest-lived first), then in shuffles of the best of them,
+ * keeping the smallest arena. Each buffer goes into the
+ * best-fitting gap among the buffers already placed whose live range (the steps from its
+ * first use to its last) overlaps its own. A step's outputs never share bytes with its
+ * inputs: both are live at that step. Also computes the lower bound and the no-reuse sum
+ * of the arena. */
+static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) {
+  int n = 0;
+  MemSlot **todo = calloc((size_t)mp->nslots + 1, sizeof *todo);
+  MemSlot **conflict = calloc((size_t)mp->nslots + 1, sizeof *conflict);
+  MemSlot **best = calloc((size_t)mp->nslots + 1, sizeof *best);
+  uint64_t *live = calloc((size_t)nsteps + 1, sizeof *live);
+  if (!todo || !conflict || !best || !live) {
+    free(todo);
+    free(conflict);
+    free(best);
+    free(live);
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  }
+  for (int id = 0; id < mp->nslots; id++) {
+    MemSlot *s = &mp->slot[id];
+    if (s->v && s->root == s->v && s->v->kind == VK_NODE && !s->dedicated && s->first >= 0 &&
+        s->bytes)
+      todo[n++] = s;
+  }
+  /* the lower bound: the most bytes live at any step */
+  uint64_t naive = base, most = 0;
+  for (int i = 0; i < n; i++) {
+    naive = align_up(naive, GPUCC_ARENA_ALIGN) + todo[i]->bytes;
+    for (int k = todo[i]->first; k <= todo[i]->last && k < nsteps; k++)
+      live[k] += todo[i]->bytes;
+  }
   for (int k = 0; k < nsteps; k++)
     most = live[k] > most ? live[k] : most;
+  /* four orders, then shuffles of the best, until one reaches the bound */
+  int (*const orders[])(const void *, const void *) = {by_size, by_first, by_area, by_length};
+  uint64_t best_end = UINT64_MAX, rng = 0x9E3779B97F4A7C15u;
+  for (int o = 0; o < 4 + PLAN_SHUFFLES && best_end > base + most; o++) {
+    if (o < 4) {
+      qsort(todo, (size_t)n, sizeof *todo, orders[o]);
+    } else {
+      memcpy(todo, best, sizeof *todo * (size_t)n);
+      for (int i = 0; i < n && n > 1; i++) { /* swap about a quarter with others */
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        if (rng % 4 == 0) {
+          int j = (int)((rng >> 8) % (uint64_t)n);
+          MemSlot *t = todo[i];
+          todo[i] = todo[j];
+          todo[j] = t;
+        }
+      }
+    }
+    uint64_t end = place_in_order(todo, n, conflict, base);
+    if (end < best_end) {
+      best_end = end;
+      memcpy(best, todo, sizeof *todo * (size_t)n);
+    }
+  }
+  memcpy(todo, best, sizeof *todo * (size_t)n);
+  uint64_t end = place_in_order(todo, n, conflict, base);
   mp->arena_bytes = end;
   mp->lower_bound = base + most;
   mp->naive_bytes = naive;
   free(todo);
   free(conflict);
+  free(best);
   free(live);
   return 0;
 }

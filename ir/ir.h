@@ -344,6 +344,23 @@ int make_dirs(const char *dir, Diag *d); /* mkdir -p */
  * points at them. */
 void ir_note_node(Diag *d, const Node *n);
 
+/* ---------------------------------------------------------------- view.c: strided views */
+
+/* Element (i0, ..., i[rank-1]) of a view is element offset + sum ik * stride[k] of base's
+ * dense row-major buffer (strides and offset in elements; 0 broadcasts). */
+typedef struct View {
+  const Value *base;
+  int rank;
+  int64_t dims[IR_MAX_RANK], stride[IR_MAX_RANK], offset;
+} View;
+
+void view_init(View *v, const Value *base); /* base itself (its shape must be static) */
+/* The view of output `out` of node n, given the view `in` of n's first input: true when
+ * n only renames elements (reshape, squeeze, unsqueeze, flatten, identity, transpose, a
+ * split, a gather of one constant index) and the result is a strided view; false
+ * otherwise (a reshape that would need a copy, say), leaving *res unspecified. */
+bool view_through(const Node *n, int out, const View *in, View *res);
+
 /* ---------------------------------------------------------------- infer.c: shape and type inference */
 
 /* Computes the output types of one node from its inputs and attributes into out[]

@@ -164,11 +164,11 @@ static bool bias_of(const Value *v, const Value *y) {
  * cuBLASLt's GEMM (a bias epilogue, and the residual as C with beta 1). A matmul of f32
  * with 2-D weights whose only user is such an add, alone or in a group of exactly that
  * add and the residual add, joins the group as its anchor. */
-static void gemm_epilogues(Fuse *f) {
+static void gemm_epilogues(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *m = g->nodes[i];
-    if (m->op != OP_MATMUL || m->nout != 1 || m->in[0]->type.dtype != DT_F32 ||
+    if (closed[find(f, i)] || m->op != OP_MATMUL || m->nout != 1 || m->in[0]->type.dtype != DT_F32 ||
         m->in[1]->type.shape.rank != 2 || m->in[0]->type.shape.rank < 2)
       continue;
     const Value *y = m->out[0];
@@ -181,7 +181,8 @@ static void gemm_epilogues(Fuse *f) {
           a = g->nodes[j];
         }
     const Value *b = users == 1 ? other_addend(a, y) : NULL;
-    if (!b || b == y || !bias_of(b, y) || !users_inside(f, y, find(f, f->at[a->id])))
+    if (!b || b == y || !bias_of(b, y) || closed[find(f, f->at[a->id])] ||
+        !users_inside(f, y, find(f, f->at[a->id])))
       continue;
     int r = find(f, f->at[a->id]), size = 0;
     const Node *last = NULL;
@@ -197,12 +198,292 @@ static void gemm_epilogues(Fuse *f) {
   }
 }
 
+/* ---------------------------------------------------------------- attention
+ *
+ * Attention as the exporters write it: S = matmul(A, B) (A the queries, B the keys
+ * transposed, each maybe scaled), pointwise nodes on S (a scale, a mask add), a softmax
+ * along the last dim, pointwise nodes on its output (the NaN masking), O = matmul(P, V),
+ * and maybe a transpose of O. All of it is one group, whose kernel (codegen/attention.c)
+ * keeps a tile of score rows in shared memory: the S x S scores never reach memory.
+ * The layout-only nodes (reshape, transpose, split, a constant gather) and scalar
+ * multiplies between A, B or V and the buffers they come from join it too: the kernel
+ * reads those buffers through strides (ir/view.c) and scales as it loads. */
+
+/* Sizes the attention kernel takes: head dims up to ATTN_MAX_HEAD, key rows up to
+ * ATTN_MAX_KEYS (a row of scores lives in 48 KB of shared memory with the tiles). */
+enum { ATTN_MAX_HEAD = 128, ATTN_MAX_KEYS = 4096, ATTN_MAX_NODES = 64 };
+
+typedef struct Attn {
+  const Node *node[ATTN_MAX_NODES];
+  int n;
+} Attn;
+
+static bool attn_has(const Attn *a, const Node *n) {
+  for (int i = 0; i < a->n; i++)
+    if (a->node[i] == n)
+      return true;
+  return false;
+}
+
+static bool attn_add(Attn *a, const Node *n) {
+  if (attn_has(a, n))
+    return true;
+  if (a->n == ATTN_MAX_NODES)
+    return false;
+  a->node[a->n++] = n;
+  return true;
+}
+
+/* Whether every use of v is by a node of a (and v is no graph output). */
+static bool attn_users_inside(const Graph *g, const Attn *a, const Value *v) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == v)
+      return false;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] == v && !attn_has(a, g->nodes[i]))
+        return false;
+  return true;
+}
+
+/* The node and dtype rules the kernel needs, shared with codegen's reading of a group. */
+static bool scalar_mul(const Node *n) {
+  if (n->op != OP_MUL || n->nin != 2 || n->out[0]->type.dtype != DT_F32)
+    return false;
+  for (int k = 0; k < 2; k++) {
+    const Value *c = n->in[k];
+    if (c->kind == VK_CONST && c->data && tensor_numel(c->data) == 1 &&
+        c->type.dtype == DT_F32 && same_shape(n->in[1 - k], n->out[0]))
+      return true;
+  }
+  return false;
+}
+
+static const Value *scaled_input(const Node *n) {
+  return n->in[0]->kind == VK_CONST && tensor_numel(n->in[0]->data) == 1 ? n->in[1] : n->in[0];
+}
+
+/* Whether v broadcasts to shape s (numpy rules). */
+static bool bcasts_to(const Value *v, const Value *s) {
+  const Shape *a = &v->type.shape, *b = &s->type.shape;
+  if (a->rank > b->rank)
+    return false;
+  for (int i = 0; i < a->rank; i++) {
+    Dim d = a->dims[a->rank - 1 - i], e = b->dims[b->rank - 1 - i];
+    if (!dim_eq(d, e) && !(d.n == 1 && !d.sym))
+      return false;
+  }
+  return true;
+}
+
+/* Follows operand v of an attention matmul back through view nodes and scalar
+ * multiplies, adding them to a, as long as every user of the value is in a and the view
+ * composes from the chain's first buffer. Returns false only when a is full. */
+static bool attn_operand(Attn *a, const Value *v) {
+  const Node *chain[16];
+  const Value *at[16];
+  int n = 0;
+  while (n < 16 && v->kind == VK_NODE) {
+    const Node *d = v->def;
+    if (scalar_mul(d)) {
+      at[n] = v;
+      chain[n++] = d;
+      v = scaled_input(d);
+      continue;
+    }
+    View probe, out;
+    view_init(&probe, d->in[0]);
+    if (!shape_is_static(&d->in[0]->type.shape) || !view_through(d, v->def_index, &probe, &out))
+      break;
+    at[n] = v;
+    chain[n++] = d;
+    v = d->in[0];
+  }
+  /* from the buffer forward: the longest prefix (from the matmul's side) whose views
+   * compose; then cut where a value is used outside */
+  View view;
+  view_init(&view, v);
+  int ok = n;
+  for (int i = n - 1; i >= 0; i--) {
+    if (scalar_mul(chain[i]))
+      continue;
+    View next;
+    if (!view_through(chain[i], at[i]->def_index, &view, &next)) {
+      ok = i; /* chain[i] and what lies before it stay kernels of their own */
+      view_init(&view, at[i]);
+      continue;
+    }
+    view = next;
+  }
+  for (int i = 0; i < ok; i++)
+    if (!attn_add(a, chain[i]))
+      return false;
+  return true;
+}
+
+/* Drops the operand chain nodes whose outputs are used outside a (a value needed
+ * elsewhere is written anyway), with everything behind them on their chain. */
+static bool attn_prune(const Graph *g, Attn *a, const Node *keep_from) {
+  bool changed = false;
+  for (int i = 0; i < a->n; i++) {
+    const Node *d = a->node[i];
+    if (d == keep_from)
+      continue;
+    for (int k = 0; k < d->nout; k++)
+      if (!attn_users_inside(g, a, d->out[k])) {
+        a->node[i--] = a->node[--a->n];
+        changed = true;
+        break;
+      }
+  }
+  return changed;
+}
+
+/* The attention group around softmax sm, or false. */
+static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
+  const Graph *g = f->g;
+  const Value *p = sm->out[0];
+  int rank = p->type.shape.rank;
+  a->n = 0;
+  if (p->type.dtype != DT_F32 || rank < 2 || !shape_is_static(&p->type.shape) ||
+      (attr_int(sm, "axis") != -1 && attr_int(sm, "axis") != rank - 1))
+    return false;
+  int64_t sk = p->type.shape.dims[rank - 1].n;
+  attn_add(a, sm);
+  /* before the softmax: a path of pointwise nodes of the score's shape to the matmul */
+  const Value *v = sm->in[0];
+  const Node *m1 = NULL;
+  for (int depth = 0; depth < 8 && !m1; depth++) {
+    if (v->kind != VK_NODE)
+      return false;
+    const Node *d = v->def;
+    if (d->op == OP_MATMUL) {
+      m1 = d;
+      break;
+    }
+    if (!fusable(d) || !same_shape(d->out[0], p) || !attn_add(a, d))
+      return false;
+    const Value *next = NULL;
+    for (int k = 0; k < d->nin && !next; k++) {
+      const Value *u = d->in[k];
+      if (u->kind == VK_NODE && same_shape(u, p) &&
+          (u->def->op == OP_MATMUL || fusable(u->def)))
+        next = u;
+    }
+    if (!next)
+      return false;
+    v = next;
+  }
+  if (!m1 || m1->in[0]->type.dtype != DT_F32 || !attn_add(a, m1))
+    return false;
+  /* after it: pointwise nodes of the same shape reading the softmax or each other, up
+   * to the matmul with V */
+  int at = f->at[sm->id];
+  const Node *m2 = NULL;
+  for (int i = at + 1; i < g->nnodes && !m2; i++) {
+    const Node *m = g->nodes[i];
+    bool reads = false;
+    for (int k = 0; k < m->nin; k++)
+      reads = reads || (m->in[k]->kind == VK_NODE && attn_has(a, m->in[k]->def) &&
+                        f->at[m->in[k]->def->id] >= at);
+    if (!reads)
+      continue;
+    if (m->op == OP_MATMUL)
+      m2 = m;
+    else if (!fusable(m) || !same_shape(m->out[0], p) || !attn_add(a, m))
+      return false;
+  }
+  if (!m2 || m2->in[0]->kind != VK_NODE || !attn_has(a, m2->in[0]->def) ||
+      m2->in[1] == m2->in[0] || m2->in[1]->type.dtype != DT_F32 || !attn_add(a, m2))
+    return false;
+  const Value *o = m2->out[0], *vv = m2->in[1];
+  int64_t d = m1->in[0]->type.shape.dims[m1->in[0]->type.shape.rank - 1].n;
+  int64_t dv = vv->type.shape.rank >= 2 ? vv->type.shape.dims[vv->type.shape.rank - 1].n : 0;
+  if (o->type.shape.rank != rank || !shape_is_static(&o->type.shape) || vv->type.shape.rank < 2 ||
+      m1->in[1]->type.shape.rank < 2 || d < 1 || d > ATTN_MAX_HEAD || dv < 1 ||
+      dv > ATTN_MAX_HEAD || sk > ATTN_MAX_KEYS)
+    return false;
+  for (int i = 0; i < rank - 2; i++)
+    if (o->type.shape.dims[i].n != p->type.shape.dims[i].n)
+      return false; /* V would broadcast the batch wider than the scores */
+  /* every value of the scores' and probabilities' nodes stays inside, but O */
+  for (int i = 0; i < a->n; i++)
+    if (a->node[i] != m2 && !attn_users_inside(g, a, a->node[i]->out[0]))
+      return false;
+  /* masks and such computed for this attention alone join too */
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int i = 0; i < a->n; i++) {
+      const Node *m = a->node[i];
+      if (m == m1 || m == m2 || !(op_info[m->op].flags & OPF_POINTWISE))
+        continue;
+      for (int k = 0; k < m->nin; k++) {
+        const Value *u = m->in[k];
+        if (u->kind != VK_NODE || attn_has(a, u->def) || !fusable(u->def) ||
+            !bcasts_to(u, p) || !attn_users_inside(g, a, u))
+          continue;
+        if (!attn_add(a, u->def))
+          return false;
+        grew = true;
+      }
+    }
+  }
+  /* the transpose of O that the exporters put before the output projection */
+  const Node *root = m2;
+  int users = 0;
+  const Node *user = NULL;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] == o) {
+        users++;
+        user = g->nodes[i];
+      }
+  bool out = false;
+  for (int i = 0; i < g->noutputs; i++)
+    out = out || g->outputs[i] == o;
+  if (users == 1 && !out && user->op == OP_TRANSPOSE && attn_add(a, user))
+    root = user;
+  (void)root;
+  if (!attn_operand(a, m1->in[0]) || !attn_operand(a, m1->in[1]) ||
+      !attn_operand(a, vv))
+    return false;
+  while (attn_prune(g, a, root))
+    ;
+  return true;
+}
+
+/* Every attention of g becomes one group, marked closed: pointwise fusion leaves it. */
+static int attention_groups(Fuse *f, bool *closed) {
+  int found = 0;
+  for (int i = 0; i < f->g->nnodes; i++) {
+    const Node *sm = f->g->nodes[i];
+    Attn a;
+    if (sm->op != OP_SOFTMAX || closed[find(f, i)] || !attention_at(f, sm, &a))
+      continue;
+    int root = -1;
+    bool taken = false;
+    for (int k = 0; k < a.n; k++) {
+      int pos = f->at[a.node[k]->id];
+      root = pos > root ? pos : root;
+      taken = taken || closed[find(f, pos)];
+    }
+    if (taken)
+      continue;
+    for (int k = 0; k < a.n; k++)
+      f->group[f->at[a.node[k]->id]] = root;
+    f->group[root] = root;
+    closed[root] = true;
+    found++;
+  }
+  return found;
+}
+
 /* The report's remark: "9 fuse groups of 31 nodes (4 pointwise, 2 conv, 1 softmax, 1
  * transpose, 1 matmul)", by each group's first node. */
-static void describe(Fuse *f, const int *size, int64_t ngroups, bool limited, char *buf,
-                     size_t cap) {
+static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngroups,
+                     bool limited, char *buf, size_t cap) {
   static const Op kinds[] = {OP_CONV, OP_SOFTMAX, OP_TRANSPOSE, OP_MATMUL};
-  int count[5] = {0}, nodes = 0;
+  int count[5] = {0}, nodes = 0, attention = 0;
   for (int i = 0; i < f->g->nnodes; i++) {
     int r = find(f, i);
     if (size[r] < 2)
@@ -213,6 +494,10 @@ static void describe(Fuse *f, const int *size, int64_t ngroups, bool limited, ch
       first = find(f, j) != r;
     if (!first)
       continue;
+    if (closed[r]) {
+      attention++;
+      continue;
+    }
     Op op = f->g->nodes[i]->op == OP_LOG_SOFTMAX ? OP_SOFTMAX : f->g->nodes[i]->op;
     int k = 0;
     while (k < 4 && kinds[k] != op)
@@ -224,6 +509,8 @@ static void describe(Fuse *f, const int *size, int64_t ngroups, bool limited, ch
   for (int k = 0; k < 4 && at < cap; k++)
     if (count[k])
       at += (size_t)snprintf(buf + at, cap - at, ", %d %s", count[k], op_info[kinds[k]].name);
+  if (attention && at < cap)
+    at += (size_t)snprintf(buf + at, cap - at, ", %d attention", attention);
   if (at < cap)
     snprintf(buf + at, cap - at, ")%s",
              limited ? "; some merges left out: a kernel reads at most 7 inputs" : "");
@@ -234,11 +521,13 @@ static int run_fuse(Graph *g, PassContext *ctx) {
             malloc(sizeof(int) * (size_t)(g->next_node_id + 1))};
   int *size = calloc((size_t)g->nnodes + 1, sizeof *size);
   int64_t *id = calloc((size_t)g->nnodes + 1, sizeof *id);
-  if (!f.group || !f.at || !size || !id) {
+  bool *closed = calloc((size_t)g->nnodes + 1, sizeof *closed);
+  if (!f.group || !f.at || !size || !id || !closed) {
     free(f.group);
     free(f.at);
     free(size);
     free(id);
+    free(closed);
     return diag_error(ctx->diag, g->loc, "fuse: out of memory");
   }
   for (int i = 0; i < g->nnodes; i++) {
@@ -247,6 +536,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   }
   /* Until nothing changes: a value with several users joins once they are all in one
    * group (GELU's x * (1 + erf(x / sqrt 2)) reads x twice). */
+  attention_groups(&f, closed);
   bool limited = false, merged = true;
   while (merged) {
     merged = false;
@@ -259,7 +549,8 @@ static int run_fuse(Graph *g, PassContext *ctx) {
         if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(v->def)))
           continue;
         int p = find(&f, f.at[v->def->id]), r = find(&f, i);
-        if (p == r || !same_shape(v, n->out[0]) || !users_inside(&f, v, r))
+        if (p == r || closed[p] || closed[r] || !same_shape(v, n->out[0]) ||
+            !users_inside(&f, v, r))
           continue;
         if (has_anchor(&f, p) && has_anchor(&f, r))
           continue; /* one kernel computes one anchor */
@@ -272,7 +563,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
       }
     }
   }
-  gemm_epilogues(&f);
+  gemm_epilogues(&f, closed);
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;
@@ -297,7 +588,8 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   }
   ctx->changes += fused;
   if (next || limited)
-    describe(&f, size, next, limited, ctx->note, sizeof ctx->note);
+    describe(&f, size, closed, next, limited, ctx->note, sizeof ctx->note);
+  free(closed);
   free(f.group);
   free(f.at);
   free(size);

@@ -231,6 +231,9 @@ def cases():
     gridc[1, 2, 3, 0] = np.nan
     rois = np.array([[0, 0, 9, 8], [1.5, 2.2, 7.3, 6.1], [-3, -2, 4, 30], [5, 5, 5.2, 5.1], [8, 1, 2, 7]], np.float32)
     bn = lambda *s: {"s": f(*s), "b": f(*s), "m": f(*s), "v": np.abs(f(*s))}  # noqa: E731
+    amask = np.where(rng.random((2, 1, 1, 16)) < 0.3, -np.inf, 0).astype(np.float32)
+    amask[1] = -np.inf  # the second batch entry's rows: all masked
+    cmask = np.tril(np.ones((40, 40), bool)).reshape(1, 1, 40, 40)
     return [
         # nn.c
         ("conv", {"x": x, "w": f(6, 2, 3, 3), "b": f(6)}, "%y = conv(%x, %w, %b) {strides = [2, 3], pads = [1, 0, 2, 1], dilations = [2, 1], group = 2}"),
@@ -369,6 +372,36 @@ def cases():
         # does not: dims of at most 32 keep it to one tile there)
         ("fused_transpose_tiled_scale", {"x": f(2, 3, 30, 20), "s": np.array(0.25, np.float32)},
          "%t = transpose(%x) {perm = [0, 1, 3, 2]}\n%y = mul(%t, %s)"),
+        # attention: one kernel from the heads' split to the output's transpose, the
+        # scores in shared memory (a fully masked row gives NaN, which the where zeroes)
+        ("fused_attention_masked", {"q": f(2, 16, 24), "k": f(2, 16, 24), "v": f(2, 16, 24), "m": amask,
+                                    "z": np.float32(0)},
+         "%q4 = reshape(%q) {shape = [2, 16, 3, 8]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
+         "%k4 = reshape(%k) {shape = [2, 16, 3, 8]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
+         "%v4 = reshape(%v) {shape = [2, 16, 3, 8]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
+         "%c = const f32[] 0.59460356\n%qs = mul(%qt, %c)\n%ks = mul(%c, %kt)\n"
+         "%s = matmul(%qs, %ks)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n"
+         "%n = is_nan(%p)\n%w = where(%n, %z, %p)\n"
+         "%o = matmul(%w, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}"),
+        # (the emulator has no constants: the scale and the mask value come in as inputs)
+        ("fused_attention_split_causal", {"x": f(1, 40, 3 * 20), "t": cmask, "c": np.float32(0.31622776),
+                                          "lo": np.float32(-3.4028235e+38)},
+         "%q, %k, %v = split(%x) {axis = 2, split = [20, 20, 20]}\n"
+         "%q4 = reshape(%q) {shape = [1, 40, 2, 10]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
+         "%k4 = reshape(%k) {shape = [1, 40, 2, 10]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
+         "%v4 = reshape(%v) {shape = [1, 40, 2, 10]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
+         "%s = matmul(%qt, %kt)\n%d = mul(%s, %c)\n%a = where(%t, %d, %lo)\n%p = softmax(%a) {axis = -1}\n"
+         "%o = matmul(%p, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}"),
+        # torchvision's multi-head attention: q, k, v picked from a stack by constant
+        # gathers, heads folded into the batch (rank 3)
+        ("fused_attention_stacked_heads", {"x": f(3, 37, 1, 24)},
+         "%i0 = const i64[] 0\n%i1 = const i64[] 1\n%i2 = const i64[] 2\n"
+         "%q = gather(%x, %i0) {axis = 0}\n%k = gather(%x, %i1) {axis = 0}\n%v = gather(%x, %i2) {axis = 0}\n"
+         "%q3 = reshape(%q) {shape = [37, 3, 8]}\n%qt = transpose(%q3) {perm = [1, 0, 2]}\n"
+         "%k3 = reshape(%k) {shape = [37, 3, 8]}\n%kt = transpose(%k3) {perm = [1, 2, 0]}\n"
+         "%v3 = reshape(%v) {shape = [37, 3, 8]}\n%vt = transpose(%v3) {perm = [1, 0, 2]}\n"
+         "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
+         "%y = transpose(%o) {perm = [1, 0, 2]}"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 

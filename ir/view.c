@@ -1,0 +1,122 @@
+/* view.c: strided views. Many layout ops only rename elements: a reshape of a dense
+ * tensor, a transpose, a squeeze, one output of a split, a gather of one constant index.
+ * Their output is their input's buffer read through other strides, so a kernel that
+ * consumes such a chain can read the first buffer directly (index arithmetic) and the
+ * chain needs no kernel of its own. view_through follows one such node. */
+#include "ir/ir.h"
+
+#include <string.h>
+
+void view_init(View *v, const Value *base) {
+  const Shape *s = &base->type.shape;
+  memset(v, 0, sizeof *v);
+  v->base = base;
+  v->rank = s->rank;
+  int64_t st = 1;
+  for (int i = s->rank - 1; i >= 0; i--) {
+    v->dims[i] = s->dims[i].n;
+    v->stride[i] = st;
+    st *= s->dims[i].n;
+  }
+}
+
+/* The strides of `in` read as `rank` dims `dims` (same element count), if some exist:
+ * each run of input dims that merges into, or splits from, output dims must be laid out
+ * as one block (PyTorch's rule for view()). Dims of size 1 take any stride. */
+static bool restride(const View *in, int rank, const int64_t *dims, int64_t *stride) {
+  int64_t numel = 1;
+  for (int i = 0; i < rank; i++)
+    numel *= dims[i];
+  if (numel == 0 || in->rank == 0) {
+    for (int i = 0; i < rank; i++)
+      stride[i] = 1;
+    return true;
+  }
+  int vd = rank - 1;
+  int64_t base = in->stride[in->rank - 1], tnumel = 1, vnumel = 1;
+  for (int td = in->rank - 1; td >= 0; td--) {
+    tnumel *= in->dims[td];
+    if (td == 0 || (in->dims[td - 1] != 1 && in->stride[td - 1] != tnumel * base)) {
+      while (vd >= 0 && (vnumel < tnumel || dims[vd] == 1)) {
+        stride[vd] = vnumel * base;
+        vnumel *= dims[vd];
+        vd--;
+      }
+      if (vnumel != tnumel)
+        return false;
+      if (td > 0) {
+        base = in->stride[td - 1];
+        tnumel = vnumel = 1;
+      }
+    }
+  }
+  return vd == -1;
+}
+
+/* The single element of integer constant v, if it is one. */
+static bool const_index(const Value *v, int64_t *out) {
+  if (!v || v->kind != VK_CONST || !v->data || tensor_numel(v->data) != 1 ||
+      !dtype_is_int(v->data->dtype))
+    return false;
+  *out = dtype_load_i64(v->data->dtype, v->data->data);
+  return true;
+}
+
+bool view_through(const Node *n, int out, const View *in, View *res) {
+  const Value *y = n->out[out];
+  const Shape *ys = &y->type.shape;
+  if (!shape_is_static(ys) || n->nin < 1 || in->rank != n->in[0]->type.shape.rank)
+    return false;
+  *res = *in;
+  res->rank = ys->rank;
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < ys->rank; i++)
+    dims[i] = ys->dims[i].n;
+  switch (n->op) {
+  case OP_IDENTITY: case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_FLATTEN:
+    memcpy(res->dims, dims, sizeof dims);
+    return restride(in, ys->rank, dims, res->stride);
+  case OP_TRANSPOSE: {
+    int np = 0;
+    const int64_t *perm = attr_ints(n, "perm", &np);
+    for (int i = 0; i < ys->rank; i++) {
+      int64_t p = perm && np == ys->rank ? perm[i] : ys->rank - 1 - i;
+      res->dims[i] = in->dims[p];
+      res->stride[i] = in->stride[p];
+    }
+    return true;
+  }
+  case OP_SPLIT: {
+    int64_t axis = attr_int(n, "axis");
+    if (axis < 0)
+      axis += in->rank;
+    for (int k = 0; k < out; k++)
+      res->offset += n->out[k]->type.shape.dims[axis].n * in->stride[axis];
+    res->dims[axis] = dims[axis];
+    return true;
+  }
+  case OP_GATHER: {
+    int64_t axis = attr_int(n, "axis"), idx;
+    if (axis < 0)
+      axis += in->rank;
+    const Value *iv = n->in[1];
+    if (!const_index(iv, &idx) || iv->type.shape.rank > 1)
+      return false;
+    if (idx < 0)
+      idx += in->dims[axis];
+    if (idx < 0 || idx >= in->dims[axis])
+      return false;
+    res->offset += idx * in->stride[axis];
+    int r = 0;
+    for (int i = 0; i < in->rank; i++) {
+      if (i == axis && iv->type.shape.rank == 0)
+        continue; /* a scalar index drops the axis */
+      res->dims[r] = i == axis ? 1 : in->dims[i];
+      res->stride[r++] = in->stride[i];
+    }
+    return r == ys->rank;
+  }
+  default:
+    return false;
+  }
+}
