@@ -428,9 +428,7 @@ void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next
 
 /* The operand of add node a that is not v (NULL when a is no add of v). */
 static const Value *other_addend(const Node *a, const Value *v) {
-  if (a->op != OP_ADD || a->nin != 2)
-    return NULL;
-  return a->in[0] == v ? a->in[1] : a->in[1] == v ? a->in[0] : NULL;
+  return a && a->op == OP_ADD ? node_other_input(a, v) : NULL;
 }
 
 int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **residual,

@@ -1070,3 +1070,9 @@ int make_dirs(const char *dir, Diag *d) {
   free(path);
   return rc;
 }
+
+const Value *node_other_input(const Node *n, const Value *v) {
+  if (!n || n->nin != 2 || (n->in[0] == v) == (n->in[1] == v))
+    return NULL;
+  return n->in[0] == v ? n->in[1] : n->in[0];
+}

@@ -316,6 +316,8 @@ Attr attr_make_floats(const char *name, const double *v, int n); /* v must outli
 #define IR_ATTR_FUSE "fuse"
 int64_t node_fuse_group(const Node *n); /* K, or 0 when the node has no fuse attribute */
 
+/* The input of two-input node n that is not v (NULL when v is neither input, or both). */
+const Value *node_other_input(const Node *n, const Value *v);
 /* Rewriting. */
 void graph_replace_uses(Graph *g, Value *old, Value *repl); /* node inputs and outputs */
 int graph_count_uses(const Graph *g, const Value *v);        /* node inputs + graph outputs */

@@ -143,9 +143,7 @@ static void set_group(Graph *g, Node *n, int64_t k) {
 
 /* The operand of add node a that is not v (NULL when a is no add of v). */
 static const Value *other_addend(const Node *a, const Value *v) {
-  if (a->op != OP_ADD || a->nin != 2)
-    return NULL;
-  return a->in[0] == v ? a->in[1] : a->in[1] == v ? a->in[0] : NULL;
+  return a && a->op == OP_ADD ? node_other_input(a, v) : NULL;
 }
 
 /* Whether v is a bias of y's last dim: [N], [1, N], ... with N y's last dim. */

@@ -39,6 +39,7 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
 /* The passes. */
 extern const Pass pass_dce;       /* dead-code elimination */
 extern const Pass pass_constfold; /* constant folding through the reference executor */
+extern const Pass pass_concat_gemms; /* matmuls of one input into one (Q, K, V) */
 extern const Pass pass_fuse;      /* pointwise chains into fuse groups (one kernel each) */
 
 #endif
