@@ -100,6 +100,19 @@ static const char *load(Cg *cg, const Operand *o, int param, const char *e) {
   return o->scale ? cg_fmt(cg, "(%s * %s)", x, o->scale) : x;
 }
 
+/* Loads BC rows of `width` elements of operand o into the tile kv: row c is key j0 + c,
+ * its element t at offset `at` (an expression of c and t); rows past the last key are
+ * zeros. */
+static void emit_tile(Cg *cg, const Operand *o, int param, int64_t width, int64_t sk,
+                      const char *at) {
+  Buf *b = &cg->src;
+  buf_puts(b, "      __syncthreads();\n");
+  buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", BC * width, CODEGEN_BLOCK);
+  buf_printf(b, "        const int c = e / %" PRId64 ", t = e %% %" PRId64 ";\n", width, width);
+  buf_printf(b, "        kv[c][t] = j0 + c < %" PRId64 " ? %s : 0.f;\n", sk, load(cg, o, param, at));
+  buf_puts(b, "      }\n      __syncthreads();\n");
+}
+
 int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   const Node *sm = NULL, *m1 = NULL, *m2 = NULL, *root = nodes[n - 1];
   for (int i = 0; i < n; i++)
@@ -154,7 +167,7 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
     return cg_error(cg, root, "fuse group %lld: the nodes around the softmax do not lead from "
                     "the first matmul to the second", (long long)node_fuse_group(root));
 
-  const Value *s = m1->out[0], *o = m2->out[0], *y = root->out[0];
+  const Value *s = m1->out[0], *y = root->out[0];
   int rank = s->type.shape.rank, nb = rank - 2;
   int64_t sq = cg_dim(s, rank - 2), sk = cg_dim(s, rank - 1);
   int64_t d = q.view.dims[q.view.rank - 1], dv = val.view.dims[val.view.rank - 1];
@@ -261,13 +274,8 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   buf_puts(b, "    }\n");
   /* the scores, BC keys at a time: warp w computes rows w, w + 8, ...; lane c key j0 + c */
   buf_printf(b, "    for (int j0 = 0; j0 < %" PRId64 "; j0 += %d) {\n", sk, BC);
-  buf_puts(b, "      __syncthreads();\n");
-  buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", BC * d, CODEGEN_BLOCK);
-  buf_printf(b, "        const int c = e / %" PRId64 ", t = e %% %" PRId64 ";\n", d, d);
-  buf_printf(b, "        kv[c][t] = j0 + c < %" PRId64 " ? %s : 0.f;\n", sk,
-             load(cg, &k, 1, cg_fmt(cg, "kb + (idx_t)t * %" PRId64 " + (idx_t)(j0 + c) * %" PRId64,
-                                    ksd, ksj)));
-  buf_puts(b, "      }\n      __syncthreads();\n");
+  emit_tile(cg, &k, 1, d, sk,
+            cg_fmt(cg, "kb + (idx_t)t * %" PRId64 " + (idx_t)(j0 + c) * %" PRId64, ksd, ksj));
   buf_printf(b, "      for (int r = warp; r < %" PRId64 "; r += %d) {\n", br, CODEGEN_BLOCK / 32);
   buf_printf(b, "        const int i = i0 + r, j = j0 + lane;\n");
   buf_printf(b, "        if (i >= %" PRId64 " || j >= %" PRId64 ") continue;\n", sq, sk);
@@ -303,13 +311,8 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   buf_printf(b, "    float out[%" PRId64 "];\n#pragma unroll\n", nacc);
   buf_printf(b, "    for (int a = 0; a < %" PRId64 "; a++) out[a] = 0.f;\n", nacc);
   buf_printf(b, "    for (int j0 = 0; j0 < %" PRId64 "; j0 += %d) {\n", sk, BC);
-  buf_puts(b, "      __syncthreads();\n");
-  buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", BC * dv, CODEGEN_BLOCK);
-  buf_printf(b, "        const int c = e / %" PRId64 ", t = e %% %" PRId64 ";\n", dv, dv);
-  buf_printf(b, "        kv[c][t] = j0 + c < %" PRId64 " ? %s : 0.f;\n", sk,
-             load(cg, &val, 2, cg_fmt(cg, "vb + (idx_t)(j0 + c) * %" PRId64 " + (idx_t)t * %" PRId64,
-                                      vsj, vsd)));
-  buf_puts(b, "      }\n      __syncthreads();\n");
+  emit_tile(cg, &val, 2, dv, sk,
+            cg_fmt(cg, "vb + (idx_t)(j0 + c) * %" PRId64 " + (idx_t)t * %" PRId64, vsj, vsd));
   buf_printf(b, "      const int nj = %" PRId64 " - j0 < %d ? %" PRId64 " - j0 : %d;\n", sk, BC, sk, BC);
   buf_printf(b, "#pragma unroll\n      for (int a = 0; a < %" PRId64 "; a++) {\n", nacc);
   buf_printf(b, "        const int e = tid + a * %d, r = e / %" PRId64 ", t = e %% %" PRId64 ";\n",
@@ -324,7 +327,6 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   buf_printf(b, "        out0[ob + (idx_t)(i0 + r) * %" PRId64 " + (idx_t)t * %" PRId64 "] = out[a];\n",
              ostr[rank - 2], ostr[rank - 1]);
   buf_puts(b, "    }\n    __syncthreads();\n  }\n}\n");
-  (void)o;
   cg_kernel_step_values(cg, root, name, cg_blocks(tiles * CODEGEN_BLOCK, CODEGEN_BLOCK),
                         CODEGEN_BLOCK, in, nin, &y, 1);
   return 0;

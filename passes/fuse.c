@@ -441,7 +441,6 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
     out = out || g->outputs[i] == o;
   if (users == 1 && !out && user->op == OP_TRANSPOSE && attn_add(a, user))
     root = user;
-  (void)root;
   if (!attn_operand(a, m1->in[0]) || !attn_operand(a, m1->in[1]) ||
       !attn_operand(a, vv))
     return false;
