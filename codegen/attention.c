@@ -60,15 +60,16 @@ static int operand(Cg *cg, const Node *const *nodes, int n, const Value *v, Oper
     at[len] = v;
     chain[len++] = v->def;
     const Node *d = v->def;
-    v = d->op == OP_MUL && d->in[0]->kind == VK_CONST ? d->in[1] : d->in[0];
+    const Value *c = view_scale_factor(d);
+    v = c ? node_other_input(d, c) : d->in[0];
   }
   view_init(&o->view, v);
   for (int i = len - 1; i >= 0; i--) {
     const Node *d = chain[i];
     for (int m = 0; m < n; m++)
       o->chain[m] = o->chain[m] || nodes[m] == d;
-    if (d->op == OP_MUL) {
-      const Value *c = d->in[0]->kind == VK_CONST ? d->in[0] : d->in[1];
+    const Value *c = view_scale_factor(d);
+    if (c) {
       const char *f = cg_fmt(cg, "%.9g", (double)dtype_load_f64(DT_F32, c->data->data));
       /* (x * c1) * c2: each product rounded to f32, as the nodes would */
       o->scale = o->scale ? cg_fmt(cg, "%s * %sf", o->scale, f) : cg_fmt(cg, "%sf", f);
@@ -111,6 +112,15 @@ static void emit_tile(Cg *cg, const Operand *o, int param, int64_t width, int64_
   buf_printf(b, "        const int c = e / %" PRId64 ", t = e %% %" PRId64 ";\n", width, width);
   buf_printf(b, "        kv[c][t] = j0 + c < %" PRId64 " ? %s : 0.f;\n", sk, load(cg, o, param, at));
   buf_puts(b, "      }\n      __syncthreads();\n");
+}
+
+/* sc[r][j] = the value val (a score or a probability) after the chain k, if any; at is
+ * the element's flat index in the scores. */
+static void store_score(Cg *cg, const PwKernel *k, const char *at, const char *val) {
+  if (k)
+    cg_chain_emit(cg, k, at, val, "sc[r][j]", "        ");
+  else
+    buf_printf(&cg->src, "        sc[r][j] = %s;\n", val);
 }
 
 int cg_attention(Cg *cg, const Node *const *nodes, int n) {
@@ -265,6 +275,8 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   int64_t qsi = qv->stride[qv->rank - 2], qsd = qv->stride[qv->rank - 1];
   int64_t ksd = kvw->stride[kvw->rank - 2], ksj = kvw->stride[kvw->rank - 1];
   int64_t vsj = vv->stride[vv->rank - 2], vsd = vv->stride[vv->rank - 1];
+  /* element (i, j) of the batch entry's scores, for the pre and post nodes' inputs */
+  const char *at = cg_fmt(cg, "(((idx_t)z * %" PRId64 " + i) * %" PRId64 " + j)", sq, sk);
   /* the queries */
   buf_printf(b, "    for (int e = tid; e < %" PRId64 "; e += %d) {\n", br * d, CODEGEN_BLOCK);
   buf_printf(b, "      const int r = e / %" PRId64 ", c = e %% %" PRId64 ";\n", d, d);
@@ -281,12 +293,7 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   buf_printf(b, "        if (i >= %" PRId64 " || j >= %" PRId64 ") continue;\n", sq, sk);
   buf_puts(b, "        float acc = 0.f;\n");
   buf_printf(b, "#pragma unroll 8\n        for (int t = 0; t < %" PRId64 "; t++) acc = fmaf(qs[r][t], kv[lane][t], acc);\n", d);
-  if (pk) {
-    const char *idx = cg_fmt(cg, "(((idx_t)z * %" PRId64 " + i) * %" PRId64 " + j)", sq, sk);
-    cg_chain_emit(cg, pk, idx, "acc", "sc[r][j]", "        ");
-  } else {
-    buf_puts(b, "        sc[r][j] = acc;\n");
-  }
+  store_score(cg, pk, at, "acc");
   buf_puts(b, "      }\n    }\n    __syncthreads();\n");
   /* the softmax of each row, as codegen's softmax kernel computes it, then the post nodes */
   buf_printf(b, "    for (int r = warp; r < %" PRId64 "; r += %d) {\n", br, CODEGEN_BLOCK / 32);
@@ -300,12 +307,7 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   buf_puts(b, "      const float rs = 1.f / sum;\n");
   buf_printf(b, "      for (int j = lane; j < %" PRId64 "; j += 32) {\n", sk);
   buf_puts(b, "        const float prob = exp(sc[r][j] - m) * rs;\n");
-  if (qk) {
-    const char *idx = cg_fmt(cg, "(((idx_t)z * %" PRId64 " + i) * %" PRId64 " + j)", sq, sk);
-    cg_chain_emit(cg, qk, idx, "prob", "sc[r][j]", "        ");
-  } else {
-    buf_puts(b, "        sc[r][j] = prob;\n");
-  }
+  store_score(cg, qk, at, "prob");
   buf_puts(b, "      }\n    }\n");
   /* the output: thread tid accumulates elements tid, tid + 256, ... of the BR x DV tile */
   buf_printf(b, "    float out[%" PRId64 "];\n#pragma unroll\n", nacc);

@@ -262,18 +262,6 @@ static bool same_dims(const Value *a, const Value *b) {
   return true;
 }
 
-/* Whether a's dims broadcast to b's: a node of a group computed at the output's index
- * (its inputs broadcast to its own shape, so to the output's too: broadcasting composes). */
-static bool bcasts_to(const Value *a, const Value *b) {
-  int ra = a->type.shape.rank, rb = b->type.shape.rank;
-  if (ra > rb)
-    return false;
-  for (int i = 1; i <= ra; i++)
-    if (cg_dim(a, ra - i) != cg_dim(b, rb - i) && cg_dim(a, ra - i) != 1)
-      return false;
-  return true;
-}
-
 /* Checks what codegen fuses (passes/fuse.c makes nothing else, but a hand-written fuse
  * attribute can ask for more) and collects the kernel's inputs. */
 static int plan_kernel(Cg *cg, PwKernel *k) {
@@ -287,7 +275,9 @@ static int plan_kernel(Cg *cg, PwKernel *k) {
       return cg_error(cg, n, "fuse group %lld: node %d (%s) is not pointwise; codegen fuses "
                       "pointwise nodes only", (long long)node_fuse_group(n), n->id,
                       op_info[n->op].name);
-    if (!bcasts_to(n->out[0], k->out))
+    /* a node of a group is computed at the output's index: its inputs broadcast to its
+     * own shape, so to the output's too (broadcasting composes) */
+    if (!shape_broadcasts_to(&n->out[0]->type.shape, &k->out->type.shape))
       return cg_error(cg, n, "fuse group %lld: %%%s does not broadcast to the group's output "
                       "%%%s", (long long)node_fuse_group(n), n->out[0]->name, k->out->name);
     for (int a = 0; a < n->nin; a++) {

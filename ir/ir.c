@@ -359,6 +359,17 @@ bool type_eq(const Type *a, const Type *b) {
   return true;
 }
 
+bool shape_broadcasts_to(const Shape *a, const Shape *b) {
+  if (a->rank > b->rank)
+    return false;
+  for (int i = 1; i <= a->rank; i++) {
+    Dim d = a->dims[a->rank - i];
+    if (!dim_eq(d, b->dims[b->rank - i]) && !(d.n == 1 && !d.sym))
+      return false;
+  }
+  return true;
+}
+
 bool shape_is_static(const Shape *s) {
   if (s->rank < 0)
     return false;

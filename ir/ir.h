@@ -114,6 +114,9 @@ bool type_is_known(const Type *t);
 bool dim_eq(Dim a, Dim b);
 bool type_eq(const Type *a, const Type *b);
 bool shape_is_static(const Shape *s);
+/* Whether shape a broadcasts to shape b (numpy's rules, aligned right; a static 1
+ * broadcasts to anything). */
+bool shape_broadcasts_to(const Shape *a, const Shape *b);
 int64_t shape_numel(const Shape *s); /* -1 if any dim is symbolic */
 /* "f32[N, 128]" into buf; returns buf. */
 char *type_str(const Type *t, char *buf, size_t n);
@@ -362,6 +365,9 @@ void view_init(View *v, const Value *base); /* base itself (its shape must be st
  * split, a gather of one constant index) and the result is a strided view; false
  * otherwise (a reshape that would need a copy, say), leaving *res unspecified. */
 bool view_through(const Node *n, int out, const View *in, View *res);
+/* The constant of an f32 multiply by one scalar constant (x * c or c * x, x of the
+ * output's type), which commutes with views; NULL when n is no such node. */
+const Value *view_scale_factor(const Node *n);
 
 /* ---------------------------------------------------------------- infer.c: shape and type inference */
 

@@ -120,3 +120,16 @@ bool view_through(const Node *n, int out, const View *in, View *res) {
     return false;
   }
 }
+
+const Value *view_scale_factor(const Node *n) {
+  if (n->op != OP_MUL || n->nin != 2 || n->in[0] == n->in[1] ||
+      n->out[0]->type.dtype != DT_F32)
+    return NULL;
+  for (int k = 0; k < 2; k++) {
+    const Value *c = n->in[k];
+    if (c->kind == VK_CONST && c->data && tensor_numel(c->data) == 1 &&
+        c->type.dtype == DT_F32 && type_eq(&n->in[1 - k]->type, &n->out[0]->type))
+      return c;
+  }
+  return NULL;
+}

@@ -244,36 +244,6 @@ static bool attn_users_inside(const Graph *g, const Attn *a, const Value *v) {
   return true;
 }
 
-/* The node and dtype rules the kernel needs, shared with codegen's reading of a group. */
-static bool scalar_mul(const Node *n) {
-  if (n->op != OP_MUL || n->nin != 2 || n->out[0]->type.dtype != DT_F32)
-    return false;
-  for (int k = 0; k < 2; k++) {
-    const Value *c = n->in[k];
-    if (c->kind == VK_CONST && c->data && tensor_numel(c->data) == 1 &&
-        c->type.dtype == DT_F32 && same_shape(n->in[1 - k], n->out[0]))
-      return true;
-  }
-  return false;
-}
-
-static const Value *scaled_input(const Node *n) {
-  return n->in[0]->kind == VK_CONST && tensor_numel(n->in[0]->data) == 1 ? n->in[1] : n->in[0];
-}
-
-/* Whether v broadcasts to shape s (numpy rules). */
-static bool bcasts_to(const Value *v, const Value *s) {
-  const Shape *a = &v->type.shape, *b = &s->type.shape;
-  if (a->rank > b->rank)
-    return false;
-  for (int i = 0; i < a->rank; i++) {
-    Dim d = a->dims[a->rank - 1 - i], e = b->dims[b->rank - 1 - i];
-    if (!dim_eq(d, e) && !(d.n == 1 && !d.sym))
-      return false;
-  }
-  return true;
-}
-
 /* Follows operand v of an attention matmul back through view nodes and scalar
  * multiplies, adding them to a, as long as every user of the value is in a and the view
  * composes from the chain's first buffer. Returns false only when a is full. */
@@ -283,10 +253,11 @@ static bool attn_operand(Attn *a, const Value *v) {
   int n = 0;
   while (n < 16 && v->kind == VK_NODE) {
     const Node *d = v->def;
-    if (scalar_mul(d)) {
+    const Value *c = view_scale_factor(d);
+    if (c) {
       at[n] = v;
       chain[n++] = d;
-      v = scaled_input(d);
+      v = node_other_input(d, c);
       continue;
     }
     View probe, out;
@@ -303,7 +274,7 @@ static bool attn_operand(Attn *a, const Value *v) {
   view_init(&view, v);
   int ok = n;
   for (int i = n - 1; i >= 0; i--) {
-    if (scalar_mul(chain[i]))
+    if (view_scale_factor(chain[i]))
       continue;
     View next;
     if (!view_through(chain[i], at[i]->def_index, &view, &next)) {
@@ -418,7 +389,8 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
       for (int k = 0; k < m->nin; k++) {
         const Value *u = m->in[k];
         if (u->kind != VK_NODE || attn_has(a, u->def) || !fusable(u->def) ||
-            !bcasts_to(u, p) || !attn_users_inside(g, a, u))
+            !shape_broadcasts_to(&u->type.shape, &p->type.shape) ||
+            !attn_users_inside(g, a, u))
           continue;
         if (!attn_add(a, u->def))
           return false;
