@@ -179,9 +179,9 @@ static int by_area(const void *pa, const void *pb) {
 
 /* Intermediates: best fit in four orders (largest first, earliest first, largest area
  * of bytes x steps first, longest-lived first), then in shuffles of the best of them,
- * keeping the smallest arena. Each buffer goes into the
- * best-fitting gap among the buffers already placed whose live range (the steps from its
- * first use to its last) overlaps its own. A step's outputs never share bytes with its
+ * keeping the smallest arena. Each buffer goes into the best-fitting gap among the
+ * buffers already placed whose live range (the steps from its first use to its last)
+ * overlaps its own. A step's outputs never share bytes with its
  * inputs: both are live at that step. Also computes the lower bound and the no-reuse sum
  * of the arena. */
 static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) {
@@ -203,7 +203,7 @@ static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) 
         s->bytes)
       todo[n++] = s;
   }
-  /* the lower bound: the most bytes live at any step */
+  /* the no-reuse sum, and the lower bound: the most bytes live at any step */
   uint64_t naive = base, most = 0;
   for (int i = 0; i < n; i++) {
     naive = align_up(naive, GPUCC_ARENA_ALIGN) + todo[i]->bytes;

@@ -5,9 +5,10 @@
  * One GEMM of N1 + N2 + N3 columns fills the GPU better than three, and the split is a
  * view that the attention kernel reads through (passes/fuse.c), so it costs no kernel.
  *
- * Matmuls join when their weights have the same K and dtype, and either every one of
- * them has its output used only by an add of a constant bias of its N (the linear
- * layers' form) or none does. The new nodes take the place of the first old matmul. */
+ * Matmuls join the first of them when their weights have the same K and dtype, and
+ * either each of them, like the first, has its output used only by an add of a constant
+ * bias of its N (the linear layers' form), or none does. The new nodes take the place of
+ * the first old matmul. */
 #include "passes/passes.h"
 
 #include <stdlib.h>
@@ -46,13 +47,11 @@ static const Value *bias_add(const Graph *g, const Node *m, const Node **add) {
   return b;
 }
 
-/* Whether m's result (its bias add's, when biased) is a graph output: its name is the
- * model's interface, which a split output would rename. */
-static bool is_output(const Graph *g, const Node *m, bool biased) {
-  const Node *add = NULL;
-  const Value *y = biased && bias_add(g, m, &add) ? add->out[0] : m->out[0];
+/* Whether v is a graph output: its name is the model's interface, which a split output
+ * would rename. */
+static bool is_output(const Graph *g, const Value *v) {
   for (int i = 0; i < g->noutputs; i++)
-    if (g->outputs[i] == y)
+    if (g->outputs[i] == v)
       return true;
   return false;
 }
@@ -165,29 +164,28 @@ static int run_concat_gemms(Graph *g, PassContext *ctx) {
   int joined = 0, gemms = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *m = g->nodes[i];
+    const Node *add;
     if (!const_weights(m))
       continue;
-    for (int biased = 1; biased >= 0; biased--) {
-      Node *ms[MAX_JOIN];
-      int n = 0;
-      for (int j = i; j < g->nnodes && n < MAX_JOIN; j++) {
-        Node *o = g->nodes[j];
-        const Node *add;
-        if (!const_weights(o) || o->in[0] != m->in[0] || is_output(g, o, biased) ||
-            o->in[1]->type.dtype != m->in[1]->type.dtype ||
-            o->in[1]->type.shape.dims[0].n != m->in[1]->type.shape.dims[0].n ||
-            (bias_add(g, o, &add) != NULL) != (biased != 0))
-          continue;
-        ms[n++] = o;
-      }
-      if (n < 2)
+    bool biased = bias_add(g, m, &add) != NULL;
+    Node *ms[MAX_JOIN];
+    int n = 0;
+    for (int j = i; j < g->nnodes && n < MAX_JOIN; j++) {
+      Node *o = g->nodes[j];
+      if (!const_weights(o) || o->in[0] != m->in[0] ||
+          o->in[1]->type.dtype != m->in[1]->type.dtype ||
+          o->in[1]->type.shape.dims[0].n != m->in[1]->type.shape.dims[0].n ||
+          (bias_add(g, o, &add) != NULL) != biased ||
+          is_output(g, biased ? add->out[0] : o->out[0]))
         continue;
-      if (join(g, ms, n, biased, i, ctx))
-        return -1;
-      joined++;
-      gemms += n;
-      break;
+      ms[n++] = o;
     }
+    if (n < 2)
+      continue;
+    if (join(g, ms, n, biased, i, ctx))
+      return -1;
+    joined++;
+    gemms += n;
   }
   if (joined && ir_infer(g, ctx->diag))
     return -1;
