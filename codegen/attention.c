@@ -15,8 +15,10 @@
  * scores for BC keys (a lane per key); the whole row of SK scores stays in shared
  * memory, where the softmax and the post nodes turn it into probabilities; then the
  * values pass through the same tile buffer and each thread accumulates outputs. The
- * SQ x SK matrix never reaches global memory. Everything is f32, the sums in the order
- * of the reference's up to the order of additions. */
+ * SQ x SK matrix never reaches global memory. The operands are f32, f16 or bf16 (one type
+ * for the group); the math is f32 with the sums in the reference's order up to the order
+ * of additions, and every value a node would store (a scaled operand, a score, a
+ * probability, the output) is rounded to its type where the node would round it. */
 #include "codegen/cg-impl.h"
 
 #include <inttypes.h>
@@ -44,12 +46,20 @@ static bool member(const Node *const *nodes, int n, const Node *m) {
   return false;
 }
 
+enum { MAX_SCALES = 8 };
+
 /* An operand read through a view of an outside buffer, scaled as it loads. */
 typedef struct Operand {
   View view;
-  const char *scale; /* C expression multiplying each element, or NULL */
+  const char *scale[MAX_SCALES]; /* f32 literals multiplying each element, in order */
+  int nscale;
   bool chain[64];    /* per member: on this operand's chain */
 } Operand;
+
+/* f32 expression e as a value of type t would hold it (rounded to t). */
+static const char *rounded(Cg *cg, DType t, const char *e) {
+  return t == DT_F32 ? e : cg_load(cg, t, DOM_F32, cg_store(cg, t, DOM_F32, e));
+}
 
 static int operand(Cg *cg, const Node *const *nodes, int n, const Value *v, Operand *o) {
   const Node *chain[64];
@@ -70,9 +80,11 @@ static int operand(Cg *cg, const Node *const *nodes, int n, const Value *v, Oper
       o->chain[m] = o->chain[m] || nodes[m] == d;
     const Value *c = view_scale_factor(d);
     if (c) {
-      const char *f = cg_fmt(cg, "%.9g", (double)dtype_load_f64(DT_F32, c->data->data));
-      /* (x * c1) * c2: each product rounded to f32, as the nodes would */
-      o->scale = o->scale ? cg_fmt(cg, "%s * %sf", o->scale, f) : cg_fmt(cg, "%sf", f);
+      if (o->nscale == MAX_SCALES)
+        return cg_error(cg, d, "fuse group %lld: more than %d scales of one attention operand",
+                        (long long)node_fuse_group(d), MAX_SCALES);
+      o->scale[o->nscale++] =
+          cg_fmt(cg, "%.9gf", dtype_load_f64(c->type.dtype, c->data->data));
       continue;
     }
     View next;
@@ -82,9 +94,10 @@ static int operand(Cg *cg, const Node *const *nodes, int n, const Value *v, Oper
                       (long long)node_fuse_group(d), at[i]->name, o->view.base->name);
     o->view = next;
   }
-  if (o->view.base->type.dtype != DT_F32)
-    return cg_error(cg, nodes[n - 1], "fuse group %lld: the attention kernel reads f32 only",
-                    (long long)node_fuse_group(nodes[n - 1]));
+  DType t = o->view.base->type.dtype;
+  if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
+    return cg_error(cg, nodes[n - 1], "fuse group %lld: the attention kernel reads f32, f16 "
+                    "and bf16, not %s", (long long)node_fuse_group(nodes[n - 1]), dtype_name(t));
   return 0;
 }
 
@@ -95,10 +108,14 @@ static int64_t batch_stride(const View *o, int k, int nb) {
   return kx < 0 || o->dims[kx] == 1 ? 0 : o->stride[kx];
 }
 
-/* The element expression of operand o at offset e (a C expression). */
+/* The element of operand o at offset e, in f32 (a C expression): (x * c1) * c2, each
+ * product rounded to the operand's type, as the nodes would. */
 static const char *load(Cg *cg, const Operand *o, int param, const char *e) {
-  const char *x = cg_fmt(cg, "in%d[%s]", param, e);
-  return o->scale ? cg_fmt(cg, "(%s * %s)", x, o->scale) : x;
+  DType t = o->view.base->type.dtype;
+  const char *x = cg_load(cg, t, DOM_F32, cg_fmt(cg, "in%d[%s]", param, e));
+  for (int i = 0; i < o->nscale; i++)
+    x = rounded(cg, t, cg_fmt(cg, "(%s * %s)", x, o->scale[i]));
+  return x;
 }
 
 /* Loads BC rows of `width` elements of operand o into the tile kv: row c is key j0 + c,
@@ -114,13 +131,29 @@ static void emit_tile(Cg *cg, const Operand *o, int param, int64_t width, int64_
   buf_puts(b, "      }\n      __syncthreads();\n");
 }
 
-/* sc[r][j] = the value val (a score or a probability) after the chain k, if any; at is
- * the element's flat index in the scores. */
-static void store_score(Cg *cg, const PwKernel *k, const char *at, const char *val) {
-  if (k)
+/* sc[r][j] = the f32 value val (a score or a probability: the output of node v) after
+ * the chain k, if any, each rounded to its type; at is the element's flat index in the
+ * scores. */
+static void store_score(Cg *cg, const PwKernel *k, const Node *v, const char *at,
+                        const char *val) {
+  Buf *b = &cg->src;
+  DType t = v->out[0]->type.dtype;
+  if (!k) {
+    buf_printf(b, "        sc[r][j] = %s;\n", rounded(cg, t, val));
+    return;
+  }
+  const Value *const *ext, *const *out;
+  const Node *const *nodes;
+  int next, n;
+  cg_epilogue_operands(k, &ext, &next, &out, &nodes, &n);
+  DType o = out[0]->type.dtype;
+  if (t == DT_F32 && o == DT_F32) {
     cg_chain_emit(cg, k, at, val, "sc[r][j]", "        ");
-  else
-    buf_printf(&cg->src, "        sc[r][j] = %s;\n", val);
+    return;
+  }
+  buf_printf(b, "        {\n          %s sv;\n", cg_ctype(o));
+  cg_chain_emit(cg, k, at, cg_store(cg, t, DOM_F32, val), "sv", "          ");
+  buf_printf(b, "          sc[r][j] = %s;\n        }\n", cg_load(cg, o, DOM_F32, "sv"));
 }
 
 int cg_attention(Cg *cg, const Node *const *nodes, int n) {
@@ -293,7 +326,7 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   buf_printf(b, "        if (i >= %" PRId64 " || j >= %" PRId64 ") continue;\n", sq, sk);
   buf_puts(b, "        float acc = 0.f;\n");
   buf_printf(b, "#pragma unroll 8\n        for (int t = 0; t < %" PRId64 "; t++) acc = fmaf(qs[r][t], kv[lane][t], acc);\n", d);
-  store_score(cg, pk, at, "acc");
+  store_score(cg, pk, m1, at, "acc");
   buf_puts(b, "      }\n    }\n    __syncthreads();\n");
   /* the softmax of each row, as codegen's softmax kernel computes it, then the post nodes */
   buf_printf(b, "    for (int r = warp; r < %" PRId64 "; r += %d) {\n", br, CODEGEN_BLOCK / 32);
@@ -307,7 +340,7 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   buf_puts(b, "      const float rs = 1.f / sum;\n");
   buf_printf(b, "      for (int j = lane; j < %" PRId64 "; j += 32) {\n", sk);
   buf_puts(b, "        const float prob = exp(sc[r][j] - m) * rs;\n");
-  store_score(cg, qk, at, "prob");
+  store_score(cg, qk, sm, at, "prob");
   buf_puts(b, "      }\n    }\n");
   /* the output: thread tid accumulates elements tid, tid + 256, ... of the BR x DV tile */
   buf_printf(b, "    float out[%" PRId64 "];\n#pragma unroll\n", nacc);
@@ -326,8 +359,8 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   buf_printf(b, "      const int e = tid + a * %d, r = e / %" PRId64 ", t = e %% %" PRId64 ";\n",
              CODEGEN_BLOCK, dv, dv);
   buf_printf(b, "      if (r < %" PRId64 " && i0 + r < %" PRId64 ")\n", br, sq);
-  buf_printf(b, "        out0[ob + (idx_t)(i0 + r) * %" PRId64 " + (idx_t)t * %" PRId64 "] = out[a];\n",
-             ostr[rank - 2], ostr[rank - 1]);
+  buf_printf(b, "        out0[ob + (idx_t)(i0 + r) * %" PRId64 " + (idx_t)t * %" PRId64 "] = %s;\n",
+             ostr[rank - 2], ostr[rank - 1], cg_store(cg, y->type.dtype, DOM_F32, "out[a]"));
   buf_puts(b, "    }\n    __syncthreads();\n  }\n}\n");
   cg_kernel_step_values(cg, root, name, cg_blocks(tiles * CODEGEN_BLOCK, CODEGEN_BLOCK),
                         CODEGEN_BLOCK, in, nin, &y, 1);

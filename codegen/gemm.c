@@ -98,12 +98,12 @@ int cg_matmul(Cg *cg, const Node *n) {
     a_full = a_full && (i >= obr - abr && ad[i - (obr - abr)] == od[i]);
   }
   GemmStep g = {.a = b, .b = a, .d = y, .dtype = dt,
-                .compute = dt == DT_F64 ? DT_F64 : DT_F32,
+                .compute = dt == DT_F64 ? DT_F64 : DT_F32, .tf32 = attr_int(n, "tf32") != 0,
                 .m = N, .n = M, .k = K, .lda = N, .ldb = K, .ldc = N,
                 .batch = 1, .alpha = 1, .beta = 0};
-  if (cg_epilogue_of(cg, n) && (!(b_shared && a_full) || dt != DT_F32))
-    return cg_error(cg, n, "fuse group %lld: a matmul takes an epilogue only as one f32 GEMM "
-                    "with shared weights", (long long)node_fuse_group(n));
+  if (cg_epilogue_of(cg, n) && (!(b_shared && a_full) || dt == DT_F64))
+    return cg_error(cg, n, "fuse group %lld: a matmul takes an epilogue only as one f32, f16 "
+                    "or bf16 GEMM with shared weights", (long long)node_fuse_group(n));
   if (b_shared && a_full) {
     g.n = M * nbatch; /* the rows of every batch are one tall matrix */
     const char *what = "";

@@ -481,14 +481,16 @@ static int add_kernel(GpuccPlan *plan, const MemPlan *mp, const KernelStep *k, D
 }
 
 /* codegen's GEMM in cuBLASLt's terms already; C is D (beta 0) unless a residual is
- * added, f32 without TF32. */
+ * added; TF32 only where the matmul asked for it. */
 static int add_gemm(GpuccPlan *plan, const MemPlan *mp, const GemmStep *s, Diag *d) {
   GpuccDType t = rt_dtype(s->dtype);
   GpuccGemm g = {
       .a = place_of(mp, s->a, s->offset_a), .b = place_of(mp, s->b, s->offset_b),
       .d = place_of(mp, s->d, s->offset_d),
       .a_type = t, .b_type = t, .cd_type = t,
-      .compute = s->compute == DT_F64 ? GPUCC_COMPUTE_64F : GPUCC_COMPUTE_32F,
+      .compute = s->compute == DT_F64 ? GPUCC_COMPUTE_64F
+                 : s->tf32            ? GPUCC_COMPUTE_32F_FAST_TF32
+                                      : GPUCC_COMPUTE_32F,
       .trans_a = s->trans_a, .trans_b = s->trans_b,
       .m = s->m, .n = s->n, .k = s->k, .lda = s->lda, .ldb = s->ldb, .ldc = s->ldc, .ldd = s->ldc,
       .batch = s->batch, .stride_a = s->stride_a, .stride_b = s->stride_b,
@@ -536,16 +538,24 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
 
 /* ---------------------------------------------------------------- gpucc_build */
 
-static int run_passes(Graph *g, const char *list, Diag *d) {
+static int run_passes(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
   const Pass *passes[MAX_PASSES];
   int n = 0;
-  if (!list) {
+  PassContext ctx = {.diag = d};
+  if (opt->precision && precision_parse(opt->precision, &ctx.precision, d))
+    return -1;
+  if (!opt->passes) {
     for (; pass_default_pipeline[n] && n < MAX_PASSES; n++)
       passes[n] = pass_default_pipeline[n];
-  } else if (*list && (n = pass_parse_list(list, passes, MAX_PASSES, d)) < 0) {
+  } else if (*opt->passes && (n = pass_parse_list(opt->passes, passes, MAX_PASSES, d)) < 0) {
     return -1;
   }
-  PassContext ctx = {.diag = d};
+  bool lowers = false;
+  for (int i = 0; i < n; i++)
+    lowers = lowers || passes[i] == &pass_precision;
+  if (ctx.precision != PRECISION_FP32 && !lowers)
+    return diag_error(d, (SrcLoc){0}, "precision %s needs the precision pass in the pass list",
+                      precision_name(ctx.precision));
   return pass_run_pipeline(g, passes, n, &ctx);
 }
 
@@ -603,7 +613,7 @@ int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag 
   snprintf(out->arch, sizeof out->arch, "%s", arch);
   if (opt->ndims && codegen_bind_dims(g, opt->dim_names, opt->dim_sizes, opt->ndims, d))
     return -1;
-  if (run_passes(g, opt->passes, d))
+  if (run_passes(g, opt, d))
     return -1;
   Program *p = codegen_graph(g, NULL, d);
   if (!p)

@@ -34,6 +34,9 @@ typedef struct GpuccCompileOptions {
   int ndims;
   /* "constfold,dce"; "" runs none; NULL the default pipeline. */
   const char *passes;
+  /* "fp32" (also NULL), "tf32", "bf16" or "fp16": what the precision pass lowers f32
+   * math to (`--precision`; passes/precision.c). Not fp32 needs that pass in `passes`. */
+  const char *precision;
   /* ONNX only: --shape, --const, max weight bytes, base_dir (its dims are ignored: use
    * dim_names). NULL: none. */
   const OnnxOptions *onnx;

@@ -53,6 +53,8 @@ typedef struct Options {
   int npasses;
   bool passes_given; /* --passes was on the command line */
   bool no_fuse;      /* --no-fuse: leave the fuse and concat_gemms passes out */
+  Precision precision; /* --precision */
+  bool precision_given;
   bool print_after_all;
   bool report; /* -v, --report */
   const char *dump_dir;
@@ -120,6 +122,9 @@ static void print_help(void) {
          "                          it the default pipeline runs, except with --emit=ir\n"
          "  --no-fuse               the default pipeline without fuse and concat_gemms:\n"
          "                          one kernel or GEMM per node\n"
+         "  --precision=P           fp32 (the default), tf32 (f32 matmuls on TF32 tensor\n"
+         "                          cores), bf16 or fp16 (f32 tensors stored in that type,\n"
+         "                          sums in f32; inputs and outputs keep their types)\n"
          "  --print-after-all       print the IR to stderr before the first pass and after\n"
          "                          each pass\n"
          "  --dump-ir=DIR           write DIR/00-input.gir, DIR/01-<pass>.gir, ...\n"
@@ -233,9 +238,11 @@ static int check_mode(const Options *o) {
     if (o->so && o->cpu)
       return usage_error("a model.so runs only on the GPU; '--cpu' needs the model's .gir "
                          "or .onnx file");
-    if (o->so && (o->passes_given || o->print_after_all || o->dump_dir || o->ndims))
-      return usage_error("a model.so is compiled already: '--passes', '--print-after-all', "
-                         "'--dump-ir' and '--dim' are for .gir and .onnx files");
+    if (o->so && (o->passes_given || o->print_after_all || o->dump_dir || o->ndims ||
+                  o->precision_given))
+      return usage_error("a model.so is compiled already: '--passes', '--precision', "
+                         "'--print-after-all', '--dump-ir' and '--dim' are for .gir and "
+                         ".onnx files");
   } else {
     if (o->iters || o->device)
       return usage_error("options '--iters' and '--device' are only for 'gpucc run'");
@@ -297,11 +304,21 @@ static int choose_passes(Options *o, const char *passes_arg) {
       fputs("run 'gpucc --help' for usage\n", stderr);
       return EXIT_USAGE;
     }
+    bool lowers = false;
+    for (int i = 0; i < o->npasses; i++)
+      lowers = lowers || o->passes[i] == &pass_precision;
+    if (o->precision != PRECISION_FP32 && !lowers)
+      return usage_error("--precision=%s needs the precision pass, which --passes leaves out",
+                         precision_name(o->precision));
     return 0;
   }
   o->npasses = 0;
   if (o->mode == MODE_COMPILE && o->emit && !strcmp(o->emit, "ir"))
-    return 0;
+    return o->precision == PRECISION_FP32
+               ? 0
+               : usage_error("--emit=ir runs only the passes --passes names; add "
+                             "--passes=precision (or the whole list) for --precision=%s",
+                             precision_name(o->precision));
   for (int i = 0; pass_default_pipeline[i] && i < MAX_PASSES; i++)
     if (!(o->no_fuse && (pass_default_pipeline[i] == &pass_fuse ||
                          pass_default_pipeline[i] == &pass_concat_gemms)))
@@ -371,6 +388,11 @@ static int parse_args(int argc, char **argv, Options *o) {
       o->arch = v;
     } else if ((v = option_value(a, "-o", argc, argv, &i, &missing))) {
       o->out = v;
+    } else if ((v = option_value(a, "--precision", argc, argv, &i, &missing))) {
+      Diag d = {0};
+      if (precision_parse(v, &o->precision, &d))
+        return usage_error("%s", d.msg + (strncmp(d.msg, "error: ", 7) ? 0 : 7));
+      o->precision_given = true;
     } else if ((v = option_value(a, "--passes", argc, argv, &i, &missing))) {
       passes_arg = v;
     } else if ((v = option_value(a, "--dump-ir", argc, argv, &i, &missing))) {
@@ -452,6 +474,7 @@ static int load_graph(const Options *o, Graph **out) {
   if (!g)
     return diag_exit(&d, EXIT_INPUT);
   PassContext ctx = {.diag = &d,
+                     .precision = o->precision,
                      .print_after_all = o->print_after_all ? stderr : NULL,
                      .report = o->report ? stderr : NULL,
                      .dump_dir = o->dump_dir};

@@ -1,13 +1,15 @@
 /* jit: compiles a model in-process with gpucc's JIT API and runs it once on the GPU.
  *
- *   jit MODEL.gir|MODEL.onnx [--dim SYM=N]... [--output-dir DIR] [input.npy ...]
+ *   jit MODEL.gir|MODEL.onnx [--dim SYM=N]... [--precision P] [--output-dir DIR]
+ *       [input.npy ...]
  *
  * The same steps as `gpucc MODEL -o model.so` followed by run_model, without a file in
  * between: gpucc_compile_dsl / gpucc_compile_onnx give a GpuccModel on device 0, which
  * runs with the runtime's own calls (runtime/runtime.h). Inputs come from .npy files in
  * the model's input order; without them every input is random(seed = 1 + its index),
  * the generator `gpucc run` uses, so the outputs can be compared with `gpucc run --cpu`.
- * Prints each output's first values; --output-dir writes DIR/<output>.npy.
+ * --precision is gpucc's (fp32, tf32, bf16, fp16). Prints each output's first values;
+ * --output-dir writes DIR/<output>.npy.
  */
 #include "compiler/gpucc.h"
 
@@ -63,7 +65,7 @@ static Tensor *make_input(GpuccModel *m, int i, const char *npy) {
 }
 
 int main(int argc, char **argv) {
-  const char *model = NULL, *out_dir = NULL;
+  const char *model = NULL, *out_dir = NULL, *precision = NULL;
   const char *names[16], *npys[64];
   int64_t sizes[16];
   int ndims = 0, nnpy = 0;
@@ -76,6 +78,8 @@ int main(int argc, char **argv) {
       sizes[ndims++] = strtoll(eq + 1, NULL, 10);
     } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
       out_dir = argv[++i];
+    } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+      precision = argv[++i];
     } else if (!model) {
       model = argv[i];
     } else if (nnpy < 64) {
@@ -83,8 +87,8 @@ int main(int argc, char **argv) {
     }
   }
   if (!model) {
-    fprintf(stderr, "usage: jit MODEL.gir|MODEL.onnx [--dim SYM=N]... [--output-dir DIR] "
-                    "[input.npy ...]\n");
+    fprintf(stderr, "usage: jit MODEL.gir|MODEL.onnx [--dim SYM=N]... [--precision P] "
+                    "[--output-dir DIR] [input.npy ...]\n");
     return 2;
   }
   size_t len = 0;
@@ -94,7 +98,8 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  GpuccCompileOptions opt = {.dim_names = names, .dim_sizes = sizes, .ndims = ndims};
+  GpuccCompileOptions opt = {.dim_names = names, .dim_sizes = sizes, .ndims = ndims,
+                             .precision = precision};
   size_t n = strlen(model);
   bool onnx = n > 5 && !strcmp(model + n - 5, ".onnx");
   Diag d = {0};

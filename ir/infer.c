@@ -186,6 +186,8 @@ static int infer_matmul(const Node *n, Type *out, Diag *d) {
     return -1;
   if (a->dtype == DT_BOOL)
     return fail(n, d, "bool operands are not supported");
+  if (attr_int(n, "tf32") && a->dtype != DT_F32)
+    return fail(n, d, "tf32 = 1 is for f32 operands, not %s", dtype_name(a->dtype));
   if (a->shape.rank < 1 || b->shape.rank < 1)
     return fail(n, d, "operands must be at least 1-D: %s @ %s", ts(a, ba), ts(b, bb));
   Shape sa = a->shape, sb = b->shape;

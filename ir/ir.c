@@ -1082,6 +1082,28 @@ int make_dirs(const char *dir, Diag *d) {
   return rc;
 }
 
+void node_set_attr(Graph *g, Node *n, Attr a) {
+  Attr c = attr_copy(g->arena, &a);
+  for (int i = 0; i < n->nattr; i++)
+    if (!strcmp(n->attrs[i].name, a.name)) {
+      n->attrs[i] = c;
+      return;
+    }
+  Attr *at = arena_alloc(g->arena, sizeof *at * (size_t)(n->nattr + 1));
+  memcpy(at, n->attrs, sizeof *at * (size_t)n->nattr);
+  at[n->nattr++] = c;
+  n->attrs = at;
+}
+
+void node_remove_attr(Node *n, const char *name) {
+  for (int i = 0; i < n->nattr; i++)
+    if (!strcmp(n->attrs[i].name, name)) {
+      memmove(&n->attrs[i], &n->attrs[i + 1], sizeof *n->attrs * (size_t)(n->nattr - i - 1));
+      n->nattr--;
+      return;
+    }
+}
+
 const Value *node_other_input(const Node *n, const Value *v) {
   if (!n || n->nin != 2 || (n->in[0] == v) == (n->in[1] == v))
     return NULL;

@@ -319,6 +319,10 @@ Attr attr_make_floats(const char *name, const double *v, int n); /* v must outli
 #define IR_ATTR_FUSE "fuse"
 int64_t node_fuse_group(const Node *n); /* K, or 0 when the node has no fuse attribute */
 
+/* Sets attribute a on n (replacing the one of that name), copied into g's arena; removes
+ * n's attribute `name` if it has one (the others keep their order). */
+void node_set_attr(Graph *g, Node *n, Attr a);
+void node_remove_attr(Node *n, const char *name);
 /* The input of two-input node n that is not v (NULL when v is neither input, or both). */
 const Value *node_other_input(const Node *n, const Value *v);
 /* Rewriting. */
@@ -365,8 +369,8 @@ void view_init(View *v, const Value *base); /* base itself (its shape must be st
  * split, a gather of one constant index) and the result is a strided view; false
  * otherwise (a reshape that would need a copy, say), leaving *res unspecified. */
 bool view_through(const Node *n, int out, const View *in, View *res);
-/* The constant of an f32 multiply by one scalar constant (x * c or c * x, x of the
- * output's type), which commutes with views; NULL when n is no such node. */
+/* The constant of a multiply by one scalar constant (x * c or c * x, x of the output's
+ * type; f32, f16 or bf16), which commutes with views; NULL when n is no such node. */
 const Value *view_scale_factor(const Node *n);
 
 /* ---------------------------------------------------------------- infer.c: shape and type inference */

@@ -122,13 +122,14 @@ bool view_through(const Node *n, int out, const View *in, View *res) {
 }
 
 const Value *view_scale_factor(const Node *n) {
+  DType t = n->out[0]->type.dtype;
   if (n->op != OP_MUL || n->nin != 2 || n->in[0] == n->in[1] ||
-      n->out[0]->type.dtype != DT_F32)
+      (t != DT_F32 && t != DT_F16 && t != DT_BF16))
     return NULL;
   for (int k = 0; k < 2; k++) {
     const Value *c = n->in[k];
     if (c->kind == VK_CONST && c->data && tensor_numel(c->data) == 1 &&
-        c->type.dtype == DT_F32 && type_eq(&n->in[1 - k]->type, &n->out[0]->type))
+        c->type.dtype == t && type_eq(&n->in[1 - k]->type, &n->out[0]->type))
       return c;
   }
   return NULL;

@@ -125,20 +125,10 @@ static bool same_shape(const Value *a, const Value *b) {
 
 /* Sets (or clears, for k 0) node n's fuse attribute. */
 static void set_group(Graph *g, Node *n, int64_t k) {
-  int at = -1;
-  for (int i = 0; i < n->nattr; i++)
-    if (!strcmp(n->attrs[i].name, IR_ATTR_FUSE))
-      at = i;
-  if (at >= 0 && k) {
-    n->attrs[at].i = k;
-  } else if (at >= 0) {
-    n->attrs[at] = n->attrs[--n->nattr];
-  } else if (k) {
-    Attr *a = arena_alloc(g->arena, sizeof *a * (size_t)(n->nattr + 1));
-    memcpy(a, n->attrs, sizeof *a * (size_t)n->nattr);
-    a[n->nattr++] = attr_make_int(IR_ATTR_FUSE, k);
-    n->attrs = a;
-  }
+  if (k)
+    node_set_attr(g, n, attr_make_int(IR_ATTR_FUSE, k));
+  else
+    node_remove_attr(n, IR_ATTR_FUSE);
 }
 
 /* The operand of add node a that is not v (NULL when a is no add of v). */
@@ -159,14 +149,16 @@ static bool bias_of(const Value *v, const Value *y) {
 }
 
 /* GEMM epilogues: a linear layer's bias add, and a residual add after it, run inside
- * cuBLASLt's GEMM (a bias epilogue, and the residual as C with beta 1). A matmul of f32
- * with 2-D weights whose only user is such an add, alone or in a group of exactly that
- * add and the residual add, joins the group as its anchor. */
+ * cuBLASLt's GEMM (a bias epilogue, and the residual as C with beta 1). A matmul of f32,
+ * f16 or bf16 with 2-D weights whose only user is such an add, alone or in a group of
+ * exactly that add and the residual add, joins the group as its anchor. */
+static bool gemm_dtype(DType t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
+
 static void gemm_epilogues(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *m = g->nodes[i];
-    if (closed[find(f, i)] || m->op != OP_MATMUL || m->nout != 1 || m->in[0]->type.dtype != DT_F32 ||
+    if (closed[find(f, i)] || m->op != OP_MATMUL || m->nout != 1 || !gemm_dtype(m->in[0]->type.dtype) ||
         m->in[1]->type.shape.rank != 2 || m->in[0]->type.shape.rank < 2)
       continue;
     const Value *y = m->out[0];
@@ -314,7 +306,7 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
   const Value *p = sm->out[0];
   int rank = p->type.shape.rank;
   a->n = 0;
-  if (p->type.dtype != DT_F32 || rank < 2 || !shape_is_static(&p->type.shape) ||
+  if (!gemm_dtype(p->type.dtype) || rank < 2 || !shape_is_static(&p->type.shape) ||
       (attr_int(sm, "axis") != -1 && attr_int(sm, "axis") != rank - 1))
     return false;
   int64_t sk = p->type.shape.dims[rank - 1].n;
@@ -343,7 +335,7 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
       return false;
     v = next;
   }
-  if (!m1 || m1->in[0]->type.dtype != DT_F32 || !attn_add(a, m1))
+  if (!m1 || m1->in[0]->type.dtype != p->type.dtype || !attn_add(a, m1))
     return false;
   /* after it: pointwise nodes of the same shape reading the softmax or each other, up
    * to the matmul with V */
@@ -363,7 +355,7 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
       return false;
   }
   if (!m2 || m2->in[0]->kind != VK_NODE || !attn_has(a, m2->in[0]->def) ||
-      m2->in[1] == m2->in[0] || m2->in[1]->type.dtype != DT_F32 || !attn_add(a, m2))
+      m2->in[1] == m2->in[0] || m2->in[1]->type.dtype != p->type.dtype || !attn_add(a, m2))
     return false;
   const Value *o = m2->out[0], *vv = m2->in[1];
   int64_t d = m1->in[0]->type.shape.dims[m1->in[0]->type.shape.rank - 1].n;

@@ -6,8 +6,18 @@
 
 #include "ir/ir.h"
 
+/* What the precision pass lowers f32 math to (--precision). fp32 leaves the graph as it
+ * is; tf32 marks f32 matmuls for TF32 tensor cores; bf16 and fp16 store the graph's f32
+ * tensors in that type (see passes/precision.c). */
+typedef enum Precision { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16, PRECISION_FP16 } Precision;
+
+/* "fp32", "tf32", "bf16", "fp16" into *out: 0, or -1 with d naming the known ones. */
+int precision_parse(const char *s, Precision *out, Diag *d);
+const char *precision_name(Precision p);
+
 typedef struct PassContext {
   Diag *diag;
+  Precision precision;   /* for the precision pass; PRECISION_FP32 (0) by default */
   FILE *print_after_all; /* non-NULL: print each stage here with a header naming it */
   const char *dump_dir;  /* non-NULL: write DIR/00-input.gir, DIR/01-<pass>.gir, ... */
   FILE *report;          /* non-NULL: one line per pass saying what it did */
@@ -40,6 +50,7 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
 extern const Pass pass_dce;       /* dead-code elimination */
 extern const Pass pass_constfold; /* constant folding through the reference executor */
 extern const Pass pass_concat_gemms; /* matmuls of one input into one (Q, K, V) */
+extern const Pass pass_precision; /* f32 math lowered to ctx->precision */
 extern const Pass pass_fuse;      /* pointwise chains into fuse groups (one kernel each) */
 
 #endif

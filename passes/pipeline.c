@@ -9,9 +9,9 @@
 #include <time.h>
 
 const Pass *const pass_registry[] = {&pass_constfold, &pass_dce, &pass_concat_gemms,
-                                     &pass_fuse, NULL};
+                                     &pass_precision, &pass_fuse, NULL};
 const Pass *const pass_default_pipeline[] = {&pass_constfold, &pass_dce, &pass_concat_gemms,
-                                             &pass_fuse, NULL};
+                                             &pass_precision, &pass_fuse, NULL};
 
 const Pass *pass_lookup(const char *name) {
   for (int i = 0; pass_registry[i]; i++)

@@ -20,10 +20,14 @@ outputs that .npy cannot hold) as not run: neither fails. For the examples and t
 also: examples/run_model (dlopen of the model.so, no gpucc library) and examples/jit (the
 JIT C API, in-process) must give the same outputs as `gpucc run case.so`.
 
+--precision P (tf32, fp16, bf16) compiles the ONNX exports only with --precision=P (the
+twins too: examples/jit takes it) and holds their float outputs to the fp32 reference
+within that mode's documented bound, relative error by norm (tests/precision.py).
+
 Exit 77 (ctest's skip code) with a line saying so when there is no CUDA driver or device.
 
 usage: gpu_models.py --gpucc PATH --run-model PATH --jit PATH [--data DIR] [--tmp DIR]
-                     [--jobs N] [--filter REGEX] [--summary FILE]
+                     [--jobs N] [--filter REGEX] [--precision P] [--summary FILE]
 """
 
 import argparse
@@ -41,6 +45,7 @@ import numpy as np
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests"))
+from precision import REL_BY_NORM  # noqa: E402
 from roundtrip import expects_failure, find_graphs  # noqa: E402
 
 SKIP = 77
@@ -90,6 +95,15 @@ def escape_name(name):
                    else "_x%02x" % b for b in name.encode("utf-8"))
 
 
+def rel_by_norm(g, w):
+    """||g - w|| / ||w|| over the elements finite in both (the largest difference when w
+    is all zeros)."""
+    fin = np.isfinite(w) & np.isfinite(g)
+    norm = np.linalg.norm(w[fin])
+    return float(np.linalg.norm((g - w)[fin]) / norm) if norm > 0 else float(
+        np.abs((g - w)[fin]).max(initial=0))
+
+
 def compare(got, want, rtol, atol):
     """None when got matches want, else why not; also the largest relative error by norm."""
     if got.dtype != want.dtype:
@@ -104,16 +118,30 @@ def compare(got, want, rtol, atol):
                 int(bad.sum()), bad.size, list(i), got[i], want[i]), 0.0
         return None, 0.0
     g, w = got.astype(np.float64), want.astype(np.float64)
-    fin = np.isfinite(w) & np.isfinite(g)
-    norm = np.linalg.norm(w[fin])
-    rel = float(np.linalg.norm((g - w)[fin]) / norm) if norm > 0 else float(
-        np.abs((g - w)[fin]).max(initial=0))
+    rel = rel_by_norm(g, w)
     ok = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
     if ok.all():
         return None, rel
     i = tuple(int(k) for k in np.argwhere(~ok)[0])
     return ("%d of %d elements differ; first at %s: got %.9g, expected %.9g; relative error "
             "by norm %.3g" % (int((~ok).sum()), ok.size, list(i), g[i], w[i], rel)), rel
+
+
+def compare_by_norm(got, want, bound):
+    """compare() for a lowered precision: dtypes, shapes and non-float values exact, the
+    same elements non-finite, and float outputs within `bound` by norm."""
+    if want.dtype.kind != "f" or got.dtype != want.dtype or got.shape != want.shape:
+        return compare(got, want, 0.0, 0.0)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    odd = np.isfinite(g) != np.isfinite(w)
+    if odd.any():
+        i = tuple(int(k) for k in np.argwhere(odd)[0])
+        return ("%d elements finite on one side only; first at %s: got %.9g, expected %.9g"
+                % (int(odd.sum()), list(i), g[i], w[i])), float("inf")
+    rel = rel_by_norm(g, w)
+    if rel > bound:
+        return "relative error by norm %.3g > %g" % (rel, bound), rel
+    return None, rel
 
 
 class Case:
@@ -137,7 +165,8 @@ class Runner:
         Returns the compile's (rc, output)."""
         so = os.path.join(work, "model.so")
         for _ in range(16):
-            rc, out = self.gpucc([case.path, "-o", so] + ["--dim=%s=2" % d for d in case.dims])
+            rc, out = self.gpucc([case.path, "-o", so, "--precision=" + self.args.precision] +
+                                 ["--dim=%s=2" % d for d in case.dims])
             m = UNBOUND.search(out)
             if rc == 0 or not m or m.group(1) in case.dims:
                 return rc, out
@@ -206,7 +235,10 @@ class Runner:
             # An f16 output holds 11 significant bits: the GPU's f32 result and the
             # reference's f64 one may round to neighbouring f16 values.
             rtol = max(RTOL, 2.0 ** -10) if want[k].dtype == np.float16 else RTOL
-            why, rel = compare(got[k], want[k], rtol, atol)
+            if self.args.precision != "fp32":
+                why, rel = compare_by_norm(got[k], want[k], REL_BY_NORM[self.args.precision])
+            else:
+                why, rel = compare(got[k], want[k], rtol, atol)
             case.rel = max(case.rel, rel)
             if why:
                 case.detail = "output %s: %s" % (k, why)
@@ -245,7 +277,8 @@ class Runner:
         for tool, argv in (("run_model", [self.args.run_model, so, "--output-dir",
                                           os.path.join(work, "run_model")] + files),
                            ("jit", [self.args.jit, case.path, "--output-dir",
-                                    os.path.join(work, "jit")] +
+                                    os.path.join(work, "jit"),
+                                    "--precision", self.args.precision] +
                             sum((["--dim", "%s=2" % d] for d in case.dims), []) + files)):
             os.makedirs(argv[argv.index("--output-dir") + 1], exist_ok=True)
             rc, out = run(argv)
@@ -297,6 +330,8 @@ def main():
     ap.add_argument("--data", default=os.path.join(REPO_ROOT, "tests", "models", "data"),
                     help="the ONNX exports (tests/models/export.py --full for full sizes)")
     ap.add_argument("--no-graphs", action="store_true", help="only the ONNX exports")
+    ap.add_argument("--precision", default="fp32", choices=sorted(REL_BY_NORM),
+                    help="compile with --precision=P; not fp32 implies --no-graphs")
     ap.add_argument("--tmp", default="/tmp/gpucc-gpu-models")
     ap.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--filter", help="only cases whose name matches this regex")
@@ -310,7 +345,8 @@ def main():
         print("gpu_models: skipped: %s" % why)
         return SKIP
     os.makedirs(args.tmp, exist_ok=True)
-    cases = ([] if args.no_graphs else graph_cases()) + model_cases(args.data)
+    graphs = not args.no_graphs and args.precision == "fp32"
+    cases = (graph_cases() if graphs else []) + model_cases(args.data)
     if args.filter:
         cases = [c for c in cases if re.search(args.filter, c.name)]
     start = time.monotonic()

@@ -7,7 +7,8 @@ For each .gir file under examples/ and tests/ that roundtrip.py treats as a vali
 Symbolic dims are bound to 2 (`--dim N=2`), one by one, as codegen names them. A graph
 with an op or dtype that has no GPU kernel yet is skipped, and listed; any other failure
 fails the test. The examples must all compile. Then the same for the real models of
-tests/models/data/*.onnx: every one whose ops all have kernels compiles to a cubin.
+tests/models/data/*.onnx: every one whose ops all have kernels compiles to a cubin, and
+compiles again with each lowered --precision (tf32, bf16, fp16).
 Prints one line per file and a summary.
 
 usage: cubin_all.py --gpucc PATH [--tmp DIR]
@@ -29,11 +30,12 @@ UNSUPPORTED = re.compile(r"has no GPU kernel yet|has no GPU support yet")
 UNBOUND = re.compile(r"bind (\S+) with --dim")
 
 
-def compile_graph(gpucc, path, out):
+def compile_graph(gpucc, path, out, extra=()):
     """(status, message): 'ok', 'skip' or 'fail'."""
     dims = []
     for _ in range(16):
-        args = [gpucc, path, "--emit=cubin", "-o", out] + [f"--dim={d}=2" for d in dims]
+        args = [gpucc, path, "--emit=cubin", "-o", out] + [f"--dim={d}=2" for d in dims] + \
+            list(extra)
         r = subprocess.run(args, cwd=REPO_ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=600)
         err = r.stderr.decode("utf-8", "replace").strip()
@@ -61,12 +63,21 @@ def main():
     models = sorted(glob.glob(os.path.join(REPO_ROOT, "tests", "models", "data", "*.onnx")))
     models = [os.path.relpath(m, REPO_ROOT) for m in models]
     graphs = [g for g in find_graphs() if not expects_failure(g)]
-    for i, path in enumerate(graphs + models):
-        status, msg = compile_graph(args.gpucc, path, os.path.join(args.tmp, f"{i}.cubin"))
+    todo = [(p, ()) for p in graphs + models]
+    todo += [(m, ("--precision=" + p,)) for m in models for p in ("tf32", "bf16", "fp16")]
+    supported = set()
+    for i, (path, extra) in enumerate(todo):
+        status, msg = compile_graph(args.gpucc, path, os.path.join(args.tmp, f"{i}.cubin"),
+                                    extra)
         if status == "fail" or (status == "skip" and path.startswith("examples" + os.sep)):
             status = "fail"
+        if status == "skip" and path in supported:  # f32 compiles: so must the lowering
+            status = "fail"
+        if status == "ok" and not extra:
+            supported.add(path)
         counts[status] += 1
-        print(f"{status.upper():4} {path}{': ' + msg if msg else ''}")
+        print(f"{status.upper():4} {path}{' ' + extra[0] if extra else ''}"
+              f"{': ' + msg if msg else ''}")
     print(f"{counts['ok']} compiled, {counts['skip']} skipped (no GPU kernel yet), "
           f"{counts['fail']} failed")
     return 1 if counts["fail"] or counts["ok"] == 0 else 0

@@ -11,7 +11,12 @@ loop grid-stride, so any grid covers the work). The outputs must match
 
 This checks the index arithmetic, the windows, the sorting network, the scans and the
 reductions of the kernels; not what only a GPU shows (coalescing, memory model). The f16
-and bf16 conversions are PTX, so the cases use the other dtypes.
+and bf16 conversions are PTX; the host has its own (round to nearest even, like cvt.rn).
+Cases named bf16_* or fp16_* run the precision pass (--precision=bf16 or fp16) and the
+fuse pass, and compare with the reference executor on the same lowered graph: both round
+every stored value to the lower type, the kernel from f32 and the reference from f64, so
+a value near a rounding tie may land a step apart: rtol two steps of the type there
+(2^-7 for bf16, 2^-9 for fp16).
 
 usage: emulate.py --gpucc PATH [--tmp DIR] [-k SUBSTRING]
 """
@@ -83,6 +88,25 @@ static inline float __double2float_rz(double d) { return (float)d; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 """
 
+# After gpucc's preamble (which defines the 16-bit types): the conversions its PTX does.
+HOST16 = r"""
+static inline float gc_h2f(gc_f16 h) { _Float16 x; memcpy(&x, &h.bits, 2); return (float)x; }
+static inline gc_f16 gc_f2h(float f) { _Float16 x = (_Float16)f; gc_f16 h; memcpy(&h.bits, &x, 2); return h; }
+static inline gc_f16 gc_d2h(double d) { _Float16 x = (_Float16)d; gc_f16 h; memcpy(&h.bits, &x, 2); return h; }
+static inline gc_bf16 gc_f2bf(float f) {
+  unsigned u = __float_as_uint(f);
+  gc_bf16 h;
+  h.bits = f != f ? 0x7fc0 : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return h;
+}
+static inline gc_bf16 gc_d2bf(double d) {
+  float f = (float)d;  // to odd, as the preamble's: toward zero, then the sticky bit
+  if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.f);
+  if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);
+  return gc_f2bf(f);
+}
+"""
+
 DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "int8": "i8",
           "uint8": "u8", "bool": "bool"}
 
@@ -91,7 +115,7 @@ BYTES = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bo
          "f16": 2, "bf16": 2}
 KERNEL = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)"
                     r"(?:.|\n)*?__launch_bounds__\(256\) (\w+)\(")
-VALUE = re.compile(r"%(\w+): (\w+)\[([0-9, ]*)\]")
+VALUE = re.compile(r"%([\w.]+): (\w+)\[([0-9, ]*)\]")
 
 
 def first_kernel(src):
@@ -125,6 +149,7 @@ def host_main(d, src, inputs, outs, expect):
                 n = 1
                 for x in dims.replace(" ", "").split(","):
                     n *= int(x) if x else 1
+                name = name.replace(".", "_dot_")  # a C identifier ("x.bf16": a cast's)
                 sizes[name] = max(sizes.get(name, 0), n * BYTES[dt])
                 names.append(name)
         kernels.append((kernel, names))
@@ -159,7 +184,12 @@ def run_case(gpucc, tmp, name, inputs, stmt):
                     for k, v in inputs.items())
     lhs = stmt.splitlines()[-1].split(" = ", 1)[0]
     outs = [o.strip()[1:] for o in lhs.split(",")]
+    lowered = name.split("_")[0] if name.startswith(("bf16_", "fp16_")) else None
     passes = "--passes=fuse" if name.startswith("fused_") else "--passes="
+    ref = ["--passes="]
+    if lowered:
+        passes = "--passes=precision,fuse --precision=" + lowered
+        ref = ["--passes=precision", "--precision=" + lowered]
     gir = os.path.join(d, "g.gir")
     body = "\n  ".join(stmt.splitlines())
     with open(gir, "w") as f:
@@ -168,12 +198,13 @@ def run_case(gpucc, tmp, name, inputs, stmt):
     for k, v in inputs.items():
         np.save(os.path.join(d, k + ".npy"), v)
         args += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
-    r = subprocess.run([gpucc, "run", gir, "--cpu", "--passes=", "--output-dir", d] + args,
+    r = subprocess.run([gpucc, "run", gir, "--cpu", "--output-dir", d] + ref + args,
                        capture_output=True, text=True)
     if r.returncode:
         return False, "reference: " + r.stderr
     expect = [np.load(os.path.join(d, o + ".npy")) for o in outs]
-    r = subprocess.run([gpucc, gir, "--emit=cuda", passes], capture_output=True, text=True)
+    r = subprocess.run([gpucc, gir, "--emit=cuda"] + passes.split(), capture_output=True,
+                       text=True)
     if r.returncode:
         return False, "codegen: " + r.stderr
     src = r.stdout
@@ -181,7 +212,7 @@ def run_case(gpucc, tmp, name, inputs, stmt):
         return False, "the fuse pass left more than one kernel"
     cpp = os.path.join(d, "k.cpp")
     with open(cpp, "w") as f:
-        f.write(HOST + host_preamble(src) + src[first_kernel(src):] + "\n" +
+        f.write(HOST + host_preamble(src) + HOST16 + src[first_kernel(src):] + "\n" +
                 host_main(d, src, inputs, outs, expect))
     exe = os.path.join(d, "k")
     r = subprocess.run(["g++", "-std=c++20", "-pthread", "-O1", "-w", "-o", exe, cpp],
@@ -194,7 +225,8 @@ def run_case(gpucc, tmp, name, inputs, stmt):
     for i, (o, e) in enumerate(zip(outs, expect)):
         got = np.fromfile(os.path.join(d, f"out{i}.bin"), dtype=e.dtype).reshape(e.shape)
         if e.dtype.kind == "f":
-            bad = ~np.isclose(got, e, rtol=1e-4, atol=1e-5, equal_nan=True)
+            tol = ({"bf16": 2.0 ** -7, "fp16": 2.0 ** -9}.get(lowered, 1e-4), 1e-5)
+            bad = ~np.isclose(got, e, rtol=tol[0], atol=tol[1], equal_nan=True)
         else:
             bad = got != e
         if bad.any():
@@ -402,6 +434,31 @@ def cases():
          "%v3 = reshape(%v) {shape = [37, 3, 8]}\n%vt = transpose(%v3) {perm = [1, 0, 2]}\n"
          "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
          "%y = transpose(%o) {perm = [1, 0, 2]}"),
+        # --precision: the lowered kernels read and write f16/bf16 and compute in f32
+        ("bf16_attention_masked", {"q": f(2, 16, 24), "k": f(2, 16, 24), "v": f(2, 16, 24), "m": amask,
+                                   "z": np.float32(0)},
+         "%q4 = reshape(%q) {shape = [2, 16, 3, 8]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
+         "%k4 = reshape(%k) {shape = [2, 16, 3, 8]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
+         "%v4 = reshape(%v) {shape = [2, 16, 3, 8]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
+         "%c = const f32[] 0.59460356\n%qs = mul(%qt, %c)\n%ks = mul(%c, %kt)\n"
+         "%s = matmul(%qs, %ks)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n"
+         "%n = is_nan(%p)\n%w = where(%n, %z, %p)\n"
+         "%o = matmul(%w, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}"),
+        ("fp16_attention_split_causal", {"x": f(1, 40, 3 * 20), "t": cmask, "c": np.float32(0.31622776),
+                                         "lo": np.float32(-3.4028235e+38)},
+         "%q, %k, %v = split(%x) {axis = 2, split = [20, 20, 20]}\n"
+         "%q4 = reshape(%q) {shape = [1, 40, 2, 10]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
+         "%k4 = reshape(%k) {shape = [1, 40, 2, 10]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
+         "%v4 = reshape(%v) {shape = [1, 40, 2, 10]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
+         "%s = matmul(%qt, %kt)\n%d = mul(%s, %c)\n%a = where(%t, %d, %lo)\n%p = softmax(%a) {axis = -1}\n"
+         "%o = matmul(%p, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}"),
+        ("bf16_layer_norm_gelu", {"x": f(4, 64), "s": f(64), "b": f(64)},
+         "%n = layer_norm(%x, %s, %b)\n%y = gelu(%n)"),
+        ("fp16_softmax_scale", {"x": f(6, 300), "s": f(300)}, "%p = softmax(%x)\n%y = mul(%p, %s)"),
+        ("bf16_conv_bias_relu", {"x": x, "w": f(6, 2, 3, 3), "b": f(6)},
+         "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1], group = 2}\n%y = relu(%c)"),
+        ("fp16_reduce_mean_sub", {"x": f(3, 5, 70)},
+         "%m = reduce_mean(%x) {axes = [2]}\n%y = sub(%x, %m)"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 

@@ -1,0 +1,293 @@
+/* precision.c: --precision, the numeric type f32 math runs in.
+ *
+ *   fp32  nothing changes: the reference's answer up to f32 rounding.
+ *   tf32  every f32 matmul gets tf32 = 1: cuBLASLt forms its products on TF32 tensor
+ *         cores (inputs rounded to 10-bit mantissas) and sums them in f32. Everything
+ *         else stays f32 (convolutions included: their kernels are f32 CUDA-core code).
+ *   bf16, fp16
+ *         the graph's f32 tensors are stored in the lower type: activations, and weights
+ *         converted here once (rounded to nearest even; finite values beyond the type's
+ *         range saturate to its largest, so a mask constant such as -3.4e38 stays a very
+ *         negative number in fp16 instead of becoming -inf). Kernels load the lower type,
+ *         compute in f32 (matmuls and convolutions accumulate in f32; softmax, the norms
+ *         and every reduction sum in f32) and round once when they store. Graph inputs
+ *         and outputs keep their types: a cast follows each f32 input and precedes each
+ *         f32 output.
+ *
+ * A node is lowered when its op takes only data tensors (its parameters are attributes)
+ * and its GPU kernel computes f16 and bf16 data in f32: the pointwise and layout ops,
+ * matmul, conv, the reductions, softmax, the norms, pools, pad, resize. Other nodes
+ * (range, cumsum, topk, one_hot, the losses...) and nodes that touch another float type
+ * keep f32: their lowered inputs get a cast back to f32. A cast from f32 to an integer
+ * keeps its f32 input too, since such a cast computes an index more often than data.
+ * The lowered graph is a graph like any other: the reference executor runs it with
+ * `gpucc run --cpu --precision=bf16`, rounding where the GPU rounds. */
+#include "passes/passes.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+  const char *name;
+  Precision p;
+} precisions[] = {{"fp32", PRECISION_FP32}, {"tf32", PRECISION_TF32},
+                  {"bf16", PRECISION_BF16}, {"fp16", PRECISION_FP16}};
+
+int precision_parse(const char *s, Precision *out, Diag *d) {
+  for (size_t i = 0; i < sizeof precisions / sizeof *precisions; i++)
+    if (!strcmp(s, precisions[i].name)) {
+      *out = precisions[i].p;
+      return 0;
+    }
+  return diag_error(d, (SrcLoc){0}, "unknown precision '%s' (known: fp32, tf32, bf16, fp16)", s);
+}
+
+const char *precision_name(Precision p) {
+  for (size_t i = 0; i < sizeof precisions / sizeof *precisions; i++)
+    if (precisions[i].p == p)
+      return precisions[i].name;
+  return "?";
+}
+
+/* Ops whose tensor inputs are all data and whose kernels compute f16/bf16 in f32. */
+static bool op_lowers(Op op) {
+  if (op_info[op].flags & (OPF_POINTWISE | OPF_LAYOUT))
+    return true;
+  switch (op) {
+  case OP_MATMUL: case OP_CONV: case OP_CONV_TRANSPOSE:
+  case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+  case OP_REDUCE_L1: case OP_REDUCE_L2: case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_LOG_SUM_EXP:
+  case OP_ARGMAX: case OP_ARGMIN: case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_LAYER_NORM:
+  case OP_MAX_POOL: case OP_AVERAGE_POOL: case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL:
+  case OP_BATCH_NORM: case OP_INSTANCE_NORM: case OP_PAD: case OP_RESIZE: case OP_TRILU:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Whether node n runs in the lower type: an op that lowers, touching f32 and no other
+ * float type; a cast only when it makes f32 (its `to` becomes the lower type). */
+static bool lowers(const Node *n) {
+  if (!op_lowers(n->op))
+    return false;
+  bool f32 = false;
+  for (int i = 0; i < n->nin + n->nout; i++) {
+    const Value *v = i < n->nin ? n->in[i] : n->out[i - n->nin];
+    if (!v)
+      continue;
+    DType t = v->type.dtype;
+    f32 = f32 || t == DT_F32;
+    if (dtype_is_float(t) && t != DT_F32 && !(n->op == OP_CAST && i == 0))
+      return false;
+  }
+  if (n->op == OP_CAST)
+    return n->out[0]->type.dtype == DT_F32;
+  return f32;
+}
+
+/* The largest finite value of the lower type. */
+static double type_max(DType t) { return t == DT_F16 ? 65504.0 : 0x1.fep127; }
+
+typedef struct Lowering {
+  Graph *g;
+  DType low;
+  const char *low_name;
+  Value **low_of; /* by value id: the value's lower-type twin (a cast or a converted constant) */
+  Value **f32_of; /* by value id: a lowered value's cast back to f32 */
+  int casts, consts;
+} Lowering;
+
+/* "<base>.<suffix>", or a fresh numbered name when that is taken. */
+static const char *twin_name(const Graph *g, const char *base, const char *suffix, char *buf,
+                             size_t n) {
+  snprintf(buf, n, "%s.%s", base, suffix);
+  return graph_find_value(g, buf) ? NULL : buf;
+}
+
+static Value *add_cast(Lowering *L, Value *x, DType to) {
+  char name[512];
+  Attr a = attr_make_string("to", dtype_name(to));
+  const char *nm[1] = {twin_name(L->g, x->name, dtype_name(to), name, sizeof name)};
+  Node *c = graph_add_node(L->g, OP_CAST, &x, 1, &a, 1, nm, 1);
+  c->out[0]->type = x->type;
+  c->out[0]->type.dtype = to;
+  L->casts++;
+  return c->out[0];
+}
+
+/* Constant c in the lower type, saturating finite values beyond its range. */
+static Value *convert_const(Lowering *L, const Value *c) {
+  Tensor *t = tensor_in_arena(L->g->arena, L->low, c->data->rank, c->data->dims);
+  int64_t n = tensor_numel(t);
+  double max = type_max(L->low);
+  for (int64_t i = 0; i < n; i++) {
+    double v = dtype_load_f64(DT_F32, (const float *)c->data->data + i);
+    if (isfinite(v) && fabs(v) > max)
+      v = copysign(max, v);
+    dtype_store_f64(L->low, (char *)t->data + (size_t)i * dtype_size(L->low), v);
+  }
+  char name[512];
+  Value *v = graph_add_const(L->g, twin_name(L->g, c->name, L->low_name, name, sizeof name), t);
+  L->consts++;
+  return v;
+}
+
+/* v (f32) as the lowered node's input: a lowered node's output already is; otherwise
+ * its twin, made once. */
+static Value *low_input(Lowering *L, Value *v) {
+  if (v->type.dtype != DT_F32) /* not f32, or lowered already */
+    return v;
+  if (L->low_of[v->id])
+    return L->low_of[v->id];
+  Value *t = v->kind == VK_CONST ? convert_const(L, v) : add_cast(L, v, L->low);
+  L->low_of[v->id] = t;
+  return t;
+}
+
+/* v (a lowered node's output) for a node that keeps f32: a cast back, made once. */
+static Value *f32_input(Lowering *L, Value *v) {
+  if (!L->f32_of[v->id])
+    L->f32_of[v->id] = add_cast(L, v, DT_F32);
+  return L->f32_of[v->id];
+}
+
+/* A graph output made by a node that will be lowered keeps its name and f32: the node
+ * makes "<name>.<low>" instead (lowered with the node), and a cast appended to the graph
+ * makes the output from it. Every reader takes the new value; readers that keep f32
+ * will take the output itself (f32_of). */
+static void keep_output(Lowering *L, Value *y) {
+  Graph *g = L->g;
+  char name[512];
+  const char *nm[1] = {twin_name(g, y->name, L->low_name, name, sizeof name)};
+  Attr a = attr_make_string("to", "f32");
+  Node *c = graph_add_node(g, OP_CAST, &y, 1, &a, 1, nm, 1);
+  Value *low = c->out[0];
+  for (int i = 0; i < g->nnodes; i++)
+    for (int j = 0; j < g->nodes[i]->nin; j++)
+      if (g->nodes[i]->in[j] == y && g->nodes[i] != c)
+        g->nodes[i]->in[j] = low;
+  /* swap the two values' places: y's node makes `low`, the cast reads it and makes y */
+  Node *p = y->def;
+  low->def = p;
+  low->def_index = y->def_index;
+  low->type = y->type;
+  p->out[y->def_index] = low;
+  c->in[0] = low;
+  c->out[0] = y;
+  y->def = c;
+  y->def_index = 0;
+  L->f32_of[low->id] = y;
+  L->casts++;
+}
+
+static int lower_graph(Graph *g, PassContext *ctx, DType low) {
+  Lowering L = {.g = g, .low = low, .low_name = dtype_name(low)};
+  /* ids of the twins made below stay under this bound: at most one cast or constant per
+   * value and kind, and one per output */
+  size_t cap = (size_t)g->next_value_id * 3 + (size_t)g->noutputs + 1;
+  L.low_of = calloc(cap, sizeof *L.low_of);
+  L.f32_of = calloc(cap, sizeof *L.f32_of);
+  bool *low_node = calloc((size_t)g->next_node_id + 1, sizeof *low_node);
+  if (!L.low_of || !L.f32_of || !low_node) {
+    free(L.low_of);
+    free(L.f32_of);
+    free(low_node);
+    return diag_error(ctx->diag, g->loc, "precision: out of memory");
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    low_node[g->nodes[i]->id] = lowers(g->nodes[i]);
+  int nodes = g->nnodes, lowered = 0, ids = g->next_node_id;
+  for (int i = 0; i < g->noutputs; i++) {
+    Value *y = g->outputs[i];
+    /* once, even when y is listed twice (its node is the cast after the first) */
+    if (y->kind == VK_NODE && y->def->id < ids && low_node[y->def->id] &&
+        y->type.dtype == DT_F32)
+      keep_output(&L, y);
+  }
+  for (int i = 0; i < nodes; i++) {
+    Node *n = g->nodes[i];
+    if (!low_node[n->id]) {
+      /* keeps f32: inputs a lowered node made come back as f32 */
+      for (int j = 0; j < n->nin; j++) {
+        Value *v = n->in[j];
+        if (v && L.low_of[v->id] == v)
+          n->in[j] = f32_input(&L, v);
+      }
+      continue;
+    }
+    lowered++;
+    for (int j = 0; j < n->nin; j++)
+      if (n->in[j] && n->op != OP_CAST) /* a cast converts whatever it reads */
+        n->in[j] = low_input(&L, n->in[j]);
+    for (int j = 0; j < n->nout; j++)
+      if (n->out[j]->type.dtype == DT_F32) {
+        n->out[j]->type.dtype = low;
+        L.low_of[n->out[j]->id] = n->out[j]; /* marks it lowered */
+      }
+    if (n->op == OP_CAST)
+      node_set_attr(g, n, attr_make_string("to", L.low_name));
+    if (n->op == OP_MATMUL)
+      node_remove_attr(n, "tf32");
+  }
+  /* converted constants leave their f32 originals unused unless a node kept them */
+  bool *keep_const = malloc((size_t)g->next_value_id + 1);
+  bool *keep = malloc((size_t)g->next_node_id + 1);
+  int rc = 0;
+  if (!keep_const || !keep) {
+    rc = diag_error(ctx->diag, g->loc, "precision: out of memory");
+  } else {
+    memset(keep, 1, (size_t)g->next_node_id + 1);
+    for (int i = 0; i < g->next_value_id + 1; i++)
+      keep_const[i] = true;
+    for (int i = 0; i < g->nconsts; i++)
+      if (g->consts[i]->type.dtype == DT_F32 && !graph_count_uses(g, g->consts[i]))
+        keep_const[g->consts[i]->id] = false;
+    graph_retain(g, keep, keep_const);
+    /* the casts were appended: move each before its first reader */
+    rc = ir_toposort(g, ctx->diag) || ir_infer(g, ctx->diag) ? -1 : 0;
+  }
+  free(keep_const);
+  free(keep);
+  free(L.low_of);
+  free(L.f32_of);
+  free(low_node);
+  ctx->changes += lowered + L.casts;
+  if (!rc)
+    snprintf(ctx->note, sizeof ctx->note, "%s: %d nodes lowered, %d constants converted, %d casts",
+             precision_name(ctx->precision), lowered, L.consts, L.casts);
+  return rc;
+}
+
+static int mark_tf32(Graph *g, PassContext *ctx) {
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *m = g->nodes[i];
+    if (m->op == OP_MATMUL && m->in[0]->type.dtype == DT_F32 && !attr_int(m, "tf32")) {
+      node_set_attr(g, m, attr_make_int("tf32", 1));
+      n++;
+    }
+  }
+  ctx->changes += n;
+  snprintf(ctx->note, sizeof ctx->note, "tf32: %d matmuls", n);
+  return 0;
+}
+
+static int run_precision(Graph *g, PassContext *ctx) {
+  switch (ctx->precision) {
+  case PRECISION_FP32: return 0;
+  case PRECISION_TF32: return mark_tf32(g, ctx);
+  case PRECISION_BF16: return lower_graph(g, ctx, DT_BF16);
+  case PRECISION_FP16: return lower_graph(g, ctx, DT_F16);
+  }
+  return 0;
+}
+
+const Pass pass_precision = {
+    .name = "precision",
+    .summary = "f32 math in the type --precision names: tf32 matmuls, or bf16/fp16 tensors "
+               "with f32 accumulation (weights converted at compile time)",
+    .run = run_precision,
+};
