@@ -24,6 +24,8 @@ typedef struct Cg {
   int nsteps, cap;
   Diag *d;
   PwKernel *epi; /* while an anchor's kernel is generated: its fuse group's epilogue */
+  uint64_t inplace; /* the next kernel's KernelStep.inplace: its signature drops
+                       __restrict__ from those inputs and the output; cleared by its step */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers

@@ -367,7 +367,8 @@ const char *cg_kernel_begin(Cg *cg, const Node *n, const char *note) {
 }
 
 /* The comment's operand list and the kernel's signature: reads are const __restrict__
- * in0.., writes out0... */
+ * in0.., writes out0..., but for the reads the output may overwrite (cg->inplace) and
+ * that output. */
 static const char *kernel_begin(Cg *cg, const char *name, const char *head,
                                 const Value *const *in, int nin, const Value *const *out,
                                 int nout, const char *note) {
@@ -392,9 +393,11 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   int a = 0;
   for (int k = 0; k < nin; k++)
     if (in[k])
-      buf_printf(b, "%sconst %s *__restrict__ in%d", a++ ? ", " : "", cg_ctype(in[k]->type.dtype), k);
+      buf_printf(b, "%sconst %s *%sin%d", a++ ? ", " : "", cg_ctype(in[k]->type.dtype),
+                 k < 64 && cg->inplace >> k & 1 ? "" : "__restrict__ ", k);
   for (int k = 0; k < nout; k++)
-    buf_printf(b, "%s%s *__restrict__ out%d", a++ ? ", " : "", cg_ctype(out[k]->type.dtype), k);
+    buf_printf(b, "%s%s *%sout%d", a++ ? ", " : "", cg_ctype(out[k]->type.dtype),
+               cg->inplace ? "" : "__restrict__ ", k);
   buf_puts(b, ") {\n");
   return name;
 }
@@ -503,6 +506,8 @@ void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned gri
   k->nread = k->nargs;
   for (int i = 0; i < nout; i++)
     k->args[k->nargs++] = out[i];
+  k->inplace = cg->inplace;
+  cg->inplace = 0;
 }
 
 void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block) {

@@ -41,6 +41,10 @@ typedef struct KernelStep {
   unsigned shared_bytes; /* dynamic shared memory; 0 for every kernel so far */
   const Value **args;
   int nargs, nread;
+  /* Bit k: the kernel's one output may take the buffer of read args[k] (a pointwise
+   * kernel reading that input's element i, and nothing else of it, before it writes
+   * output element i; neither parameter is __restrict__). The memory plan decides. */
+  uint64_t inplace;
 } KernelStep;
 
 /* A GEMM in cuBLASLt's column-major terms:

@@ -326,11 +326,35 @@ static void kernel_step(Cg *cg, const PwKernel *k, const char *name, int64_t thr
                           k->ext, k->next, &k->out, 1);
 }
 
+/* Whether the output may overwrite input v: v has its element count and element size,
+ * so it is read at the output's own index only (it cannot broadcast), and every input
+ * element is loaded before the element of that index is stored. */
+static bool inplace_ok(const PwKernel *k, const Value *v) {
+  return cg_numel(v) == cg_numel(k->out) &&
+         dtype_size(v->type.dtype) == dtype_size(k->out->type.dtype);
+}
+
+/* KernelStep.inplace of kernel k: bits by parameter, which for a lone node is its input
+ * position (an input read twice is two parameters), for a group its outside value. */
+static uint64_t inplace_inputs(const PwKernel *k) {
+  uint64_t m = 0;
+  if (k->n == 1) {
+    const Node *n = k->node[0];
+    for (int j = 0; j < n->nin && j < 64; j++)
+      m |= inplace_ok(k, n->in[j]) ? 1ull << j : 0;
+    return m;
+  }
+  for (int e = 0; e < k->next && e < 64; e++)
+    m |= inplace_ok(k, k->ext[e]) ? 1ull << e : 0;
+  return m;
+}
+
 /* One kernel for nodes[0..n): a fuse group in node order, or one pointwise node. */
 int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
   PwKernel k = {.node = nodes, .n = n};
   if (plan_kernel(cg, &k))
     return -1;
+  cg->inplace = inplace_inputs(&k);
   const Value *y = k.out;
   int64_t numel = cg_numel(y);
   int v = vector_width(&k);

@@ -4,7 +4,9 @@
  * The memory plan: inputs and outputs in slots of their own at the start of the arena
  * (a run copies into and out of them; timed replays read them again), intermediates
  * above them, each into the best-fitting gap left by the buffers whose lifetimes overlap
- * its own, in the best of four orders (largest, earliest, largest area, longest-lived first). */
+ * its own, in the best of four orders (largest, earliest, largest area, longest-lived first).
+ * Before that, a pointwise kernel's output takes the buffer of an input that dies in it
+ * (share_in_place). */
 #include "compiler/build.h"
 #include "compiler/gpucc.h"
 #include "compiler/nvrtc.h"
@@ -240,12 +242,45 @@ static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) 
   uint64_t end = place_in_order(todo, n, conflict, base);
   mp->arena_bytes = end;
   mp->lower_bound = base + most;
-  mp->naive_bytes = naive;
+  mp->naive_bytes = naive + mp->in_place_bytes; /* no reuse: in-place outputs too */
   free(todo);
   free(conflict);
   free(best);
   free(live);
   return 0;
+}
+
+/* In-place kernels: a pointwise kernel's output takes the buffer of an input that the
+ * kernel may overwrite (KernelStep.inplace) and that no later step reads, when both are
+ * intermediates of one size. The output (and every alias of it) then has the input's
+ * root, whose life runs on to the output's last use. Returns how many steps do so. */
+static int share_in_place(const Program *p, MemPlan *mp) {
+  int shared = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    const Step *s = &p->steps[i];
+    if (s->kind != STEP_KERNEL || !s->kernel.inplace || s->kernel.nargs != s->kernel.nread + 1)
+      continue;
+    MemSlot *o = slot_of(mp, s->kernel.args[s->kernel.nread]);
+    if (o->root != o->v || o->dedicated || !o->bytes)
+      continue;
+    for (int k = 0; k < s->kernel.nread && k < 64; k++) {
+      if (!(s->kernel.inplace >> k & 1))
+        continue;
+      MemSlot *r = slot_of(mp, slot_of(mp, s->kernel.args[k])->root);
+      if (r->v->kind != VK_NODE || r->dedicated || r->last != i || r->bytes != o->bytes ||
+          r == o)
+        continue;
+      const Value *was = o->v;
+      for (int id = 0; id < mp->nslots; id++)
+        if (mp->slot[id].v && mp->slot[id].root == was)
+          mp->slot[id].root = r->v;
+      r->last = o->last;
+      mp->in_place_bytes += align_up(o->bytes, GPUCC_ARENA_ALIGN);
+      shared++;
+      break;
+    }
+  }
+  return shared;
 }
 
 /* A dedicated slot at the end of what is placed so far. */
@@ -320,6 +355,7 @@ int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d) {
     r->dedicated = true;
     r->offset = take(&end, r->bytes);
   }
+  mp->in_place = share_in_place(p, mp);
   if (place_intermediates(mp, p->nsteps, align_up(end, GPUCC_ARENA_ALIGN), d)) {
     memplan_free(mp);
     return -1;
@@ -425,7 +461,8 @@ void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f)
           nweights == 1 ? "" : "s");
   double over = mp->lower_bound ? 100.0 * ((double)mp->arena_bytes / (double)mp->lower_bound - 1) : 0;
   fprintf(f, "arena: %" PRIu64 " bytes; lower bound %" PRIu64 " (+%.1f%%); with no reuse %" PRIu64
-             "\n", mp->arena_bytes, mp->lower_bound, over, mp->naive_bytes);
+             "; %d kernel%s in place\n", mp->arena_bytes, mp->lower_bound, over,
+          mp->naive_bytes, mp->in_place, mp->in_place == 1 ? "" : "s");
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -596,6 +633,7 @@ static int build_program(const Graph *g, const Program *p, const GpuccCompileOpt
   out->arena_bytes = mp.arena_bytes;
   out->arena_lower_bound = mp.lower_bound;
   out->arena_naive_bytes = mp.naive_bytes;
+  out->in_place = mp.in_place;
   gpucc_plan_free(plan);
   nvrtc_output_free(&bin);
   memplan_free(&mp);

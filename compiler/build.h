@@ -3,7 +3,8 @@
  * Every value a step touches gets a place: constants a weights offset, everything else
  * an arena offset (multiples of GPUCC_ARENA_ALIGN), aliases their source's. Graph
  * inputs and outputs own slots that nothing else uses, placed first; intermediates share
- * space with buffers whose lifetimes do not overlap theirs (greedy by size, best fit). A graph
+ * space with buffers whose lifetimes do not overlap theirs (greedy by size, best fit), and a
+ * pointwise kernel's output may take the buffer of an input that dies there (in place). A graph
  * output that is a constant or an input (or an alias of one) gets a slot of its own and a
  * copy into it after the last step. */
 #ifndef GPUCC_BUILD_H
@@ -33,6 +34,8 @@ typedef struct MemPlan {
    * live at any one step; and what it would take with no reuse at all. */
   uint64_t lower_bound, naive_bytes;
   bool *weights_used;      /* per Value id: a constant that goes into the weights blob */
+  int in_place;            /* kernels whose output took a dying input's buffer */
+  uint64_t in_place_bytes; /* what their outputs would take of their own */
 } MemPlan;
 
 int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d);

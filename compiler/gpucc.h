@@ -56,6 +56,7 @@ typedef struct GpuccBuild {
   uint64_t arena_bytes; /* device memory for inputs, outputs and intermediates */
   uint64_t arena_lower_bound; /* no plan of this schedule needs less (build.h) */
   uint64_t arena_naive_bytes; /* every buffer a place of its own */
+  int in_place;               /* kernels that write over a dying input (build.h) */
 } GpuccBuild;
 
 /* The workspace every plan with GEMMs gets for cuBLASLt. */

@@ -648,10 +648,10 @@ static int emit_model_so(Graph *g, const Options *o) {
     fprintf(stderr,
             "gpucc: %s: %s for %s: %d kernel launches, %d steps; arena %" PRIu64
             " bytes (lower bound %" PRIu64 ", +%.1f%%; with no reuse %" PRIu64
-            "), weights %zu bytes%s\n",
+            "; %d kernels in place), weights %zu bytes%s\n",
             o->out, g->name, b.arch, b.nkernels, b.nsteps, b.arena_bytes, b.arena_lower_bound,
             b.arena_lower_bound ? 100.0 * ((double)b.arena_bytes / (double)b.arena_lower_bound - 1) : 0.0,
-            b.arena_naive_bytes, b.weights_len,
+            b.arena_naive_bytes, b.in_place, b.weights_len,
             b.weights_len > EMBED_WEIGHTS_MAX ? " (in a .weights file beside it)" : "");
   gpucc_build_free(&b);
   return rc;

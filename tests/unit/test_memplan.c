@@ -114,8 +114,46 @@ static void check_by_hand(void) {
   graph_free(g);
 }
 
+/* In place: relu(a) takes a's buffer where a dies; add(a, b) cannot while a lives on,
+ * and a graph output (its own slot) never does. */
+static void check_in_place(void) {
+  Diag d = {0};
+  const char *src = "graph ip(%x: f32[256]) {\n"
+                    "  %a = exp(%x)\n"
+                    "  %b = sin(%a)\n"
+                    "  %c = add(%a, %b)\n"
+                    "  %e = relu(%c)\n"
+                    "  %y = neg(%e)\n"
+                    "  return %y\n"
+                    "}\n";
+  Graph *g = dsl_parse("ip.gir", src, strlen(src), &d);
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  Program *p = codegen_graph(g, NULL, &d);
+  MemPlan mp;
+  CHECK(p && memplan_build(g, p, &mp, &d) == 0);
+  if (p) {
+    const MemSlot *a = &mp.slot[graph_find_value(g, "a")->id];
+    const MemSlot *b = &mp.slot[graph_find_value(g, "b")->id];
+    const MemSlot *c = &mp.slot[graph_find_value(g, "c")->id];
+    const MemSlot *e = &mp.slot[graph_find_value(g, "e")->id];
+    const MemSlot *y = &mp.slot[graph_find_value(g, "y")->id];
+    CHECK(b->root == b->v);                       /* a is read again by c */
+    CHECK(c->root == a->v && c->offset == a->offset); /* a dies at c: c takes it */
+    CHECK(e->root == a->v && e->offset == a->offset); /* and e after c */
+    CHECK(y->dedicated && y->offset != a->offset);    /* the output keeps its slot */
+    CHECK(mp.in_place == 2);
+    check_plan("in place", &mp);
+    memplan_free(&mp);
+  }
+  program_free(p);
+  graph_free(g);
+}
+
 int main(void) {
   check_by_hand();
+  check_in_place();
   glob_t gl;
   const char *patterns[] = {"examples/*.gir", "tests/models/data/*.onnx"};
   for (int k = 0; k < 2; k++) {

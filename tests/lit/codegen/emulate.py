@@ -165,7 +165,7 @@ def host_main(d, src, inputs, outs, expect):
         params = re.search(r"__launch_bounds__\(256\) " + kernel + r"\(([^)]*)\)", src).group(1)
         args = []
         for p in params.split(","):
-            m = re.match(r"\s*(const )?(\w+) \*__restrict__ (in|out)(\d+)", p)
+            m = re.match(r"\s*(const )?(\w+) \*(?:__restrict__ )?(in|out)(\d+)", p)
             args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
         lines.append(f"  gc_launch([&] {{ {kernel}({', '.join(args)}); }});")
     for i, (o, e) in enumerate(zip(outs, expect)):
