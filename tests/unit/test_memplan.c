@@ -81,10 +81,23 @@ static void check_file(const char *path) {
   graph_free(g);
 }
 
+/* Parses src, generates its program and plans it: true when all three worked (*g and
+ * *p are the caller's to free either way; *mp only on success). */
+static bool plan_of(const char *src, Graph **g, Program **p, MemPlan *mp) {
+  Diag d = {0};
+  *p = NULL;
+  *g = dsl_parse("by-hand.gir", src, strlen(src), &d);
+  if (*g)
+    *p = codegen_graph(*g, NULL, &d);
+  bool ok = *p && memplan_build(*g, *p, mp, &d) == 0;
+  if (!ok)
+    fprintf(stderr, "%s\n", d.msg);
+  return ok;
+}
+
 /* a (1 KB) dies at step 1, where b (2 KB) is made; c (1 KB) is made at step 2 when b is
  * still live: c takes a's place, below b. */
 static void check_by_hand(void) {
-  Diag d = {0};
   const char *src = "graph h(%x: f32[256]) {\n"
                     "  %a = exp(%x)\n"
                     "  %b = concat(%a, %a) {axis = 0}\n"
@@ -92,14 +105,12 @@ static void check_by_hand(void) {
                     "  %y = add(%c, %x)\n"
                     "  return %y\n"
                     "}\n";
-  Graph *g = dsl_parse("hand.gir", src, strlen(src), &d);
-  CHECK(g != NULL);
-  if (!g)
-    return;
-  Program *p = codegen_graph(g, NULL, &d);
+  Graph *g;
+  Program *p;
   MemPlan mp;
-  CHECK(p && memplan_build(g, p, &mp, &d) == 0);
-  if (p) {
+  bool ok = plan_of(src, &g, &p, &mp);
+  CHECK(ok);
+  if (ok) {
     const MemSlot *x = &mp.slot[graph_find_value(g, "x")->id], *y = &mp.slot[graph_find_value(g, "y")->id];
     const MemSlot *a = &mp.slot[graph_find_value(g, "a")->id], *b = &mp.slot[graph_find_value(g, "b")->id];
     const MemSlot *c = &mp.slot[graph_find_value(g, "c")->id];
@@ -117,7 +128,6 @@ static void check_by_hand(void) {
 /* In place: relu(a) takes a's buffer where a dies; add(a, b) cannot while a lives on,
  * and a graph output (its own slot) never does. */
 static void check_in_place(void) {
-  Diag d = {0};
   const char *src = "graph ip(%x: f32[256]) {\n"
                     "  %a = exp(%x)\n"
                     "  %b = sin(%a)\n"
@@ -126,14 +136,12 @@ static void check_in_place(void) {
                     "  %y = neg(%e)\n"
                     "  return %y\n"
                     "}\n";
-  Graph *g = dsl_parse("ip.gir", src, strlen(src), &d);
-  CHECK(g != NULL);
-  if (!g)
-    return;
-  Program *p = codegen_graph(g, NULL, &d);
+  Graph *g;
+  Program *p;
   MemPlan mp;
-  CHECK(p && memplan_build(g, p, &mp, &d) == 0);
-  if (p) {
+  bool ok = plan_of(src, &g, &p, &mp);
+  CHECK(ok);
+  if (ok) {
     const MemSlot *a = &mp.slot[graph_find_value(g, "a")->id];
     const MemSlot *b = &mp.slot[graph_find_value(g, "b")->id];
     const MemSlot *c = &mp.slot[graph_find_value(g, "c")->id];

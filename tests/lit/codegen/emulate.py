@@ -235,6 +235,24 @@ def run_case(gpucc, tmp, name, inputs, stmt):
                            f"{list(at)}: {got[at]} (kernel) vs {e[at]} (reference)")
     return True, ""
 
+# Attention as BERT's exporters write it (heads split from Q, K and V, scaled, masked,
+# NaN rows zeroed) and as GPT-2's (one QKV tensor split, a causal where).
+ATTN_MASKED = (
+    "%q4 = reshape(%q) {shape = [2, 16, 3, 8]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
+    "%k4 = reshape(%k) {shape = [2, 16, 3, 8]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
+    "%v4 = reshape(%v) {shape = [2, 16, 3, 8]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
+    "%c = const f32[] 0.59460356\n%qs = mul(%qt, %c)\n%ks = mul(%c, %kt)\n"
+    "%s = matmul(%qs, %ks)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n"
+    "%n = is_nan(%p)\n%w = where(%n, %z, %p)\n"
+    "%o = matmul(%w, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}")
+ATTN_CAUSAL = (
+    "%q, %k, %v = split(%x) {axis = 2, split = [20, 20, 20]}\n"
+    "%q4 = reshape(%q) {shape = [1, 40, 2, 10]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
+    "%k4 = reshape(%k) {shape = [1, 40, 2, 10]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
+    "%v4 = reshape(%v) {shape = [1, 40, 2, 10]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
+    "%s = matmul(%qt, %kt)\n%d = mul(%s, %c)\n%a = where(%t, %d, %lo)\n%p = softmax(%a) {axis = -1}\n"
+    "%o = matmul(%p, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}")
+
 
 def cases():
     """(name, inputs, statement) for every case."""
@@ -408,22 +426,11 @@ def cases():
         # scores in shared memory (a fully masked row gives NaN, which the where zeroes)
         ("fused_attention_masked", {"q": f(2, 16, 24), "k": f(2, 16, 24), "v": f(2, 16, 24), "m": amask,
                                     "z": np.float32(0)},
-         "%q4 = reshape(%q) {shape = [2, 16, 3, 8]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
-         "%k4 = reshape(%k) {shape = [2, 16, 3, 8]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
-         "%v4 = reshape(%v) {shape = [2, 16, 3, 8]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
-         "%c = const f32[] 0.59460356\n%qs = mul(%qt, %c)\n%ks = mul(%c, %kt)\n"
-         "%s = matmul(%qs, %ks)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n"
-         "%n = is_nan(%p)\n%w = where(%n, %z, %p)\n"
-         "%o = matmul(%w, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}"),
+         ATTN_MASKED),
         # (the emulator has no constants: the scale and the mask value come in as inputs)
         ("fused_attention_split_causal", {"x": f(1, 40, 3 * 20), "t": cmask, "c": np.float32(0.31622776),
                                           "lo": np.float32(-3.4028235e+38)},
-         "%q, %k, %v = split(%x) {axis = 2, split = [20, 20, 20]}\n"
-         "%q4 = reshape(%q) {shape = [1, 40, 2, 10]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
-         "%k4 = reshape(%k) {shape = [1, 40, 2, 10]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
-         "%v4 = reshape(%v) {shape = [1, 40, 2, 10]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
-         "%s = matmul(%qt, %kt)\n%d = mul(%s, %c)\n%a = where(%t, %d, %lo)\n%p = softmax(%a) {axis = -1}\n"
-         "%o = matmul(%p, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}"),
+         ATTN_CAUSAL),
         # torchvision's multi-head attention: q, k, v picked from a stack by constant
         # gathers, heads folded into the batch (rank 3)
         ("fused_attention_stacked_heads", {"x": f(3, 37, 1, 24)},
@@ -437,21 +444,10 @@ def cases():
         # --precision: the lowered kernels read and write f16/bf16 and compute in f32
         ("bf16_attention_masked", {"q": f(2, 16, 24), "k": f(2, 16, 24), "v": f(2, 16, 24), "m": amask,
                                    "z": np.float32(0)},
-         "%q4 = reshape(%q) {shape = [2, 16, 3, 8]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
-         "%k4 = reshape(%k) {shape = [2, 16, 3, 8]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
-         "%v4 = reshape(%v) {shape = [2, 16, 3, 8]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
-         "%c = const f32[] 0.59460356\n%qs = mul(%qt, %c)\n%ks = mul(%c, %kt)\n"
-         "%s = matmul(%qs, %ks)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n"
-         "%n = is_nan(%p)\n%w = where(%n, %z, %p)\n"
-         "%o = matmul(%w, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}"),
+         ATTN_MASKED),
         ("fp16_attention_split_causal", {"x": f(1, 40, 3 * 20), "t": cmask, "c": np.float32(0.31622776),
                                          "lo": np.float32(-3.4028235e+38)},
-         "%q, %k, %v = split(%x) {axis = 2, split = [20, 20, 20]}\n"
-         "%q4 = reshape(%q) {shape = [1, 40, 2, 10]}\n%qt = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
-         "%k4 = reshape(%k) {shape = [1, 40, 2, 10]}\n%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n"
-         "%v4 = reshape(%v) {shape = [1, 40, 2, 10]}\n%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n"
-         "%s = matmul(%qt, %kt)\n%d = mul(%s, %c)\n%a = where(%t, %d, %lo)\n%p = softmax(%a) {axis = -1}\n"
-         "%o = matmul(%p, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}"),
+         ATTN_CAUSAL),
         ("bf16_layer_norm_gelu", {"x": f(4, 64), "s": f(64), "b": f(64)},
          "%n = layer_norm(%x, %s, %b)\n%y = gelu(%n)"),
         ("fp16_softmax_scale", {"x": f(6, 300), "s": f(300)}, "%p = softmax(%x)\n%y = mul(%p, %s)"),
