@@ -133,10 +133,6 @@ static uint64_t best_fit(MemSlot *const *conflict, int n, uint64_t base, uint64_
   return best != UINT64_MAX ? best : at;
 }
 
-/* Intermediates, greedy by size: largest first, each into the best-fitting gap among the
- * buffers already placed whose live range (the steps from its first use to its last)
- * overlaps its own. A step's outputs never share bytes with its inputs: both are live at
- * that step. Also computes the lower bound and the no-reuse sum of the arena. */
 /* Places todo[0..n) in that order, each at its best fit; returns the arena's end. */
 static uint64_t place_in_order(MemSlot **todo, int n, MemSlot **conflict, uint64_t base) {
   uint64_t end = base;
@@ -183,9 +179,9 @@ static int by_area(const void *pa, const void *pb) {
  * of bytes x steps first, longest-lived first), then in shuffles of the best of them,
  * keeping the smallest arena. Each buffer goes into the best-fitting gap among the
  * buffers already placed whose live range (the steps from its first use to its last)
- * overlaps its own. A step's outputs never share bytes with its
- * inputs: both are live at that step. Also computes the lower bound and the no-reuse sum
- * of the arena. */
+ * overlaps its own. A step's outputs never share bytes with its inputs (both are live at
+ * that step) unless share_in_place made them one buffer. Also computes the lower bound
+ * and the no-reuse sum of the arena. */
 static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) {
   int n = 0;
   MemSlot **todo = calloc((size_t)mp->nslots + 1, sizeof *todo);
@@ -253,9 +249,9 @@ static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) 
 /* In-place kernels: a pointwise kernel's output takes the buffer of an input that the
  * kernel may overwrite (KernelStep.inplace) and that no later step reads, when both are
  * intermediates of one size. The output (and every alias of it) then has the input's
- * root, whose life runs on to the output's last use. Returns how many steps do so. */
-static int share_in_place(const Program *p, MemPlan *mp) {
-  int shared = 0;
+ * root, whose life runs on to the output's last use. Counts them, and the bytes their
+ * outputs would take of their own, in mp. */
+static void share_in_place(const Program *p, MemPlan *mp) {
   for (int i = 0; i < p->nsteps; i++) {
     const Step *s = &p->steps[i];
     if (s->kind != STEP_KERNEL || !s->kernel.inplace || s->kernel.nargs != s->kernel.nread + 1)
@@ -276,11 +272,10 @@ static int share_in_place(const Program *p, MemPlan *mp) {
           mp->slot[id].root = r->v;
       r->last = o->last;
       mp->in_place_bytes += align_up(o->bytes, GPUCC_ARENA_ALIGN);
-      shared++;
+      mp->in_place++;
       break;
     }
   }
-  return shared;
 }
 
 /* A dedicated slot at the end of what is placed so far. */
@@ -355,7 +350,7 @@ int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d) {
     r->dedicated = true;
     r->offset = take(&end, r->bytes);
   }
-  mp->in_place = share_in_place(p, mp);
+  share_in_place(p, mp);
   if (place_intermediates(mp, p->nsteps, align_up(end, GPUCC_ARENA_ALIGN), d)) {
     memplan_free(mp);
     return -1;
@@ -587,12 +582,8 @@ static int run_passes(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
   } else if (*opt->passes && (n = pass_parse_list(opt->passes, passes, MAX_PASSES, d)) < 0) {
     return -1;
   }
-  bool lowers = false;
-  for (int i = 0; i < n; i++)
-    lowers = lowers || passes[i] == &pass_precision;
-  if (ctx.precision != PRECISION_FP32 && !lowers)
-    return diag_error(d, (SrcLoc){0}, "precision %s needs the precision pass in the pass list",
-                      precision_name(ctx.precision));
+  if (precision_check_passes(ctx.precision, passes, n, d))
+    return -1;
   return pass_run_pipeline(g, passes, n, &ctx);
 }
 

@@ -101,6 +101,11 @@ static int input_error(const char *fmt, ...) {
   return EXIT_INPUT;
 }
 
+/* A library's message (its Diag) as a usage error: the same words, exit 2. */
+static int usage_diag(const Diag *d) {
+  return usage_error("%s", d->msg + (strncmp(d->msg, "error: ", 7) ? 0 : 7));
+}
+
 /* A Diag's message starts with "file:line:col: error:" when it has a place; one without
  * gets the program's name so every error line says who is talking. */
 static int diag_exit(const Diag *d, int code) {
@@ -268,7 +273,7 @@ static int check_mode(const Options *o) {
       return usage_error("option '--arch' is for --emit=cubin and model.so (-o)");
     Diag ad = {0};
     if (o->arch && nvrtc_check_arch(o->arch, &ad))
-      return usage_error("%s", ad.msg + (strncmp(ad.msg, "error: ", 7) ? 0 : 7));
+      return usage_diag(&ad);
     if (o->out && !o->emit && !strcmp(o->out, "-"))
       return usage_error("a model.so cannot go to standard output: give -o FILE.so");
   }
@@ -304,13 +309,8 @@ static int choose_passes(Options *o, const char *passes_arg) {
       fputs("run 'gpucc --help' for usage\n", stderr);
       return EXIT_USAGE;
     }
-    bool lowers = false;
-    for (int i = 0; i < o->npasses; i++)
-      lowers = lowers || o->passes[i] == &pass_precision;
-    if (o->precision != PRECISION_FP32 && !lowers)
-      return usage_error("--precision=%s needs the precision pass, which --passes leaves out",
-                         precision_name(o->precision));
-    return 0;
+    return precision_check_passes(o->precision, o->passes, o->npasses, &d) ? usage_diag(&d)
+                                                                              : 0;
   }
   o->npasses = 0;
   if (o->mode == MODE_COMPILE && o->emit && !strcmp(o->emit, "ir"))
@@ -391,7 +391,7 @@ static int parse_args(int argc, char **argv, Options *o) {
     } else if ((v = option_value(a, "--precision", argc, argv, &i, &missing))) {
       Diag d = {0};
       if (precision_parse(v, &o->precision, &d))
-        return usage_error("%s", d.msg + (strncmp(d.msg, "error: ", 7) ? 0 : 7));
+        return usage_diag(&d);
       o->precision_given = true;
     } else if ((v = option_value(a, "--passes", argc, argv, &i, &missing))) {
       passes_arg = v;

@@ -41,6 +41,10 @@ const Pass *pass_lookup(const char *name);
  * listing the known ones. Returns the count, or -1. */
 int pass_parse_list(const char *list, const Pass **out, int max, Diag *d);
 
+/* 0 when passes[0..n) can give precision p (fp32, or the list has the precision pass);
+ * else -1 with d saying so. */
+int precision_check_passes(Precision p, const Pass *const *passes, int n, Diag *d);
+
 /* Runs the passes in order: verifies the input, then after each pass verifies the graph,
  * prints it (print_after_all) and dumps it (dump_dir, created if missing). The dump of
  * the input is 00-input. A failing pass or verifier stops the pipeline. */

@@ -51,6 +51,16 @@ const char *precision_name(Precision p) {
   return "?";
 }
 
+int precision_check_passes(Precision p, const Pass *const *passes, int n, Diag *d) {
+  for (int i = 0; i < n; i++)
+    if (passes[i] == &pass_precision)
+      return 0;
+  if (p == PRECISION_FP32)
+    return 0;
+  return diag_error(d, (SrcLoc){0}, "--precision=%s needs the precision pass, which the "
+                    "pass list leaves out", precision_name(p));
+}
+
 /* Ops whose tensor inputs are all data and whose kernels compute f16/bf16 in f32. */
 static bool op_lowers(Op op) {
   if (op_info[op].flags & (OPF_POINTWISE | OPF_LAYOUT))

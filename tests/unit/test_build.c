@@ -50,7 +50,8 @@ int main(void) {
   d = (Diag){0};
   CHECK(build(&(GpuccCompileOptions){.precision = "fp16", .passes = "constfold,dce"}, &d,
               &w) == -1);
-  CHECK(strstr(d.msg, "precision fp16 needs the precision pass") != NULL);
+  CHECK(strstr(d.msg, "--precision=fp16 needs the precision pass, which the pass list leaves "
+                      "out") != NULL);
   if (failures) fprintf(stderr, "test_build: %d checks failed\n", failures);
   return failures ? 1 : 0;
 }

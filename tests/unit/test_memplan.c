@@ -95,6 +95,11 @@ static bool plan_of(const char *src, Graph **g, Program **p, MemPlan *mp) {
   return ok;
 }
 
+/* The slot of the value named name. */
+static const MemSlot *slot_named(const Graph *g, const MemPlan *mp, const char *name) {
+  return &mp->slot[graph_find_value(g, name)->id];
+}
+
 /* a (1 KB) dies at step 1, where b (2 KB) is made; c (1 KB) is made at step 2 when b is
  * still live: c takes a's place, below b. */
 static void check_by_hand(void) {
@@ -111,9 +116,9 @@ static void check_by_hand(void) {
   bool ok = plan_of(src, &g, &p, &mp);
   CHECK(ok);
   if (ok) {
-    const MemSlot *x = &mp.slot[graph_find_value(g, "x")->id], *y = &mp.slot[graph_find_value(g, "y")->id];
-    const MemSlot *a = &mp.slot[graph_find_value(g, "a")->id], *b = &mp.slot[graph_find_value(g, "b")->id];
-    const MemSlot *c = &mp.slot[graph_find_value(g, "c")->id];
+    const MemSlot *x = slot_named(g, &mp, "x"), *y = slot_named(g, &mp, "y");
+    const MemSlot *a = slot_named(g, &mp, "a"), *b = slot_named(g, &mp, "b");
+    const MemSlot *c = slot_named(g, &mp, "c");
     CHECK(x->offset == 0 && y->offset == 1024); /* input, output: their own slots first */
     CHECK(b->offset == 2048);                   /* the largest intermediate, first placed */
     CHECK(a->offset == 4096 && c->offset == 4096); /* a and c never live at once */
@@ -125,8 +130,8 @@ static void check_by_hand(void) {
   graph_free(g);
 }
 
-/* In place: relu(a) takes a's buffer where a dies; add(a, b) cannot while a lives on,
- * and a graph output (its own slot) never does. */
+/* In place: sin(a) cannot take a's buffer (add reads a later); add(a, b) can, as a dies
+ * there, and relu(c) takes it on; the graph output (its own slot) never does. */
 static void check_in_place(void) {
   const char *src = "graph ip(%x: f32[256]) {\n"
                     "  %a = exp(%x)\n"
@@ -142,11 +147,9 @@ static void check_in_place(void) {
   bool ok = plan_of(src, &g, &p, &mp);
   CHECK(ok);
   if (ok) {
-    const MemSlot *a = &mp.slot[graph_find_value(g, "a")->id];
-    const MemSlot *b = &mp.slot[graph_find_value(g, "b")->id];
-    const MemSlot *c = &mp.slot[graph_find_value(g, "c")->id];
-    const MemSlot *e = &mp.slot[graph_find_value(g, "e")->id];
-    const MemSlot *y = &mp.slot[graph_find_value(g, "y")->id];
+    const MemSlot *a = slot_named(g, &mp, "a"), *b = slot_named(g, &mp, "b");
+    const MemSlot *c = slot_named(g, &mp, "c"), *e = slot_named(g, &mp, "e");
+    const MemSlot *y = slot_named(g, &mp, "y");
     CHECK(b->root == b->v);                       /* a is read again by c */
     CHECK(c->root == a->v && c->offset == a->offset); /* a dies at c: c takes it */
     CHECK(e->root == a->v && e->offset == a->offset); /* and e after c */

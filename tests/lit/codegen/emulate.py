@@ -284,6 +284,10 @@ def cases():
     amask = np.where(rng.random((2, 1, 1, 16)) < 0.3, -np.inf, 0).astype(np.float32)
     amask[1] = -np.inf  # the second batch entry's rows: all masked
     cmask = np.tril(np.ones((40, 40), bool)).reshape(1, 1, 40, 40)
+    masked_in = {"q": f(2, 16, 24), "k": f(2, 16, 24), "v": f(2, 16, 24), "m": amask,
+                 "z": np.float32(0)}
+    causal_in = {"x": f(1, 40, 3 * 20), "t": cmask, "c": np.float32(0.31622776),
+                 "lo": np.float32(-3.4028235e+38)}
     return [
         # nn.c
         ("conv", {"x": x, "w": f(6, 2, 3, 3), "b": f(6)}, "%y = conv(%x, %w, %b) {strides = [2, 3], pads = [1, 0, 2, 1], dilations = [2, 1], group = 2}"),
@@ -424,13 +428,9 @@ def cases():
          "%t = transpose(%x) {perm = [0, 1, 3, 2]}\n%y = mul(%t, %s)"),
         # attention: one kernel from the heads' split to the output's transpose, the
         # scores in shared memory (a fully masked row gives NaN, which the where zeroes)
-        ("fused_attention_masked", {"q": f(2, 16, 24), "k": f(2, 16, 24), "v": f(2, 16, 24), "m": amask,
-                                    "z": np.float32(0)},
-         ATTN_MASKED),
+        ("fused_attention_masked", masked_in, ATTN_MASKED),
         # (the emulator has no constants: the scale and the mask value come in as inputs)
-        ("fused_attention_split_causal", {"x": f(1, 40, 3 * 20), "t": cmask, "c": np.float32(0.31622776),
-                                          "lo": np.float32(-3.4028235e+38)},
-         ATTN_CAUSAL),
+        ("fused_attention_split_causal", causal_in, ATTN_CAUSAL),
         # torchvision's multi-head attention: q, k, v picked from a stack by constant
         # gathers, heads folded into the batch (rank 3)
         ("fused_attention_stacked_heads", {"x": f(3, 37, 1, 24)},
@@ -442,12 +442,8 @@ def cases():
          "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
          "%y = transpose(%o) {perm = [1, 0, 2]}"),
         # --precision: the lowered kernels read and write f16/bf16 and compute in f32
-        ("bf16_attention_masked", {"q": f(2, 16, 24), "k": f(2, 16, 24), "v": f(2, 16, 24), "m": amask,
-                                   "z": np.float32(0)},
-         ATTN_MASKED),
-        ("fp16_attention_split_causal", {"x": f(1, 40, 3 * 20), "t": cmask, "c": np.float32(0.31622776),
-                                         "lo": np.float32(-3.4028235e+38)},
-         ATTN_CAUSAL),
+        ("bf16_attention_masked", masked_in, ATTN_MASKED),
+        ("fp16_attention_split_causal", causal_in, ATTN_CAUSAL),
         ("bf16_layer_norm_gelu", {"x": f(4, 64), "s": f(64), "b": f(64)},
          "%n = layer_norm(%x, %s, %b)\n%y = gelu(%n)"),
         ("fp16_softmax_scale", {"x": f(6, 300), "s": f(300)}, "%p = softmax(%x)\n%y = mul(%p, %s)"),
