@@ -52,7 +52,7 @@ typedef struct Options {
   const Pass *passes[MAX_PASSES];
   int npasses;
   bool passes_given; /* --passes was on the command line */
-  bool no_fuse;      /* --no-fuse: leave the fuse and concat_gemms passes out */
+  bool no_fuse;      /* --no-fuse: leave the passes that serve fusion out */
   bool print_after_all;
   bool report; /* -v, --report */
   const char *dump_dir;
@@ -118,8 +118,9 @@ static void print_help(void) {
          "                          default none: the input in canonical form)\n"
          "  --passes=a,b,...        run exactly these passes ('--passes=' runs none); without\n"
          "                          it the default pipeline runs, except with --emit=ir\n"
-         "  --no-fuse               the default pipeline without fuse and concat_gemms:\n"
-         "                          one kernel or GEMM per node\n"
+         "  --no-fuse               the default pipeline without the passes that serve\n"
+         "                          fusion (concat_gemms, sink_reshapes, fuse): one\n"
+         "                          kernel or GEMM per node\n"
          "  --print-after-all       print the IR to stderr before the first pass and after\n"
          "                          each pass\n"
          "  --dump-ir=DIR           write DIR/00-input.gir, DIR/01-<pass>.gir, ...\n"
@@ -303,8 +304,7 @@ static int choose_passes(Options *o, const char *passes_arg) {
   if (o->mode == MODE_COMPILE && o->emit && !strcmp(o->emit, "ir"))
     return 0;
   for (int i = 0; pass_default_pipeline[i] && i < MAX_PASSES; i++)
-    if (!(o->no_fuse && (pass_default_pipeline[i] == &pass_fuse ||
-                         pass_default_pipeline[i] == &pass_concat_gemms)))
+    if (!(o->no_fuse && pass_default_pipeline[i]->fusion))
       o->passes[o->npasses++] = pass_default_pipeline[i];
   return 0;
 }

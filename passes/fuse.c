@@ -572,4 +572,5 @@ const Pass pass_fuse = {
                "and GEMMs with the pointwise nodes after them, into one GPU kernel each "
                "(fuse = K)",
     .run = run_fuse,
+    .fusion = true,
 };

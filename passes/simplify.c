@@ -1,0 +1,233 @@
+/* simplify.c: nodes that change nothing, or only how elements are named, written as
+ * what they are, so that later passes see through them and codegen gives them no kernel:
+ *   - a cast to its input's type, an expand to its input's shape, a reshape (squeeze,
+ *     unsqueeze, flatten) to its input's shape: identity;
+ *   - a transpose that moves only dims of size 1 (the exporters' [B, S, E] <-> [S, B, E]
+ *     at batch 1): a reshape;
+ *   - a gather of the constant indices 0, 1, ..., n-1 along a whole axis of size n: a
+ *     reshape (the exporters' way of writing "every position");
+ *   - a reshape (squeeze, unsqueeze, flatten) of such a node: one reshape of the first
+ *     node's input;
+ *   - an identity: its users read its input (it stays only as a graph output);
+ *   - the tanh approximation of GELU written out, 0.5 x (1 + tanh(sqrt(2/pi) (x +
+ *     0.044715 x^3))) (GPT-2's "gelu_new"): one gelu node with approximate = "tanh",
+ *     which a GEMM can apply as its epilogue (passes/fuse.c).
+ * Rewritten nodes keep their output value (its name and type) and their origin; nodes
+ * left without users are dce's to remove. Nodes already in a fuse group are left alone:
+ * their group decides how they run. The pass repeats until nothing changes. */
+#include "passes/passes-impl.h"
+
+#include <math.h>
+
+/* Rewrites n as a reshape of x to n's output type, if a shape attribute can say it. */
+static bool to_reshape(Graph *g, Node *n, Value *x) {
+  int64_t shape[IR_MAX_RANK];
+  if (!pass_reshape_attr(x, &n->out[0]->type, shape))
+    return false;
+  Attr a = attr_make_ints("shape", shape, n->out[0]->type.shape.rank);
+  pass_rewrite(g, n, OP_RESHAPE, &x, 1, &a, 1);
+  return true;
+}
+
+static void to_identity(Graph *g, Node *n) {
+  Value *x = n->in[0];
+  pass_rewrite(g, n, OP_IDENTITY, &x, 1, NULL, 0);
+}
+
+static bool renames(Op op) {
+  return op == OP_RESHAPE || op == OP_SQUEEZE || op == OP_UNSQUEEZE || op == OP_FLATTEN;
+}
+
+/* A transpose whose dims other than static 1s keep their order. */
+static bool moves_only_ones(const Node *n) {
+  const Shape *x = &n->in[0]->type.shape;
+  int np = 0;
+  const int64_t *perm = attr_ints(n, "perm", &np);
+  int64_t last = -1;
+  for (int i = 0; i < x->rank; i++) {
+    int64_t p = perm && np == x->rank ? perm[i] : x->rank - 1 - i;
+    if (!x->dims[p].sym && x->dims[p].n == 1)
+      continue;
+    if (p < last)
+      return false;
+    last = p;
+  }
+  return true;
+}
+
+/* A gather of the constant indices 0, 1, ..., n-1 (in row-major order, negative ones
+ * counted from the end) along an axis of static size n. */
+static bool gathers_all(const Node *n) {
+  const Value *x = n->in[0], *iv = n->in[1];
+  int64_t axis = attr_int(n, "axis");
+  if (axis < 0)
+    axis += x->type.shape.rank;
+  if (iv->kind != VK_CONST || !iv->data || axis < 0 || axis >= x->type.shape.rank)
+    return false;
+  Dim d = x->type.shape.dims[axis];
+  int64_t cnt = tensor_numel(iv->data);
+  if (d.sym || cnt != d.n)
+    return false;
+  size_t es = dtype_size(iv->data->dtype);
+  for (int64_t i = 0; i < cnt; i++) {
+    int64_t k = dtype_load_i64(iv->data->dtype, (const char *)iv->data->data + (size_t)i * es);
+    if ((k < 0 ? k + d.n : k) != i)
+      return false;
+  }
+  return true;
+}
+
+/* ---------------------------------------------------------------- tanh GELU */
+
+/* Whether v is a float constant of one element that equals c as its type rounds it. */
+static bool is_scalar(const Value *v, double c) {
+  if (!v || v->kind != VK_CONST || !v->data || tensor_numel(v->data) != 1 ||
+      !dtype_is_float(v->type.dtype))
+    return false;
+  double x = dtype_load_f64(v->type.dtype, v->data->data);
+  return fabs(x - c) <= 1e-6 * fabs(c);
+}
+
+/* The node that defines v when it is op `op` and v has exactly one use; else NULL. */
+static const Node *only_def(const Graph *g, const Value *v, Op op) {
+  if (!v || v->kind != VK_NODE || v->def->op != op || graph_count_uses(g, v) != 1 ||
+      pass_is_output(g, v))
+    return NULL;
+  return v->def;
+}
+
+/* The operand of the single-use binary node defining v (op `op`) whose other operand is
+ * the scalar c: v = op(x, c), or op(c, x) for the commutative ones. NULL otherwise. */
+static Value *with_scalar(const Graph *g, const Value *v, Op op, double c) {
+  const Node *n = only_def(g, v, op);
+  if (!n || n->nin != 2)
+    return NULL;
+  if (is_scalar(n->in[1], c))
+    return n->in[0];
+  if ((op_info[op].flags & OPF_COMMUTATIVE) && is_scalar(n->in[0], c))
+    return n->in[1];
+  return NULL;
+}
+
+/* Whether v is x^3: pow(x, 3), x * (x * x) or (x * x) * x, each node used once. */
+static bool is_cube(const Graph *g, const Value *v, const Value *x) {
+  if (with_scalar(g, v, OP_POW, 3) == x)
+    return true;
+  const Node *m = only_def(g, v, OP_MUL);
+  if (!m)
+    return false;
+  for (int k = 0; k < 2; k++) {
+    const Node *sq = only_def(g, m->in[1 - k], OP_MUL);
+    if (m->in[k] == x && sq && sq->in[0] == x && sq->in[1] == x)
+      return true;
+  }
+  return false;
+}
+
+/* Whether v is 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), every node of it used once. */
+static bool is_one_plus_tanh(const Graph *g, const Value *v, const Value *x) {
+  const Value *t = with_scalar(g, v, OP_ADD, 1);
+  const Node *th = t ? only_def(g, t, OP_TANH) : NULL;
+  const Value *s = th ? with_scalar(g, th->in[0], OP_MUL, 0.79788456080286535588 /* sqrt(2/pi) */) : NULL;
+  const Node *a = s ? only_def(g, s, OP_ADD) : NULL;
+  if (!a)
+    return false;
+  for (int k = 0; k < 2; k++) {
+    const Value *cube = a->in[k] == x ? with_scalar(g, a->in[1 - k], OP_MUL, 0.044715) : NULL;
+    if (cube && is_cube(g, cube, x))
+      return true;
+  }
+  return false;
+}
+
+/* The x of a tanh GELU ending in node n: (0.5 x) * (1 + tanh(...)) or (x * (1 +
+ * tanh(...))) * 0.5, in either operand order; NULL when n is none. */
+static Value *tanh_gelu(const Graph *g, const Node *n) {
+  if (n->op != OP_MUL || n->nin != 2 || !dtype_is_float(n->out[0]->type.dtype))
+    return NULL;
+  for (int k = 0; k < 2; k++) {
+    Value *x = with_scalar(g, n->in[k], OP_MUL, 0.5);
+    if (x && is_one_plus_tanh(g, n->in[1 - k], x) &&
+        pass_same_shape(&x->type.shape, &n->out[0]->type.shape))
+      return x;
+  }
+  Value *p = NULL;
+  if (is_scalar(n->in[1], 0.5))
+    p = n->in[0];
+  else if (is_scalar(n->in[0], 0.5))
+    p = n->in[1];
+  const Node *m = p ? only_def(g, p, OP_MUL) : NULL;
+  for (int k = 0; m && k < 2; k++) {
+    Value *x = m->in[k];
+    if (is_one_plus_tanh(g, m->in[1 - k], x) &&
+        pass_same_shape(&x->type.shape, &n->out[0]->type.shape))
+      return x;
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+/* One rewrite of n, if one applies. */
+static bool simplify_node(Graph *g, Node *n) {
+  if (node_fuse_group(n) || n->nout != 1 || n->nin < 1 || !n->in[0])
+    return false;
+  Value *x = n->in[0], *y = n->out[0];
+  const Type *xt = &x->type, *yt = &y->type;
+  switch (n->op) {
+  case OP_CAST:
+  case OP_EXPAND:
+    if (!type_eq(xt, yt))
+      return false;
+    to_identity(g, n);
+    return true;
+  case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_FLATTEN:
+    if (type_eq(xt, yt)) {
+      to_identity(g, n);
+      return true;
+    }
+    return x->kind == VK_NODE && renames(x->def->op) && to_reshape(g, n, x->def->in[0]);
+  case OP_TRANSPOSE:
+    return moves_only_ones(n) && to_reshape(g, n, x);
+  case OP_GATHER:
+    return gathers_all(n) && to_reshape(g, n, x);
+  case OP_IDENTITY: {
+    if (pass_is_output(g, y) || !graph_count_uses(g, y))
+      return false;
+    graph_replace_uses(g, y, x);
+    return true;
+  }
+  case OP_MUL: {
+    Value *gx = tanh_gelu(g, n);
+    if (!gx)
+      return false;
+    Attr a = attr_make_string("approximate", "tanh");
+    pass_rewrite(g, n, OP_GELU, &gx, 1, &a, 1);
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
+static int run_simplify(Graph *g, PassContext *ctx) {
+  int changed = 0;
+  for (bool again = true; again;) {
+    again = false;
+    for (int i = 0; i < g->nnodes; i++)
+      if (simplify_node(g, g->nodes[i])) {
+        changed++;
+        again = true;
+      }
+  }
+  ctx->changes += changed;
+  return 0;
+}
+
+const Pass pass_simplify = {
+    .name = "simplify",
+    .summary = "casts, expands and reshapes that change nothing become identities, transposes "
+               "of size-1 dims and gathers of every index reshapes, a written-out tanh GELU "
+               "one gelu node",
+    .run = run_simplify,
+};
