@@ -108,10 +108,12 @@ int cg_matmul(Cg *cg, const Node *n) {
     g.n = M * nbatch; /* the rows of every batch are one tall matrix */
     const char *what = "";
     if (cg_epilogue_of(cg, n)) {
-      if (cg_gemm_epilogue(cg, n, &g.bias, &g.c, &g.d))
+      if (cg_gemm_epilogue(cg, n, &g.bias, &g.c, &g.gelu, &g.d))
         return -1;
       g.beta = g.c ? 1 : 0;
-      what = g.c ? " with a bias epilogue and the residual as C" : " with a bias epilogue";
+      what = g.c      ? " with a bias epilogue and the residual as C"
+             : g.gelu ? " with a GELU (tanh) and bias epilogue"
+                      : " with a bias epilogue";
     }
     add_gemm(cg, n, &g);
     buf_printf(&cg->src, "\n/* node %d: matmul: one cuBLASLt GEMM step (m %" PRId64 ", n %" PRId64

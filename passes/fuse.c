@@ -6,8 +6,8 @@
  * group too: its kernel applies them to each output element as it stores it (an
  * epilogue).
  *
- * A matmul of a linear layer joins a group made of its bias add (and a residual add
- * after it): cuBLASLt adds both in the GEMM (gemm_epilogues below).
+ * A matmul of a linear layer joins a group made of its bias add (and a residual add or
+ * a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues below).
  *
  * A producer joins its consumer's group when
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
@@ -158,10 +158,16 @@ static bool bias_of(const Value *v, const Value *y) {
   return true;
 }
 
-/* GEMM epilogues: a linear layer's bias add, and a residual add after it, run inside
- * cuBLASLt's GEMM (a bias epilogue, and the residual as C with beta 1). A matmul of f32
- * with 2-D weights whose only user is such an add, alone or in a group of exactly that
- * add and the residual add, joins the group as its anchor. */
+/* Whether n is a gelu of v with the tanh approximation: cuBLASLt's GELU epilogue. */
+static bool tanh_gelu_of(const Node *n, const Value *v) {
+  return n->op == OP_GELU && n->in[0] == v && !strcmp(attr_string(n, "approximate"), "tanh");
+}
+
+/* GEMM epilogues: a linear layer's bias add, and a residual add or a tanh GELU after it,
+ * run inside cuBLASLt's GEMM (a bias epilogue and the residual as C with beta 1, or the
+ * GELU-and-bias epilogue). A matmul of f32 with 2-D weights whose only user is such an
+ * add, alone or in a group of exactly that add and the residual add or the GELU, joins
+ * the group as its anchor. */
 static void gemm_epilogues(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
@@ -190,8 +196,9 @@ static void gemm_epilogues(Fuse *f, const bool *closed) {
         last = g->nodes[j];
       }
     const Value *res = size == 2 ? other_addend(last, a->out[0]) : NULL;
-    if (size == 1 || (res && res != a->out[0] && same_shape(res, a->out[0]) &&
-                      res->type.dtype == y->type.dtype))
+    if (size == 1 || (size == 2 && tanh_gelu_of(last, a->out[0])) ||
+        (res && res != a->out[0] && same_shape(res, a->out[0]) &&
+         res->type.dtype == y->type.dtype))
       f->group[find(f, i)] = r;
   }
 }
