@@ -1,7 +1,8 @@
 /* layout.c: kernels for the ops that move data and compute nothing: transpose, expand,
  * slice, concat, split, gather and pad. Each is written from the output's side (one
  * thread per output element, grid-stride), so writes are coalesced, and elements are
- * copied as their bits (the dtype never changes). A transpose that moves the innermost
+ * copied as their bits (the dtype never changes). Transpose, concat and gather store
+ * through cg_store_out, so the pointwise nodes after them can be their epilogue. A transpose that moves the innermost
  * dim goes through 32x33 shared-memory tiles so that reads are coalesced too. The
  * index arithmetic is ir/interp.c's, with the sizes baked in. */
 #include "codegen/cg-impl.h"
@@ -186,17 +187,24 @@ static int gen_concat(Cg *cg, const Node *n) {
   const char *name = cg_kernel_begin(cg, n, NULL);
   cg_loop_begin(cg, n, numel);
   emit_oli(cg, len, inner);
+  /* the element, then one store (which an epilogue may extend) */
+  buf_printf(&cg->src, "    %s v;\n", cg_ctype(y->type.dtype));
   int64_t at = 0;
   bool first = true;
   for (int k = 0; k < n->nin; k++) {
     int64_t l = cg_dim(n->in[k], (int)axis);
     if (!l)
       continue;
-    buf_printf(&cg->src, "    %sif (ax < %" PRId64 ") out0[i] = in%d[(o * %" PRId64 " + ax - %" PRId64 ") * %" PRId64 " + k];\n",
-               first ? "" : "else ", at + l, k, l, at, inner);
+    bool last = at + l == len;
+    buf_printf(&cg->src, "    %s", first ? "" : "else ");
+    if (!last)
+      buf_printf(&cg->src, "if (ax < %" PRId64 ") ", at + l);
+    buf_printf(&cg->src, "v = in%d[(o * %" PRId64 " + ax - %" PRId64 ") * %" PRId64 " + k];\n", k,
+               l, at, inner);
     first = false;
     at += l;
   }
+  cg_store_out(cg, n, "i", "v", "    ");
   cg_loop_end(cg, n, name, numel);
   return 0;
 }
@@ -241,8 +249,9 @@ static int gen_gather(Cg *cg, const Node *n) {
   emit_oli(cg, ni, inner);
   buf_printf(&cg->src, "    long long j = %s;\n", cg_load(cg, idx->type.dtype, DOM_I64, "in1[ax]"));
   buf_printf(&cg->src, "    if (j < 0) j += %" PRId64 ";\n", len);
-  buf_printf(&cg->src, "    out0[i] = j >= 0 && j < %" PRId64 " ? in0[(o * %" PRId64 " + j) * %" PRId64 " + k] : %s{};\n",
-             len, len, inner, cg_ctype(y->type.dtype));
+  buf_printf(&cg->src, "    const %s v = j >= 0 && j < %" PRId64 " ? in0[(o * %" PRId64 " + j) * %" PRId64 " + k] : %s{};\n",
+             cg_ctype(y->type.dtype), len, len, inner, cg_ctype(y->type.dtype));
+  cg_store_out(cg, n, "i", "v", "    ");
   cg_loop_end(cg, n, name, numel);
   return 0;
 }

@@ -2,9 +2,10 @@
  * constants) become one fuse group (IR_ATTR_FUSE), which codegen turns into one kernel:
  * the values inside a group live in registers and never reach memory. A convolution
  * followed by pointwise nodes (bias, activation, a residual add), a softmax followed by
- * some (the exporters' NaN masking), or a transpose (attention's scaled Q and K) is one
- * group too: its kernel applies them to each output element as it stores it (an
- * epilogue).
+ * some (the exporters' NaN masking), a transpose (attention's scaled Q and K), a concat
+ * (ViT's class token, then the position embedding added) or a gather (an embedding
+ * lookup, then the other embeddings added) is one group too: its kernel applies them to
+ * each output element as it stores it (an epilogue).
  *
  * A matmul of a linear layer joins a group made of its bias add (and a residual add or
  * a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues below).
@@ -13,7 +14,7 @@
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
  *     anchor: at most one per group, always its first node), and the producer's output
  *     has the shape of the consumer's (a value broadcast inside a kernel would be
- *     computed again per use);
+ *     computed again per use), or the producer is a lone cast;
  *   - every use of the producer's output is in the consumer's group, and it is no graph
  *     output (a value needed elsewhere must be written anyway: fusing would compute it
  *     twice); the pass repeats until no group grows, so a value read by several nodes
@@ -58,7 +59,8 @@ static bool anchor(const Node *n) {
     int64_t axis = attr_int(n, "axis"), rank = n->in[0]->type.shape.rank;
     return axis == -1 || axis == rank - 1;
   }
-  return n->op == OP_CONV || n->op == OP_TRANSPOSE;
+  return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_CONCAT ||
+         n->op == OP_GATHER;
 }
 
 /* Distinct values read from outside the group of position r, were position p's group
@@ -97,6 +99,18 @@ static bool has_anchor(Fuse *f, int r) {
     if (find(f, i) == r && anchor(f->g->nodes[i]))
       return true;
   return false;
+}
+
+/* Whether group p is one cast, whose output v broadcasts to y: computed again for every
+ * element it broadcasts to, a cast costs no more than the load of its result would (an
+ * attention mask's cast joins the and that widens it). */
+static bool lone_cast(Fuse *f, int p, const Value *v, const Value *y) {
+  if (v->def->op != OP_CAST || !shape_broadcasts_to(&v->type.shape, &y->type.shape))
+    return false;
+  for (int i = 0; i < f->g->nnodes; i++)
+    if (find(f, i) == p && f->g->nodes[i] != v->def)
+      return false;
+  return true;
 }
 
 /* Whether every use of v is by a node of group r (graph outputs are uses outside). */
@@ -525,7 +539,8 @@ static int run_fuse(Graph *g, PassContext *ctx) {
         if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(v->def)))
           continue;
         int p = find(&f, f.at[v->def->id]), r = find(&f, i);
-        if (p == r || closed[p] || closed[r] || !same_shape(v, n->out[0]) ||
+        if (p == r || closed[p] || closed[r] ||
+            !(same_shape(v, n->out[0]) || lone_cast(&f, p, v, n->out[0])) ||
             !users_inside(&f, v, r))
           continue;
         if (has_anchor(&f, p) && has_anchor(&f, r))

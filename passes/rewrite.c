@@ -23,7 +23,8 @@ void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Att
                   int nattr) {
   Value **ins = arena_alloc(g->arena, sizeof *ins * (size_t)nin);
   memcpy(ins, in, sizeof *ins * (size_t)nin);
-  Attr *as = nattr ? arena_alloc(g->arena, sizeof *as * (size_t)nattr) : NULL;
+  /* never NULL, like graph_add_node's: code may memcpy from it */
+  Attr *as = arena_alloc(g->arena, sizeof *as * (size_t)(nattr ? nattr : 1));
   for (int i = 0; i < nattr; i++) {
     as[i] = attrs[i];
     as[i].name = arena_strdup(g->arena, attrs[i].name);
@@ -37,6 +38,25 @@ void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Att
   n->nin = nin;
   n->attrs = as;
   n->nattr = nattr;
+}
+
+Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
+                          const Attr *attrs, int nattr, const char *like, const char *suffix,
+                          Diag *d) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", like, suffix);
+  const char *names[1] = {graph_find_value(g, name) ? NULL : name};
+  Node *n = graph_add_node(g, op, in, nin, attrs, nattr, names, 1);
+  Type t;
+  if (ir_infer_node(n, &t, d))
+    return NULL;
+  n->out[0]->type = t;
+  int at = 0;
+  while (g->nodes[at] != before)
+    at++;
+  memmove(g->nodes + at + 1, g->nodes + at, sizeof *g->nodes * (size_t)(g->nnodes - 1 - at));
+  g->nodes[at] = n;
+  return n->out[0];
 }
 
 bool pass_reshape_attr(const Value *x, const Type *to, int64_t *shape) {

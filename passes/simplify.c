@@ -4,16 +4,19 @@
  *     unsqueeze, flatten) to its input's shape: identity;
  *   - a transpose that moves only dims of size 1 (the exporters' [B, S, E] <-> [S, B, E]
  *     at batch 1): a reshape;
- *   - a gather of the constant indices 0, 1, ..., n-1 along a whole axis of size n: a
- *     reshape (the exporters' way of writing "every position");
+ *   - a gather of the constant indices 0, 1, ..., n-1 along a whole axis of size n, or a
+ *     gather_nd of every index tuple in order: a reshape (the exporters' way of writing
+ *     "every position");
+ *   - a reshape (squeeze, unsqueeze, flatten) of a cast: the cast of the reshape, so that
+ *     the cast meets the pointwise nodes after it (an attention mask's cast and and);
  *   - a reshape (squeeze, unsqueeze, flatten) of such a node: one reshape of the first
  *     node's input;
  *   - an identity: its users read its input (it stays only as a graph output);
  *   - the tanh approximation of GELU written out, 0.5 x (1 + tanh(sqrt(2/pi) (x +
  *     0.044715 x^3))) (GPT-2's "gelu_new"): one gelu node with approximate = "tanh",
  *     which a GEMM can apply as its epilogue (passes/fuse.c).
- * Rewritten nodes keep their output value (its name and type) and their origin; nodes
- * left without users are dce's to remove. Nodes already in a fuse group are left alone:
+ * Rewritten nodes keep their output value (its name and type) and their origin. After
+ * each round of rewrites the nodes without users go (dce), since the rules count uses. Nodes already in a fuse group are left alone:
  * their group decides how they run. The pass repeats until nothing changes. */
 #include "passes/passes-impl.h"
 
@@ -73,6 +76,37 @@ static bool gathers_all(const Node *n) {
     int64_t k = dtype_load_i64(iv->data->dtype, (const char *)iv->data->data + (size_t)i * es);
     if ((k < 0 ? k + d.n : k) != i)
       return false;
+  }
+  return true;
+}
+
+/* A gather_nd (batch_dims 0) of constant index tuples that list every position of x's
+ * first k dims in row-major order: the elements of x in their order. */
+static bool gathers_all_nd(const Node *n) {
+  const Value *x = n->in[0], *iv = n->in[1];
+  const Shape *xs = &x->type.shape, *is = &iv->type.shape;
+  if (attr_int(n, "batch_dims") != 0 || iv->kind != VK_CONST || !iv->data || is->rank < 1)
+    return false;
+  int64_t k = is->dims[is->rank - 1].n, count = 1;
+  if (k < 1 || k > xs->rank)
+    return false;
+  for (int i = 0; i < k; i++) {
+    if (xs->dims[i].sym)
+      return false;
+    count *= xs->dims[i].n;
+  }
+  if (tensor_numel(iv->data) != count * k)
+    return false;
+  size_t es = dtype_size(iv->data->dtype);
+  for (int64_t t = 0; t < count; t++) {
+    int64_t rest = t;
+    for (int64_t j = k - 1; j >= 0; j--) {
+      int64_t d = xs->dims[j].n, want = rest % d;
+      rest /= d;
+      int64_t v = dtype_load_i64(iv->data->dtype, (const char *)iv->data->data + (size_t)(t * k + j) * es);
+      if ((v < 0 ? v + d : v) != want)
+        return false;
+    }
   }
   return true;
 }
@@ -168,45 +202,70 @@ static Value *tanh_gelu(const Graph *g, const Node *n) {
 
 /* ---------------------------------------------------------------- the pass */
 
-/* One rewrite of n, if one applies. */
-static bool simplify_node(Graph *g, Node *n) {
+/* n = reshape(cast(x)) -> cast(reshape(x)), when the cast has no other use. */
+static int cast_last(Graph *g, Node *n, Diag *d) {
+  Value *c = n->in[0];
+  const Node *cn = c->kind == VK_NODE ? c->def : NULL;
+  if (!cn || cn->op != OP_CAST || node_fuse_group(cn) || graph_count_uses(g, c) != 1 ||
+      pass_is_output(g, c))
+    return 0;
+  Value *x = cn->in[0];
+  int64_t shape[IR_MAX_RANK];
+  Type t = {x->type.dtype, n->out[0]->type.shape};
+  if (!pass_reshape_attr(x, &t, shape))
+    return 0;
+  Attr a = attr_make_ints("shape", shape, t.shape.rank);
+  Value *r = pass_insert_before(g, n, OP_RESHAPE, &x, 1, &a, 1, n->out[0]->name, "pre", d);
+  if (!r)
+    return -1;
+  Attr to = attr_make_string("to", attr_string(cn, "to"));
+  pass_rewrite(g, n, OP_CAST, &r, 1, &to, 1);
+  return 1;
+}
+
+/* One rewrite of n, if one applies: 1, else 0; -1 on error. */
+static int simplify_node(Graph *g, Node *n, Diag *d) {
   if (node_fuse_group(n) || n->nout != 1 || n->nin < 1 || !n->in[0])
-    return false;
+    return 0;
   Value *x = n->in[0], *y = n->out[0];
   const Type *xt = &x->type, *yt = &y->type;
   switch (n->op) {
   case OP_CAST:
   case OP_EXPAND:
     if (!type_eq(xt, yt))
-      return false;
+      return 0;
     to_identity(g, n);
-    return true;
+    return 1;
   case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_FLATTEN:
     if (type_eq(xt, yt)) {
       to_identity(g, n);
-      return true;
+      return 1;
     }
-    return x->kind == VK_NODE && renames(x->def->op) && to_reshape(g, n, x->def->in[0]);
+    if (x->kind == VK_NODE && renames(x->def->op))
+      return to_reshape(g, n, x->def->in[0]);
+    return cast_last(g, n, d);
   case OP_TRANSPOSE:
     return moves_only_ones(n) && to_reshape(g, n, x);
   case OP_GATHER:
     return gathers_all(n) && to_reshape(g, n, x);
+  case OP_GATHER_ND:
+    return gathers_all_nd(n) && to_reshape(g, n, x);
   case OP_IDENTITY: {
     if (pass_is_output(g, y) || !graph_count_uses(g, y))
-      return false;
+      return 0;
     graph_replace_uses(g, y, x);
-    return true;
+    return 1;
   }
   case OP_MUL: {
     Value *gx = tanh_gelu(g, n);
     if (!gx)
-      return false;
+      return 0;
     Attr a = attr_make_string("approximate", "tanh");
     pass_rewrite(g, n, OP_GELU, &gx, 1, &a, 1);
-    return true;
+    return 1;
   }
   default:
-    return false;
+    return 0;
   }
 }
 
@@ -214,11 +273,17 @@ static int run_simplify(Graph *g, PassContext *ctx) {
   int changed = 0;
   for (bool again = true; again;) {
     again = false;
-    for (int i = 0; i < g->nnodes; i++)
-      if (simplify_node(g, g->nodes[i])) {
-        changed++;
-        again = true;
-      }
+    for (int i = 0; i < g->nnodes; i++) {
+      int rc = simplify_node(g, g->nodes[i], ctx->diag);
+      if (rc < 0)
+        return -1;
+      changed += rc;
+      again = again || rc;
+    }
+    /* the rules count uses: what a round left without users must not count */
+    PassContext quiet = {.diag = ctx->diag};
+    if (again && pass_dce.run(g, &quiet))
+      return -1;
   }
   ctx->changes += changed;
   return 0;

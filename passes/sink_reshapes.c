@@ -61,33 +61,6 @@ static bool broadcasts_alike(const Value *s, const Value *x, const Value *y) {
          (dim_eq(last, xs->dims[xs->rank - 1]) && dim_eq(last, ys->dims[ys->rank - 1]));
 }
 
-/* A new node op(in...) with one output named <like>.<suffix> (if free), its type
- * inferred. */
-static Value *add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
-                       const char *like, const char *suffix, Diag *d) {
-  char name[512];
-  snprintf(name, sizeof name, "%s.%s", like, suffix);
-  const char *names[1] = {graph_find_value(g, name) ? NULL : name};
-  Node *n = graph_add_node(g, op, in, nin, attrs, nattr, names, 1);
-  Type t;
-  if (ir_infer_node(n, &t, d))
-    return NULL;
-  n->out[0]->type = t;
-  return n->out[0];
-}
-
-/* Moves the last k nodes of g to just before node z, keeping their order: they read
- * only values defined before z. */
-static void move_before(Graph *g, int k, const Node *z) {
-  int at = 0;
-  while (g->nodes[at] != z)
-    at++;
-  Node *tmp[2];
-  memcpy(tmp, g->nodes + g->nnodes - k, sizeof *tmp * (size_t)k);
-  memmove(g->nodes + at + k, g->nodes + at, sizeof *g->nodes * (size_t)(g->nnodes - k - at));
-  memcpy(g->nodes + at, tmp, sizeof *tmp * (size_t)k);
-}
-
 /* Moves reshape r below its user, if it may. 1: moved, 0: not, -1: error. */
 static int sink(Graph *g, Node *r, Diag *d) {
   Value *y = r->in[0], *x = r->out[0];
@@ -100,7 +73,7 @@ static int sink(Graph *g, Node *r, Diag *d) {
   if (!pass_reshape_attr(y, &z->out[0]->type, back))
     return 0;
   Value *in[2] = {y, NULL};
-  int at = 0, added = 1;
+  int at = 0;
   if (z->op == OP_ADD) {
     at = z->in[0] == x ? 0 : 1;
     Value *s = z->in[1 - at];
@@ -112,19 +85,18 @@ static int sink(Graph *g, Node *r, Diag *d) {
     } else if (pass_same_shape(&s->type.shape, &x->type.shape) &&
                pass_reshape_attr(s, &(Type){s->type.dtype, y->type.shape}, fwd)) {
       Attr a = attr_make_ints("shape", fwd, y->type.shape.rank);
-      if (!(in[1 - at] = add_node(g, OP_RESHAPE, &s, 1, &a, 1, s->name, "view", d)))
+      if (!(in[1 - at] = pass_insert_before(g, z, OP_RESHAPE, &s, 1, &a, 1, s->name, "view", d)))
         return -1;
-      added++;
     } else {
       return 0;
     }
   }
-  Value *pre = add_node(g, z->op, in, z->nin, z->attrs, z->nattr, z->out[0]->name, "pre", d);
+  Value *pre = pass_insert_before(g, z, z->op, in, z->nin, z->attrs, z->nattr, z->out[0]->name,
+                                  "pre", d);
   if (!pre)
     return -1;
   Attr a = attr_make_ints("shape", back, z->out[0]->type.shape.rank);
   pass_rewrite(g, z, OP_RESHAPE, &pre, 1, &a, 1);
-  move_before(g, added, z);
   bool *keep = malloc((size_t)g->next_node_id + 1);
   if (!keep)
     return diag_error(d, g->loc, "sink_reshapes: out of memory");

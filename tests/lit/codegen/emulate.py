@@ -402,6 +402,15 @@ def cases():
          "%v3 = reshape(%v) {shape = [37, 3, 8]}\n%vt = transpose(%v3) {perm = [1, 0, 2]}\n"
          "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
          "%y = transpose(%o) {perm = [1, 0, 2]}"),
+        # an embedding lookup with the other embeddings added in its store; ViT's class
+        # token concatenated, the position embedding added in the store
+        ("fused_gather_embedding_adds", {"t": f(10, 8), "i": ints(-10, 10, (2, 5), np.int64), "p": f(5, 8), "q": f(8)},
+         "%e = gather(%t, %i) {axis = 0}\n%a = add(%e, %p)\n%y = add(%a, %q)"),
+        ("fused_concat_add", {"c": f(2, 1, 8), "x": f(2, 5, 8), "p": f(1, 6, 8)},
+         "%k = concat(%c, %x) {axis = 1}\n%y = add(%k, %p)"),
+        # an attention mask: the cast computed again for every element the and widens it to
+        ("fused_cast_broadcast_and", {"m": ints(0, 2, (2, 1, 1, 6), np.int64), "c": rng.random((1, 1, 6, 1)) < 0.7},
+         '%b = cast(%m) {to = "bool"}\n%y = and(%c, %b)'),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
