@@ -144,6 +144,11 @@ int cg_reduce(Cg *cg, const Node *n); /* reduce_*, argmax, argmin */
 int cg_softmax(Cg *cg, const Node *n); /* softmax, log_softmax */
 int cg_layer_norm(Cg *cg, const Node *n);
 int cg_matmul(Cg *cg, const Node *n);
+/* gemm.c: a fuse group of view nodes (transpose, gather of one constant index, reshape),
+ * the matmul whose first input they make, and maybe its epilogue: one GEMM reading the
+ * first view node's input with a leading dim and an offset (passes/fuse.c). */
+bool cg_is_gemm_group(const Node *const *nodes, int n);
+int cg_gemm_group(Cg *cg, const Node *const *nodes, int n);
 int cg_det(Cg *cg, const Node *n); /* gemm.c */
 int cg_global_pool(Cg *cg, const Node *n); /* reduce.c: a reduction over the spatial dims */
 int cg_instance_norm(Cg *cg, const Node *n);

@@ -714,6 +714,8 @@ static int gen_group(Cg *cg, int at) {
       members[n++] = g->nodes[i];
   if (cg_is_attention(members, n))
     return cg_attention(cg, members, n);
+  if (cg_is_gemm_group(members, n))
+    return cg_gemm_group(cg, members, n);
   if (n == 1 || (op_info[members[0]->op].flags & OPF_POINTWISE))
     return cg_pointwise_group(cg, members, n);
   if (cg_epilogue_begin(cg, members, n))

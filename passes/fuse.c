@@ -8,7 +8,9 @@
  * each output element as it stores it (an epilogue).
  *
  * A matmul of a linear layer joins a group made of its bias add (and a residual add or
- * a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues below).
+ * a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues below). The
+ * view nodes that pick its input's rows (a gather of one token) join it too: the GEMM
+ * reads them in place (gemm_operands).
  *
  * A producer joins its consumer's group when
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
@@ -214,6 +216,61 @@ static void gemm_epilogues(Fuse *f, const bool *closed) {
         (res && res != a->out[0] && same_shape(res, a->out[0]) &&
          res->type.dtype == y->type.dtype))
       f->group[find(f, i)] = r;
+  }
+}
+
+/* Whether n renames elements without computing (ir/view.c's view_through) and is no
+ * mere alias (reshape and the like cost nothing already). */
+static bool view_op(const Node *n) {
+  return n->op == OP_TRANSPOSE || n->op == OP_GATHER;
+}
+
+/* A GEMM's input through views: a linear layer's matmul whose activations come from a
+ * gather of one constant index (BERT's pooler and ViT's head take token 0) or a
+ * transpose that leaves each row contiguous reads the buffer before them with a leading
+ * dim and an offset (cuBLASLt's ldb). Those nodes (and reshapes between them), each of
+ * one output used only by the next, join the matmul's group: the longest such chain
+ * whose composed view is a matrix of rows. */
+static void gemm_operands(Fuse *f, const bool *closed) {
+  const Graph *g = f->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *m = g->nodes[i];
+    if (m->op != OP_MATMUL || m->nout != 1 || m->in[0]->type.dtype != DT_F32 ||
+        m->in[1]->type.shape.rank != 2 || closed[find(f, i)])
+      continue;
+    const Node *chain[8];
+    int n = 0;
+    for (const Value *v = m->in[0]; n < 8 && v->kind == VK_NODE; v = v->def->in[0]) {
+      const Node *d = v->def;
+      View probe, out;
+      int r = find(f, f->at[d->id]);
+      if (!shape_is_static(&d->in[0]->type.shape) || closed[r] || r != f->at[d->id] ||
+          d->nout != 1 || graph_count_uses(g, v) != 1)
+        break; /* a value needed elsewhere is written anyway */
+      view_init(&probe, d->in[0]);
+      if (!view_through(d, v->def_index, &probe, &out))
+        break;
+      chain[n++] = d;
+    }
+    /* the longest chain from the matmul's side whose composed view is rows, with a node
+     * worth taking in it */
+    for (; n > 0; n--) {
+      View view;
+      view_init(&view, chain[n - 1]->in[0]);
+      bool ok = true, worth = false;
+      for (int k = n - 1; k >= 0 && ok; k--) {
+        const Value *out = k ? chain[k - 1]->in[0] : m->in[0];
+        View next;
+        ok = view_through(chain[k], out->def_index, &view, &next);
+        view = next;
+        worth = worth || view_op(chain[k]);
+      }
+      int64_t rows, ld;
+      if (ok && worth && view_rows(&view, &rows, &ld))
+        break;
+    }
+    for (int k = 0; k < n; k++)
+      f->group[find(f, f->at[chain[k]->id])] = find(f, i);
   }
 }
 
@@ -555,6 +612,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
     }
   }
   gemm_epilogues(&f, closed);
+  gemm_operands(&f, closed);
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;
