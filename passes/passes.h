@@ -44,6 +44,7 @@ extern const Pass pass_constfold; /* constant folding through the reference exec
 extern const Pass pass_simplify;  /* nodes that change nothing, written-out GELU */
 extern const Pass pass_concat_gemms; /* matmuls of one input into one (Q, K, V) */
 extern const Pass pass_sink_reshapes; /* reshapes below a GEMM's bias, GELU, residual */
+extern const Pass pass_clone_masks; /* an attention mask computed in every attention */
 extern const Pass pass_fuse;      /* pointwise chains into fuse groups (one kernel each) */
 
 #endif

@@ -8,13 +8,13 @@
 #include <string.h>
 #include <time.h>
 
-const Pass *const pass_registry[] = {&pass_constfold,     &pass_simplify, &pass_dce,
+const Pass *const pass_registry[] = {&pass_constfold,     &pass_simplify,    &pass_dce,
                                      &pass_concat_gemms,  &pass_sink_reshapes,
-                                     &pass_fuse,          NULL};
+                                     &pass_clone_masks,   &pass_fuse,        NULL};
 /* simplify leaves dead nodes to dce; dce runs before the passes that count users. */
-const Pass *const pass_default_pipeline[] = {&pass_constfold,     &pass_simplify, &pass_dce,
+const Pass *const pass_default_pipeline[] = {&pass_constfold,     &pass_simplify,    &pass_dce,
                                              &pass_concat_gemms,  &pass_sink_reshapes,
-                                             &pass_fuse,          NULL};
+                                             &pass_clone_masks,   &pass_fuse,        NULL};
 
 const Pass *pass_lookup(const char *name) {
   for (int i = 0; pass_registry[i]; i++)

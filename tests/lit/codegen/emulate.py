@@ -411,6 +411,14 @@ def cases():
         # an attention mask: the cast computed again for every element the and widens it to
         ("fused_cast_broadcast_and", {"m": ints(0, 2, (2, 1, 1, 6), np.int64), "c": rng.random((1, 1, 6, 1)) < 0.7},
          '%b = cast(%m) {to = "bool"}\n%y = and(%c, %b)'),
+        # a mask made in the attention kernel from the i64 attention_mask (clone_masks
+        # gives every attention its own): cast, and with the causal triangle, where
+        ("fused_attention_mask_cast_and", {"q": f(1, 2, 16, 8), "k": f(1, 2, 8, 16), "v": f(1, 2, 16, 8),
+                                           "m": ints(0, 2, (1, 1, 1, 16), np.int64),
+                                           "c": np.tril(np.ones((16, 16), bool)).reshape(1, 1, 16, 16),
+                                           "z": np.float32(0), "lo": np.float32(-1e9)},
+         '%mb = cast(%m) {to = "bool"}\n%mk = and(%c, %mb)\n%w = where(%mk, %z, %lo)\n'
+         "%s = matmul(%q, %k)\n%a = add(%s, %w)\n%p = softmax(%a) {axis = -1}\n%y = matmul(%p, %v)"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
