@@ -7,6 +7,8 @@
  *   - a gather of the constant indices 0, 1, ..., n-1 along a whole axis of size n, or a
  *     gather_nd of every index tuple in order: a reshape (the exporters' way of writing
  *     "every position");
+ *   - a transpose of a reshape that merges dims its input keeps apart: the transpose of
+ *     the finest dims of both (below), which a view can follow;
  *   - a reshape (squeeze, unsqueeze, flatten) of a cast: the cast of the reshape, so that
  *     the cast meets the pointwise nodes after it (an attention mask's cast and and);
  *   - a reshape (squeeze, unsqueeze, flatten) of such a node: one reshape of the first
@@ -109,6 +111,81 @@ static bool gathers_all_nd(const Node *n) {
     }
   }
   return true;
+}
+
+/* t = transpose(a), a = reshape(x) merging dims that x keeps apart (torchvision's
+ * [S, B, E] -> [S, B*H, D] before moving the heads to the front): the transpose of the
+ * finest dims of both shapes, t = reshape(transpose(reshape(x, F), perm over F)). Every
+ * dim of F then has one stride, so the chain stays a view (ir/view.c) where the merged
+ * dim, two strides in one, made it none. 1: rewritten, 0: not, -1: error. */
+static int transpose_fine(Graph *g, Node *t, Diag *d) {
+  Value *a = t->in[0];
+  if (a->kind != VK_NODE || a->def->op != OP_RESHAPE || node_fuse_group(a->def) ||
+      graph_count_uses(g, a) != 1 || pass_is_output(g, a) ||
+      !shape_is_static(&a->type.shape) || !shape_is_static(&a->def->in[0]->type.shape))
+    return 0;
+  Value *x = a->def->in[0];
+  const Shape *xs = &x->type.shape, *as = &a->type.shape;
+  /* the partial products of both shapes, merged: F's boundaries */
+  int64_t bound[2 * IR_MAX_RANK + 1], fine[IR_MAX_RANK];
+  int nb = 0, i = 0, j = 0;
+  int64_t px = 1, pa = 1;
+  bound[nb++] = 1;
+  while (i < xs->rank || j < as->rank) {
+    int64_t nx = i < xs->rank ? px * xs->dims[i].n : INT64_MAX;
+    int64_t na = j < as->rank ? pa * as->dims[j].n : INT64_MAX;
+    int64_t next = nx < na ? nx : na;
+    if (next == 0)
+      return 0;
+    if (nx == next)
+      px = nx, i++;
+    if (na == next)
+      pa = na, j++;
+    if (next != bound[nb - 1])
+      bound[nb++] = next;
+  }
+  int nf = nb - 1;
+  if (nf > IR_MAX_RANK)
+    return 0;
+  for (int k = 0; k < nf; k++) {
+    if (bound[k + 1] % bound[k])
+      return 0; /* no common refinement */
+    fine[k] = bound[k + 1] / bound[k];
+  }
+  /* a's dims as runs of F's; the transpose's order of them */
+  int first[IR_MAX_RANK], count[IR_MAX_RANK], at = 0;
+  pa = 1;
+  for (int k = 0; k < as->rank; k++) {
+    first[k] = at;
+    pa *= as->dims[k].n;
+    while (at < nf && bound[at + 1] <= pa)
+      at++;
+    count[k] = at - first[k];
+  }
+  int np = 0, nonone = 0;
+  for (int k = 0; k < as->rank; k++)
+    nonone += count[k] > 0;
+  if (nf == nonone)
+    return 0; /* a merges nothing: it is as fine already */
+  const int64_t *perm = attr_ints(t, "perm", &np);
+  int64_t fperm[IR_MAX_RANK], fshape[IR_MAX_RANK];
+  int nfp = 0;
+  for (int k = 0; k < as->rank; k++) {
+    int64_t p = perm && np == as->rank ? perm[k] : as->rank - 1 - k;
+    for (int c = 0; c < count[p]; c++)
+      fperm[nfp++] = first[p] + c;
+  }
+  for (int k = 0; k < nf; k++)
+    fshape[k] = fine[k];
+  Attr sa = attr_make_ints("shape", fshape, nf);
+  Value *r = pass_insert_before(g, t, OP_RESHAPE, &x, 1, &sa, 1, a->name, "fine", d);
+  if (!r)
+    return -1;
+  Attr pa_ = attr_make_ints("perm", fperm, nf);
+  Value *tf = pass_insert_before(g, t, OP_TRANSPOSE, &r, 1, &pa_, 1, t->out[0]->name, "fine", d);
+  if (!tf)
+    return -1;
+  return to_reshape(g, t, tf);
 }
 
 /* ---------------------------------------------------------------- tanh GELU */
@@ -245,7 +322,9 @@ static int simplify_node(Graph *g, Node *n, Diag *d) {
       return to_reshape(g, n, x->def->in[0]);
     return cast_last(g, n, d);
   case OP_TRANSPOSE:
-    return moves_only_ones(n) && to_reshape(g, n, x);
+    if (moves_only_ones(n))
+      return to_reshape(g, n, x);
+    return transpose_fine(g, n, d);
   case OP_GATHER:
     return gathers_all(n) && to_reshape(g, n, x);
   case OP_GATHER_ND:

@@ -8,7 +8,13 @@
  * z keeps its name and type. The other addend is reshaped to y's shape, unless it is a
  * scalar or a bias along a last dim that the reshape keeps: those broadcast alike either
  * way. A reshape costs nothing (an alias of its input's buffer), so no copy appears; the
- * old reshape goes. */
+ * old reshape goes.
+ *
+ * A transpose that keeps the last dim (it moves whole rows: torchvision's [B, S, E] ->
+ * [S, B, E] before its attention's input projection) moves below the GEMM that reads it
+ * and its bias add the same way, matmul(transpose(x), W) = transpose(matmul(x, W)): the
+ * attention after them reads the GEMM's output through the transpose as a view
+ * (passes/fuse.c), so the transpose costs no kernel. */
 #include "passes/passes-impl.h"
 
 #include <stdlib.h>
@@ -61,16 +67,53 @@ static bool broadcasts_alike(const Value *s, const Value *x, const Value *y) {
          (dim_eq(last, xs->dims[xs->rank - 1]) && dim_eq(last, ys->dims[ys->rank - 1]));
 }
 
-/* Moves reshape r below its user, if it may. 1: moved, 0: not, -1: error. */
+/* A transpose that keeps the last dim in place: it moves whole rows, which commutes
+ * with a matmul by 2-D weights and with a bias along the last dim. */
+static bool moves_rows(const Node *t) {
+  int np = 0, r = t->in[0]->type.shape.rank;
+  const int64_t *perm = attr_ints(t, "perm", &np);
+  return t->op == OP_TRANSPOSE && r >= 2 && perm && np == r && perm[r - 1] == r - 1;
+}
+
+static int drop(Graph *g, const Node *n, Diag *d) {
+  bool *keep = malloc((size_t)g->next_node_id + 1);
+  if (!keep)
+    return diag_error(d, g->loc, "sink_reshapes: out of memory");
+  memset(keep, 1, (size_t)g->next_node_id + 1);
+  keep[n->id] = false;
+  graph_retain(g, keep, NULL);
+  free(keep);
+  return 1;
+}
+
+/* t = transpose(x) moving rows, read only by m = matmul(t, W) with 2-D weights:
+ * m' = matmul(x, W), m = transpose(m'). 1: moved, 0: not, -1: error. */
+static int through_matmul(Graph *g, Node *t, Diag *d) {
+  Value *x = t->in[0];
+  Node *m = only_user(g, t->out[0]);
+  if (!m || !moves_rows(t) || node_fuse_group(t) || node_fuse_group(m) || m->op != OP_MATMUL ||
+      m->in[0] != t->out[0] || m->in[1]->type.shape.rank != 2)
+    return 0;
+  Value *in[2] = {x, m->in[1]};
+  Value *pre = pass_insert_before(g, m, OP_MATMUL, in, 2, NULL, 0, m->out[0]->name, "pre", d);
+  if (!pre)
+    return -1;
+  pass_rewrite(g, m, OP_TRANSPOSE, &pre, 1, t->attrs, t->nattr);
+  return drop(g, t, d);
+}
+
+/* Moves reshape (or row-moving transpose) r below its user, if it may. 1: moved, 0: not,
+ * -1: error. */
 static int sink(Graph *g, Node *r, Diag *d) {
   Value *y = r->in[0], *x = r->out[0];
   Node *z = only_user(g, x);
+  bool tr = r->op == OP_TRANSPOSE;
   if (!z || node_fuse_group(r) || node_fuse_group(z) || !from_gemm(y) || z->nout != 1 ||
       !pass_same_shape(&z->out[0]->type.shape, &x->type.shape) ||
-      (z->op != OP_ADD && z->op != OP_GELU))
+      (z->op != OP_ADD && z->op != OP_GELU) || (tr && !moves_rows(r)))
     return 0;
   int64_t back[IR_MAX_RANK], fwd[IR_MAX_RANK];
-  if (!pass_reshape_attr(y, &z->out[0]->type, back))
+  if (!tr && !pass_reshape_attr(y, &z->out[0]->type, back))
     return 0;
   Value *in[2] = {y, NULL};
   int at = 0;
@@ -82,7 +125,7 @@ static int sink(Graph *g, Node *r, Diag *d) {
       return 0;
     if (broadcasts_alike(s, x, y)) {
       in[1 - at] = s;
-    } else if (pass_same_shape(&s->type.shape, &x->type.shape) &&
+    } else if (!tr && pass_same_shape(&s->type.shape, &x->type.shape) &&
                pass_reshape_attr(s, &(Type){s->type.dtype, y->type.shape}, fwd)) {
       Attr a = attr_make_ints("shape", fwd, y->type.shape.rank);
       if (!(in[1 - at] = pass_insert_before(g, z, OP_RESHAPE, &s, 1, &a, 1, s->name, "view", d)))
@@ -96,15 +139,11 @@ static int sink(Graph *g, Node *r, Diag *d) {
   if (!pre)
     return -1;
   Attr a = attr_make_ints("shape", back, z->out[0]->type.shape.rank);
-  pass_rewrite(g, z, OP_RESHAPE, &pre, 1, &a, 1);
-  bool *keep = malloc((size_t)g->next_node_id + 1);
-  if (!keep)
-    return diag_error(d, g->loc, "sink_reshapes: out of memory");
-  memset(keep, 1, (size_t)g->next_node_id + 1);
-  keep[r->id] = false;
-  graph_retain(g, keep, NULL);
-  free(keep);
-  return 1;
+  if (tr)
+    pass_rewrite(g, z, OP_TRANSPOSE, &pre, 1, r->attrs, r->nattr);
+  else
+    pass_rewrite(g, z, OP_RESHAPE, &pre, 1, &a, 1);
+  return drop(g, r, d);
 }
 
 static int run_sink_reshapes(Graph *g, PassContext *ctx) {
@@ -113,9 +152,11 @@ static int run_sink_reshapes(Graph *g, PassContext *ctx) {
     again = false;
     for (int i = 0; i < g->nnodes; i++) {
       Node *r = g->nodes[i];
-      if (r->op != OP_RESHAPE)
+      if (r->op != OP_RESHAPE && r->op != OP_TRANSPOSE)
         continue;
       int rc = sink(g, r, ctx->diag);
+      if (rc == 0 && r->op == OP_TRANSPOSE)
+        rc = through_matmul(g, r, ctx->diag);
       if (rc < 0)
         return -1;
       if (rc) {
@@ -132,7 +173,8 @@ static int run_sink_reshapes(Graph *g, PassContext *ctx) {
 const Pass pass_sink_reshapes = {
     .name = "sink_reshapes",
     .summary = "a reshape after a linear layer's GEMM moves below the add or gelu that "
-               "reads it, so the GEMM's epilogue can take them",
+               "reads it, so the GEMM's epilogue can take them; a transpose of rows before "
+               "a GEMM moves below it and its bias",
     .run = run_sink_reshapes,
     .fusion = true,
 };

@@ -419,6 +419,16 @@ def cases():
                                            "z": np.float32(0), "lo": np.float32(-1e9)},
          '%mb = cast(%m) {to = "bool"}\n%mk = and(%c, %mb)\n%w = where(%mk, %z, %lo)\n'
          "%s = matmul(%q, %k)\n%a = add(%s, %w)\n%p = softmax(%a) {axis = -1}\n%y = matmul(%p, %v)"),
+        # the same at batch 2, as simplify writes it: the heads split from the batch
+        # before the transpose, so every dim is one stride of the stack
+        ("fused_attention_stacked_heads_batch", {"x": f(3, 37, 2, 24)},
+         "%i0 = const i64[] 0\n%i1 = const i64[] 1\n%i2 = const i64[] 2\n"
+         "%q = gather(%x, %i0) {axis = 0}\n%k = gather(%x, %i1) {axis = 0}\n%v = gather(%x, %i2) {axis = 0}\n"
+         "%q4 = reshape(%q) {shape = [37, 2, 3, 8]}\n%q5 = transpose(%q4) {perm = [1, 2, 0, 3]}\n%qt = reshape(%q5) {shape = [6, 37, 8]}\n"
+         "%k4 = reshape(%k) {shape = [37, 2, 3, 8]}\n%k5 = transpose(%k4) {perm = [1, 2, 3, 0]}\n%kt = reshape(%k5) {shape = [6, 8, 37]}\n"
+         "%v4 = reshape(%v) {shape = [37, 2, 3, 8]}\n%v5 = transpose(%v4) {perm = [1, 2, 0, 3]}\n%vt = reshape(%v5) {shape = [6, 37, 8]}\n"
+         "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
+         "%y = transpose(%o) {perm = [1, 0, 2]}"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
