@@ -8,7 +8,9 @@
  *     gather_nd of every index tuple in order: a reshape (the exporters' way of writing
  *     "every position");
  *   - a transpose of a reshape that merges dims its input keeps apart: the transpose of
- *     the finest dims of both (below), which a view can follow;
+ *     the finest dims of both (below), which a view can follow; a transpose of a
+ *     transpose: one transpose; a transpose of rows after a linear layer, before a
+ *     residual add: the rows moved before the GEMM (transpose_above_gemm);
  *   - a reshape (squeeze, unsqueeze, flatten) of a cast: the cast of the reshape, so that
  *     the cast meets the pointwise nodes after it (an attention mask's cast and and);
  *   - a reshape (squeeze, unsqueeze, flatten) of such a node: one reshape of the first
@@ -188,6 +190,93 @@ static int transpose_fine(Graph *g, Node *t, Diag *d) {
   return to_reshape(g, t, tf);
 }
 
+/* t = transpose(transpose(x)), the inner one used only here: one transpose of x. */
+static bool transpose_twice(Graph *g, Node *t) {
+  Value *a = t->in[0];
+  if (a->kind != VK_NODE || a->def->op != OP_TRANSPOSE || node_fuse_group(a->def) ||
+      graph_count_uses(g, a) != 1 || pass_is_output(g, a))
+    return false;
+  int r = t->out[0]->type.shape.rank, n1 = 0, n2 = 0;
+  const int64_t *p1 = attr_ints(a->def, "perm", &n1), *p2 = attr_ints(t, "perm", &n2);
+  int64_t perm[IR_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    int64_t k = p2 && n2 == r ? p2[i] : r - 1 - i;
+    perm[i] = p1 && n1 == r ? p1[k] : r - 1 - k;
+  }
+  Value *x = a->def->in[0];
+  Attr pa = attr_make_ints("perm", perm, r);
+  pass_rewrite(g, t, OP_TRANSPOSE, &x, 1, &pa, 1);
+  return true;
+}
+
+/* The node defining v when it is op `op`, v has one use and is no graph output. */
+static Node *single(const Graph *g, Value *v, Op op) {
+  return v->kind == VK_NODE && v->def->op == op && !node_fuse_group(v->def) &&
+                 graph_count_uses(g, v) == 1 && !pass_is_output(g, v)
+             ? v->def
+             : NULL;
+}
+
+/* t = transpose(reshape(add(matmul(z, W), bias))) moving whole rows, whose only user is
+ * a residual add (torchvision's [S, B, E] -> [B, S, E] after its attention's output
+ * projection): the rows are moved before the GEMM instead,
+ *   t = add(matmul(transpose(reshape(z, [d.., K])), W), bias),
+ * so the residual add reads the GEMM's output directly and joins its epilogue, and the
+ * transpose meets the attention's own (transpose_twice), which its kernel writes. */
+static int transpose_above_gemm(Graph *g, Node *t, Diag *d) {
+  const Shape *ts = &t->out[0]->type.shape;
+  int r = ts->rank, np = 0;
+  const int64_t *perm = attr_ints(t, "perm", &np);
+  if (!perm || np != r || r < 2 || perm[r - 1] != r - 1 || !shape_is_static(ts) ||
+      pass_is_output(g, t->out[0]))
+    return 0;
+  Node *u = NULL;
+  int uses = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] == t->out[0]) {
+        uses++;
+        u = g->nodes[i];
+      }
+  const Value *res = uses == 1 && u->op == OP_ADD ? node_other_input(u, t->out[0]) : NULL;
+  if (!res || !pass_same_shape(&res->type.shape, ts))
+    return 0;
+  Value *v = t->in[0];
+  Node *rs = single(g, v, OP_RESHAPE);
+  Node *a = single(g, rs ? rs->in[0] : v, OP_ADD);
+  if (!a)
+    return 0;
+  int gi = a->in[0]->kind == VK_NODE && a->in[0]->def->op == OP_MATMUL ? 0 : 1;
+  Node *m = single(g, a->in[gi], OP_MATMUL);
+  Value *bias = a->in[1 - gi];
+  if (!m || m->in[1]->type.shape.rank != 2 || bias->type.shape.rank > 1 ||
+      !shape_is_static(&m->in[0]->type.shape))
+    return 0;
+  /* t's input as [d.., N] and z as [d.., K] */
+  Value *z = m->in[0];
+  int64_t k = z->type.shape.dims[z->type.shape.rank - 1].n, zshape[IR_MAX_RANK];
+  for (int i = 0; i < r - 1; i++)
+    zshape[i] = v->type.shape.dims[i].n;
+  zshape[r - 1] = k;
+  if (shape_numel(&z->type.shape) != shape_numel(&v->type.shape) / ts->dims[r - 1].n * k)
+    return 0;
+  Attr sa = attr_make_ints("shape", zshape, r);
+  Value *zr = pass_insert_before(g, t, OP_RESHAPE, &z, 1, &sa, 1, t->out[0]->name, "rows", d);
+  Value *zt = zr ? pass_insert_before(g, t, OP_TRANSPOSE, &zr, 1, t->attrs, t->nattr,
+                                      t->out[0]->name, "moved", d)
+                 : NULL;
+  Value *min[2] = {zt, m->in[1]};
+  Value *mm = zt ? pass_insert_before(g, t, OP_MATMUL, min, 2, NULL, 0, m->out[0]->name, "moved", d)
+                 : NULL;
+  if (!mm)
+    return -1;
+  Value *ain[2];
+  ain[gi] = mm;
+  ain[1 - gi] = bias;
+  pass_rewrite(g, t, OP_ADD, ain, 2, NULL, 0);
+  return 1;
+}
+
 /* ---------------------------------------------------------------- tanh GELU */
 
 /* Whether v is a float constant of one element that equals c as its type rounds it. */
@@ -321,10 +410,14 @@ static int simplify_node(Graph *g, Node *n, Diag *d) {
     if (x->kind == VK_NODE && renames(x->def->op))
       return to_reshape(g, n, x->def->in[0]);
     return cast_last(g, n, d);
-  case OP_TRANSPOSE:
+  case OP_TRANSPOSE: {
     if (moves_only_ones(n))
       return to_reshape(g, n, x);
-    return transpose_fine(g, n, d);
+    if (transpose_twice(g, n))
+      return 1;
+    int rc = transpose_fine(g, n, d);
+    return rc ? rc : transpose_above_gemm(g, n, d);
+  }
   case OP_GATHER:
     return gathers_all(n) && to_reshape(g, n, x);
   case OP_GATHER_ND:
