@@ -24,6 +24,8 @@ typedef struct Cg {
   int nsteps, cap;
   Diag *d;
   PwKernel *epi; /* while an anchor's kernel is generated: its fuse group's epilogue */
+  const Node *viewed;  /* while a concat's kernel is generated: the concat, whose input k */
+  const View *views;   /* it reads through views[k] (its base a kernel parameter) */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers
@@ -140,6 +142,11 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n);
 bool cg_is_attention(const Node *const *nodes, int n);
 int cg_attention(Cg *cg, const Node *const *nodes, int n);
 int cg_layout(Cg *cg, const Node *n); /* transpose expand slice concat split gather pad */
+/* layout.c: a fuse group of view nodes (transpose, reshape, gather of one constant index)
+ * that make inputs of a concat, the concat, and maybe its epilogue: one kernel reading
+ * the buffers before the views through strides (passes/fuse.c). */
+bool cg_is_concat_group(const Node *const *nodes, int n);
+int cg_concat_group(Cg *cg, const Node *const *nodes, int n);
 int cg_reduce(Cg *cg, const Node *n); /* reduce_*, argmax, argmin */
 int cg_softmax(Cg *cg, const Node *n); /* softmax, log_softmax */
 int cg_layer_norm(Cg *cg, const Node *n);

@@ -199,14 +199,74 @@ static int gen_concat(Cg *cg, const Node *n) {
     buf_printf(&cg->src, "    %s", first ? "" : "else ");
     if (!last)
       buf_printf(&cg->src, "if (ax < %" PRId64 ") ", at + l);
-    buf_printf(&cg->src, "v = in%d[(o * %" PRId64 " + ax - %" PRId64 ") * %" PRId64 " + k];\n", k,
-               l, at, inner);
+    const View *vw = cg->viewed == n ? &cg->views[k] : NULL;
+    if (!vw || vw->base == n->in[k]) {
+      buf_printf(&cg->src, "v = in%d[(o * %" PRId64 " + ax - %" PRId64 ") * %" PRId64 " + k];\n",
+                 k, l, at, inner);
+    } else {
+      /* the input's element index, walked through its view's strides */
+      Space s;
+      space_init(&s, vw->rank, vw->dims);
+      space_add_strides(&s, vw->stride, vw->offset);
+      space_coalesce(&s);
+      buf_printf(&cg->src, "{\n      const idx_t j%d = (o * %" PRId64 " + ax - %" PRId64 ") * %" PRId64 " + k;\n",
+                 k, l, at, inner);
+      space_emit_offsets(cg, &s, cg_fmt(cg, "j%d", k), cg_fmt(cg, "c%d_", k), "      ");
+      buf_printf(&cg->src, "      v = in%d[c%d_0];\n    }\n", k, k);
+    }
     first = false;
     at += l;
   }
   cg_store_out(cg, n, "i", "v", "    ");
   cg_loop_end(cg, n, name, numel);
   return 0;
+}
+
+bool cg_is_concat_group(const Node *const *nodes, int n) {
+  for (int i = 1; i < n; i++)
+    if (nodes[i]->op == OP_CONCAT)
+      return true;
+  return false;
+}
+
+int cg_concat_group(Cg *cg, const Node *const *nodes, int n) {
+  int c = 1;
+  while (nodes[c]->op != OP_CONCAT)
+    c++;
+  const Node *cat = nodes[c];
+  View *views = arena_alloc(cg->arena, sizeof *views * (size_t)cat->nin);
+  for (int k = 0; k < cat->nin; k++) {
+    /* back along the group's view nodes to the buffer they start from, then forward */
+    const Node *chain[16];
+    int len = 0;
+    const Value *v = cat->in[k];
+    for (bool member = true; member && len < 16 && v->kind == VK_NODE;) {
+      member = false;
+      for (int j = 0; j < c && !member; j++)
+        member = nodes[j] == v->def;
+      if (member) {
+        chain[len++] = v->def;
+        v = v->def->in[0];
+      }
+    }
+    view_init(&views[k], v);
+    for (int j = len - 1; j >= 0; j--) {
+      View next;
+      if (chain[j]->nout != 1 || !view_through(chain[j], 0, &views[k], &next))
+        return cg_error(cg, chain[j], "fuse group %lld: node %d (%s) is no view on the way to "
+                        "the concat", (long long)node_fuse_group(chain[j]), chain[j]->id,
+                        op_info[chain[j]->op].name);
+      views[k] = next;
+    }
+  }
+  if (n - c > 1 && cg_epilogue_begin(cg, nodes + c, n - c))
+    return -1;
+  cg->viewed = cat;
+  cg->views = views;
+  int rc = gen_concat(cg, cat);
+  cg->viewed = NULL;
+  cg->views = NULL;
+  return (n - c > 1 && cg_epilogue_end(cg)) || rc ? -1 : 0;
 }
 
 static int gen_split(Cg *cg, const Node *n) {

@@ -274,6 +274,59 @@ static void gemm_operands(Fuse *f, const bool *closed) {
   }
 }
 
+/* Whether position p's group is p alone. */
+static bool alone(Fuse *f, int p) {
+  for (int i = 0; i < f->g->nnodes; i++)
+    if (i != p && find(f, i) == find(f, p))
+      return false;
+  return true;
+}
+
+/* A concat's inputs through transposes: ViT's patches, [B, E, H, W] from the
+ * convolution seen as [B, H*W, E], go into the concat's group (with the reshapes around
+ * the transpose), whose kernel reads the convolution's output through strides, so the
+ * transpose is no kernel. Each node of the chain has one output used only by the next. */
+static void concat_operands(Fuse *f, const bool *closed) {
+  const Graph *g = f->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *c = g->nodes[i];
+    if (c->op != OP_CONCAT || closed[find(f, i)])
+      continue;
+    for (int k = 0; k < c->nin; k++) {
+      const Node *chain[8];
+      int n = 0;
+      for (const Value *v = c->in[k]; n < 8 && v->kind == VK_NODE; v = v->def->in[0]) {
+        const Node *d = v->def;
+        int p = f->at[d->id];
+        bool moves = d->op == OP_TRANSPOSE || d->op == OP_RESHAPE || d->op == OP_SQUEEZE ||
+                     d->op == OP_UNSQUEEZE || d->op == OP_FLATTEN || d->op == OP_IDENTITY;
+        if (!moves || !shape_is_static(&d->in[0]->type.shape) || closed[find(f, p)] ||
+            !alone(f, p) || graph_count_uses(g, v) != 1)
+          break;
+        chain[n++] = d;
+      }
+      /* the longest prefix from the concat's side that composes as a view */
+      for (; n > 0; n--) {
+        View view;
+        view_init(&view, chain[n - 1]->in[0]);
+        bool ok = true;
+        for (int j = n - 1; j >= 0 && ok; j--) {
+          View next;
+          ok = view_through(chain[j], 0, &view, &next);
+          view = next;
+        }
+        bool has_transpose = false;
+        for (int j = 0; j < n; j++)
+          has_transpose = has_transpose || chain[j]->op == OP_TRANSPOSE;
+        if (ok && has_transpose)
+          break;
+      }
+      for (int j = 0; j < n; j++)
+        f->group[find(f, f->at[chain[j]->id])] = find(f, i);
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- attention
  *
  * Attention as the exporters write it: S = matmul(A, B) (A the queries, B the keys
@@ -613,6 +666,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   }
   gemm_epilogues(&f, closed);
   gemm_operands(&f, closed);
+  concat_operands(&f, closed);
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;

@@ -409,6 +409,10 @@ def cases():
          "%e = gather(%t, %i) {axis = 0}\n%a = add(%e, %p)\n%y = add(%a, %q)"),
         ("fused_concat_add", {"c": f(2, 1, 8), "x": f(2, 5, 8), "p": f(1, 6, 8)},
          "%k = concat(%c, %x) {axis = 1}\n%y = add(%k, %p)"),
+        # ViT's patches: the convolution's [B, E, H, W] read as [B, H*W, E] by the concat
+        ("fused_concat_transposed_add", {"c": f(2, 1, 8), "x": f(2, 8, 2, 3), "p": f(1, 7, 8)},
+         "%r = reshape(%x) {shape = [2, 8, 6]}\n%t = transpose(%r) {perm = [0, 2, 1]}\n"
+         "%k = concat(%c, %t) {axis = 1}\n%y = add(%k, %p)"),
         # an attention mask: the cast computed again for every element the and widens it to
         ("fused_cast_broadcast_and", {"m": ints(0, 2, (2, 1, 1, 6), np.int64), "c": rng.random((1, 1, 6, 1)) < 0.7},
          '%b = cast(%m) {to = "bool"}\n%y = and(%c, %b)'),
