@@ -26,6 +26,8 @@ typedef struct Cg {
   PwKernel *epi; /* while an anchor's kernel is generated: its fuse group's epilogue */
   uint64_t inplace; /* the next kernel's KernelStep.inplace: its signature drops
                        __restrict__ from those inputs and the output; cleared by its step */
+  const Node *viewed;  /* while a concat's kernel is generated: the concat, whose input k */
+  const View *views;   /* it reads through views[k] (its base a kernel parameter) */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers
@@ -128,10 +130,11 @@ const PwKernel *cg_chain_plan(Cg *cg, const Node *anchor, const Node *const *nod
 void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
                    const char *dst, const char *indent);
 /* A matmul's epilogue, which cuBLASLt applies: its nodes must be an add of a bias along
- * the output's last dim, then optionally an add of a residual of the output's shape, all
- * of mm's dtype. Sets *bias, *residual (NULL when absent) and *out (the group's output). */
+ * the output's last dim, then optionally an add of a residual of the output's shape or a
+ * gelu with approximate = "tanh", all of mm's dtype. Sets *bias, *residual (NULL when
+ * absent), *gelu and *out (the group's output). */
 int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **residual,
-                     const Value **out);
+                     bool *gelu, const Value **out);
 
 /* The op families, one file each. */
 int cg_pointwise(Cg *cg, const Node *n);
@@ -141,10 +144,20 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n);
 bool cg_is_attention(const Node *const *nodes, int n);
 int cg_attention(Cg *cg, const Node *const *nodes, int n);
 int cg_layout(Cg *cg, const Node *n); /* transpose expand slice concat split gather pad */
+/* layout.c: a fuse group of view nodes (transpose, reshape, gather of one constant index)
+ * that make inputs of a concat, the concat, and maybe its epilogue: one kernel reading
+ * the buffers before the views through strides (passes/fuse.c). */
+bool cg_is_concat_group(const Node *const *nodes, int n);
+int cg_concat_group(Cg *cg, const Node *const *nodes, int n);
 int cg_reduce(Cg *cg, const Node *n); /* reduce_*, argmax, argmin */
 int cg_softmax(Cg *cg, const Node *n); /* softmax, log_softmax */
 int cg_layer_norm(Cg *cg, const Node *n);
 int cg_matmul(Cg *cg, const Node *n);
+/* gemm.c: a fuse group of view nodes (transpose, gather of one constant index, reshape),
+ * the matmul whose first input they make, and maybe its epilogue: one GEMM reading the
+ * first view node's input with a leading dim and an offset (passes/fuse.c). */
+bool cg_is_gemm_group(const Node *const *nodes, int n);
+int cg_gemm_group(Cg *cg, const Node *const *nodes, int n);
 int cg_det(Cg *cg, const Node *n); /* gemm.c */
 int cg_global_pool(Cg *cg, const Node *n); /* reduce.c: a reduction over the spatial dims */
 int cg_instance_norm(Cg *cg, const Node *n);

@@ -417,6 +417,12 @@ static void kernel_operands(Cg *cg, const Node *n, const Value *const **in, int 
   *nin = n->nin;
   *out = (const Value *const *)n->out;
   *nout = n->nout;
+  if (cg->viewed == n) {
+    const Value **bases = arena_alloc(cg->arena, sizeof *bases * (size_t)n->nin);
+    for (int i = 0; i < n->nin; i++)
+      bases[i] = cg->views[i].base;
+    *in = bases;
+  }
   if (!k)
     return;
   const Value *const *ext;
@@ -425,7 +431,7 @@ static void kernel_operands(Cg *cg, const Node *n, const Value *const **in, int 
   cg_epilogue_operands(k, &ext, &next, out, &nodes, &nn);
   *nout = 1;
   const Value **all = arena_alloc(cg->arena, sizeof *all * (size_t)(n->nin + next + 1));
-  memcpy(all, n->in, sizeof *all * (size_t)n->nin);
+  memcpy(all, *in, sizeof *all * (size_t)n->nin);
   memcpy(all + n->nin, ext, sizeof *all * (size_t)next);
   *in = all;
   *nin = n->nin + next;
@@ -719,6 +725,10 @@ static int gen_group(Cg *cg, int at) {
       members[n++] = g->nodes[i];
   if (cg_is_attention(members, n))
     return cg_attention(cg, members, n);
+  if (cg_is_gemm_group(members, n))
+    return cg_gemm_group(cg, members, n);
+  if (cg_is_concat_group(members, n))
+    return cg_concat_group(cg, members, n);
   if (n == 1 || (op_info[members[0]->op].flags & OPF_POINTWISE))
     return cg_pointwise_group(cg, members, n);
   if (cg_epilogue_begin(cg, members, n))

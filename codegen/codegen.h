@@ -52,7 +52,8 @@ typedef struct KernelStep {
  * where X_i starts at element offset_x + i * stride_x of X's buffer (a stride of 0
  * broadcasts one matrix over the batch) and C_i is D_i with beta 0, unless a fuse group
  * gave the matmul an epilogue: a bias (added to every row of D, which is every output
- * row-vector of the row-major result) and a residual (C, beta 1).
+ * row-vector of the row-major result) and a residual (C, beta 1), or a bias and then
+ * GELU's tanh approximation of the sum (cuBLASLt's GELU_BIAS epilogue).
  * op(A) is m x k, op(B) k x n, D m x n; ld* are the leading dims in elements.
  *
  * gpucc's tensors are row-major, so a row-major matmul Y[M,N] = X[M,K] W[K,N] is written
@@ -62,6 +63,7 @@ typedef struct GemmStep {
   const Value *a, *b, *d; /* cuBLASLt's A, B and D */
   const Value *c;         /* C, laid out like D (a residual added with beta 1); NULL: D */
   const Value *bias;      /* NULL, or the bias epilogue's vector of m elements */
+  bool gelu;              /* with bias: GELU (tanh) of the sum; no residual then */
   DType dtype;            /* of A, B and D alike (the IR's matmul rule) */
   DType compute;          /* accumulation: DT_F32 for f32/f16/bf16, DT_F64 */
   bool tf32;              /* f32 products on TF32 tensor cores (the matmul's tf32 = 1) */

@@ -60,7 +60,9 @@ static int int_matmul(Cg *cg, const Node *n, int64_t M, int64_t K, int64_t N, in
   return 0;
 }
 
-int cg_matmul(Cg *cg, const Node *n) {
+/* The matmul n; av non-NULL: its first input is read through that view of another
+ * buffer (a fuse group's view nodes before it), which must be a matrix of rows. */
+static int matmul(Cg *cg, const Node *n, const View *av) {
   const Value *a = n->in[0], *b = n->in[1], *y = n->out[0];
   DType dt = a->type.dtype;
   bool fl = dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_F64;
@@ -101,21 +103,35 @@ int cg_matmul(Cg *cg, const Node *n) {
                 .compute = dt == DT_F64 ? DT_F64 : DT_F32, .tf32 = attr_int(n, "tf32") != 0,
                 .m = N, .n = M, .k = K, .lda = N, .ldb = K, .ldc = N,
                 .batch = 1, .alpha = 1, .beta = 0};
-  if (cg_epilogue_of(cg, n) && (!(b_shared && a_full) || dt == DT_F64))
-    return cg_error(cg, n, "fuse group %lld: a matmul takes an epilogue only as one f32, f16 "
-                    "or bf16 GEMM with shared weights", (long long)node_fuse_group(n));
+  if ((cg_epilogue_of(cg, n) || av) && (!(b_shared && a_full) || dt == DT_F64))
+    return cg_error(cg, n, "fuse group %lld: a matmul takes an epilogue or an input view only "
+                    "as one f32, f16 or bf16 GEMM with shared weights",
+                    (long long)node_fuse_group(n));
   if (b_shared && a_full) {
     g.n = M * nbatch; /* the rows of every batch are one tall matrix */
-    const char *what = "";
+    const char *what = "", *how = "";
+    if (av) {
+      int64_t rows, ld;
+      if (!view_rows(av, &rows, &ld) || rows != g.n || av->dims[av->rank - 1] != K)
+        return cg_error(cg, n, "fuse group %lld: the matmul's input view is no matrix of %" PRId64
+                        " rows of %" PRId64, (long long)node_fuse_group(n), g.n, K);
+      g.b = av->base;
+      g.ldb = ld;
+      g.offset_b = av->offset;
+      how = cg_fmt(cg, ", B read from %%%s (ldb %" PRId64 ", offset %" PRId64 ")",
+                   av->base->name, ld, av->offset);
+    }
     if (cg_epilogue_of(cg, n)) {
-      if (cg_gemm_epilogue(cg, n, &g.bias, &g.c, &g.d))
+      if (cg_gemm_epilogue(cg, n, &g.bias, &g.c, &g.gelu, &g.d))
         return -1;
       g.beta = g.c ? 1 : 0;
-      what = g.c ? " with a bias epilogue and the residual as C" : " with a bias epilogue";
+      what = g.c      ? " with a bias epilogue and the residual as C"
+             : g.gelu ? " with a GELU (tanh) and bias epilogue"
+                      : " with a bias epilogue";
     }
     add_gemm(cg, n, &g);
     buf_printf(&cg->src, "\n/* node %d: matmul: one cuBLASLt GEMM step (m %" PRId64 ", n %" PRId64
-               ", k %" PRId64 ")%s, no kernel */\n", n->id, g.m, g.n, g.k, what);
+               ", k %" PRId64 ")%s%s, no kernel */\n", n->id, g.m, g.n, g.k, what, how);
     return 0;
   }
   /* Strides in elements, then merge batch dims every operand walks alike. */
@@ -157,6 +173,37 @@ int cg_matmul(Cg *cg, const Node *n) {
              ", n %" PRId64 ", k %" PRId64 ", batch %" PRId64 "), no kernel */\n",
              n->id, nouter, nouter == 1 ? "" : "s", g.m, g.n, g.k, g.batch);
   return 0;
+}
+
+int cg_matmul(Cg *cg, const Node *n) { return matmul(cg, n, NULL); }
+
+bool cg_is_gemm_group(const Node *const *nodes, int n) {
+  for (int i = 0; i < n; i++)
+    if (nodes[i]->op == OP_MATMUL)
+      return i > 0;
+  return false;
+}
+
+int cg_gemm_group(Cg *cg, const Node *const *nodes, int n) {
+  int j = 0;
+  while (nodes[j]->op != OP_MATMUL)
+    j++;
+  View view;
+  view_init(&view, nodes[0]->in[0]);
+  for (int k = 0; k < j; k++) {
+    const Value *next = k + 1 < j ? nodes[k + 1]->in[0] : nodes[j]->in[0];
+    View v;
+    if (nodes[k]->nout != 1 || next != nodes[k]->out[0] ||
+        !view_through(nodes[k], 0, &view, &v))
+      return cg_error(cg, nodes[k], "fuse group %lld: node %d (%s) is no view on the way to "
+                      "the matmul's first input", (long long)node_fuse_group(nodes[k]),
+                      nodes[k]->id, op_info[nodes[k]->op].name);
+    view = v;
+  }
+  if (n - j > 1 && cg_epilogue_begin(cg, nodes + j, n - j))
+    return -1;
+  int rc = matmul(cg, nodes[j], &view);
+  return (n - j > 1 && cg_epilogue_end(cg)) || rc ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- det */

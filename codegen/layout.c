@@ -1,7 +1,8 @@
 /* layout.c: kernels for the ops that move data and compute nothing: transpose, expand,
  * slice, concat, split, gather and pad. Each is written from the output's side (one
  * thread per output element, grid-stride), so writes are coalesced, and elements are
- * copied as their bits (the dtype never changes). A transpose that moves the innermost
+ * copied as their bits (the dtype never changes). Transpose, concat and gather store
+ * through cg_store_out, so the pointwise nodes after them can be their epilogue. A transpose that moves the innermost
  * dim goes through 32x33 shared-memory tiles so that reads are coalesced too. The
  * index arithmetic is ir/interp.c's, with the sizes baked in. */
 #include "codegen/cg-impl.h"
@@ -186,19 +187,86 @@ static int gen_concat(Cg *cg, const Node *n) {
   const char *name = cg_kernel_begin(cg, n, NULL);
   cg_loop_begin(cg, n, numel);
   emit_oli(cg, len, inner);
+  /* the element, then one store (which an epilogue may extend) */
+  buf_printf(&cg->src, "    %s v;\n", cg_ctype(y->type.dtype));
   int64_t at = 0;
   bool first = true;
   for (int k = 0; k < n->nin; k++) {
     int64_t l = cg_dim(n->in[k], (int)axis);
     if (!l)
       continue;
-    buf_printf(&cg->src, "    %sif (ax < %" PRId64 ") out0[i] = in%d[(o * %" PRId64 " + ax - %" PRId64 ") * %" PRId64 " + k];\n",
-               first ? "" : "else ", at + l, k, l, at, inner);
+    bool last = at + l == len;
+    buf_printf(&cg->src, "    %s", first ? "" : "else ");
+    if (!last)
+      buf_printf(&cg->src, "if (ax < %" PRId64 ") ", at + l);
+    const View *vw = cg->viewed == n ? &cg->views[k] : NULL;
+    if (!vw || vw->base == n->in[k]) {
+      buf_printf(&cg->src, "v = in%d[(o * %" PRId64 " + ax - %" PRId64 ") * %" PRId64 " + k];\n",
+                 k, l, at, inner);
+    } else {
+      /* the input's element index, walked through its view's strides */
+      Space s;
+      space_init(&s, vw->rank, vw->dims);
+      space_add_strides(&s, vw->stride, vw->offset);
+      space_coalesce(&s);
+      buf_printf(&cg->src, "{\n      const idx_t j%d = (o * %" PRId64 " + ax - %" PRId64 ") * %" PRId64 " + k;\n",
+                 k, l, at, inner);
+      space_emit_offsets(cg, &s, cg_fmt(cg, "j%d", k), cg_fmt(cg, "c%d_", k), "      ");
+      buf_printf(&cg->src, "      v = in%d[c%d_0];\n    }\n", k, k);
+    }
     first = false;
     at += l;
   }
+  cg_store_out(cg, n, "i", "v", "    ");
   cg_loop_end(cg, n, name, numel);
   return 0;
+}
+
+bool cg_is_concat_group(const Node *const *nodes, int n) {
+  for (int i = 1; i < n; i++)
+    if (nodes[i]->op == OP_CONCAT)
+      return true;
+  return false;
+}
+
+int cg_concat_group(Cg *cg, const Node *const *nodes, int n) {
+  int c = 1;
+  while (nodes[c]->op != OP_CONCAT)
+    c++;
+  const Node *cat = nodes[c];
+  View *views = arena_alloc(cg->arena, sizeof *views * (size_t)cat->nin);
+  for (int k = 0; k < cat->nin; k++) {
+    /* back along the group's view nodes to the buffer they start from, then forward */
+    const Node *chain[16];
+    int len = 0;
+    const Value *v = cat->in[k];
+    for (bool member = true; member && len < 16 && v->kind == VK_NODE;) {
+      member = false;
+      for (int j = 0; j < c && !member; j++)
+        member = nodes[j] == v->def;
+      if (member) {
+        chain[len++] = v->def;
+        v = v->def->in[0];
+      }
+    }
+    view_init(&views[k], v);
+    for (int j = len - 1; j >= 0; j--) {
+      View next;
+      if (chain[j]->nout != 1 || !view_through(chain[j], 0, &views[k], &next))
+        return cg_error(cg, chain[j], "fuse group %lld: node %d (%s) is no view on the way to "
+                        "the concat", (long long)node_fuse_group(chain[j]), chain[j]->id,
+                        op_info[chain[j]->op].name);
+      views[k] = next;
+    }
+  }
+  if (n - c > 1 && cg_epilogue_begin(cg, nodes + c, n - c))
+    return -1;
+  cg->viewed = cat;
+  cg->views = views;
+  int rc = gen_concat(cg, cat);
+  cg->viewed = NULL;
+  cg->views = NULL;
+  return (n - c > 1 && cg_epilogue_end(cg)) || rc ? -1 : 0;
 }
 
 static int gen_split(Cg *cg, const Node *n) {
@@ -241,8 +309,9 @@ static int gen_gather(Cg *cg, const Node *n) {
   emit_oli(cg, ni, inner);
   buf_printf(&cg->src, "    long long j = %s;\n", cg_load(cg, idx->type.dtype, DOM_I64, "in1[ax]"));
   buf_printf(&cg->src, "    if (j < 0) j += %" PRId64 ";\n", len);
-  buf_printf(&cg->src, "    out0[i] = j >= 0 && j < %" PRId64 " ? in0[(o * %" PRId64 " + j) * %" PRId64 " + k] : %s{};\n",
-             len, len, inner, cg_ctype(y->type.dtype));
+  buf_printf(&cg->src, "    const %s v = j >= 0 && j < %" PRId64 " ? in0[(o * %" PRId64 " + j) * %" PRId64 " + k] : %s{};\n",
+             cg_ctype(y->type.dtype), len, len, inner, cg_ctype(y->type.dtype));
+  cg_store_out(cg, n, "i", "v", "    ");
   cg_loop_end(cg, n, name, numel);
   return 0;
 }

@@ -446,7 +446,7 @@ static const Value *other_addend(const Node *a, const Value *v) {
 }
 
 int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **residual,
-                     const Value **out) {
+                     bool *gelu, const Value **out) {
   PwKernel *k = cg->epi;
   const Value *y = mm->out[0];
   int rank = y->type.shape.rank;
@@ -456,17 +456,22 @@ int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **r
             cg_dim(b, b->type.shape.rank - 1) == cg_dim(y, rank - 1) &&
             cg_numel(b) == cg_dim(y, rank - 1);
   const Value *r = NULL;
-  if (ok && k->n == 2) {
-    r = other_addend(k->node[1], k->node[0]->out[0]);
+  const Node *g = k->n == 2 ? k->node[1] : NULL;
+  bool tanh_gelu = g && g->op == OP_GELU && g->in[0] == k->node[0]->out[0] &&
+                   !strcmp(attr_string(g, "approximate"), "tanh");
+  if (ok && k->n == 2 && !tanh_gelu) {
+    r = other_addend(g, k->node[0]->out[0]);
     ok = r && r != k->node[0]->out[0] && same_dims(r, y) && r->type.dtype == y->type.dtype;
   }
   if (!ok)
     return cg_error(cg, mm, "fuse group %lld: a matmul's epilogue must be an add of a bias "
                     "along the last dim, then optionally an add of a residual of the "
-                    "output's shape", (long long)node_fuse_group(mm));
+                    "output's shape or a gelu with approximate = \"tanh\"",
+                    (long long)node_fuse_group(mm));
   k->stored = true;
   *bias = b;
   *residual = r;
+  *gelu = tanh_gelu;
   *out = k->out;
   return 0;
 }

@@ -52,7 +52,7 @@ typedef struct Options {
   const Pass *passes[MAX_PASSES];
   int npasses;
   bool passes_given; /* --passes was on the command line */
-  bool no_fuse;      /* --no-fuse: leave the fuse and concat_gemms passes out */
+  bool no_fuse;      /* --no-fuse: leave the passes that serve fusion out */
   Precision precision; /* --precision */
   bool precision_given;
   bool print_after_all;
@@ -125,8 +125,9 @@ static void print_help(void) {
          "                          default none: the input in canonical form)\n"
          "  --passes=a,b,...        run exactly these passes ('--passes=' runs none); without\n"
          "                          it the default pipeline runs, except with --emit=ir\n"
-         "  --no-fuse               the default pipeline without fuse and concat_gemms:\n"
-         "                          one kernel or GEMM per node\n"
+         "  --no-fuse               the default pipeline without the passes that serve\n"
+         "                          fusion (concat_gemms, sink_reshapes, clone_masks,\n"
+         "                          fuse): one kernel or GEMM per node\n"
          "  --precision=P           fp32 (the default), tf32 (f32 matmuls on TF32 tensor\n"
          "                          cores), bf16 or fp16 (f32 tensors stored in that type,\n"
          "                          sums in f32; inputs and outputs keep their types)\n"
@@ -320,8 +321,7 @@ static int choose_passes(Options *o, const char *passes_arg) {
                              "--passes=precision (or the whole list) for --precision=%s",
                              precision_name(o->precision));
   for (int i = 0; pass_default_pipeline[i] && i < MAX_PASSES; i++)
-    if (!(o->no_fuse && (pass_default_pipeline[i] == &pass_fuse ||
-                         pass_default_pipeline[i] == &pass_concat_gemms)))
+    if (!(o->no_fuse && pass_default_pipeline[i]->fusion))
       o->passes[o->npasses++] = pass_default_pipeline[i];
   return 0;
 }

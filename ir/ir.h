@@ -369,6 +369,10 @@ void view_init(View *v, const Value *base); /* base itself (its shape must be st
  * split, a gather of one constant index) and the result is a strided view; false
  * otherwise (a reshape that would need a copy, say), leaving *res unspecified. */
 bool view_through(const Node *n, int out, const View *in, View *res);
+/* Whether v is a matrix of rows: its last dim contiguous (stride 1) and its other dims
+ * walked by one stride, *ld elements from row to row (at least the row's length), *rows
+ * rows in all: a GEMM operand with a leading dim. */
+bool view_rows(const View *v, int64_t *rows, int64_t *ld);
 /* The constant of a multiply by one scalar constant (x * c or c * x, x of the output's
  * type; f32, f16 or bf16), which commutes with views; NULL when n is no such node. */
 const Value *view_scale_factor(const Node *n);

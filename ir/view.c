@@ -121,6 +121,28 @@ bool view_through(const Node *n, int out, const View *in, View *res) {
   }
 }
 
+bool view_rows(const View *v, int64_t *rows, int64_t *ld) {
+  if (v->rank < 1)
+    return false;
+  int64_t k = v->dims[v->rank - 1], n = 1, stride = 0;
+  if (k > 1 && v->stride[v->rank - 1] != 1)
+    return false;
+  /* from the innermost row dim out: each dim of more than one element continues the
+   * previous one's rows */
+  for (int i = v->rank - 2; i >= 0; i--) {
+    if (v->dims[i] == 1)
+      continue;
+    if (n > 1 && v->stride[i] != stride * n)
+      return false;
+    if (n == 1)
+      stride = v->stride[i];
+    n *= v->dims[i];
+  }
+  *rows = n;
+  *ld = n > 1 ? stride : k;
+  return *ld >= k;
+}
+
 const Value *view_scale_factor(const Node *n) {
   DType t = n->out[0]->type.dtype;
   if (n->op != OP_MUL || n->nin != 2 || n->in[0] == n->in[1] ||

@@ -200,4 +200,5 @@ const Pass pass_concat_gemms = {
     .summary = "matmuls that read one input with constant weights (Q, K and V) become one "
                "over the weights concatenated at compile time, and a split",
     .run = run_concat_gemms,
+    .fusion = true,
 };

@@ -2,18 +2,21 @@
  * constants) become one fuse group (IR_ATTR_FUSE), which codegen turns into one kernel:
  * the values inside a group live in registers and never reach memory. A convolution
  * followed by pointwise nodes (bias, activation, a residual add), a softmax followed by
- * some (the exporters' NaN masking), or a transpose (attention's scaled Q and K) is one
- * group too: its kernel applies them to each output element as it stores it (an
- * epilogue).
+ * some (the exporters' NaN masking), a transpose (attention's scaled Q and K), a concat
+ * (ViT's class token, then the position embedding added) or a gather (an embedding
+ * lookup, then the other embeddings added) is one group too: its kernel applies them to
+ * each output element as it stores it (an epilogue).
  *
- * A matmul of a linear layer joins a group made of its bias add (and a residual add
- * after it): cuBLASLt adds both in the GEMM (gemm_epilogues below).
+ * A matmul of a linear layer joins a group made of its bias add (and a residual add or
+ * a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues below). The
+ * view nodes that pick its input's rows (a gather of one token) join it too: the GEMM
+ * reads them in place (gemm_operands).
  *
  * A producer joins its consumer's group when
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
  *     anchor: at most one per group, always its first node), and the producer's output
  *     has the shape of the consumer's (a value broadcast inside a kernel would be
- *     computed again per use);
+ *     computed again per use), or the producer is a lone cast;
  *   - every use of the producer's output is in the consumer's group, and it is no graph
  *     output (a value needed elsewhere must be written anyway: fusing would compute it
  *     twice); the pass repeats until no group grows, so a value read by several nodes
@@ -58,7 +61,8 @@ static bool anchor(const Node *n) {
     int64_t axis = attr_int(n, "axis"), rank = n->in[0]->type.shape.rank;
     return axis == -1 || axis == rank - 1;
   }
-  return n->op == OP_CONV || n->op == OP_TRANSPOSE;
+  return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_CONCAT ||
+         n->op == OP_GATHER;
 }
 
 /* Distinct values read from outside the group of position r, were position p's group
@@ -97,6 +101,18 @@ static bool has_anchor(Fuse *f, int r) {
     if (find(f, i) == r && anchor(f->g->nodes[i]))
       return true;
   return false;
+}
+
+/* Whether group p is one cast, whose output v broadcasts to y: computed again for every
+ * element it broadcasts to, a cast costs no more than the load of its result would (an
+ * attention mask's cast joins the and that widens it). */
+static bool lone_cast(Fuse *f, int p, const Value *v, const Value *y) {
+  if (v->def->op != OP_CAST || !shape_broadcasts_to(&v->type.shape, &y->type.shape))
+    return false;
+  for (int i = 0; i < f->g->nnodes; i++)
+    if (find(f, i) == p && f->g->nodes[i] != v->def)
+      return false;
+  return true;
 }
 
 /* Whether every use of v is by a node of group r (graph outputs are uses outside). */
@@ -148,12 +164,19 @@ static bool bias_of(const Value *v, const Value *y) {
   return true;
 }
 
-/* GEMM epilogues: a linear layer's bias add, and a residual add after it, run inside
- * cuBLASLt's GEMM (a bias epilogue, and the residual as C with beta 1). A matmul of f32,
- * f16 or bf16 with 2-D weights whose only user is such an add, alone or in a group of
- * exactly that add and the residual add, joins the group as its anchor. */
+/* Whether n is a gelu of v with the tanh approximation: cuBLASLt's GELU epilogue. */
+static bool tanh_gelu_of(const Node *n, const Value *v) {
+  return n->op == OP_GELU && n->in[0] == v && !strcmp(attr_string(n, "approximate"), "tanh");
+}
+
+/* The types cuBLASLt's GEMM steps take with epilogues and input views. */
 static bool gemm_dtype(DType t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
 
+/* GEMM epilogues: a linear layer's bias add, and a residual add or a tanh GELU after it,
+ * run inside cuBLASLt's GEMM (a bias epilogue and the residual as C with beta 1, or the
+ * GELU-and-bias epilogue). A matmul of f32, f16 or bf16 with 2-D weights whose only user
+ * is such an add, alone or in a group of exactly that add and the residual add or the
+ * GELU, joins the group as its anchor. */
 static void gemm_epilogues(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
@@ -182,9 +205,118 @@ static void gemm_epilogues(Fuse *f, const bool *closed) {
         last = g->nodes[j];
       }
     const Value *res = size == 2 ? other_addend(last, a->out[0]) : NULL;
-    if (size == 1 || (res && res != a->out[0] && same_shape(res, a->out[0]) &&
-                      res->type.dtype == y->type.dtype))
+    if (size == 1 || (size == 2 && tanh_gelu_of(last, a->out[0])) ||
+        (res && res != a->out[0] && same_shape(res, a->out[0]) &&
+         res->type.dtype == y->type.dtype))
       f->group[find(f, i)] = r;
+  }
+}
+
+/* Whether n renames elements without computing (ir/view.c's view_through) and is no
+ * mere alias (reshape and the like cost nothing already). */
+static bool view_op(const Node *n) {
+  return n->op == OP_TRANSPOSE || n->op == OP_GATHER;
+}
+
+/* A GEMM's input through views: a linear layer's matmul whose activations come from a
+ * gather of one constant index (BERT's pooler and ViT's head take token 0) or a
+ * transpose that leaves each row contiguous reads the buffer before them with a leading
+ * dim and an offset (cuBLASLt's ldb). Those nodes (and reshapes between them), each of
+ * one output used only by the next, join the matmul's group: the longest such chain
+ * whose composed view is a matrix of rows. */
+static void gemm_operands(Fuse *f, const bool *closed) {
+  const Graph *g = f->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *m = g->nodes[i];
+    if (m->op != OP_MATMUL || m->nout != 1 || !gemm_dtype(m->in[0]->type.dtype) ||
+        m->in[1]->type.shape.rank != 2 || closed[find(f, i)])
+      continue;
+    const Node *chain[8];
+    int n = 0;
+    for (const Value *v = m->in[0]; n < 8 && v->kind == VK_NODE; v = v->def->in[0]) {
+      const Node *d = v->def;
+      View probe, out;
+      int r = find(f, f->at[d->id]);
+      if (!shape_is_static(&d->in[0]->type.shape) || closed[r] || r != f->at[d->id] ||
+          d->nout != 1 || graph_count_uses(g, v) != 1)
+        break; /* a value needed elsewhere is written anyway */
+      view_init(&probe, d->in[0]);
+      if (!view_through(d, v->def_index, &probe, &out))
+        break;
+      chain[n++] = d;
+    }
+    /* the longest chain from the matmul's side whose composed view is rows, with a node
+     * worth taking in it */
+    for (; n > 0; n--) {
+      View view;
+      view_init(&view, chain[n - 1]->in[0]);
+      bool ok = true, worth = false;
+      for (int k = n - 1; k >= 0 && ok; k--) {
+        const Value *out = k ? chain[k - 1]->in[0] : m->in[0];
+        View next;
+        ok = view_through(chain[k], out->def_index, &view, &next);
+        view = next;
+        worth = worth || view_op(chain[k]);
+      }
+      int64_t rows, ld;
+      if (ok && worth && view_rows(&view, &rows, &ld))
+        break;
+    }
+    for (int k = 0; k < n; k++)
+      f->group[find(f, f->at[chain[k]->id])] = find(f, i);
+  }
+}
+
+/* Whether position p's group is p alone. */
+static bool alone(Fuse *f, int p) {
+  for (int i = 0; i < f->g->nnodes; i++)
+    if (i != p && find(f, i) == find(f, p))
+      return false;
+  return true;
+}
+
+/* A concat's inputs through transposes: ViT's patches, [B, E, H, W] from the
+ * convolution seen as [B, H*W, E], go into the concat's group (with the reshapes around
+ * the transpose), whose kernel reads the convolution's output through strides, so the
+ * transpose is no kernel. Each node of the chain has one output used only by the next. */
+static void concat_operands(Fuse *f, const bool *closed) {
+  const Graph *g = f->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *c = g->nodes[i];
+    if (c->op != OP_CONCAT || closed[find(f, i)])
+      continue;
+    for (int k = 0; k < c->nin; k++) {
+      const Node *chain[8];
+      int n = 0;
+      for (const Value *v = c->in[k]; n < 8 && v->kind == VK_NODE; v = v->def->in[0]) {
+        const Node *d = v->def;
+        int p = f->at[d->id];
+        bool moves = d->op == OP_TRANSPOSE || d->op == OP_RESHAPE || d->op == OP_SQUEEZE ||
+                     d->op == OP_UNSQUEEZE || d->op == OP_FLATTEN || d->op == OP_IDENTITY;
+        if (!moves || !shape_is_static(&d->in[0]->type.shape) || closed[find(f, p)] ||
+            !alone(f, p) || graph_count_uses(g, v) != 1)
+          break;
+        chain[n++] = d;
+      }
+      /* the longest prefix from the concat's side that composes as a view */
+      for (; n > 0; n--) {
+        View view;
+        view_init(&view, chain[n - 1]->in[0]);
+        bool ok = true;
+        for (int j = n - 1; j >= 0 && ok; j--) {
+          View next;
+          ok = view_through(chain[j], 0, &view, &next);
+          view = next;
+        }
+        bool has_transpose = false;
+        for (int j = 0; j < n; j++)
+          has_transpose = has_transpose || chain[j]->op == OP_TRANSPOSE;
+        if (ok && has_transpose)
+          break;
+      }
+      for (int j = 0; j < n; j++)
+        f->group[find(f, f->at[chain[j]->id])] = find(f, i);
+    }
   }
 }
 
@@ -510,7 +642,8 @@ static int run_fuse(Graph *g, PassContext *ctx) {
         if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(v->def)))
           continue;
         int p = find(&f, f.at[v->def->id]), r = find(&f, i);
-        if (p == r || closed[p] || closed[r] || !same_shape(v, n->out[0]) ||
+        if (p == r || closed[p] || closed[r] ||
+            !(same_shape(v, n->out[0]) || lone_cast(&f, p, v, n->out[0])) ||
             !users_inside(&f, v, r))
           continue;
         if (has_anchor(&f, p) && has_anchor(&f, r))
@@ -525,6 +658,8 @@ static int run_fuse(Graph *g, PassContext *ctx) {
     }
   }
   gemm_epilogues(&f, closed);
+  gemm_operands(&f, closed);
+  concat_operands(&f, closed);
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;
@@ -564,4 +699,5 @@ const Pass pass_fuse = {
                "and GEMMs with the pointwise nodes after them, into one GPU kernel each "
                "(fuse = K)",
     .run = run_fuse,
+    .fusion = true,
 };

@@ -30,6 +30,8 @@ typedef struct Pass {
   const char *name;    /* command-line name: --passes=dce,constfold */
   const char *summary; /* one line for --help */
   int (*run)(Graph *g, PassContext *ctx); /* 0, or -1 with ctx->diag set */
+  bool fusion; /* it only serves kernel fusion: the unfused pipeline (--no-fuse) leaves it
+                  out, so that the two can be compared */
 } Pass;
 
 /* Every known pass, NULL-terminated, and the default pipeline (NULL-terminated). */
@@ -53,7 +55,10 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
 /* The passes. */
 extern const Pass pass_dce;       /* dead-code elimination */
 extern const Pass pass_constfold; /* constant folding through the reference executor */
+extern const Pass pass_simplify;  /* nodes that change nothing, written-out GELU */
 extern const Pass pass_concat_gemms; /* matmuls of one input into one (Q, K, V) */
+extern const Pass pass_sink_reshapes; /* reshapes below a GEMM's bias, GELU, residual */
+extern const Pass pass_clone_masks; /* an attention mask computed in every attention */
 extern const Pass pass_precision; /* f32 math lowered to ctx->precision */
 extern const Pass pass_fuse;      /* pointwise chains into fuse groups (one kernel each) */
 

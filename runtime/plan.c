@@ -373,9 +373,9 @@ static GpuccStatus check_gemm(const GpuccPlan *p, int i, const GpuccGemm *g) {
       (st = check_matrix(p, label, 'D', g->d, g->cd_type, g->m, g->n, g->ldd, g->batch,
                          g->stride_d)))
     return st;
-  if (g->has_bias != 0 && g->has_bias != 1)
-    return bad("%s: has_bias must be 0 or 1", label);
-  if (g->has_bias) {
+  if (g->epilogue < GPUCC_EPILOGUE_NONE || g->epilogue > GPUCC_EPILOGUE_GELU_BIAS)
+    return bad("%s: epilogue must be 0, 1 or 2", label);
+  if (g->epilogue != GPUCC_EPILOGUE_NONE) {
     char blabel[96];
     uint64_t e = gpucc_dtype_size(g->cd_type);
     snprintf(blabel, sizeof blabel, "%s: bias [%lld]", label, (long long)g->m);
@@ -548,7 +548,7 @@ static void put_step(Buf *b, const GpuccStep *s) {
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) put64(b, (uint64_t)v[i]);
     putf64(b, g->alpha);
     putf64(b, g->beta);
-    put32(b, (uint32_t)g->has_bias);
+    put32(b, (uint32_t)g->epilogue);
     putptr(b, g->bias); /* as it is, so a plan read back serializes to the same bytes */
     break;
   }
@@ -802,11 +802,11 @@ static GpuccStatus read_gemm(Reader *r, GpuccPlan *p) {
   for (size_t i = 0; i < sizeof v / sizeof *v; i++) *v[i] = (int64_t)get64(r);
   g.alpha = getf64(r);
   g.beta = getf64(r);
-  uint32_t has_bias = get32(r);
+  uint32_t epilogue = get32(r);
   g.bias = getptr(r);
-  if (!r->failed && has_bias > 1)
-    return reader_fail(r, "gemm bias flag %u", has_bias);
-  g.has_bias = (int)has_bias;
+  if (!r->failed && epilogue > GPUCC_EPILOGUE_GELU_BIAS)
+    return reader_fail(r, "gemm epilogue %u", epilogue);
+  g.epilogue = (GpuccEpilogue)epilogue;
   return r->failed ? GPUCC_ERR_BAD_PLAN : gpucc_plan_add_gemm(p, &g);
 }
 

@@ -97,7 +97,7 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  */
 
 #define GPUCC_PLAN_MAGIC "GPUCCPLN"
-#define GPUCC_PLAN_VERSION 2u /* 2: the GEMM bias epilogue */
+#define GPUCC_PLAN_VERSION 3u /* 2: the GEMM bias epilogue; 3: its GELU form */
 #define GPUCC_MAX_RANK 8
 #define GPUCC_MAX_NAME 4096        /* bytes in a tensor or kernel name */
 #define GPUCC_MAX_KERNEL_ARGS 1024 /* CUDA allows 32 KiB of parameters: 4096 of 8 bytes */
@@ -154,8 +154,15 @@ typedef enum GpuccCompute {
   GPUCC_COMPUTE_64F = 3,
 } GpuccCompute;
 
+/* What cuBLASLt applies to each GEMM result before storing it. */
+typedef enum GpuccEpilogue {
+  GPUCC_EPILOGUE_NONE = 0,
+  GPUCC_EPILOGUE_BIAS = 1,      /* + bias */
+  GPUCC_EPILOGUE_GELU_BIAS = 2, /* GELU(... + bias), GELU's tanh approximation */
+} GpuccEpilogue;
+
 /* One cuBLASLt matmul, in its column-major terms:
- *   for each i < batch:  D_i = alpha * op(A_i) op(B_i) + beta * C_i (+ bias)
+ *   for each i < batch:  D_i = epilogue(alpha * op(A_i) op(B_i) + beta * C_i)
  * op(X) is X or X^T; op(A) is m x k, op(B) k x n, C and D m x n. X_i starts stride_x
  * elements after X_{i-1} (0 broadcasts one matrix to every batch; D may not be 0 when
  * batch > 1). Leading dims are in elements. Types (a, b, cd): all f64 with COMPUTE_64F;
@@ -168,9 +175,9 @@ typedef struct GpuccGemm {
   int64_t m, n, k, lda, ldb, ldc, ldd;
   int64_t batch, stride_a, stride_b, stride_c, stride_d;
   double alpha, beta;
-  /* has_bias 1: cuBLASLt's bias epilogue adds bias[r] (m elements of cd_type) to every
-   * element of row r of each D_i, the row-major output's bias per feature. */
-  int has_bias;
+  /* A bias epilogue adds bias[r] (m elements of cd_type) to every element of row r of
+   * each D_i, the row-major output's bias per feature; bias is unused with none. */
+  GpuccEpilogue epilogue;
   GpuccPtr bias;
 } GpuccGemm;
 

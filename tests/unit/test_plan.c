@@ -34,7 +34,7 @@ static GpuccGemm sample_gemm(void) {
   g.lda = 4, g.ldb = 3, g.ldc = 4, g.ldd = 4;
   g.batch = 2, g.stride_a = 0, g.stride_b = 6, g.stride_c = 8, g.stride_d = 8;
   g.alpha = 1.5, g.beta = -0.25;
-  g.has_bias = 1, g.bias = gpucc_weights_ptr(128); /* 4 floats: one per row of D */
+  g.epilogue = GPUCC_EPILOGUE_GELU_BIAS, g.bias = gpucc_weights_ptr(128); /* 4 floats: one per row of D */
   return g;
 }
 
@@ -97,7 +97,7 @@ static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
       CHECK(g->a_type == h->a_type && g->b_type == h->b_type && g->cd_type == h->cd_type);
       CHECK(g->compute == h->compute && g->trans_a == h->trans_a && g->trans_b == h->trans_b);
       CHECK(g->m == h->m && g->n == h->n && g->k == h->k);
-      CHECK(g->has_bias == h->has_bias && same_ptr(g->bias, h->bias));
+      CHECK(g->epilogue == h->epilogue && same_ptr(g->bias, h->bias));
       CHECK(g->lda == h->lda && g->ldb == h->ldb && g->ldc == h->ldc && g->ldd == h->ldd);
       CHECK(g->batch == h->batch && g->stride_a == h->stride_a && g->stride_b == h->stride_b &&
             g->stride_c == h->stride_c && g->stride_d == h->stride_d);
@@ -151,7 +151,7 @@ static void test_round_trip(void) {
   CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
   const unsigned char *b = bytes;
   CHECK(len > 32 && !memcmp(b, "GPUCCPLN", 8));
-  CHECK(b[8] == 2 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 2, little-endian */
+  CHECK(b[8] == 3 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 3, little-endian */
   CHECK(b[12] == 5);                                          /* five sections */
   CHECK(rd64(b + 16) == len - 32 && rd64(b + 24) == fnv(b + 32, len - 32));
 
@@ -375,8 +375,8 @@ static void test_invalid(void) {
   g.bias = gpucc_weights_ptr(1016); /* 16 bytes from 1016: past the 1024 of the weights */
   EXPECT_INVALID(with_gemm(g), "bias [4]: 16 bytes at weights offset 1016 run past the weights");
   g = sample_gemm();
-  g.has_bias = 2;
-  EXPECT_INVALID(with_gemm(g), "has_bias must be 0 or 1");
+  g.epilogue = (GpuccEpilogue)3;
+  EXPECT_INVALID(with_gemm(g), "epilogue must be 0, 1 or 2");
   g = sample_gemm();
   g.d = gpucc_weights_ptr(0);
   EXPECT_INVALID(with_gemm(g), "D must be in the arena");

@@ -177,7 +177,7 @@ def host_main(d, src, inputs, outs, expect):
 def run_case(gpucc, tmp, name, inputs, stmt):
     """(ok, message) for the graph of the statements (lines) over the given inputs; the
     last statement's results are the outputs. A case whose name starts with "fused_" runs
-    the fuse pass, so its nodes become one kernel."""
+    the fuse pass, so its nodes become one kernel ("fused_simplify_": simplify first)."""
     d = os.path.join(tmp, name)
     os.makedirs(d, exist_ok=True)
     sig = ", ".join(f"%{k}: {DTYPES[str(v.dtype)]}[{', '.join(map(str, v.shape))}]"
@@ -185,7 +185,8 @@ def run_case(gpucc, tmp, name, inputs, stmt):
     lhs = stmt.splitlines()[-1].split(" = ", 1)[0]
     outs = [o.strip()[1:] for o in lhs.split(",")]
     lowered = name.split("_")[0] if name.startswith(("bf16_", "fp16_")) else None
-    passes = "--passes=fuse" if name.startswith("fused_") else "--passes="
+    passes = ("--passes=simplify,fuse" if name.startswith("fused_simplify_")
+              else "--passes=fuse" if name.startswith("fused_") else "--passes=")
     ref = ["--passes="]
     if lowered:
         passes = "--passes=precision,fuse --precision=" + lowered
@@ -451,6 +452,51 @@ def cases():
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1], group = 2}\n%y = relu(%c)"),
         ("fp16_reduce_mean_sub", {"x": f(3, 5, 70)},
          "%m = reduce_mean(%x) {axes = [2]}\n%y = sub(%x, %m)"),
+        # an embedding lookup with the other embeddings added in its store; ViT's class
+        # token concatenated, the position embedding added in the store
+        ("fused_gather_embedding_adds", {"t": f(10, 8), "i": ints(-10, 10, (2, 5), np.int64), "p": f(5, 8), "q": f(8)},
+         "%e = gather(%t, %i) {axis = 0}\n%a = add(%e, %p)\n%y = add(%a, %q)"),
+        ("fused_concat_add", {"c": f(2, 1, 8), "x": f(2, 5, 8), "p": f(1, 6, 8)},
+         "%k = concat(%c, %x) {axis = 1}\n%y = add(%k, %p)"),
+        # ViT's patches: the convolution's [B, E, H, W] read as [B, H*W, E] by the concat
+        ("fused_concat_transposed_add", {"c": f(2, 1, 8), "x": f(2, 8, 2, 3), "p": f(1, 7, 8)},
+         "%r = reshape(%x) {shape = [2, 8, 6]}\n%t = transpose(%r) {perm = [0, 2, 1]}\n"
+         "%k = concat(%c, %t) {axis = 1}\n%y = add(%k, %p)"),
+        # an attention mask: the cast computed again for every element the and widens it to
+        ("fused_cast_broadcast_and", {"m": ints(0, 2, (2, 1, 1, 6), np.int64), "c": rng.random((1, 1, 6, 1)) < 0.7},
+         '%b = cast(%m) {to = "bool"}\n%y = and(%c, %b)'),
+        # a mask made in the attention kernel from the i64 attention_mask (clone_masks
+        # gives every attention its own): cast, and with the causal triangle, where
+        ("fused_attention_mask_cast_and", {"q": f(1, 2, 16, 8), "k": f(1, 2, 8, 16), "v": f(1, 2, 16, 8),
+                                           "m": ints(0, 2, (1, 1, 1, 16), np.int64),
+                                           "c": np.tril(np.ones((16, 16), bool)).reshape(1, 1, 16, 16),
+                                           "z": np.float32(0), "lo": np.float32(-1e9)},
+         '%mb = cast(%m) {to = "bool"}\n%mk = and(%c, %mb)\n%w = where(%mk, %z, %lo)\n'
+         "%s = matmul(%q, %k)\n%a = add(%s, %w)\n%p = softmax(%a) {axis = -1}\n%y = matmul(%p, %v)"),
+        # the same at batch 2, as simplify writes it: the heads split from the batch
+        # before the transpose, so every dim is one stride of the stack
+        ("fused_attention_stacked_heads_batch", {"x": f(3, 37, 2, 24)},
+         "%i0 = const i64[] 0\n%i1 = const i64[] 1\n%i2 = const i64[] 2\n"
+         "%q = gather(%x, %i0) {axis = 0}\n%k = gather(%x, %i1) {axis = 0}\n%v = gather(%x, %i2) {axis = 0}\n"
+         "%q4 = reshape(%q) {shape = [37, 2, 3, 8]}\n%q5 = transpose(%q4) {perm = [1, 2, 0, 3]}\n%qt = reshape(%q5) {shape = [6, 37, 8]}\n"
+         "%k4 = reshape(%k) {shape = [37, 2, 3, 8]}\n%k5 = transpose(%k4) {perm = [1, 2, 3, 0]}\n%kt = reshape(%k5) {shape = [6, 8, 37]}\n"
+         "%v4 = reshape(%v) {shape = [37, 2, 3, 8]}\n%v5 = transpose(%v4) {perm = [1, 2, 0, 3]}\n%vt = reshape(%v5) {shape = [6, 37, 8]}\n"
+         "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
+         "%y = transpose(%o) {perm = [1, 0, 2]}"),
+        # torchvision's chain as exported, at batch 2, from the QKV GEMM's [B, S, 3E]
+        # output (the transpose to [S, B, 3E] sunk below the GEMM): simplify splits the
+        # heads from the batch, and the attention reads all of it through one view
+        ("fused_simplify_attention_torchvision_batch", {"x": f(2, 37, 72)},
+         "%i0 = const i64[] 0\n%i1 = const i64[] 1\n%i2 = const i64[] 2\n"
+         "%t = transpose(%x) {perm = [1, 0, 2]}\n%u = reshape(%t) {shape = [1, 37, 2, 3, 24]}\n"
+         "%w = transpose(%u) {perm = [3, 1, 2, 0, 4]}\n%sq = squeeze(%w) {axes = [3]}\n"
+         "%q = gather(%sq, %i0) {axis = 0}\n%k = gather(%sq, %i1) {axis = 0}\n%v = gather(%sq, %i2) {axis = 0}\n"
+         "%q3 = reshape(%q) {shape = [37, 6, 8]}\n%qt = transpose(%q3) {perm = [1, 0, 2]}\n%q4 = reshape(%qt) {shape = [2, 3, 37, 8]}\n"
+         "%k3 = reshape(%k) {shape = [37, 6, 8]}\n%kt = transpose(%k3) {perm = [1, 0, 2]}\n%k4 = reshape(%kt) {shape = [2, 3, 37, 8]}\n"
+         "%k5 = transpose(%k4) {perm = [0, 1, 3, 2]}\n"
+         "%v3 = reshape(%v) {shape = [37, 6, 8]}\n%vt = transpose(%v3) {perm = [1, 0, 2]}\n%v4 = reshape(%vt) {shape = [2, 3, 37, 8]}\n"
+         "%s = matmul(%q4, %k5)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %v4)\n"
+         "%y = transpose(%o) {perm = [2, 0, 1, 3]}"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 

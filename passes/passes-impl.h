@@ -1,0 +1,25 @@
+/* passes-impl.h: what the files of passes/ share and nobody else sees: small rewriting
+ * helpers for passes that change nodes in place. */
+#ifndef GPUCC_PASSES_IMPL_H
+#define GPUCC_PASSES_IMPL_H
+
+#include "passes/passes.h"
+
+bool pass_is_output(const Graph *g, const Value *v); /* v is one of g's outputs */
+bool pass_same_shape(const Shape *a, const Shape *b);
+/* Turns n into op(in[0..nin)) with these attributes (copied into g's arena), keeping its
+ * output values, location and origin. */
+void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
+                  int nattr);
+/* A new node op(in[0..nin)) placed just before node `before` (whose inputs are defined
+ * earlier), with one output named <like>.<suffix> (a fresh number if that is taken), its
+ * type inferred. NULL with d set when inference fails. */
+Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
+                          const Attr *attrs, int nattr, const char *like, const char *suffix,
+                          Diag *d);
+/* The shape attribute of a reshape of x to type `to` (same dtype and element count):
+ * static dims as they are, a symbolic dim as 0 where x has it at the same position, else
+ * -1. False when no attribute gives back exactly `to` (two symbolic dims that move). */
+bool pass_reshape_attr(const Value *x, const Type *to, int64_t *shape);
+
+#endif

@@ -1,0 +1,79 @@
+/* rewrite.c: the helpers of passes-impl.h. */
+#include "passes/passes-impl.h"
+
+#include <string.h>
+
+bool pass_is_output(const Graph *g, const Value *v) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == v)
+      return true;
+  return false;
+}
+
+bool pass_same_shape(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank)
+    return false;
+  for (int i = 0; i < a->rank; i++)
+    if (!dim_eq(a->dims[i], b->dims[i]))
+      return false;
+  return true;
+}
+
+void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
+                  int nattr) {
+  Value **ins = arena_alloc(g->arena, sizeof *ins * (size_t)nin);
+  memcpy(ins, in, sizeof *ins * (size_t)nin);
+  /* never NULL, like graph_add_node's: code may memcpy from it */
+  Attr *as = arena_alloc(g->arena, sizeof *as * (size_t)(nattr ? nattr : 1));
+  for (int i = 0; i < nattr; i++) {
+    as[i] = attrs[i];
+    as[i].name = arena_strdup(g->arena, attrs[i].name);
+    if (as[i].kind == AK_STRING)
+      as[i].s = arena_strdup(g->arena, attrs[i].s);
+    if (as[i].kind == AK_INTS)
+      as[i].ints = arena_memdup(g->arena, attrs[i].ints, sizeof *as[i].ints * (size_t)as[i].n);
+  }
+  n->op = op;
+  n->in = ins;
+  n->nin = nin;
+  n->attrs = as;
+  n->nattr = nattr;
+}
+
+Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
+                          const Attr *attrs, int nattr, const char *like, const char *suffix,
+                          Diag *d) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", like, suffix);
+  const char *names[1] = {graph_find_value(g, name) ? NULL : name};
+  Node *n = graph_add_node(g, op, in, nin, attrs, nattr, names, 1);
+  Type t;
+  if (ir_infer_node(n, &t, d))
+    return NULL;
+  n->out[0]->type = t;
+  int at = 0;
+  while (g->nodes[at] != before)
+    at++;
+  memmove(g->nodes + at + 1, g->nodes + at, sizeof *g->nodes * (size_t)(g->nnodes - 1 - at));
+  g->nodes[at] = n;
+  return n->out[0];
+}
+
+bool pass_reshape_attr(const Value *x, const Type *to, int64_t *shape) {
+  const Shape *s = &to->shape;
+  for (int i = 0; i < s->rank; i++) {
+    Dim d = s->dims[i];
+    if (!d.sym && d.n == 0)
+      return false; /* 0 would copy x's dim */
+    shape[i] = !d.sym ? d.n
+               : i < x->type.shape.rank && dim_eq(x->type.shape.dims[i], d) ? 0
+                                                                              : -1;
+  }
+  /* inference on a probe node decides whether the attribute gives back `to` */
+  Attr a = attr_make_ints("shape", shape, s->rank);
+  Value *in[1] = {(Value *)x};
+  Node probe = {.op = OP_RESHAPE, .nin = 1, .nout = 1, .in = in, .nattr = 1, .attrs = &a};
+  Type t;
+  Diag ignored = {0};
+  return !ir_infer_node(&probe, &t, &ignored) && type_eq(&t, to);
+}

@@ -1,0 +1,470 @@
+/* simplify.c: nodes that change nothing, or only how elements are named, written as
+ * what they are, so that later passes see through them and codegen gives them no kernel:
+ *   - a cast to its input's type, an expand to its input's shape, a reshape (squeeze,
+ *     unsqueeze, flatten) to its input's shape: identity;
+ *   - a transpose that moves only dims of size 1 (the exporters' [B, S, E] <-> [S, B, E]
+ *     at batch 1): a reshape;
+ *   - a gather of the constant indices 0, 1, ..., n-1 along a whole axis of size n, or a
+ *     gather_nd of every index tuple in order: a reshape (the exporters' way of writing
+ *     "every position");
+ *   - a transpose of a reshape that merges dims its input keeps apart: the transpose of
+ *     the finest dims of both (below), which a view can follow; a transpose of a
+ *     transpose: one transpose; a transpose of rows after a linear layer, before a
+ *     residual add: the rows moved before the GEMM (transpose_above_gemm);
+ *   - a reshape (squeeze, unsqueeze, flatten) of a cast: the cast of the reshape, so that
+ *     the cast meets the pointwise nodes after it (an attention mask's cast and and);
+ *   - a reshape (squeeze, unsqueeze, flatten) of such a node: one reshape of the first
+ *     node's input;
+ *   - an identity: its users read its input (it stays only as a graph output);
+ *   - the tanh approximation of GELU written out, 0.5 x (1 + tanh(sqrt(2/pi) (x +
+ *     0.044715 x^3))) (GPT-2's "gelu_new"): one gelu node with approximate = "tanh",
+ *     which a GEMM can apply as its epilogue (passes/fuse.c).
+ * Rewritten nodes keep their output value (its name and type) and their origin. After
+ * each round of rewrites the nodes without users go (dce), since the rules count uses. Nodes already in a fuse group are left alone:
+ * their group decides how they run. The pass repeats until nothing changes. */
+#include "passes/passes-impl.h"
+
+#include <math.h>
+
+/* Rewrites n as a reshape of x to n's output type, if a shape attribute can say it. */
+static bool to_reshape(Graph *g, Node *n, Value *x) {
+  int64_t shape[IR_MAX_RANK];
+  if (!pass_reshape_attr(x, &n->out[0]->type, shape))
+    return false;
+  Attr a = attr_make_ints("shape", shape, n->out[0]->type.shape.rank);
+  pass_rewrite(g, n, OP_RESHAPE, &x, 1, &a, 1);
+  return true;
+}
+
+static void to_identity(Graph *g, Node *n) {
+  Value *x = n->in[0];
+  pass_rewrite(g, n, OP_IDENTITY, &x, 1, NULL, 0);
+}
+
+static bool renames(Op op) {
+  return op == OP_RESHAPE || op == OP_SQUEEZE || op == OP_UNSQUEEZE || op == OP_FLATTEN;
+}
+
+/* A transpose whose dims other than static 1s keep their order. */
+static bool moves_only_ones(const Node *n) {
+  const Shape *x = &n->in[0]->type.shape;
+  int np = 0;
+  const int64_t *perm = attr_ints(n, "perm", &np);
+  int64_t last = -1;
+  for (int i = 0; i < x->rank; i++) {
+    int64_t p = perm && np == x->rank ? perm[i] : x->rank - 1 - i;
+    if (!x->dims[p].sym && x->dims[p].n == 1)
+      continue;
+    if (p < last)
+      return false;
+    last = p;
+  }
+  return true;
+}
+
+/* A gather of the constant indices 0, 1, ..., n-1 (in row-major order, negative ones
+ * counted from the end) along an axis of static size n. */
+static bool gathers_all(const Node *n) {
+  const Value *x = n->in[0], *iv = n->in[1];
+  int64_t axis = attr_int(n, "axis");
+  if (axis < 0)
+    axis += x->type.shape.rank;
+  if (iv->kind != VK_CONST || !iv->data || axis < 0 || axis >= x->type.shape.rank)
+    return false;
+  Dim d = x->type.shape.dims[axis];
+  int64_t cnt = tensor_numel(iv->data);
+  if (d.sym || cnt != d.n)
+    return false;
+  size_t es = dtype_size(iv->data->dtype);
+  for (int64_t i = 0; i < cnt; i++) {
+    int64_t k = dtype_load_i64(iv->data->dtype, (const char *)iv->data->data + (size_t)i * es);
+    if ((k < 0 ? k + d.n : k) != i)
+      return false;
+  }
+  return true;
+}
+
+/* A gather_nd (batch_dims 0) of constant index tuples that list every position of x's
+ * first k dims in row-major order: the elements of x in their order. */
+static bool gathers_all_nd(const Node *n) {
+  const Value *x = n->in[0], *iv = n->in[1];
+  const Shape *xs = &x->type.shape, *is = &iv->type.shape;
+  if (attr_int(n, "batch_dims") != 0 || iv->kind != VK_CONST || !iv->data || is->rank < 1)
+    return false;
+  int64_t k = is->dims[is->rank - 1].n, count = 1;
+  if (k < 1 || k > xs->rank)
+    return false;
+  for (int i = 0; i < k; i++) {
+    if (xs->dims[i].sym)
+      return false;
+    count *= xs->dims[i].n;
+  }
+  if (tensor_numel(iv->data) != count * k)
+    return false;
+  size_t es = dtype_size(iv->data->dtype);
+  for (int64_t t = 0; t < count; t++) {
+    int64_t rest = t;
+    for (int64_t j = k - 1; j >= 0; j--) {
+      int64_t d = xs->dims[j].n, want = rest % d;
+      rest /= d;
+      int64_t v = dtype_load_i64(iv->data->dtype, (const char *)iv->data->data + (size_t)(t * k + j) * es);
+      if ((v < 0 ? v + d : v) != want)
+        return false;
+    }
+  }
+  return true;
+}
+
+/* t = transpose(a), a = reshape(x) merging dims that x keeps apart (torchvision's
+ * [S, B, E] -> [S, B*H, D] before moving the heads to the front): the transpose of the
+ * finest dims of both shapes, t = reshape(transpose(reshape(x, F), perm over F)). Every
+ * dim of F then has one stride, so the chain stays a view (ir/view.c) where the merged
+ * dim, two strides in one, made it none. 1: rewritten, 0: not, -1: error. */
+static int transpose_fine(Graph *g, Node *t, Diag *d) {
+  Value *a = t->in[0];
+  if (a->kind != VK_NODE || a->def->op != OP_RESHAPE || node_fuse_group(a->def) ||
+      graph_count_uses(g, a) != 1 || pass_is_output(g, a) ||
+      !shape_is_static(&a->type.shape) || !shape_is_static(&a->def->in[0]->type.shape))
+    return 0;
+  Value *x = a->def->in[0];
+  const Shape *xs = &x->type.shape, *as = &a->type.shape;
+  /* the partial products of both shapes, merged: F's boundaries */
+  int64_t bound[2 * IR_MAX_RANK + 1], fine[IR_MAX_RANK];
+  int nb = 0, i = 0, j = 0;
+  int64_t px = 1, pa = 1;
+  bound[nb++] = 1;
+  while (i < xs->rank || j < as->rank) {
+    int64_t nx = i < xs->rank ? px * xs->dims[i].n : INT64_MAX;
+    int64_t na = j < as->rank ? pa * as->dims[j].n : INT64_MAX;
+    int64_t next = nx < na ? nx : na;
+    if (next == 0)
+      return 0;
+    if (nx == next)
+      px = nx, i++;
+    if (na == next)
+      pa = na, j++;
+    if (next != bound[nb - 1])
+      bound[nb++] = next;
+  }
+  int nf = nb - 1;
+  if (nf > IR_MAX_RANK)
+    return 0;
+  for (int k = 0; k < nf; k++) {
+    if (bound[k + 1] % bound[k])
+      return 0; /* no common refinement */
+    fine[k] = bound[k + 1] / bound[k];
+  }
+  /* a's dims as runs of F's; the transpose's order of them */
+  int first[IR_MAX_RANK], count[IR_MAX_RANK], at = 0;
+  pa = 1;
+  for (int k = 0; k < as->rank; k++) {
+    first[k] = at;
+    pa *= as->dims[k].n;
+    while (at < nf && bound[at + 1] <= pa)
+      at++;
+    count[k] = at - first[k];
+  }
+  int np = 0, nonone = 0;
+  for (int k = 0; k < as->rank; k++)
+    nonone += count[k] > 0;
+  if (nf == nonone)
+    return 0; /* a merges nothing: it is as fine already */
+  const int64_t *perm = attr_ints(t, "perm", &np);
+  int64_t fperm[IR_MAX_RANK], fshape[IR_MAX_RANK];
+  int nfp = 0;
+  for (int k = 0; k < as->rank; k++) {
+    int64_t p = perm && np == as->rank ? perm[k] : as->rank - 1 - k;
+    for (int c = 0; c < count[p]; c++)
+      fperm[nfp++] = first[p] + c;
+  }
+  for (int k = 0; k < nf; k++)
+    fshape[k] = fine[k];
+  Attr sa = attr_make_ints("shape", fshape, nf);
+  Value *r = pass_insert_before(g, t, OP_RESHAPE, &x, 1, &sa, 1, a->name, "fine", d);
+  if (!r)
+    return -1;
+  Attr pa_ = attr_make_ints("perm", fperm, nf);
+  Value *tf = pass_insert_before(g, t, OP_TRANSPOSE, &r, 1, &pa_, 1, t->out[0]->name, "fine", d);
+  if (!tf)
+    return -1;
+  return to_reshape(g, t, tf);
+}
+
+/* t = transpose(transpose(x)), the inner one used only here: one transpose of x. */
+static bool transpose_twice(Graph *g, Node *t) {
+  Value *a = t->in[0];
+  if (a->kind != VK_NODE || a->def->op != OP_TRANSPOSE || node_fuse_group(a->def) ||
+      graph_count_uses(g, a) != 1 || pass_is_output(g, a))
+    return false;
+  int r = t->out[0]->type.shape.rank, n1 = 0, n2 = 0;
+  const int64_t *p1 = attr_ints(a->def, "perm", &n1), *p2 = attr_ints(t, "perm", &n2);
+  int64_t perm[IR_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    int64_t k = p2 && n2 == r ? p2[i] : r - 1 - i;
+    perm[i] = p1 && n1 == r ? p1[k] : r - 1 - k;
+  }
+  Value *x = a->def->in[0];
+  Attr pa = attr_make_ints("perm", perm, r);
+  pass_rewrite(g, t, OP_TRANSPOSE, &x, 1, &pa, 1);
+  return true;
+}
+
+/* The node defining v when it is op `op`, v has one use and is no graph output. */
+static Node *single(const Graph *g, Value *v, Op op) {
+  return v->kind == VK_NODE && v->def->op == op && !node_fuse_group(v->def) &&
+                 graph_count_uses(g, v) == 1 && !pass_is_output(g, v)
+             ? v->def
+             : NULL;
+}
+
+/* t = transpose(reshape(add(matmul(z, W), bias))) moving whole rows, whose only user is
+ * a residual add (torchvision's [S, B, E] -> [B, S, E] after its attention's output
+ * projection): the rows are moved before the GEMM instead,
+ *   t = add(matmul(transpose(reshape(z, [d.., K])), W), bias),
+ * so the residual add reads the GEMM's output directly and joins its epilogue, and the
+ * transpose meets the attention's own (transpose_twice), which its kernel writes. */
+static int transpose_above_gemm(Graph *g, Node *t, Diag *d) {
+  const Shape *ts = &t->out[0]->type.shape;
+  int r = ts->rank, np = 0;
+  const int64_t *perm = attr_ints(t, "perm", &np);
+  if (!perm || np != r || r < 2 || perm[r - 1] != r - 1 || !shape_is_static(ts) ||
+      pass_is_output(g, t->out[0]))
+    return 0;
+  Node *u = NULL;
+  int uses = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] == t->out[0]) {
+        uses++;
+        u = g->nodes[i];
+      }
+  const Value *res = uses == 1 && u->op == OP_ADD ? node_other_input(u, t->out[0]) : NULL;
+  if (!res || !pass_same_shape(&res->type.shape, ts))
+    return 0;
+  Value *v = t->in[0];
+  Node *rs = single(g, v, OP_RESHAPE);
+  Node *a = single(g, rs ? rs->in[0] : v, OP_ADD);
+  if (!a)
+    return 0;
+  int gi = a->in[0]->kind == VK_NODE && a->in[0]->def->op == OP_MATMUL ? 0 : 1;
+  Node *m = single(g, a->in[gi], OP_MATMUL);
+  Value *bias = a->in[1 - gi];
+  if (!m || m->in[1]->type.shape.rank != 2 || bias->type.shape.rank > 1 ||
+      !shape_is_static(&m->in[0]->type.shape))
+    return 0;
+  /* t's input as [d.., N] and z as [d.., K] */
+  Value *z = m->in[0];
+  int64_t k = z->type.shape.dims[z->type.shape.rank - 1].n, zshape[IR_MAX_RANK];
+  for (int i = 0; i < r - 1; i++)
+    zshape[i] = v->type.shape.dims[i].n;
+  zshape[r - 1] = k;
+  if (shape_numel(&z->type.shape) != shape_numel(&v->type.shape) / ts->dims[r - 1].n * k)
+    return 0;
+  Attr sa = attr_make_ints("shape", zshape, r);
+  Value *zr = pass_insert_before(g, t, OP_RESHAPE, &z, 1, &sa, 1, t->out[0]->name, "rows", d);
+  Value *zt = zr ? pass_insert_before(g, t, OP_TRANSPOSE, &zr, 1, t->attrs, t->nattr,
+                                      t->out[0]->name, "moved", d)
+                 : NULL;
+  Value *min[2] = {zt, m->in[1]};
+  Value *mm = zt ? pass_insert_before(g, t, OP_MATMUL, min, 2, NULL, 0, m->out[0]->name, "moved", d)
+                 : NULL;
+  if (!mm)
+    return -1;
+  Value *ain[2];
+  ain[gi] = mm;
+  ain[1 - gi] = bias;
+  pass_rewrite(g, t, OP_ADD, ain, 2, NULL, 0);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- tanh GELU */
+
+/* Whether v is a float constant of one element that equals c as its type rounds it. */
+static bool is_scalar(const Value *v, double c) {
+  if (!v || v->kind != VK_CONST || !v->data || tensor_numel(v->data) != 1 ||
+      !dtype_is_float(v->type.dtype))
+    return false;
+  double x = dtype_load_f64(v->type.dtype, v->data->data);
+  return fabs(x - c) <= 1e-6 * fabs(c);
+}
+
+/* The node that defines v when it is op `op` and v has exactly one use; else NULL. */
+static const Node *only_def(const Graph *g, const Value *v, Op op) {
+  if (!v || v->kind != VK_NODE || v->def->op != op || graph_count_uses(g, v) != 1 ||
+      pass_is_output(g, v))
+    return NULL;
+  return v->def;
+}
+
+/* The operand of the single-use binary node defining v (op `op`) whose other operand is
+ * the scalar c: v = op(x, c), or op(c, x) for the commutative ones. NULL otherwise. */
+static Value *with_scalar(const Graph *g, const Value *v, Op op, double c) {
+  const Node *n = only_def(g, v, op);
+  if (!n || n->nin != 2)
+    return NULL;
+  if (is_scalar(n->in[1], c))
+    return n->in[0];
+  if ((op_info[op].flags & OPF_COMMUTATIVE) && is_scalar(n->in[0], c))
+    return n->in[1];
+  return NULL;
+}
+
+/* Whether v is x^3: pow(x, 3), x * (x * x) or (x * x) * x, each node used once. */
+static bool is_cube(const Graph *g, const Value *v, const Value *x) {
+  if (with_scalar(g, v, OP_POW, 3) == x)
+    return true;
+  const Node *m = only_def(g, v, OP_MUL);
+  if (!m)
+    return false;
+  for (int k = 0; k < 2; k++) {
+    const Node *sq = only_def(g, m->in[1 - k], OP_MUL);
+    if (m->in[k] == x && sq && sq->in[0] == x && sq->in[1] == x)
+      return true;
+  }
+  return false;
+}
+
+/* Whether v is 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), every node of it used once. */
+static bool is_one_plus_tanh(const Graph *g, const Value *v, const Value *x) {
+  const Value *t = with_scalar(g, v, OP_ADD, 1);
+  const Node *th = t ? only_def(g, t, OP_TANH) : NULL;
+  const Value *s = th ? with_scalar(g, th->in[0], OP_MUL, 0.79788456080286535588 /* sqrt(2/pi) */) : NULL;
+  const Node *a = s ? only_def(g, s, OP_ADD) : NULL;
+  if (!a)
+    return false;
+  for (int k = 0; k < 2; k++) {
+    const Value *cube = a->in[k] == x ? with_scalar(g, a->in[1 - k], OP_MUL, 0.044715) : NULL;
+    if (cube && is_cube(g, cube, x))
+      return true;
+  }
+  return false;
+}
+
+/* The x of a tanh GELU ending in node n: (0.5 x) * (1 + tanh(...)) or (x * (1 +
+ * tanh(...))) * 0.5, in either operand order; NULL when n is none. */
+static Value *tanh_gelu(const Graph *g, const Node *n) {
+  if (n->op != OP_MUL || n->nin != 2 || !dtype_is_float(n->out[0]->type.dtype))
+    return NULL;
+  for (int k = 0; k < 2; k++) {
+    Value *x = with_scalar(g, n->in[k], OP_MUL, 0.5);
+    if (x && is_one_plus_tanh(g, n->in[1 - k], x) &&
+        pass_same_shape(&x->type.shape, &n->out[0]->type.shape))
+      return x;
+  }
+  Value *p = NULL;
+  if (is_scalar(n->in[1], 0.5))
+    p = n->in[0];
+  else if (is_scalar(n->in[0], 0.5))
+    p = n->in[1];
+  const Node *m = p ? only_def(g, p, OP_MUL) : NULL;
+  for (int k = 0; m && k < 2; k++) {
+    Value *x = m->in[k];
+    if (is_one_plus_tanh(g, m->in[1 - k], x) &&
+        pass_same_shape(&x->type.shape, &n->out[0]->type.shape))
+      return x;
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+/* n = reshape(cast(x)) -> cast(reshape(x)), when the cast has no other use. */
+static int cast_last(Graph *g, Node *n, Diag *d) {
+  Value *c = n->in[0];
+  const Node *cn = c->kind == VK_NODE ? c->def : NULL;
+  if (!cn || cn->op != OP_CAST || node_fuse_group(cn) || graph_count_uses(g, c) != 1 ||
+      pass_is_output(g, c))
+    return 0;
+  Value *x = cn->in[0];
+  int64_t shape[IR_MAX_RANK];
+  Type t = {x->type.dtype, n->out[0]->type.shape};
+  if (!pass_reshape_attr(x, &t, shape))
+    return 0;
+  Attr a = attr_make_ints("shape", shape, t.shape.rank);
+  Value *r = pass_insert_before(g, n, OP_RESHAPE, &x, 1, &a, 1, n->out[0]->name, "pre", d);
+  if (!r)
+    return -1;
+  Attr to = attr_make_string("to", attr_string(cn, "to"));
+  pass_rewrite(g, n, OP_CAST, &r, 1, &to, 1);
+  return 1;
+}
+
+/* One rewrite of n, if one applies: 1, else 0; -1 on error. */
+static int simplify_node(Graph *g, Node *n, Diag *d) {
+  if (node_fuse_group(n) || n->nout != 1 || n->nin < 1 || !n->in[0])
+    return 0;
+  Value *x = n->in[0], *y = n->out[0];
+  const Type *xt = &x->type, *yt = &y->type;
+  switch (n->op) {
+  case OP_CAST:
+  case OP_EXPAND:
+    if (!type_eq(xt, yt))
+      return 0;
+    to_identity(g, n);
+    return 1;
+  case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_FLATTEN:
+    if (type_eq(xt, yt)) {
+      to_identity(g, n);
+      return 1;
+    }
+    if (x->kind == VK_NODE && renames(x->def->op))
+      return to_reshape(g, n, x->def->in[0]);
+    return cast_last(g, n, d);
+  case OP_TRANSPOSE: {
+    if (moves_only_ones(n))
+      return to_reshape(g, n, x);
+    if (transpose_twice(g, n))
+      return 1;
+    int rc = transpose_fine(g, n, d);
+    return rc ? rc : transpose_above_gemm(g, n, d);
+  }
+  case OP_GATHER:
+    return gathers_all(n) && to_reshape(g, n, x);
+  case OP_GATHER_ND:
+    return gathers_all_nd(n) && to_reshape(g, n, x);
+  case OP_IDENTITY: {
+    if (pass_is_output(g, y) || !graph_count_uses(g, y))
+      return 0;
+    graph_replace_uses(g, y, x);
+    return 1;
+  }
+  case OP_MUL: {
+    Value *gx = tanh_gelu(g, n);
+    if (!gx)
+      return 0;
+    Attr a = attr_make_string("approximate", "tanh");
+    pass_rewrite(g, n, OP_GELU, &gx, 1, &a, 1);
+    return 1;
+  }
+  default:
+    return 0;
+  }
+}
+
+static int run_simplify(Graph *g, PassContext *ctx) {
+  int changed = 0;
+  for (bool again = true; again;) {
+    again = false;
+    for (int i = 0; i < g->nnodes; i++) {
+      int rc = simplify_node(g, g->nodes[i], ctx->diag);
+      if (rc < 0)
+        return -1;
+      changed += rc;
+      again = again || rc;
+    }
+    /* the rules count uses: what a round left without users must not count */
+    PassContext quiet = {.diag = ctx->diag};
+    if (again && pass_dce.run(g, &quiet))
+      return -1;
+  }
+  ctx->changes += changed;
+  return 0;
+}
+
+const Pass pass_simplify = {
+    .name = "simplify",
+    .summary = "casts, expands and reshapes that change nothing become identities, transposes "
+               "of size-1 dims and gathers of every index reshapes, a written-out tanh GELU "
+               "one gelu node",
+    .run = run_simplify,
+};
