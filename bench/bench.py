@@ -2,25 +2,29 @@
 """gpucc against PyTorch eager and torch.compile, on the GPU, in one run.
 
 For each model (ResNet-50, MobileNetV2, ViT-B/16 at 224x224; BERT-base and GPT-2 small at
-sequence 128; random weights from tests/models/export.py's fixed seeds) and each batch:
-  1. PyTorch eager, fp32 with TF32 off (gpucc's fp32 uses no TF32 either);
+sequence 128; random weights from tests/models/export.py's fixed seeds), each batch and
+each precision (--precisions, fp32 and bf16 by default):
+  1. PyTorch eager: fp32 with TF32 off (gpucc's fp32 uses no TF32 either), tf32 with it
+     on, bf16/fp16 with the module's weights and float inputs converted to that type;
   2. torch.compile(mode="reduce-overhead") of the same module;
-  3. the module exported with torch.onnx.export (TorchScript exporter, opset 17), compiled
-     with `gpucc model.onnx -o model.so`, run once with the same input (its outputs checked
-     against PyTorch's: relative error by norm), then timed with `gpucc run model.so
-     --iters N`.
+  3. the module exported once with torch.onnx.export (TorchScript exporter, opset 17),
+     compiled with `gpucc model.onnx -o model.so --precision=P`, run once with the same
+     input (its first output checked against PyTorch's fp32 output: relative error by
+     norm), then timed with `gpucc run model.so --iters N`;
+  4. the same with `--no-fuse` added: gpucc before fusion, one kernel or GEMM per node.
 Every latency is the median over N runs, each between two CUDA events and waited for
 (the way gpucc_model_time times a replay of the model's CUDA graph), after warm-up runs.
 Kernels per inference: gpucc's from its compile report; PyTorch's from torch.profiler
 (CUDA kernels in one eager inference).
 
-Prints one Markdown table row per model and batch (docs/perf.md keeps them) and writes the
-same rows to --out. Not a test: nothing here passes or fails on a number.
+Prints one Markdown table row per model, batch and precision (docs/perf.md keeps them)
+and writes the same rows to --out. Not a test: nothing here passes or fails on a number.
 
-usage: bench.py --gpucc build/gpucc [--models resnet50,...] [--batches 1,32] [--iters 100]
-                [--work DIR] [--out FILE]
+usage: bench.py --gpucc build/gpucc [--models resnet50,...] [--batches 1,32]
+                [--precisions fp32,bf16] [--iters 100] [--work DIR] [--out FILE]
 """
 import argparse
+import concurrent.futures
 import os
 import re
 import statistics
@@ -91,7 +95,50 @@ def run(argv, timeout=1800):
     return text
 
 
+TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+                "fp16": torch.float16}
+
+
+def so_path(work, flags):
+    return os.path.join(work, "model%s.so" % "".join(
+        "-" + f.lstrip("-").replace("=", "") for f in flags))
+
+
+def gpucc_compile(args, onnx_path, work, flags):
+    """Compiles model.onnx with flags: (kernels per inference, seconds)."""
+    t0 = time.monotonic()
+    report = run([args.gpucc, onnx_path, "-o", so_path(work, flags), "-v"] + flags)
+    m = re.search(r"(\d+) kernel launches", report)
+    return (int(m.group(1)) if m else -1), time.monotonic() - t0
+
+
+def gpucc_time(args, work, onnx_path, inputs, flags, want):
+    """Median ms and error against want of the model.so compiled with flags: one run to
+    size the count, then the timed replays, the last of which writes the outputs."""
+    so = so_path(work, flags)
+    given = []
+    for k, t in inputs.items():
+        p = os.path.join(work, "in.%s.npy" % k)
+        np.save(p, t.numpy())
+        given += ["--input", "%s=%s" % (k, p)]
+    out_dir = so[:-3] + "-out"
+    # Enough replays for a stable median within about 3 s of GPU time.
+    text = run([args.gpucc, "run", so, "--iters", "3"] + given)
+    m = re.search(r"median latency ([0-9.]+) ms", text)
+    iters = args.iters if not m else max(20, min(args.iters, int(3000 / max(float(m.group(1)), 1e-3))))
+    text = run([args.gpucc, "run", so, "--output-dir", out_dir, "--iters", str(iters)] + given)
+    m = re.search(r"median latency ([0-9.]+) ms", text)
+    ms = float(m.group(1)) if m else float("nan")
+    import onnx
+    first = onnx.load(onnx_path, load_external_data=False).graph.output[0].name
+    path = os.path.join(out_dir, exp_name(first) + ".npy")
+    err = (float(np.linalg.norm(np.load(path) - want) / np.linalg.norm(want))
+           if os.path.exists(path) else float("nan"))
+    return ms, err
+
+
 def bench_one(args, name, batch):
+    """The rows of one model at one batch, one per precision (one export for all)."""
     exp.seed(1000 + exp.MODELS.index(name))  # the weights tests/models/export.py --full uses
     model, inputs = exp.build(name, True)
     exp.randomize(model).eval()
@@ -103,51 +150,48 @@ def bench_one(args, name, batch):
         warnings.simplefilter("ignore")
         exp.export(model, inputs, onnx_path, False, 17)
 
+    # Every model.so first, in parallel (NVRTC is CPU-bound; nothing is timed yet).
+    precisions = args.precisions.split(",")
+    variants = [(p, fused) for p in precisions for fused in (True, False)]
+    flag_sets = {v: ["--precision=" + v[0]] + ([] if v[1] else ["--no-fuse"]) for v in variants}
+    with concurrent.futures.ThreadPoolExecutor(len(variants)) as pool:
+        built = dict(zip(variants, pool.map(
+            lambda v: gpucc_compile(args, onnx_path, work, flag_sets[v]), variants)))
+
     dev = torch.device("cuda")
     model = model.to(dev)
-    gpu_args = [t.to(dev) for t in inputs.values()]
-    row = {"model": name, "batch": batch}
+    rows = []
     with torch.no_grad():
-        want = first_output(model(*gpu_args)).double().cpu().numpy()
-        row["eager"] = time_cuda(lambda: model(*gpu_args), args.iters)
-        row["torch_kernels"] = torch_kernels(model, gpu_args)
-        compiled = torch.compile(model, mode="reduce-overhead")
-        t0 = time.monotonic()
-        for _ in range(3):
-            compiled(*gpu_args)
-        row["compile_s"] = time.monotonic() - t0
-        row["compiled"] = time_cuda(lambda: compiled(*gpu_args), args.iters)
-    del compiled
-    torch.cuda.empty_cache()
-
-    # gpucc: compile, one checked run on these inputs, then the timed replays.
-    so = os.path.join(work, "model.so")
-    t0 = time.monotonic()
-    report = run([args.gpucc, onnx_path, "-o", so, "-v"])
-    row["gpucc_compile_s"] = time.monotonic() - t0
-    m = re.search(r"(\d+) kernel launches", report)
-    row["gpucc_kernels"] = int(m.group(1)) if m else -1
-    given = []
-    for k, t in inputs.items():
-        p = os.path.join(work, "in.%s.npy" % k)
-        np.save(p, t.numpy())
-        given += ["--input", "%s=%s" % (k, p)]
-    out_dir = os.path.join(work, "out")
-    # Enough replays for a stable median within about 3 s of GPU time.
-    text = run([args.gpucc, "run", so, "--iters", "3"] + given)
-    m = re.search(r"median latency ([0-9.]+) ms", text)
-    iters = args.iters if not m else max(20, min(args.iters, int(3000 / max(float(m.group(1)), 1e-3))))
-    row["gpucc_iters"] = iters
-    text = run([args.gpucc, "run", so, "--output-dir", out_dir, "--iters", str(iters)] + given)
-    m = re.search(r"median latency ([0-9.]+) ms", text)
-    row["gpucc"] = float(m.group(1)) if m else float("nan")
-    outs = sorted(f for f in os.listdir(out_dir) if f.endswith(".npy"))
-    import onnx
-    first = onnx.load(onnx_path, load_external_data=False).graph.output[0].name
-    got = np.load(os.path.join(out_dir, exp_name(first) + ".npy")) if outs else None
-    row["rel_err"] = (float(np.linalg.norm(got - want) / np.linalg.norm(want))
-                      if got is not None else float("nan"))
-    return row
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        want = first_output(model(*[t.to(dev) for t in inputs.values()])).double().cpu().numpy()
+        for prec in precisions:
+            dtype = TORCH_DTYPES[prec]
+            torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+            torch.backends.cudnn.allow_tf32 = prec == "tf32"
+            model = model.to(dtype)
+            gpu_args = [t.to(dev, dtype) if t.dtype.is_floating_point else t.to(dev)
+                        for t in inputs.values()]
+            row = {"model": name, "batch": batch, "precision": prec}
+            row["eager"] = time_cuda(lambda: model(*gpu_args), args.iters)
+            row["torch_kernels"] = torch_kernels(model, gpu_args)
+            torch._dynamo.reset()
+            compiled = torch.compile(model, mode="reduce-overhead")
+            t0 = time.monotonic()
+            for _ in range(3):
+                compiled(*gpu_args)
+            row["compile_s"] = time.monotonic() - t0
+            row["compiled"] = time_cuda(lambda: compiled(*gpu_args), args.iters)
+            del compiled
+            torch.cuda.empty_cache()
+            row["gpucc_kernels"], row["gpucc_compile_s"] = built[(prec, True)]
+            row["unfused_kernels"] = built[(prec, False)][0]
+            row["gpucc"], row["rel_err"] = gpucc_time(args, work, onnx_path, inputs,
+                                                      flag_sets[(prec, True)], want)
+            row["unfused"], row["unfused_err"] = gpucc_time(args, work, onnx_path, inputs,
+                                                            flag_sets[(prec, False)], want)
+            rows.append(row)
+    return rows
 
 
 def exp_name(name):
@@ -155,15 +199,17 @@ def exp_name(name):
                    for c in name)
 
 
-HEADER = ("| model | batch | gpucc ms | eager ms | torch.compile ms | gpucc / eager | "
-          "gpucc / compile | gpucc kernels | eager kernels | gpucc vs PyTorch rel err |\n"
-          "|---|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| model | batch | precision | gpucc ms | gpucc unfused ms | eager ms | "
+          "torch.compile ms | gpucc / eager | gpucc / compile | gpucc kernels | "
+          "unfused kernels | eager kernels | gpucc vs PyTorch fp32 rel err |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def md_row(r):
-    return ("| %s | %d | %.3f | %.3f | %.3f | %.2f | %.2f | %d | %d | %.1e |" % (
-        r["model"], r["batch"], r["gpucc"], r["eager"], r["compiled"], r["gpucc"] / r["eager"],
-        r["gpucc"] / r["compiled"], r["gpucc_kernels"], r["torch_kernels"], r["rel_err"]))
+    return ("| %s | %d | %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %d | %d | %d | %.1e |" % (
+        r["model"], r["batch"], r["precision"], r["gpucc"], r["unfused"], r["eager"],
+        r["compiled"], r["gpucc"] / r["eager"], r["gpucc"] / r["compiled"],
+        r["gpucc_kernels"], r["unfused_kernels"], r["torch_kernels"], r["rel_err"]))
 
 
 def main():
@@ -171,6 +217,7 @@ def main():
     ap.add_argument("--gpucc", required=True)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--precisions", default="fp32,bf16")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--work", default="/tmp/gpucc-bench")
     ap.add_argument("--out", help="also write the table here")
@@ -178,21 +225,23 @@ def main():
     if not torch.cuda.is_available():
         print("bench: no CUDA device: nothing to measure")
         return 1
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    for p in args.precisions.split(","):
+        if p not in TORCH_DTYPES:
+            ap.error("unknown precision '%s' (known: %s)" % (p, ", ".join(TORCH_DTYPES)))
     print("bench: %s, torch %s, %d iterations per median" % (
         torch.cuda.get_device_name(), torch.__version__, args.iters), flush=True)
     rows = []
     for name in args.models.split(","):
         for b in [int(x) for x in args.batches.split(",")]:
             try:
-                r = bench_one(args, name, b)
+                rs = bench_one(args, name, b)
             except Exception as e:  # one model's failure must not hide the others' rows
                 print("bench: %s batch %d: %s" % (name, b, e), flush=True)
                 continue
-            rows.append(r)
-            print(md_row(r) + "  (compile: gpucc %.1f s, torch.compile %.1f s)" % (
-                r["gpucc_compile_s"], r["compile_s"]), flush=True)
+            rows += rs
+            for r in rs:
+                print(md_row(r) + "  (compile: gpucc %.1f s, torch.compile %.1f s)" % (
+                    r["gpucc_compile_s"], r["compile_s"]), flush=True)
     text = HEADER + "\n" + "\n".join(md_row(r) for r in rows)
     print("\n" + text)
     if args.out:
