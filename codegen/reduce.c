@@ -351,7 +351,8 @@ int cg_layer_norm(Cg *cg, const Node *n) {
   const char *res = cg_fmt(cg, "(%s - mean) * rstd * %s", v, sc);
   if (bias)
     res = cg_fmt(cg, "%s + %s", res, cg_load(cg, bias->type.dtype, dom, "in2[p1]"));
-  buf_printf(b, "      out0[o * %" PRId64 " + j] = %s;\n", len, cg_store(cg, y->type.dtype, dom, res));
+  cg_store_out(cg, n, cg_fmt(cg, "(o * %" PRId64 " + j)", len),
+               cg_store(cg, y->type.dtype, dom, res), "      ");
   buf_puts(b, "    }\n  }\n}\n");
   cg_kernel_step(cg, n, name, l.grid, l.block);
   return 0;

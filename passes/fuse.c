@@ -2,10 +2,11 @@
  * constants) become one fuse group (IR_ATTR_FUSE), which codegen turns into one kernel:
  * the values inside a group live in registers and never reach memory. A convolution
  * followed by pointwise nodes (bias, activation, a residual add), a softmax followed by
- * some (the exporters' NaN masking), a transpose (attention's scaled Q and K), a concat
- * (ViT's class token, then the position embedding added) or a gather (an embedding
- * lookup, then the other embeddings added) is one group too: its kernel applies them to
- * each output element as it stores it (an epilogue).
+ * some (the exporters' NaN masking), a layer norm (the cast of a lowered model's output,
+ * say), a transpose (attention's scaled Q and K), a concat (ViT's class token, then the
+ * position embedding added) or a gather (an embedding lookup, then the other embeddings
+ * added) is one group too: its kernel applies them to each output element as it stores
+ * it (an epilogue).
  *
  * A matmul of a linear layer joins a group made of its bias add (and a residual add or
  * a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues below). The
@@ -62,7 +63,7 @@ static bool anchor(const Node *n) {
     return axis == -1 || axis == rank - 1;
   }
   return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_CONCAT ||
-         n->op == OP_GATHER;
+         n->op == OP_GATHER || n->op == OP_LAYER_NORM;
 }
 
 /* Distinct values read from outside the group of position r, were position p's group
@@ -575,8 +576,9 @@ static int attention_groups(Fuse *f, bool *closed) {
  * transpose, 1 matmul)", by each group's first node. */
 static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngroups,
                      bool limited, char *buf, size_t cap) {
-  static const Op kinds[] = {OP_CONV, OP_SOFTMAX, OP_TRANSPOSE, OP_MATMUL};
-  int count[5] = {0}, nodes = 0, attention = 0;
+  static const Op kinds[] = {OP_CONV, OP_SOFTMAX, OP_LAYER_NORM, OP_TRANSPOSE, OP_MATMUL};
+  enum { NKINDS = sizeof kinds / sizeof kinds[0] };
+  int count[NKINDS + 1] = {0}, nodes = 0, attention = 0;
   for (int i = 0; i < f->g->nnodes; i++) {
     int r = find(f, i);
     if (size[r] < 2)
@@ -593,13 +595,13 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
     }
     Op op = f->g->nodes[i]->op == OP_LOG_SOFTMAX ? OP_SOFTMAX : f->g->nodes[i]->op;
     int k = 0;
-    while (k < 4 && kinds[k] != op)
+    while (k < NKINDS && kinds[k] != op)
       k++;
-    count[k == 4 ? 4 : k]++; /* 4: pointwise */
+    count[k]++; /* count[NKINDS]: pointwise (and the other anchors) */
   }
   size_t at = (size_t)snprintf(buf, cap, "%lld fuse groups of %d nodes (%d pointwise",
-                               (long long)ngroups, nodes, count[4]);
-  for (int k = 0; k < 4 && at < cap; k++)
+                               (long long)ngroups, nodes, count[NKINDS]);
+  for (int k = 0; k < NKINDS && at < cap; k++)
     if (count[k])
       at += (size_t)snprintf(buf + at, cap - at, ", %d %s", count[k], op_info[kinds[k]].name);
   if (attention && at < cap)

@@ -497,6 +497,9 @@ def cases():
          "%v3 = reshape(%v) {shape = [37, 6, 8]}\n%vt = transpose(%v3) {perm = [1, 0, 2]}\n%v4 = reshape(%vt) {shape = [2, 3, 37, 8]}\n"
          "%s = matmul(%q4, %k5)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %v4)\n"
          "%y = transpose(%o) {perm = [2, 0, 1, 3]}"),
+        # a layer norm's epilogue: a scale by a full-shape value and a cast in its store
+        ("fused_layer_norm_mul_cast", {"x": f(6, 96), "s": f(96), "b": f(96), "w": f(6, 96)},
+         '%n = layer_norm(%x, %s, %b)\n%m = mul(%n, %w)\n%y = cast(%m) {to = "f64"}'),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
