@@ -4,7 +4,7 @@
  * Value, same name and type, so every user sees the change without rewiring. Nodes are
  * visited in topological order, so a folded result makes its users foldable in the same
  * run. The constants that fed folded nodes are left for dce to remove. */
-#include "passes/passes.h"
+#include "passes/passes-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +79,50 @@ static int fold_node(Graph *g, Node *n, PassContext *ctx) {
   return status;
 }
 
+/* A gather of constants whose result is too big to fold but whose indices repeat along
+ * their first dim (BERT's token types at batch > 1: one row of zeros expanded over the
+ * batch) is the gather of one row, folded while it has at most FOLD_MAX_ROW_ELEMENTS
+ * (as a constant it costs its bytes once; as a node, a kernel every inference), then an
+ * expand to n's shape, which simplify lets the broadcasting nodes after it skip. n
+ * becomes that expand; the folded gather goes before it. Returns 1 when rewritten, 0
+ * when n is no such gather, -1 on an error. */
+enum { FOLD_MAX_ROW_ELEMENTS = 1 << 20 };
+
+static int fold_gather_row(Graph *g, Node *n, PassContext *ctx) {
+  const Tensor *idx = n->nin == 2 ? n->in[1]->data : NULL;
+  const Type *yt = &n->out[0]->type;
+  int64_t numel = shape_numel(&yt->shape);
+  if (n->op != OP_GATHER || !idx || idx->rank < 1 || idx->dims[0] < 2 || numel < 0 ||
+      numel / idx->dims[0] > FOLD_MAX_ROW_ELEMENTS)
+    return 0;
+  size_t row = tensor_nbytes(idx) / (size_t)idx->dims[0];
+  for (int64_t r = 1; r < idx->dims[0]; r++)
+    if (memcmp((const char *)idx->data + row * (size_t)r, idx->data, row))
+      return 0;
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, idx->dims, sizeof *dims * (size_t)idx->rank);
+  dims[0] = 1;
+  Tensor *first = tensor_in_arena(g->arena, idx->dtype, idx->rank, dims);
+  memcpy(first->data, idx->data, row);
+  int64_t shape[IR_MAX_RANK];
+  for (int i = 0; i < yt->shape.rank; i++)
+    shape[i] = yt->shape.dims[i].n;
+  char name[512];
+  snprintf(name, sizeof name, "%s.row", n->in[1]->name);
+  Value *in[2] = {n->in[0], graph_add_const(g, graph_find_value(g, name) ? NULL : name, first)};
+  Value *gathered = pass_insert_before(g, n, OP_GATHER, in, 2, n->attrs, n->nattr,
+                                       n->out[0]->name, "row", ctx->diag);
+  if (!gathered)
+    return -1;
+  int r = fold_node(g, gathered->def, ctx);
+  if (r <= 0) /* the executor took the whole gather's inputs; one row of them is no different */
+    return r < 0 ? -1 : diag_error(ctx->diag, n->loc, "constfold: internal error: the "
+                                   "executor declined one row of %%%s", n->out[0]->name);
+  Attr a = attr_make_ints("shape", shape, yt->shape.rank);
+  pass_rewrite(g, n, OP_EXPAND, &gathered, 1, &a, 1);
+  return 1;
+}
+
 static int run_constfold(Graph *g, PassContext *ctx) {
   bool *keep = malloc(((size_t)g->next_node_id + 1) * sizeof *keep);
   if (!keep)
@@ -92,7 +136,26 @@ static int run_constfold(Graph *g, PassContext *ctx) {
     if (!all_inputs_const(n))
       continue;
     if (!outputs_small(n)) {
-      too_big++;
+      int r = shape_is_static(&n->out[0]->type.shape) ? fold_gather_row(g, n, ctx) : 0;
+      if (r < 0) {
+        free(keep);
+        return -1;
+      }
+      if (r == 0) {
+        too_big++;
+        continue;
+      }
+      /* the row's gather, now a constant, sits at position i; n (the expand) after it */
+      bool *grown = realloc(keep, ((size_t)g->next_node_id + 1) * sizeof *keep);
+      if (!grown) {
+        free(keep);
+        return diag_error(ctx->diag, g->loc, "constfold: out of memory");
+      }
+      keep = grown;
+      keep[g->nodes[i]->id] = false;
+      keep[n->id] = true;
+      i++;
+      folded++;
       continue;
     }
     int r = fold_node(g, n, ctx);

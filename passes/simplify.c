@@ -2,6 +2,8 @@
  * what they are, so that later passes see through them and codegen gives them no kernel:
  *   - a cast to its input's type, an expand to its input's shape, a reshape (squeeze,
  *     unsqueeze, flatten) to its input's shape: identity;
+ *   - an expand read only by nodes that broadcast anyway (an add of it and a value of
+ *     the add's shape, say): they read its input;
  *   - a transpose that moves only dims of size 1 (the exporters' [B, S, E] <-> [S, B, E]
  *     at batch 1): a reshape;
  *   - a gather of the constant indices 0, 1, ..., n-1 along a whole axis of size n, or a
@@ -390,14 +392,55 @@ static int cast_last(Graph *g, Node *n, Diag *d) {
 }
 
 /* One rewrite of n, if one applies: 1, else 0; -1 on error. */
+/* Whether op broadcasts all its inputs against each other (ONNX's multidirectional
+ * broadcasting), so an input may be smaller than the output in any dim. */
+static bool broadcasts_all(Op op) {
+  switch (op) {
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_MAX: case OP_MIN:
+  case OP_EQUAL: case OP_AND: case OP_OR: case OP_WHERE:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* An expand whose every user broadcasts anyway: each is such a node with another input
+ * of its own output's shape, so reading the expand's input gives the same result and no
+ * expanded copy is made (BERT's token-type row, the same for every sequence of the
+ * batch). */
+static int expand_into_users(Graph *g, Node *n) {
+  Value *x = n->in[0], *y = n->out[0];
+  if (pass_is_output(g, y) || !graph_count_uses(g, y))
+    return 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *u = g->nodes[i];
+    bool uses = false, full = false;
+    for (int k = 0; k < u->nin; k++) {
+      if (u->in[k] == y)
+        uses = true;
+      else if (u->in[k] && pass_same_shape(&u->in[k]->type.shape, &u->out[0]->type.shape))
+        full = true;
+    }
+    if (uses && (!broadcasts_all(u->op) || node_fuse_group(u) || !full ||
+                 !shape_broadcasts_to(&x->type.shape, &u->out[0]->type.shape)))
+      return 0;
+  }
+  graph_replace_uses(g, y, x);
+  return 1;
+}
+
 static int simplify_node(Graph *g, Node *n, Diag *d) {
   if (node_fuse_group(n) || n->nout != 1 || n->nin < 1 || !n->in[0])
     return 0;
   Value *x = n->in[0], *y = n->out[0];
   const Type *xt = &x->type, *yt = &y->type;
   switch (n->op) {
-  case OP_CAST:
   case OP_EXPAND:
+    if (!type_eq(xt, yt))
+      return expand_into_users(g, n);
+    to_identity(g, n);
+    return 1;
+  case OP_CAST:
     if (!type_eq(xt, yt))
       return 0;
     to_identity(g, n);
