@@ -3,7 +3,9 @@
  * never disagree with running the graph. Its outputs become constants in place: same
  * Value, same name and type, so every user sees the change without rewiring. Nodes are
  * visited in topological order, so a folded result makes its users foldable in the same
- * run. The constants that fed folded nodes are left for dce to remove. */
+ * run. The constants that fed folded nodes are left for dce to remove. Results past
+ * FOLD_MAX_ELEMENTS stay nodes, except a gather whose indices repeat over their first
+ * dim, which folds as one row (fold_gather_row). */
 #include "passes/passes-impl.h"
 
 #include <stdlib.h>
@@ -115,7 +117,7 @@ static int fold_gather_row(Graph *g, Node *n, PassContext *ctx) {
   if (!gathered)
     return -1;
   int r = fold_node(g, gathered->def, ctx);
-  if (r <= 0) /* the executor took the whole gather's inputs; one row of them is no different */
+  if (r <= 0) /* one row of a gather the executor can run: declining it is gpucc's bug */
     return r < 0 ? -1 : diag_error(ctx->diag, n->loc, "constfold: internal error: the "
                                    "executor declined one row of %%%s", n->out[0]->name);
   Attr a = attr_make_ints("shape", shape, yt->shape.rank);

@@ -506,8 +506,8 @@ static int run_simplify(Graph *g, PassContext *ctx) {
 
 const Pass pass_simplify = {
     .name = "simplify",
-    .summary = "casts, expands and reshapes that change nothing become identities, transposes "
-               "of size-1 dims and gathers of every index reshapes, a written-out tanh GELU "
-               "one gelu node",
+    .summary = "casts, expands and reshapes that change nothing become identities (and "
+               "expands that nodes broadcasting anyway read go), transposes of size-1 dims "
+               "and gathers of every index reshapes, a written-out tanh GELU one gelu node",
     .run = run_simplify,
 };
