@@ -94,8 +94,8 @@ static int fold_gather_row(Graph *g, Node *n, PassContext *ctx) {
   const Tensor *idx = n->nin == 2 ? n->in[1]->data : NULL;
   const Type *yt = &n->out[0]->type;
   int64_t numel = shape_numel(&yt->shape);
-  if (n->op != OP_GATHER || !idx || idx->rank < 1 || idx->dims[0] < 2 || numel < 0 ||
-      numel / idx->dims[0] > FOLD_MAX_ROW_ELEMENTS)
+  if (n->op != OP_GATHER || !idx || idx->rank < 1 || idx->dims[0] < 2 ||
+      !shape_is_static(&yt->shape) || numel / idx->dims[0] > FOLD_MAX_ROW_ELEMENTS)
     return 0;
   size_t row = tensor_nbytes(idx) / (size_t)idx->dims[0];
   for (int64_t r = 1; r < idx->dims[0]; r++)
@@ -137,39 +137,30 @@ static int run_constfold(Graph *g, PassContext *ctx) {
     Node *n = g->nodes[i];
     if (!all_inputs_const(n))
       continue;
-    if (!outputs_small(n)) {
-      int r = shape_is_static(&n->out[0]->type.shape) ? fold_gather_row(g, n, ctx) : 0;
-      if (r < 0) {
-        free(keep);
-        return -1;
-      }
-      if (r == 0) {
+    bool small = outputs_small(n);
+    int r = small ? fold_node(g, n, ctx) : fold_gather_row(g, n, ctx);
+    if (r == 0) {
+      if (small)
+        declined++;
+      else
         too_big++;
-        continue;
-      }
-      /* the row's gather, now a constant, sits at position i; n (the expand) after it */
-      bool *grown = realloc(keep, ((size_t)g->next_node_id + 1) * sizeof *keep);
-      if (!grown) {
-        free(keep);
-        return diag_error(ctx->diag, g->loc, "constfold: out of memory");
-      }
-      keep = grown;
-      keep[g->nodes[i]->id] = false;
-      keep[n->id] = true;
-      i++;
-      folded++;
       continue;
     }
-    int r = fold_node(g, n, ctx);
+    if (r > 0 && !small) {
+      /* the row's gather, a new node now folded, sits at position i; n (the expand,
+       * kept) after it */
+      bool *grown = realloc(keep, ((size_t)g->next_node_id + 1) * sizeof *keep);
+      if (!grown)
+        r = diag_error(ctx->diag, g->loc, "constfold: out of memory");
+      else
+        keep = grown;
+    }
     if (r < 0) {
       free(keep);
       return -1;
     }
-    if (r == 0) {
-      declined++;
-      continue;
-    }
-    keep[n->id] = false;
+    keep[g->nodes[i]->id] = false;
+    i += !small;
     folded++;
   }
   graph_retain(g, keep, NULL);
