@@ -104,16 +104,16 @@ static bool has_anchor(Fuse *f, int r) {
   return false;
 }
 
-/* Whether the group merged from positions r and p would start with its anchor, if it has
- * one: codegen generates the anchor's kernel, which applies the others after it (a
- * pointwise node ahead of a gather in the graph's order cannot join the gather's group). */
+/* Whether the group merged from positions r and p starts with an anchor: codegen
+ * generates the anchor's kernel, which applies the others after it (a pointwise node
+ * ahead of a gather in the graph's order cannot join the gather's group). */
 static bool anchor_first(Fuse *f, int r, int p) {
   for (int i = 0; i < f->g->nnodes; i++) {
     int gi = find(f, i);
     if (gi == r || gi == p)
-      return anchor(f->g->nodes[i]) || !(has_anchor(f, r) || has_anchor(f, p));
+      return anchor(f->g->nodes[i]);
   }
-  return true;
+  return false;
 }
 
 /* Whether group p is one cast, whose output v broadcasts to y: computed again for every
@@ -660,7 +660,8 @@ static int run_fuse(Graph *g, PassContext *ctx) {
             !(same_shape(v, n->out[0]) || lone_cast(&f, p, v, n->out[0])) ||
             !users_inside(&f, v, r))
           continue;
-        if ((has_anchor(&f, p) && has_anchor(&f, r)) || !anchor_first(&f, r, p))
+        bool ap = has_anchor(&f, p), ar = has_anchor(&f, r);
+        if ((ap && ar) || ((ap || ar) && !anchor_first(&f, r, p)))
           continue; /* one kernel computes one anchor, first */
         if (outside_inputs(&f, r, p) > FUSE_MAX_INPUTS) {
           limited = true;
