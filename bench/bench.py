@@ -112,15 +112,10 @@ def gpucc_compile(args, onnx_path, work, flags):
     return (int(m.group(1)) if m else -1), time.monotonic() - t0
 
 
-def gpucc_time(args, work, onnx_path, inputs, flags, want):
-    """Median ms and error against want of the model.so compiled with flags: one run to
-    size the count, then the timed replays, the last of which writes the outputs."""
-    so = so_path(work, flags)
-    given = []
-    for k, t in inputs.items():
-        p = os.path.join(work, "in.%s.npy" % k)
-        np.save(p, t.numpy())
-        given += ["--input", "%s=%s" % (k, p)]
+def gpucc_time(args, so, given, first, want):
+    """Median ms of model.so and the error of its output named first against want: one
+    run to size the count, then the timed replays, the last of which writes the outputs.
+    given: the --input arguments."""
     out_dir = so[:-3] + "-out"
     # Enough replays for a stable median within about 3 s of GPU time.
     text = run([args.gpucc, "run", so, "--iters", "3"] + given)
@@ -129,8 +124,6 @@ def gpucc_time(args, work, onnx_path, inputs, flags, want):
     text = run([args.gpucc, "run", so, "--output-dir", out_dir, "--iters", str(iters)] + given)
     m = re.search(r"median latency ([0-9.]+) ms", text)
     ms = float(m.group(1)) if m else float("nan")
-    import onnx
-    first = onnx.load(onnx_path, load_external_data=False).graph.output[0].name
     path = os.path.join(out_dir, exp_name(first) + ".npy")
     err = (float(np.linalg.norm(np.load(path) - want) / np.linalg.norm(want))
            if os.path.exists(path) else float("nan"))
@@ -149,6 +142,14 @@ def bench_one(args, name, batch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exp.export(model, inputs, onnx_path, False, 17)
+
+    import onnx
+    first = onnx.load(onnx_path, load_external_data=False).graph.output[0].name
+    given = []
+    for k, t in inputs.items():
+        p = os.path.join(work, "in.%s.npy" % k)
+        np.save(p, t.numpy())
+        given += ["--input", "%s=%s" % (k, p)]
 
     # Every model.so first, in parallel (NVRTC is CPU-bound; nothing is timed yet).
     precisions = args.precisions.split(",")
@@ -186,10 +187,10 @@ def bench_one(args, name, batch):
             torch.cuda.empty_cache()
             row["gpucc_kernels"], row["gpucc_compile_s"] = built[(prec, True)]
             row["unfused_kernels"] = built[(prec, False)][0]
-            row["gpucc"], row["rel_err"] = gpucc_time(args, work, onnx_path, inputs,
-                                                      flag_sets[(prec, True)], want)
-            row["unfused"], row["unfused_err"] = gpucc_time(args, work, onnx_path, inputs,
-                                                            flag_sets[(prec, False)], want)
+            row["gpucc"], row["rel_err"] = gpucc_time(
+                args, so_path(work, flag_sets[(prec, True)]), given, first, want)
+            row["unfused"], row["unfused_err"] = gpucc_time(
+                args, so_path(work, flag_sets[(prec, False)]), given, first, want)
             rows.append(row)
     return rows
 
