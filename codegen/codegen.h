@@ -64,7 +64,8 @@ typedef struct GemmStep {
   const Value *c;         /* C, laid out like D (a residual added with beta 1); NULL: D */
   const Value *bias;      /* NULL, or the bias epilogue's vector of m elements */
   bool gelu;              /* with bias: GELU (tanh) of the sum; no residual then */
-  DType dtype;            /* of A, B and D alike (the IR's matmul rule) */
+  DType dtype;            /* of A and B */
+  DType dtype_d;          /* of C and D: dtype, or f32 from f16/bf16 (matmul's to = "f32") */
   DType compute;          /* accumulation: DT_F32 for f32/f16/bf16, DT_F64 */
   bool tf32;              /* f32 products on TF32 tensor cores (the matmul's tf32 = 1) */
   bool trans_a, trans_b;  /* op(X) = X^T; false for a plain matmul */

@@ -99,7 +99,7 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
     b_shared = b_shared && (sb[i] == 0 || od[i] == 1);
     a_full = a_full && (i >= obr - abr && ad[i - (obr - abr)] == od[i]);
   }
-  GemmStep g = {.a = b, .b = a, .d = y, .dtype = dt,
+  GemmStep g = {.a = b, .b = a, .d = y, .dtype = dt, .dtype_d = y->type.dtype,
                 .compute = dt == DT_F64 ? DT_F64 : DT_F32, .tf32 = attr_int(n, "tf32") != 0,
                 .m = N, .n = M, .k = K, .lda = N, .ldb = K, .ldc = N,
                 .batch = 1, .alpha = 1, .beta = 0};
@@ -129,6 +129,8 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
              : g.gelu ? " with a GELU (tanh) and bias epilogue"
                       : " with a bias epilogue";
     }
+    if (g.dtype_d != dt)
+      what = cg_fmt(cg, "%s, D in %s", what, dtype_name(g.dtype_d));
     add_gemm(cg, n, &g);
     buf_printf(&cg->src, "\n/* node %d: matmul: one cuBLASLt GEMM step (m %" PRId64 ", n %" PRId64
                ", k %" PRId64 ")%s%s, no kernel */\n", n->id, g.m, g.n, g.k, what, how);
@@ -170,8 +172,9 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
     add_gemm(cg, n, &g);
   }
   buf_printf(&cg->src, "\n/* node %d: matmul: %" PRId64 " cuBLASLt GEMM step%s (m %" PRId64
-             ", n %" PRId64 ", k %" PRId64 ", batch %" PRId64 "), no kernel */\n",
-             n->id, nouter, nouter == 1 ? "" : "s", g.m, g.n, g.k, g.batch);
+             ", n %" PRId64 ", k %" PRId64 ", batch %" PRId64 ")%s, no kernel */\n",
+             n->id, nouter, nouter == 1 ? "" : "s", g.m, g.n, g.k, g.batch,
+             g.dtype_d != dt ? cg_fmt(cg, ", D in %s", dtype_name(g.dtype_d)) : "");
   return 0;
 }
 

@@ -519,7 +519,7 @@ static int add_gemm(GpuccPlan *plan, const MemPlan *mp, const GemmStep *s, Diag 
   GpuccGemm g = {
       .a = place_of(mp, s->a, s->offset_a), .b = place_of(mp, s->b, s->offset_b),
       .d = place_of(mp, s->d, s->offset_d),
-      .a_type = t, .b_type = t, .cd_type = t,
+      .a_type = t, .b_type = t, .cd_type = rt_dtype(s->dtype_d),
       .compute = s->compute == DT_F64 ? GPUCC_COMPUTE_64F
                  : s->tf32            ? GPUCC_COMPUTE_32F_FAST_TF32
                                       : GPUCC_COMPUTE_32F,

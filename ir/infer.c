@@ -188,6 +188,11 @@ static int infer_matmul(const Node *n, Type *out, Diag *d) {
     return fail(n, d, "bool operands are not supported");
   if (attr_int(n, "tf32") && a->dtype != DT_F32)
     return fail(n, d, "tf32 = 1 is for f32 operands, not %s", dtype_name(a->dtype));
+  const char *to = attr_string(n, "to");
+  bool wide = strcmp(to, "same") != 0;
+  if (wide && (strcmp(to, "f32") || (a->dtype != DT_F16 && a->dtype != DT_BF16)))
+    return fail(n, d, "to = \"%s\" on %s operands: only f16 and bf16 operands take to = "
+                "\"f32\" (an f32 output)", to, dtype_name(a->dtype));
   if (a->shape.rank < 1 || b->shape.rank < 1)
     return fail(n, d, "operands must be at least 1-D: %s @ %s", ts(a, ba), ts(b, bb));
   Shape sa = a->shape, sb = b->shape;
@@ -207,7 +212,7 @@ static int infer_matmul(const Node *n, Type *out, Diag *d) {
   bb_s.rank -= 2;
   if (!broadcast(&ba_s, &bb_s, &batch))
     return fail(n, d, "cannot broadcast batch dims: %s @ %s", ts(a, ba), ts(b, bb));
-  out->dtype = a->dtype;
+  out->dtype = wide ? DT_F32 : a->dtype;
   out->shape = batch;
   if (a->shape.rank > 1)
     out->shape.dims[out->shape.rank++] = sa.dims[sa.rank - 2];
