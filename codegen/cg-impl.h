@@ -118,6 +118,9 @@ int cg_epilogue_end(Cg *cg);
 const PwKernel *cg_epilogue_of(const Cg *cg, const Node *n); /* NULL: none for n */
 void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next,
                           const Value *const **out, const Node *const **nodes, int *n);
+/* The outputs: the group's (out0), then the anchor's when it is read outside the group
+ * (out1, stored by cg_store_out beside the epilogue's result): 1 or 2. */
+int cg_epilogue_nout(const PwKernel *k);
 void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent);
 /* A chain of pointwise nodes (in node order, the last one's output the chain's) applied
  * inside another kernel to each element that kernel computes of anchor's output (the
@@ -131,8 +134,8 @@ void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
                    const char *dst, const char *indent);
 /* A matmul's epilogue, which cuBLASLt applies: its nodes must be an add of a bias along
  * the output's last dim, then optionally an add of a residual of the output's shape or a
- * gelu with approximate = "tanh", all of mm's dtype. Sets *bias, *residual (NULL when
- * absent), *gelu and *out (the group's output). */
+ * gelu with approximate = "tanh", all of mm's output dtype. Sets *bias, *residual (NULL
+ * when absent), *gelu and *out (the group's output). */
 int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **residual,
                      bool *gelu, const Value **out);
 

@@ -429,7 +429,7 @@ static void kernel_operands(Cg *cg, const Node *n, const Value *const **in, int 
   const Node *const *nodes;
   int next, nn;
   cg_epilogue_operands(k, &ext, &next, out, &nodes, &nn);
-  *nout = 1;
+  *nout = cg_epilogue_nout(k);
   const Value **all = arena_alloc(cg->arena, sizeof *all * (size_t)(n->nin + next + 1));
   memcpy(all, *in, sizeof *all * (size_t)n->nin);
   memcpy(all + n->nin, ext, sizeof *all * (size_t)next);

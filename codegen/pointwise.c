@@ -178,6 +178,9 @@ struct PwKernel {
   int next;
   int base;           /* ext[e] is kernel parameter in<base + e> */
   const Value *out;
+  const Value *side;  /* an epilogue's: the anchor's output, which the kernel stores too
+                         as out1 (read outside the group: fuse.c's side outputs), or NULL */
+  const Value *outs[2]; /* out, then side */
   const char *pre;    /* prefix of the generated variables ("" or "f": no clash with the
                          anchor kernel's own) */
   bool stored;        /* an epilogue: the anchor's kernel called cg_store_out */
@@ -266,7 +269,7 @@ static bool same_dims(const Value *a, const Value *b) {
  * attribute can ask for more) and collects the kernel's inputs. */
 static int plan_kernel(Cg *cg, PwKernel *k) {
   const Node *root = k->node[k->n - 1];
-  k->out = root->out[0];
+  k->out = k->outs[0] = root->out[0];
   if (!k->pre)
     k->pre = "";
   for (int j = 0; j < k->n; j++) {
@@ -414,6 +417,31 @@ int cg_epilogue_begin(Cg *cg, const Node *const *nodes, int n) {
                     (long long)node_fuse_group(a), a->out[0]->name);
   if (plan_kernel(cg, k))
     return -1;
+  /* the anchor's output read outside the group, or a graph output: stored too, before
+   * any reader runs (those come after the group's last node, where its kernel runs) */
+  const Graph *g = cg->g;
+  const Value *v = a->out[0];
+  int root = 0;
+  while (g->nodes[root] != nodes[n - 1])
+    root++;
+  for (int i = 0; i < g->noutputs; i++)
+    k->side = g->outputs[i] == v ? v : k->side;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *m = g->nodes[i];
+    bool member = false, reads = false;
+    for (int j = 0; j < n; j++)
+      member = member || nodes[j] == m;
+    for (int j = 0; j < m->nin; j++)
+      reads = reads || m->in[j] == v;
+    if (member || !reads)
+      continue;
+    if (i < root)
+      return cg_error(cg, m, "fuse group %lld: node %d reads %%%s, the output of its anchor "
+                      "(node %d), before the group's kernel runs (at node %d)",
+                      (long long)node_fuse_group(a), m->id, v->name, a->id, nodes[n - 1]->id);
+    k->side = v;
+  }
+  k->outs[1] = k->side;
   cg->epi = k;
   return 0;
 }
@@ -431,11 +459,13 @@ const PwKernel *cg_epilogue_of(const Cg *cg, const Node *n) {
   return cg->epi && cg->epi->anchor == n ? cg->epi : NULL;
 }
 
+int cg_epilogue_nout(const PwKernel *k) { return k->side ? 2 : 1; }
+
 void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next,
                           const Value *const **out, const Node *const **nodes, int *n) {
   *ext = k->ext;
   *next = k->next;
-  *out = &k->out;
+  *out = k->outs;
   *nodes = k->node;
   *n = k->n;
 }
@@ -450,6 +480,10 @@ int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **r
   PwKernel *k = cg->epi;
   const Value *y = mm->out[0];
   int rank = y->type.shape.rank;
+  if (k->side)
+    return cg_error(cg, mm, "fuse group %lld: the matmul's output %%%s is read outside the "
+                    "group; a GEMM with an epilogue writes only the group's output",
+                    (long long)node_fuse_group(mm), y->name);
   const Value *b = k->n >= 1 ? other_addend(k->node[0], y) : NULL;
   bool ok = b && k->n <= 2 && b != y && b->type.dtype == y->type.dtype &&
             b->type.shape.rank >= 1 && b->type.shape.rank <= rank &&
@@ -486,6 +520,9 @@ static void emit_chain(Cg *cg, const PwKernel *k, const char *idx, const char *v
   const char *in2 = cg_fmt(cg, "%s  ", indent);
   buf_printf(b, "%sconst %s %sa = %s;\n", in2, cg_ctype(k->anchor->out[0]->type.dtype), k->pre,
              val);
+  if (k->side)
+    buf_printf(b, "%sout1[%s] = %sa; /* the anchor's output, read outside the group too */\n",
+               in2, idx, k->pre);
   if (k->next) {
     Space s;
     int64_t dims[IR_MAX_RANK];

@@ -315,7 +315,9 @@ Attr attr_make_floats(const char *name, const double *v, int n); /* v must outli
 /* The one attribute every op accepts: `fuse = K` (an int, 1 or more) puts the node in
  * fuse group K, whose nodes the GPU runs as one kernel (passes/fuse.c). It changes
  * nothing about what a node computes: the reference executor ignores it. Only a group's
- * last node (its root) may have outputs used outside the group. */
+ * last node (its root) may have outputs used outside the group, and its first node when
+ * that is not pointwise (an anchor, whose kernel then stores its one output too): by
+ * nodes after the root, or as a graph output. */
 #define IR_ATTR_FUSE "fuse"
 int64_t node_fuse_group(const Node *n); /* K, or 0 when the node has no fuse attribute */
 

@@ -392,7 +392,10 @@ static int verify_node(const Graph *g, VState *s, int at, Type *tmp, Diag *d) {
 }
 
 /* Fuse groups (IR_ATTR_FUSE): a value defined in a group by a node other than the
- * group's last one is used only inside the group, and is no graph output. */
+ * group's last one is used only inside the group, and is no graph output; except the
+ * output of a group's first node that is not pointwise (its anchor), which the group's
+ * kernel stores too: it may be a graph output and be read by nodes after the group's
+ * last node. */
 static int check_fuse_groups(const Graph *g, Diag *d) {
   int *root = malloc(sizeof *root * (size_t)(g->nnodes + 1));
   int *at = malloc(sizeof *at * (size_t)(g->next_node_id + 1));
@@ -424,6 +427,12 @@ static int check_fuse_groups(const Graph *g, Diag *d) {
       int64_t grp = node_fuse_group(v->def);
       if (!grp || root[p] == p || (user && node_fuse_group(user) == grp))
         continue;
+      bool first = true;
+      for (int j = 0; j < p && first; j++)
+        first = node_fuse_group(g->nodes[j]) != grp;
+      if (first && !(op_info[v->def->op].flags & OPF_POINTWISE) && v->def->nout == 1 &&
+          (!user || i > root[p]))
+        continue; /* the anchor's side output */
       const Node *r = g->nodes[root[p]];
       if (user)
         rc = node_error(d, user, "%%%s is inside fuse group %lld (its last node defines %%%s) "

@@ -21,7 +21,9 @@
  *   - every use of the producer's output is in the consumer's group, and it is no graph
  *     output (a value needed elsewhere must be written anyway: fusing would compute it
  *     twice); the pass repeats until no group grows, so a value read by several nodes
- *     joins once they have come together;
+ *     joins once they have come together. Except an anchor alone: its kernel can store
+ *     its output as well (a side output), when its other readers come after the merged
+ *     group's last node (side_output);
  *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside.
  * A group's last node is its root: the one node whose output leaves the group. Groups of
  * one node get no attribute. The pass renumbers every group 1, 2, ... in the order of
@@ -39,6 +41,8 @@ typedef struct Fuse {
   const Graph *g;
   int *group; /* per node position: the position of its group's representative */
   int *at;    /* per node id: its position in g->nodes */
+  const Value **side;   /* per group representative: its anchor's output, which the
+                           group's kernel stores too (see side_output), or NULL */
 } Fuse;
 
 static int find(Fuse *f, int i) {
@@ -141,6 +145,47 @@ static bool users_inside(Fuse *f, const Value *v, int r) {
         return false;
   }
   return true;
+}
+
+/* The position of the last node of the group merged from positions r and p. */
+static int merged_root(Fuse *f, int r, int p) {
+  int root = -1;
+  for (int i = 0; i < f->g->nnodes; i++) {
+    int gi = find(f, i);
+    if (gi == r || gi == p)
+      root = i;
+  }
+  return root;
+}
+
+/* Whether every reader of v outside groups r and p comes after the merged group's last
+ * node, where its kernel runs. */
+static bool read_after(Fuse *f, const Value *v, int r, int p) {
+  int root = merged_root(f, r, p);
+  for (int i = 0; i <= root; i++) {
+    int gi = find(f, i);
+    if (gi == r || gi == p)
+      continue;
+    for (int k = 0; k < f->g->nodes[i]->nin; k++)
+      if (f->g->nodes[i]->in[k] == v)
+        return false;
+  }
+  return true;
+}
+
+/* A side output: consumer group r may take anchor output v although v is read outside
+ * it too, when v's group p is the anchor alone and r has no anchor: the merged kernel
+ * stores v besides its own output (the anchor's store, cg_store_out, writes both). v's
+ * other readers must come after the merged group's last node. A lowered BERT's last
+ * layer norm feeds the pooler and, through a cast to f32, the graph output: one kernel
+ * writes both types. */
+static bool side_output(Fuse *f, const Value *v, int p, int r) {
+  if (!anchor(v->def) || p != f->at[v->def->id] || f->side[p] || f->side[r])
+    return false;
+  for (int i = 0; i < f->g->nnodes; i++)
+    if (i != p && find(f, i) == p)
+      return false;
+  return read_after(f, v, r, p);
 }
 
 static bool same_shape(const Value *a, const Value *b) {
@@ -625,13 +670,15 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
 
 static int run_fuse(Graph *g, PassContext *ctx) {
   Fuse f = {g, malloc(sizeof(int) * (size_t)(g->nnodes + 1)),
-            malloc(sizeof(int) * (size_t)(g->next_node_id + 1))};
+            malloc(sizeof(int) * (size_t)(g->next_node_id + 1)),
+            calloc((size_t)g->nnodes + 1, sizeof(Value *))};
   int *size = calloc((size_t)g->nnodes + 1, sizeof *size);
   int64_t *id = calloc((size_t)g->nnodes + 1, sizeof *id);
   bool *closed = calloc((size_t)g->nnodes + 1, sizeof *closed);
-  if (!f.group || !f.at || !size || !id || !closed) {
+  if (!f.group || !f.at || !f.side || !size || !id || !closed) {
     free(f.group);
     free(f.at);
+    free(f.side);
     free(size);
     free(id);
     free(closed);
@@ -657,17 +704,25 @@ static int run_fuse(Graph *g, PassContext *ctx) {
           continue;
         int p = find(&f, f.at[v->def->id]), r = find(&f, i);
         if (p == r || closed[p] || closed[r] ||
-            !(same_shape(v, n->out[0]) || lone_cast(&f, p, v, n->out[0])) ||
-            !users_inside(&f, v, r))
+            !(same_shape(v, n->out[0]) || lone_cast(&f, p, v, n->out[0])))
           continue;
         bool ap = has_anchor(&f, p), ar = has_anchor(&f, r);
         if ((ap && ar) || ((ap || ar) && !anchor_first(&f, r, p)))
           continue; /* one kernel computes one anchor, first */
+        const Value *side = users_inside(&f, v, r) ? NULL : v;
+        if (side && !side_output(&f, v, p, r))
+          continue;
+        /* a group that stores its anchor's output still runs before that output's
+         * other readers */
+        const Value *kept = f.side[p] ? f.side[p] : f.side[r];
+        if (kept && !read_after(&f, kept, r, p))
+          continue;
         if (outside_inputs(&f, r, p) > FUSE_MAX_INPUTS) {
           limited = true;
           continue;
         }
         f.group[p] = r;
+        f.side[r] = side ? side : kept;
         merged = true;
       }
     }
@@ -703,6 +758,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   free(closed);
   free(f.group);
   free(f.at);
+  free(f.side);
   free(size);
   free(id);
   return 0;

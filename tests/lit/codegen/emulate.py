@@ -176,13 +176,18 @@ def host_main(d, src, inputs, outs, expect):
 
 def run_case(gpucc, tmp, name, inputs, stmt):
     """(ok, message) for the graph of the statements (lines) over the given inputs; the
-    last statement's results are the outputs. A case whose name starts with "fused_" runs
+    last statement's results are the outputs, or a last line "return %a, %b" names them. A case whose name starts with "fused_" runs
     the fuse pass, so its nodes become one kernel ("fused_simplify_": simplify first)."""
     d = os.path.join(tmp, name)
     os.makedirs(d, exist_ok=True)
     sig = ", ".join(f"%{k}: {DTYPES[str(v.dtype)]}[{', '.join(map(str, v.shape))}]"
                     for k, v in inputs.items())
-    lhs = stmt.splitlines()[-1].split(" = ", 1)[0]
+    stmts = stmt.splitlines()
+    if stmts[-1].startswith("return "):  # outputs named explicitly
+        lhs = stmts.pop()[len("return "):]
+        stmt = "\n".join(stmts)
+    else:
+        lhs = stmts[-1].split(" = ", 1)[0]
     outs = [o.strip()[1:] for o in lhs.split(",")]
     lowered = name.split("_")[0] if name.startswith(("bf16_", "fp16_")) else None
     passes = ("--passes=simplify,fuse" if name.startswith("fused_simplify_")
@@ -500,6 +505,9 @@ def cases():
         # a layer norm's epilogue: a scale by a full-shape value and a cast in its store
         ("fused_layer_norm_mul_cast", {"x": f(6, 96), "s": f(96), "b": f(96), "w": f(6, 96)},
          '%n = layer_norm(%x, %s, %b)\n%m = mul(%n, %w)\n%y = cast(%m) {to = "f64"}'),
+        # the layer norm's kernel stores its output too (a side output): %k is returned
+        ("fused_layer_norm_side", {"x": f(6, 96), "s": f(96), "b": f(96)},
+         "%k = layer_norm(%x, %s, %b)\n%r = relu(%k)\nreturn %r, %k"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
 
