@@ -12,7 +12,11 @@
  *         compute in f32 (matmuls and convolutions accumulate in f32; softmax, the norms
  *         and every reduction sum in f32) and round once when they store. Graph inputs
  *         and outputs keep their types: a cast follows each f32 input and precedes each
- *         f32 output.
+ *         f32 output. At the edges, f32 stays where it saves a kernel: the pointwise
+ *         nodes that only lead to f32 outputs (a classifier's bias add) compute in f32
+ *         (output_tail), a matmul read only in f32 writes f32 from its lowered
+ *         operands (to = "f32", f32_readers), and a convolution of an f32 input keeps
+ *         f32 (input_conv).
  *
  * A node is lowered when its op takes only data tensors (its parameters are attributes)
  * and its GPU kernel computes f16 and bf16 data in f32: the pointwise and layout ops,
@@ -98,6 +102,49 @@ static bool lowers(const Node *n) {
   return f32;
 }
 
+/* Whether lowered node n is part of an output tail: pointwise, making one f32 value
+ * that only f32 graph outputs and other tail nodes read (tail, by node id, filled from
+ * the graph's end). A tail computes in f32 from its lowered inputs: the output needs f32
+ * anyway, the rounding to the lower type in between is saved, and a matmul's bias add
+ * in the tail stays a bias epilogue of a GEMM that writes f32 (fuse.c). */
+static bool output_tail(const Graph *g, int at, const bool *tail) {
+  const Node *n = g->nodes[at];
+  if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1 || n->out[0]->type.dtype != DT_F32)
+    return false;
+  const Value *y = n->out[0];
+  bool used = false;
+  for (int i = 0; i < g->noutputs; i++)
+    used = used || g->outputs[i] == y;
+  for (int i = at + 1; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] == y) {
+        if (!tail[g->nodes[i]->id])
+          return false;
+        used = true;
+      }
+  return used;
+}
+
+/* Whether the f32 output of node n (at position at) is read only by nodes that keep f32
+ * (low_node false: an output tail, an op that does not lower) and graph outputs: a
+ * lowered matmul then writes f32 itself (to = "f32": cuBLASLt's D in f32 from 16-bit
+ * operands), instead of rounding to the lower type and casting back. */
+static bool f32_readers(const Graph *g, int at, const bool *low_node) {
+  const Value *y = g->nodes[at]->out[0];
+  for (int i = at + 1; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] == y && low_node[g->nodes[i]->id])
+        return false;
+  return true;
+}
+
+/* Whether node n is a convolution of an f32 graph input: it keeps f32 (its kernel
+ * computes in f32 from either type, so reading the input itself saves the input's cast
+ * kernel; the cast of its output to the lower type becomes its epilogue). */
+static bool input_conv(const Node *n) {
+  return n->op == OP_CONV && n->in[0]->kind == VK_INPUT && n->in[0]->type.dtype == DT_F32;
+}
+
 /* The largest finite value of the lower type. */
 static double type_max(DType t) { return t == DT_F16 ? 65504.0 : 0x1.fep127; }
 
@@ -165,9 +212,10 @@ static Value *f32_input(Lowering *L, Value *v) {
 }
 
 /* A graph output made by a node that will be lowered keeps its name and f32: the node
- * makes "<name>.<low>" instead (lowered with the node), and a cast appended to the graph
- * makes the output from it. Every reader takes the new value; readers that keep f32
- * will take the output itself (f32_of). */
+ * makes "<name>.<low>" instead (lowered with the node), and a cast placed right after
+ * the node makes the output from it (so the cast can join the node's kernel before the
+ * node's other readers run: fuse's side outputs). Every reader takes the new value;
+ * readers that keep f32 will take the output itself (f32_of). */
 static void keep_output(Lowering *L, Value *y) {
   Graph *g = L->g;
   char name[512];
@@ -193,6 +241,25 @@ static void keep_output(Lowering *L, Value *y) {
   L->casts++;
 }
 
+/* Moves each graph output's cast made by keep_output (appended) to just after the node
+ * that makes its input; toposort keeps it there. */
+static void place_output_casts(Graph *g, int ids) {
+  for (int i = 0; i < g->noutputs; i++) {
+    Node *c = g->outputs[i]->kind == VK_NODE ? g->outputs[i]->def : NULL;
+    if (!c || c->id < ids || c->op != OP_CAST || c->in[0]->kind != VK_NODE)
+      continue;
+    int from = 0, to = 0;
+    while (g->nodes[from] != c)
+      from++;
+    while (g->nodes[to] != c->in[0]->def)
+      to++;
+    if (to > from)
+      continue;
+    memmove(g->nodes + to + 2, g->nodes + to + 1, sizeof *g->nodes * (size_t)(from - to - 1));
+    g->nodes[to + 1] = c;
+  }
+}
+
 static int lower_graph(Graph *g, PassContext *ctx, DType low) {
   Lowering L = {.g = g, .low = low, .low_name = dtype_name(low)};
   /* ids of the twins made below stay under this bound: at most one cast or constant per
@@ -201,20 +268,34 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
   L.low_of = calloc(cap, sizeof *L.low_of);
   L.f32_of = calloc(cap, sizeof *L.f32_of);
   bool *low_node = calloc((size_t)g->next_node_id + 1, sizeof *low_node);
-  if (!L.low_of || !L.f32_of || !low_node) {
+  bool *tail = calloc((size_t)g->next_node_id + 1, sizeof *tail);
+  bool *wide = calloc((size_t)g->next_node_id + 1, sizeof *wide);
+  if (!L.low_of || !L.f32_of || !low_node || !tail || !wide) {
     free(L.low_of);
     free(L.f32_of);
     free(low_node);
+    free(tail);
+    free(wide);
     return diag_error(ctx->diag, g->loc, "precision: out of memory");
   }
   for (int i = 0; i < g->nnodes; i++)
-    low_node[g->nodes[i]->id] = lowers(g->nodes[i]);
+    low_node[g->nodes[i]->id] = lowers(g->nodes[i]) && !input_conv(g->nodes[i]);
+  for (int i = g->nnodes - 1; i >= 0; i--)
+    if (low_node[g->nodes[i]->id] && output_tail(g, i, tail)) {
+      tail[g->nodes[i]->id] = true;
+      low_node[g->nodes[i]->id] = false;
+    }
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    wide[n->id] = n->op == OP_MATMUL && low_node[n->id] && n->out[0]->type.dtype == DT_F32 &&
+                  f32_readers(g, i, low_node);
+  }
   int nodes = g->nnodes, lowered = 0, ids = g->next_node_id;
   for (int i = 0; i < g->noutputs; i++) {
     Value *y = g->outputs[i];
     /* once, even when y is listed twice (its node is the cast after the first) */
     if (y->kind == VK_NODE && y->def->id < ids && low_node[y->def->id] &&
-        y->type.dtype == DT_F32)
+        !wide[y->def->id] && y->type.dtype == DT_F32)
       keep_output(&L, y);
   }
   for (int i = 0; i < nodes; i++) {
@@ -232,7 +313,9 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
     for (int j = 0; j < n->nin; j++)
       if (n->in[j] && n->op != OP_CAST) /* a cast converts whatever it reads */
         n->in[j] = low_input(&L, n->in[j]);
-    for (int j = 0; j < n->nout; j++)
+    if (wide[n->id])
+      node_set_attr(g, n, attr_make_string("to", "f32"));
+    for (int j = 0; j < n->nout && !wide[n->id]; j++)
       if (n->out[j]->type.dtype == DT_F32) {
         n->out[j]->type.dtype = low;
         L.low_of[n->out[j]->id] = n->out[j]; /* marks it lowered */
@@ -256,7 +339,8 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
       if (g->consts[i]->type.dtype == DT_F32 && !graph_count_uses(g, g->consts[i]))
         keep_const[g->consts[i]->id] = false;
     graph_retain(g, keep, keep_const);
-    /* the casts were appended: move each before its first reader */
+    place_output_casts(g, ids);
+    /* the other casts were appended: move each before its first reader */
     rc = ir_toposort(g, ctx->diag) || ir_infer(g, ctx->diag) ? -1 : 0;
   }
   free(keep_const);
@@ -264,6 +348,8 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
   free(L.low_of);
   free(L.f32_of);
   free(low_node);
+  free(tail);
+  free(wide);
   ctx->changes += lowered + L.casts;
   if (!rc)
     snprintf(ctx->note, sizeof ctx->note, "%s: %d nodes lowered, %d constants converted, %d casts",

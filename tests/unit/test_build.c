@@ -12,7 +12,9 @@ static const char src[] = "graph b(%x: f32[4, 8]) {\n"
                           "  %m = matmul(%x, %w)\n"
                           "  %h = add(%m, %c)\n"
                           "  %y = relu(%h)\n"
-                          "  return %y\n"
+                          "  %v = const f32[16, 16] random(seed = 5, scale = 0.5)\n"
+                          "  %o = matmul(%y, %v)\n"
+                          "  return %o\n"
                           "}\n";
 
 /* Builds src with the given options: gpucc_build's result, the diagnostic in d, the
