@@ -14,9 +14,8 @@
  *         and outputs keep their types: a cast follows each f32 input and precedes each
  *         f32 output. At the edges, f32 stays where it saves a kernel: the pointwise
  *         nodes that only lead to f32 outputs (a classifier's bias add) compute in f32
- *         (output_tail), a matmul read only in f32 writes f32 from its lowered
- *         operands (to = "f32", f32_readers), and a convolution of an f32 input keeps
- *         f32 (input_conv).
+ *         (output_tail), and a matmul read only in f32 writes f32 from its lowered
+ *         operands (to = "f32", f32_readers).
  *
  * A node is lowered when its op takes only data tensors (its parameters are attributes)
  * and its GPU kernel computes f16 and bf16 data in f32: the pointwise and layout ops,
@@ -136,13 +135,6 @@ static bool f32_readers(const Graph *g, int at, const bool *low_node) {
       if (g->nodes[i]->in[k] == y && low_node[g->nodes[i]->id])
         return false;
   return true;
-}
-
-/* Whether node n is a convolution of an f32 graph input: it keeps f32 (its kernel
- * computes in f32 from either type, so reading the input itself saves the input's cast
- * kernel; the cast of its output to the lower type becomes its epilogue). */
-static bool input_conv(const Node *n) {
-  return n->op == OP_CONV && n->in[0]->kind == VK_INPUT && n->in[0]->type.dtype == DT_F32;
 }
 
 /* The largest finite value of the lower type. */
@@ -279,7 +271,7 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
     return diag_error(ctx->diag, g->loc, "precision: out of memory");
   }
   for (int i = 0; i < g->nnodes; i++)
-    low_node[g->nodes[i]->id] = lowers(g->nodes[i]) && !input_conv(g->nodes[i]);
+    low_node[g->nodes[i]->id] = lowers(g->nodes[i]);
   for (int i = g->nnodes - 1; i >= 0; i--)
     if (low_node[g->nodes[i]->id] && output_tail(g, i, tail)) {
       tail[g->nodes[i]->id] = true;

@@ -508,9 +508,8 @@ def cases():
         # the layer norm's kernel stores its output too (a side output): %k is returned
         ("fused_layer_norm_side", {"x": f(6, 96), "s": f(96), "b": f(96)},
          "%k = layer_norm(%x, %s, %b)\n%r = relu(%k)\nreturn %r, %k"),
-        # a convolution of the graph's input keeps f32 (--precision), the cast of its
-        # output to bf16 runs in its store; the output tail (the relu) computes in f32
-        ("bf16_conv_input", {"x": x, "w": f(6, 4, 3, 3), "b": f(6), "v": f(4, 6, 1, 1)},
+        # the output tail (the relu after the last convolution) computes in f32
+        ("bf16_conv_tail", {"x": x, "w": f(6, 4, 3, 3), "b": f(6), "v": f(4, 6, 1, 1)},
          "%y = conv(%x, %w, %b)\n%r = relu(%y)\n%z = conv(%r, %v)\n%t = relu(%z)"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
     ]
