@@ -629,10 +629,15 @@ static int attention_groups(Fuse *f, bool *closed) {
   return found;
 }
 
+/* Why a pointwise node's producer stayed out of its group, counted over the last round
+ * of merges (the refusals that stand) for the report. */
+enum { MISSED_BROADCAST, MISSED_ANCHOR, MISSED_SHARED, MISSED_INPUTS, NMISSED };
+
 /* The report's remark: "9 fuse groups of 31 nodes (4 pointwise, 2 conv, 1 softmax, 1
- * transpose, 1 matmul)", by each group's first node. */
+ * transpose, 1 matmul); not merged: 2 read outside the group (...)", the groups by each
+ * group's first node, then the producers a pointwise node could not take, by reason. */
 static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngroups,
-                     bool limited, char *buf, size_t cap) {
+                     const int *missed, char *buf, size_t cap) {
   static const Op kinds[] = {OP_CONV, OP_SOFTMAX, OP_LAYER_NORM, OP_TRANSPOSE, OP_MATMUL};
   enum { NKINDS = sizeof kinds / sizeof kinds[0] };
   int count[NKINDS + 1] = {0}, nodes = 0, attention = 0;
@@ -664,8 +669,18 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
   if (attention && at < cap)
     at += (size_t)snprintf(buf + at, cap - at, ", %d attention", attention);
   if (at < cap)
-    snprintf(buf + at, cap - at, ")%s",
-             limited ? "; some merges left out: a kernel reads at most 7 inputs" : "");
+    at += (size_t)snprintf(buf + at, cap - at, ")");
+  static const char *why[NMISSED] = {
+      [MISSED_BROADCAST] = "broadcast (it would be computed again per element)",
+      [MISSED_ANCHOR] = "a second anchor (a kernel computes one, first)",
+      [MISSED_SHARED] = "read outside the group (fusing would compute it twice)",
+      [MISSED_INPUTS] = "over the input limit (a kernel reads at most 7 values)"};
+  const char *sep = "; not merged: ";
+  for (int k = 0; k < NMISSED && at < cap; k++)
+    if (missed[k]) {
+      at += (size_t)snprintf(buf + at, cap - at, "%s%d %s", sep, missed[k], why[k]);
+      sep = ", ";
+    }
 }
 
 static int run_fuse(Graph *g, PassContext *ctx) {
@@ -691,9 +706,11 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   /* Until nothing changes: a value with several users joins once they are all in one
    * group (GELU's x * (1 + erf(x / sqrt 2)) reads x twice). */
   attention_groups(&f, closed);
-  bool limited = false, merged = true;
+  int missed[NMISSED] = {0}; /* the last round's refusals: final */
+  bool merged = true;
   while (merged) {
     merged = false;
+    memset(missed, 0, sizeof missed);
     for (int i = 0; i < g->nnodes; i++) {
       Node *n = g->nodes[i];
       if (!fusable(n))
@@ -703,22 +720,27 @@ static int run_fuse(Graph *g, PassContext *ctx) {
         if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(v->def)))
           continue;
         int p = find(&f, f.at[v->def->id]), r = find(&f, i);
-        if (p == r || closed[p] || closed[r] ||
-            !(same_shape(v, n->out[0]) || lone_cast(&f, p, v, n->out[0])))
+        if (p == r || closed[p] || closed[r])
           continue;
+        if (!(same_shape(v, n->out[0]) || lone_cast(&f, p, v, n->out[0]))) {
+          missed[MISSED_BROADCAST]++;
+          continue;
+        }
         bool ap = has_anchor(&f, p), ar = has_anchor(&f, r);
-        if ((ap && ar) || ((ap || ar) && !anchor_first(&f, r, p)))
+        if ((ap && ar) || ((ap || ar) && !anchor_first(&f, r, p))) {
+          missed[MISSED_ANCHOR]++;
           continue; /* one kernel computes one anchor, first */
+        }
         const Value *side = users_inside(&f, v, r) ? NULL : v;
-        if (side && !side_output(&f, v, p, r))
-          continue;
         /* a group that stores its anchor's output still runs before that output's
          * other readers */
         const Value *kept = f.side[p] ? f.side[p] : f.side[r];
-        if (kept && !read_after(&f, kept, r, p))
+        if ((side && !side_output(&f, v, p, r)) || (kept && !read_after(&f, kept, r, p))) {
+          missed[MISSED_SHARED]++;
           continue;
+        }
         if (outside_inputs(&f, r, p) > FUSE_MAX_INPUTS) {
-          limited = true;
+          missed[MISSED_INPUTS]++;
           continue;
         }
         f.group[p] = r;
@@ -753,8 +775,11 @@ static int run_fuse(Graph *g, PassContext *ctx) {
     set_group(g, g->nodes[i], k);
   }
   ctx->changes += fused;
-  if (next || limited)
-    describe(&f, size, closed, next, limited, ctx->note, sizeof ctx->note);
+  int nmissed = 0;
+  for (int k = 0; k < NMISSED; k++)
+    nmissed += missed[k];
+  if (next || nmissed)
+    describe(&f, size, closed, next, missed, ctx->note, sizeof ctx->note);
   free(closed);
   free(f.group);
   free(f.at);

@@ -22,7 +22,7 @@ typedef struct PassContext {
   const char *dump_dir;  /* non-NULL: write DIR/00-input.gir, DIR/01-<pass>.gir, ... */
   FILE *report;          /* non-NULL: one line per pass saying what it did */
   int changes;           /* a pass adds the number of rewrites it made */
-  char note[160];        /* a pass may add a remark for its report line (what it skipped);
+  char note[512];        /* a pass may add a remark for its report line (what it skipped);
                             cleared by the pass manager before each pass */
 } PassContext;
 

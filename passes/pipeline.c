@@ -124,6 +124,25 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* The kernels g would launch, as the report counts them: one per fuse group and one per
+ * other node that computes (reshape-like nodes are aliases of their input). codegen's
+ * count (gpucc -v) can be higher: a matmul whose batch dims no single stride walks is
+ * several GEMMs, and a few ops take two kernels. */
+static int count_kernels(const Graph *g) {
+  int k = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    int64_t grp = node_fuse_group(n);
+    bool root = true;
+    for (int j = i + 1; j < g->nnodes && grp && root; j++)
+      root = node_fuse_group(g->nodes[j]) != grp;
+    bool alias = n->op == OP_IDENTITY || n->op == OP_RESHAPE || n->op == OP_SQUEEZE ||
+                 n->op == OP_UNSQUEEZE || n->op == OP_FLATTEN;
+    k += root && (grp || !alias);
+  }
+  return k;
+}
+
 int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *ctx) {
   if (ir_verify(g, ctx->diag))
     return -1;
@@ -133,7 +152,7 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
     return -1;
   for (int i = 0; i < n; i++) {
     const Pass *p = passes[i];
-    int before = ctx->changes;
+    int before = ctx->changes, kernels = ctx->report ? count_kernels(g) : 0;
     ctx->note[0] = 0;
     double t0 = now_ms();
     if (p->run(g, ctx))
@@ -142,8 +161,9 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
     if (verify_after(g, p, ctx->diag))
       return -1;
     if (ctx->report) {
-      fprintf(ctx->report, "%s: %d changes, %.3f ms%s%s\n", p->name, ctx->changes - before,
-              ms, ctx->note[0] ? "; " : "", ctx->note);
+      fprintf(ctx->report, "%s: %d changes, %.3f ms, kernels %d -> %d%s%s\n", p->name,
+              ctx->changes - before, ms, kernels, count_kernels(g), ctx->note[0] ? "; " : "",
+              ctx->note);
       fflush(ctx->report);
     }
     if (emit_stage(g, ctx, i + 1, p->name))
