@@ -723,6 +723,26 @@ static int gen_group(Cg *cg, int at) {
   for (int i = 0; i <= at; i++)
     if (node_fuse_group(g->nodes[i]) == k)
       members[n++] = g->nodes[i];
+  /* a member's output read outside the group: only the root's, or an epilogue anchor's
+   * (the verifier allows any non-pointwise first node; only that kernel stores it) */
+  bool special = cg_is_attention(members, n) || cg_is_gemm_group(members, n) ||
+                 cg_is_concat_group(members, n);
+  for (int j = special ? 0 : 1; j < n - 1; j++) {
+    for (int i = 0; i < g->noutputs; i++)
+      if (g->outputs[i]->kind == VK_NODE && g->outputs[i]->def == members[j])
+        return cg_error(cg, members[j], "fuse group %lld: graph output %%%s is made inside "
+                        "the group; this kind of group writes only its last node's output",
+                        (long long)k, g->outputs[i]->name);
+    for (int i = 0; i < g->nnodes; i++) {
+      const Node *m = g->nodes[i];
+      for (int a = 0; a < m->nin; a++)
+        if (m->in[a] && m->in[a]->kind == VK_NODE && m->in[a]->def == members[j] &&
+            node_fuse_group(m) != k)
+          return cg_error(cg, m, "fuse group %lld: node %d reads %%%s, which node %d makes "
+                          "inside the group; this kind of group writes only its last node's "
+                          "output", (long long)k, m->id, m->in[a]->name, members[j]->id);
+    }
+  }
   if (cg_is_attention(members, n))
     return cg_attention(cg, members, n);
   if (cg_is_gemm_group(members, n))
