@@ -774,13 +774,13 @@ static int gen_node(Cg *cg, int at) {
 
 /* The kernels, GEMMs or alias of one node. */
 static int gen_op(Cg *cg, const Node *n) {
-  switch (n->op) {
-  case OP_IDENTITY: case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_FLATTEN: {
+  if (op_info[n->op].flags & OPF_ALIAS) {
     Step *s = cg_add_step(cg, STEP_ALIAS, n);
     s->alias.in = n->in[0];
     s->alias.out = n->out[0];
     return 0;
   }
+  switch (n->op) {
   case OP_MATMUL: return cg_matmul(cg, n);
   case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
   case OP_REDUCE_PROD: case OP_REDUCE_L1: case OP_REDUCE_L2: case OP_REDUCE_SUM_SQUARE:

@@ -165,6 +165,7 @@ enum {
   OPF_LAYOUT = 1 << 3,
   OPF_BOOL_OUT = 1 << 4,
   OPF_FLOAT_ONLY = 1 << 5,
+  OPF_ALIAS = 1 << 6, /* output = the input's bytes (identity, reshape, squeeze, ...) */
 };
 
 typedef struct OpInfo {

@@ -14,10 +14,7 @@
 
 enum { MASK_DEPTH = 4 }; /* pointwise steps from the mask to the softmax */
 
-static bool alias_op(Op op) {
-  return op == OP_RESHAPE || op == OP_SQUEEZE || op == OP_UNSQUEEZE || op == OP_FLATTEN ||
-         op == OP_IDENTITY;
-}
+static bool alias_op(Op op) { return op_info[op].flags & OPF_ALIAS; }
 
 static bool pointwise(const Node *n) {
   return (op_info[n->op].flags & OPF_POINTWISE) && n->nout == 1;

@@ -349,8 +349,7 @@ static void concat_operands(Fuse *f, const bool *closed) {
       for (const Value *v = c->in[k]; n < 8 && v->kind == VK_NODE; v = v->def->in[0]) {
         const Node *d = v->def;
         int p = f->at[d->id];
-        bool moves = d->op == OP_TRANSPOSE || d->op == OP_RESHAPE || d->op == OP_SQUEEZE ||
-                     d->op == OP_UNSQUEEZE || d->op == OP_FLATTEN || d->op == OP_IDENTITY;
+        bool moves = d->op == OP_TRANSPOSE || (op_info[d->op].flags & OPF_ALIAS);
         if (!moves || !shape_is_static(&d->in[0]->type.shape) || closed[find(f, p)] ||
             !alone(f, p) || graph_count_uses(g, v) != 1)
           break;

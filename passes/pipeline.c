@@ -136,9 +136,7 @@ static int count_kernels(const Graph *g) {
     bool root = true;
     for (int j = i + 1; j < g->nnodes && grp && root; j++)
       root = node_fuse_group(g->nodes[j]) != grp;
-    bool alias = n->op == OP_IDENTITY || n->op == OP_RESHAPE || n->op == OP_SQUEEZE ||
-                 n->op == OP_UNSQUEEZE || n->op == OP_FLATTEN;
-    k += root && (grp || !alias);
+    k += root && (grp || !(op_info[n->op].flags & OPF_ALIAS));
   }
   return k;
 }
