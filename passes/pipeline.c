@@ -148,9 +148,10 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
     return -1;
   if (emit_stage(g, ctx, 0, "input"))
     return -1;
+  int kernels = ctx->report ? count_kernels(g) : 0; /* before the next pass */
   for (int i = 0; i < n; i++) {
     const Pass *p = passes[i];
-    int before = ctx->changes, kernels = ctx->report ? count_kernels(g) : 0;
+    int before = ctx->changes;
     ctx->note[0] = 0;
     double t0 = now_ms();
     if (p->run(g, ctx))
@@ -159,10 +160,11 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
     if (verify_after(g, p, ctx->diag))
       return -1;
     if (ctx->report) {
+      int after = count_kernels(g);
       fprintf(ctx->report, "%s: %d changes, %.3f ms, kernels %d -> %d%s%s\n", p->name,
-              ctx->changes - before, ms, kernels, count_kernels(g), ctx->note[0] ? "; " : "",
-              ctx->note);
+              ctx->changes - before, ms, kernels, after, ctx->note[0] ? "; " : "", ctx->note);
       fflush(ctx->report);
+      kernels = after;
     }
     if (emit_stage(g, ctx, i + 1, p->name))
       return -1;
