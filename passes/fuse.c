@@ -147,6 +147,14 @@ static bool users_inside(Fuse *f, const Value *v, int r) {
   return true;
 }
 
+/* Whether position p's group is p alone. */
+static bool alone(Fuse *f, int p) {
+  for (int i = 0; i < f->g->nnodes; i++)
+    if (i != p && find(f, i) == find(f, p))
+      return false;
+  return true;
+}
+
 /* The position of the last node of the group merged from positions r and p. */
 static int merged_root(Fuse *f, int r, int p) {
   int root = -1;
@@ -180,11 +188,8 @@ static bool read_after(Fuse *f, const Value *v, int r, int p) {
  * layer norm feeds the pooler and, through a cast to f32, the graph output: one kernel
  * writes both types. */
 static bool side_output(Fuse *f, const Value *v, int p, int r) {
-  if (!anchor(v->def) || p != f->at[v->def->id] || f->side[p] || f->side[r])
+  if (!anchor(v->def) || p != f->at[v->def->id] || !alone(f, p) || f->side[p] || f->side[r])
     return false;
-  for (int i = 0; i < f->g->nnodes; i++)
-    if (i != p && find(f, i) == p)
-      return false;
   return read_after(f, v, r, p);
 }
 
@@ -323,14 +328,6 @@ static void gemm_operands(Fuse *f, const bool *closed) {
     for (int k = 0; k < n; k++)
       f->group[find(f, f->at[chain[k]->id])] = find(f, i);
   }
-}
-
-/* Whether position p's group is p alone. */
-static bool alone(Fuse *f, int p) {
-  for (int i = 0; i < f->g->nnodes; i++)
-    if (i != p && find(f, i) == find(f, p))
-      return false;
-  return true;
 }
 
 /* A concat's inputs through transposes: ViT's patches, [B, E, H, W] from the
