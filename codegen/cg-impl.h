@@ -118,6 +118,9 @@ int cg_epilogue_end(Cg *cg);
 const PwKernel *cg_epilogue_of(const Cg *cg, const Node *n); /* NULL: none for n */
 void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next,
                           const Value *const **out, const Node *const **nodes, int *n);
+/* Where v is used outside fuse group `group`: -2 as a graph output, else the position of
+ * the first node outside the group that reads it, or -1 (nowhere). */
+int cg_use_outside(const Graph *g, const Value *v, int64_t group);
 /* The outputs: the group's (out0), then the anchor's when it is read outside the group
  * (out1, stored by cg_store_out beside the epilogue's result): 1 or 2. */
 int cg_epilogue_nout(const PwKernel *k);

@@ -709,6 +709,17 @@ static int check_graph(Cg *cg) {
 
 static int gen_op(Cg *cg, const Node *n);
 
+int cg_use_outside(const Graph *g, const Value *v, int64_t group) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == v)
+      return -2;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int a = 0; a < g->nodes[i]->nin; a++)
+      if (g->nodes[i]->in[a] == v && node_fuse_group(g->nodes[i]) != group)
+        return i;
+  return -1;
+}
+
 /* A fuse group's kernel, at its root (the group's last node, at position `at`); the
  * other nodes of the group have nothing of their own. A group that starts with a node
  * of another kind is that node's kernel with the rest as its epilogue. */
@@ -723,26 +734,21 @@ static int gen_group(Cg *cg, int at) {
   for (int i = 0; i <= at; i++)
     if (node_fuse_group(g->nodes[i]) == k)
       members[n++] = g->nodes[i];
-  /* a member's output read outside the group: only the root's, or an epilogue anchor's
-   * (the verifier allows any non-pointwise first node; only that kernel stores it) */
+  /* The verifier lets only the root's output and a non-pointwise first node's leave a
+   * group; an epilogue's anchor stores its output too (a side output), these kinds of
+   * group do not. */
   bool special = cg_is_attention(members, n) || cg_is_gemm_group(members, n) ||
                  cg_is_concat_group(members, n);
-  for (int j = special ? 0 : 1; j < n - 1; j++) {
-    for (int i = 0; i < g->noutputs; i++)
-      if (g->outputs[i]->kind == VK_NODE && g->outputs[i]->def == members[j])
-        return cg_error(cg, members[j], "fuse group %lld: graph output %%%s is made inside "
-                        "the group; this kind of group writes only its last node's output",
-                        (long long)k, g->outputs[i]->name);
-    for (int i = 0; i < g->nnodes; i++) {
-      const Node *m = g->nodes[i];
-      for (int a = 0; a < m->nin; a++)
-        if (m->in[a] && m->in[a]->kind == VK_NODE && m->in[a]->def == members[j] &&
-            node_fuse_group(m) != k)
-          return cg_error(cg, m, "fuse group %lld: node %d reads %%%s, which node %d makes "
-                          "inside the group; this kind of group writes only its last node's "
-                          "output", (long long)k, m->id, m->in[a]->name, members[j]->id);
-    }
-  }
+  const Value *v = members[0]->out[0];
+  int use = special && n > 1 && members[0]->nout == 1 ? cg_use_outside(g, v, k) : -1;
+  if (use == -2)
+    return cg_error(cg, members[0], "fuse group %lld: graph output %%%s is made inside the "
+                    "group; this kind of group writes only its last node's output",
+                    (long long)k, v->name);
+  if (use >= 0)
+    return cg_error(cg, g->nodes[use], "fuse group %lld: node %d reads %%%s, which node %d "
+                    "makes inside the group; this kind of group writes only its last node's "
+                    "output", (long long)k, g->nodes[use]->id, v->name, members[0]->id);
   if (cg_is_attention(members, n))
     return cg_attention(cg, members, n);
   if (cg_is_gemm_group(members, n))

@@ -417,31 +417,10 @@ int cg_epilogue_begin(Cg *cg, const Node *const *nodes, int n) {
                     (long long)node_fuse_group(a), a->out[0]->name);
   if (plan_kernel(cg, k))
     return -1;
-  /* the anchor's output read outside the group, or a graph output: stored too, before
-   * any reader runs (those come after the group's last node, where its kernel runs) */
-  const Graph *g = cg->g;
-  const Value *v = a->out[0];
-  int root = 0;
-  while (g->nodes[root] != nodes[n - 1])
-    root++;
-  for (int i = 0; i < g->noutputs; i++)
-    k->side = g->outputs[i] == v ? v : k->side;
-  for (int i = 0; i < g->nnodes; i++) {
-    const Node *m = g->nodes[i];
-    bool member = false, reads = false;
-    for (int j = 0; j < n; j++)
-      member = member || nodes[j] == m;
-    for (int j = 0; j < m->nin; j++)
-      reads = reads || m->in[j] == v;
-    if (member || !reads)
-      continue;
-    if (i < root)
-      return cg_error(cg, m, "fuse group %lld: node %d reads %%%s, the output of its anchor "
-                      "(node %d), before the group's kernel runs (at node %d)",
-                      (long long)node_fuse_group(a), m->id, v->name, a->id, nodes[n - 1]->id);
-    k->side = v;
-  }
-  k->outs[1] = k->side;
+  /* the anchor's output read outside the group, or a graph output, is stored too (the
+   * verifier has checked that its readers come after the group's kernel) */
+  if (cg_use_outside(cg->g, a->out[0], node_fuse_group(a)) != -1)
+    k->side = k->outs[1] = a->out[0];
   cg->epi = k;
   return 0;
 }
