@@ -25,7 +25,7 @@
  * keeps its f32 input too, since such a cast computes an index more often than data.
  * The lowered graph is a graph like any other: the reference executor runs it with
  * `gpucc run --cpu --precision=bf16`, rounding where the GPU rounds. */
-#include "passes/passes.h"
+#include "passes/passes-impl.h"
 
 #include <float.h>
 #include <math.h>
@@ -111,9 +111,7 @@ static bool output_tail(const Graph *g, int at, const bool *tail) {
   if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1 || n->out[0]->type.dtype != DT_F32)
     return false;
   const Value *y = n->out[0];
-  bool used = false;
-  for (int i = 0; i < g->noutputs; i++)
-    used = used || g->outputs[i] == y;
+  bool used = pass_is_output(g, y);
   for (int i = at + 1; i < g->nnodes; i++)
     for (int k = 0; k < g->nodes[i]->nin; k++)
       if (g->nodes[i]->in[k] == y) {
