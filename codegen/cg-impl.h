@@ -28,6 +28,8 @@ typedef struct Cg {
                        __restrict__ from those inputs and the output; cleared by its step */
   const Node *viewed;  /* while a concat's kernel is generated: the concat, whose input k */
   const View *views;   /* it reads through views[k] (its base a kernel parameter) */
+  const Node *prologue; /* while a convolution's kernel is generated: a cast in its group
+                           that its input is read through (the cast's input a parameter) */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers

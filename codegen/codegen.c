@@ -423,6 +423,12 @@ static void kernel_operands(Cg *cg, const Node *n, const Value *const **in, int 
       bases[i] = cg->views[i].base;
     *in = bases;
   }
+  if (cg->prologue && n->in[0] == cg->prologue->out[0]) {
+    const Value **ins = arena_alloc(cg->arena, sizeof *ins * (size_t)n->nin);
+    memcpy(ins, *in, sizeof *ins * (size_t)n->nin);
+    ins[0] = cg->prologue->in[0];
+    *in = ins;
+  }
   if (!k)
     return;
   const Value *const *ext;
@@ -444,20 +450,27 @@ const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const
   const char *ops = op_info[n->op].name, *head = cg_fmt(cg, "node %d: %s", n->id, ops);
   const Node *named = n;
   const PwKernel *k = cg_epilogue_of(cg, n);
-  if (k) {
-    /* k<id of the group's last node>_conv_add_relu_<its output>, like a pointwise group */
+  if (k || cg->prologue) {
+    /* k<id of the group's last node>_cast_conv_add_relu_<its output>, like a pointwise
+     * group */
+    head = cg_fmt(cg, "fuse group %lld = nodes ", (long long)node_fuse_group(n));
+    if (cg->prologue) {
+      head = cg_fmt(cg, "%s%d cast, ", head, cg->prologue->id);
+      ops = cg_fmt(cg, "cast_%s", ops);
+    }
+    head = cg_fmt(cg, "%s%d %s", head, n->id, op_info[n->op].name);
     const Value *const *ext;
-    const Node *const *nodes;
-    int next, nn;
-    cg_epilogue_operands(k, &ext, &next, &out, &nodes, &nn);
-    head = cg_fmt(cg, "fuse group %lld = nodes %d %s", (long long)node_fuse_group(n), n->id, ops);
+    const Node *const *nodes = NULL;
+    int next, nn = 0;
+    if (k)
+      cg_epilogue_operands(k, &ext, &next, &out, &nodes, &nn);
     for (int j = 0; j < nn; j++) {
       head = cg_fmt(cg, "%s, %d %s", head, nodes[j]->id, op_info[nodes[j]->op].name);
       if (j < 5)
         ops = cg_fmt(cg, "%s_%s", ops, op_info[nodes[j]->op].name);
     }
     head = cg_fmt(cg, "%s: ", head);
-    named = nodes[nn - 1];
+    named = nn ? nodes[nn - 1] : n;
   }
   const char *name = kernel_name(cg, named, ops);
   if (stage)
@@ -560,6 +573,12 @@ static const char *const preamble[] = {
     "  return gc_f2bf(f);\n"
     "}\n"
     "\n",
+    "// D += A B on tensor cores for one warp: A 16x16 (row-major fragment a[4]), B 16x8\n"
+    "// (column-major fragment b[2]) of bf16 or f16 pairs, D 16x8 in f32 (c[4]); the\n"
+    "// fragments' layout is PTX's for mma.m16n8k16\n"
+    "__device__ __forceinline__ void gc_mma_bf16(float *c, const unsigned *a, const unsigned *b) { asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    "__device__ __forceinline__ void gc_mma_f16(float *c, const unsigned *a, const unsigned *b) { asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    "\n"
     "// 128-bit (or narrower) vectors of contiguous elements\n"
     "template <class T, int V> struct alignas(sizeof(T) * V) gc_vec { T e[V]; };\n"
     "\n"
@@ -723,6 +742,18 @@ int cg_use_outside(const Graph *g, const Value *v, int64_t group) {
 /* A fuse group's kernel, at its root (the group's last node, at position `at`); the
  * other nodes of the group have nothing of their own. A group that starts with a node
  * of another kind is that node's kernel with the rest as its epilogue. */
+/* Whether a group starts with a cast that only its second node, a convolution, reads
+ * (as its input): the convolution's kernel rounds each element as it loads it. */
+static bool is_prologue(const Node *const *m, int n) {
+  if (n < 2 || m[0]->op != OP_CAST || m[1]->op != OP_CONV || m[1]->in[0] != m[0]->out[0])
+    return false;
+  for (int i = 1; i < n; i++)
+    for (int k = i == 1; k < m[i]->nin; k++)
+      if (m[i]->in[k] == m[0]->out[0])
+        return false;
+  return true;
+}
+
 static int gen_group(Cg *cg, int at) {
   const Graph *g = cg->g;
   int64_t k = node_fuse_group(g->nodes[at]);
@@ -755,6 +786,12 @@ static int gen_group(Cg *cg, int at) {
     return cg_gemm_group(cg, members, n);
   if (cg_is_concat_group(members, n))
     return cg_concat_group(cg, members, n);
+  if (is_prologue(members, n)) {
+    cg->prologue = members[0];
+    int rc = (n > 2 && cg_epilogue_begin(cg, members + 1, n - 1)) || gen_op(cg, members[1]);
+    cg->prologue = NULL;
+    return cg_epilogue_end(cg) || rc ? -1 : 0;
+  }
   if (n == 1 || (op_info[members[0]->op].flags & OPF_POINTWISE))
     return cg_pointwise_group(cg, members, n);
   if (cg_epilogue_begin(cg, members, n))

@@ -96,12 +96,170 @@ static void indent(Buf *b, int depth) {
     buf_puts(b, "  ");
 }
 
+/* ---------------------------------------------------------------- conv as an implicit GEMM
+ *
+ * A 16-bit convolution of one group over one or two spatial dims is a GEMM of
+ *   M = N * OH * OW output pixels by COUT channels over K = C * KH * KW taps,
+ * A[m][k] the input under tap k of pixel m (zero in the padding), B[k][n] = w[n][k] (the
+ * weights are that matrix as stored). Nothing is unfolded in memory: a block computes a
+ * BM x BN tile of the output on tensor cores (mma.m16n8k16, f32 accumulators), loading
+ * 32 taps of A and B at a time into shared memory, the next 32 into registers while the
+ * warps multiply. Neighbouring threads load neighbouring pixels (coalesced in NCHW) and
+ * write them (the tile goes through shared memory on its way out), the bias and the
+ * epilogue applied as each element is stored. A cast of an f32 input into the group
+ * (cg->prologue) is the rounding of each element as it is loaded. */
+
+typedef struct ConvGeom {
+  int64_t nb, c, h, w, cout, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+} ConvGeom;
+
+/* n's geometry with a 1-d convolution as 2-d of height 1; false when n is no convolution
+ * that conv_mma runs: one group, one or two spatial dims, 16-bit data and weights, read
+ * as such or (prologue) from f32. */
+static bool conv_geom(const Cg *cg, const Node *n, ConvGeom *q) {
+  const Value *x = n->in[0], *w = n->in[1], *y = n->out[0];
+  int r = x->type.shape.rank;
+  DType t = y->type.dtype;
+  DType xt = cg->prologue ? cg->prologue->in[0]->type.dtype : x->type.dtype;
+  if ((t != DT_BF16 && t != DT_F16) || w->type.dtype != t || (xt != t && xt != DT_F32) ||
+      attr_int(n, "group") != 1 || (r != 3 && r != 4))
+    return false;
+  Win win;
+  read_win(n, r - 2, &win);
+  int s = r == 4; /* the index of the width in the window's lists */
+  *q = (ConvGeom){.nb = cg_dim(x, 0), .c = cg_dim(x, 1), .h = s ? cg_dim(x, 2) : 1,
+                  .w = cg_dim(x, r - 1), .cout = cg_dim(y, 1), .oh = s ? cg_dim(y, 2) : 1,
+                  .ow = cg_dim(y, r - 1), .kh = s ? cg_dim(w, 2) : 1, .kw = cg_dim(w, r - 1),
+                  .sh = s ? win.stride[0] : 1, .sw = win.stride[s], .ph = s ? win.pad[0] : 0,
+                  .pw = win.pad[s], .dh = s ? win.dil[0] : 1, .dw = win.dil[s]};
+  return q->c * q->kh * q->kw < INT32_MAX / 2 && q->cout < INT32_MAX / 2 &&
+         q->c * q->h * q->w < INT32_MAX / 2;
+}
+
+enum { MMA_BK = 32, MMA_THREADS = 256, MMA_SMS = 132 };
+
+static int gen_conv_mma(Cg *cg, const Node *n, const ConvGeom *q) {
+  const Value *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
+  DType t = y->type.dtype, xt = cg->prologue ? cg->prologue->in[0]->type.dtype : t;
+  int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw, OHW = q->oh * q->ow;
+  /* 8 warps as 4 x 2: BN 32 for narrow layers, BM 64 when 128 leaves SMs idle */
+  int64_t BN = q->cout <= 32 ? 32 : 64, NT = (q->cout + BN - 1) / BN;
+  int64_t BM = (M + 127) / 128 * NT >= 2 * MMA_SMS ? 128 : 64, MT = (M + BM - 1) / BM;
+  int64_t MI = BM / 64, NJ = BN / 16, TPM = MMA_THREADS / BM, KPT = MMA_BK / TPM;
+  int64_t EPB = BN * MMA_BK / MMA_THREADS, BPR = MMA_BK / EPB;
+  const char *bits = xt == t ? "%s.bits" : t == DT_BF16 ? "gc_f2bf(%s).bits" : "gc_f2h(%s).bits";
+  const char *note = cg_fmt(cg, "implicit GEMM on tensor cores: %" PRId64 " x %" PRId64 " x %" PRId64
+                            " in %" PRId64 " x %" PRId64 " tiles%s", M, q->cout, K, BM, BN,
+                            xt == t ? "" : ", the input rounded as loaded");
+  const char *name = cg_kernel_begin(cg, n, note);
+  Buf *b = &cg->src;
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
+  buf_printf(b,
+      "  __shared__ union { struct { unsigned a[%" PRId64 "][%d]; unsigned b[%" PRId64 "][%d]; } ab; "
+      "float c[%" PRId64 "][%" PRId64 "]; } sm; /* A and B as pairs of 16-bit values; the tile */\n",
+      BM, MMA_BK / 2 + 4, BN, MMA_BK / 2 + 4, BN, BM + 4);
+  buf_printf(b,
+      "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
+      "  const int wm = warp %% 4 * %" PRId64 ", wn = warp / 4 * %" PRId64 ";\n"
+      "  const int am = tid %% %" PRId64 ", ak = tid / %" PRId64 " * %" PRId64 ", bn = tid / %" PRId64 ", bk = tid %% %" PRId64 " * %" PRId64 ";\n",
+      BM / 4, BN / 2, BM, BM, KPT, BPR, BPR, EPB);
+  buf_printf(b, "  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n", MT * NT);
+  buf_printf(b,
+      "    const idx_t m0 = tile %% %" PRId64 " * %" PRId64 ";\n"
+      "    const int n0 = (int)(tile / %" PRId64 ") * %" PRId64 ";\n"
+      "    /* the pixel whose taps this thread loads (row am of A), the weights' row bn */\n"
+      "    const idx_t pm = m0 + am;\n"
+      "    const bool mok = pm < %" PRId64 ", nok = n0 + bn < %" PRId64 ";\n"
+      "    const int pr = mok ? (int)(pm %% %" PRId64 ") : 0;\n"
+      "    const int ih0 = pr / %" PRId64 " * %" PRId64 " - %" PRId64 ", iw0 = pr %% %" PRId64 " * %" PRId64 " - %" PRId64 ";\n"
+      "    const %s *xb = in0 + (mok ? pm / %" PRId64 " : 0) * %" PRId64 ";\n"
+      "    const %s *wr = in1 + (idx_t)(nok ? n0 + bn : 0) * %" PRId64 ";\n",
+      MT, BM, MT, BN, M, q->cout, OHW, q->ow, q->sh, q->ph, q->ow, q->sw, q->pw, cg_ctype(xt),
+      OHW, q->c * q->h * q->w, cg_ctype(t), K);
+  buf_printf(b,
+      "    auto ldx = [&](int k) -> unsigned {\n"
+      "      if (!mok || k >= %" PRId64 ") return 0u;\n"
+      "      const int c = k / %" PRId64 ", r = k %% %" PRId64 ", ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
+      "      return (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? (unsigned)%s : 0u;\n"
+      "    };\n"
+      "    auto ldw = [&](int k) -> unsigned { return nok && k < %" PRId64 " ? (unsigned)wr[k].bits : 0u; };\n",
+      K, q->kh * q->kw, q->kh * q->kw, q->kw, q->dh, q->kw, q->dw, q->h, q->w,
+      cg_fmt(cg, bits, cg_fmt(cg, "xb[(idx_t)c * %" PRId64 " + ih * %" PRId64 " + iw]", q->h * q->w, q->w)),
+      K);
+  buf_printf(b,
+      "    unsigned ra[%" PRId64 "], rb[%" PRId64 "];\n"
+      "    auto load = [&](int k0) {\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) ra[j] = ldx(k0 + ak + 2 * j) | ldx(k0 + ak + 2 * j + 1) << 16;\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) rb[j] = ldw(k0 + bk + 2 * j) | ldw(k0 + bk + 2 * j + 1) << 16;\n"
+      "    };\n"
+      "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
+      "    load(0);\n"
+      "    for (int k0 = 0; k0 < %" PRId64 "; k0 += %d) {\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) sm.ab.a[am][ak / 2 + j] = ra[j];\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) sm.ab.b[bn][bk / 2 + j] = rb[j];\n"
+      "      __syncthreads();\n"
+      "      if (k0 + %d < %" PRId64 ") load(k0 + %d);\n"
+      "#pragma unroll\n"
+      "      for (int kk = 0; kk < %d; kk += 8) { /* 16 taps: 8 pairs */\n"
+      "        unsigned fa[%" PRId64 "][4], fb[%" PRId64 "][2];\n"
+      "#pragma unroll\n"
+      "        for (int i = 0; i < %" PRId64 "; i++) {\n"
+      "          const int r = wm + i * 16 + g;\n"
+      "          fa[i][0] = sm.ab.a[r][kk + t4]; fa[i][1] = sm.ab.a[r + 8][kk + t4];\n"
+      "          fa[i][2] = sm.ab.a[r][kk + 4 + t4]; fa[i][3] = sm.ab.a[r + 8][kk + 4 + t4];\n"
+      "        }\n"
+      "#pragma unroll\n"
+      "        for (int j = 0; j < %" PRId64 "; j++) {\n"
+      "          const int r = wn + j * 8 + g;\n"
+      "          fb[j][0] = sm.ab.b[r][kk + t4]; fb[j][1] = sm.ab.b[r][kk + 4 + t4];\n"
+      "        }\n"
+      "#pragma unroll\n"
+      "        for (int i = 0; i < %" PRId64 "; i++)\n"
+      "#pragma unroll\n"
+      "          for (int j = 0; j < %" PRId64 "; j++) gc_mma_%s(acc[i][j], fa[i], fb[j]);\n"
+      "      }\n"
+      "      __syncthreads();\n"
+      "    }\n",
+      KPT / 2, EPB / 2, KPT / 2, EPB / 2, MI, NJ, K, MMA_BK, KPT / 2, EPB / 2, MMA_BK, K, MMA_BK,
+      MMA_BK / 2, MI, NJ, MI, NJ, MI, NJ, t == DT_BF16 ? "bf16" : "f16");
+  buf_printf(b,
+      "    /* the tile through shared memory: the stores below are coalesced */\n"
+      "#pragma unroll\n"
+      "    for (int i = 0; i < %" PRId64 "; i++)\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) {\n"
+      "        const int r = wm + i * 16 + g, c = wn + j * 8 + 2 * t4;\n"
+      "        sm.c[c][r] = acc[i][j][0]; sm.c[c + 1][r] = acc[i][j][1];\n"
+      "        sm.c[c][r + 8] = acc[i][j][2]; sm.c[c + 1][r + 8] = acc[i][j][3];\n"
+      "      }\n"
+      "    __syncthreads();\n"
+      "    for (int e = tid; e < %" PRId64 "; e += %d) {\n"
+      "      const idx_t m = m0 + e %% %" PRId64 ";\n"
+      "      const int n = n0 + e / %" PRId64 ";\n"
+      "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
+      "      const idx_t i = m / %" PRId64 " * %" PRId64 " + (idx_t)n * %" PRId64 " + m %% %" PRId64 ";\n"
+      "      const float v = sm.c[e / %" PRId64 "][e %% %" PRId64 "]%s;\n",
+      MI, NJ, BM * BN, MMA_THREADS, BM, BM, M, q->cout, OHW, q->cout * OHW, OHW, OHW, BM, BM,
+      bias ? cg_fmt(cg, " + %s", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n]")) : "");
+  cg_store_out(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "      ");
+  buf_puts(b, "    }\n    __syncthreads();\n  }\n}\n");
+  cg_kernel_step(cg, n, name, cg_blocks(MT * NT, 1), MMA_THREADS);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- conv */
 
 /* y[b, m, o] = bias[m] + sum over the group's channels c and the taps q of
  * x[b, g * CG + c, o * stride - pad + q * dilation] * w[m, c, q], taps outside x
  * skipped. */
 static int gen_conv(Cg *cg, const Node *n) {
+  ConvGeom q;
+  if (conv_geom(cg, n, &q))
+    return gen_conv_mma(cg, n, &q);
   const Value *x = n->in[0], *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL;
   const Value *y = n->out[0];
   int k = x->type.shape.rank - 2;
@@ -143,8 +301,10 @@ static int gen_conv(Cg *cg, const Node *n) {
     const char *t = kst[j] == 1 ? cg_fmt(cg, "q%d", j) : cg_fmt(cg, "q%d * %" PRId64, j, kst[j]);
     qoff = qoff ? cg_fmt(cg, "%s + %s", qoff, t) : t;
   }
-  const char *xv = cg_load(cg, x->type.dtype, dom,
-                           cg_fmt(cg, "in0[xb + c * %" PRId64 " + %s]", NIN, spatial_offset(cg, x, "p")));
+  const char *xe = cg_fmt(cg, "in0[xb + c * %" PRId64 " + %s]", NIN, spatial_offset(cg, x, "p"));
+  if (cg->prologue) /* the cast's input, rounded to x's type as the cast would */
+    xe = cg_store(cg, x->type.dtype, dom, cg_load(cg, cg->prologue->in[0]->type.dtype, dom, xe));
+  const char *xv = cg_load(cg, x->type.dtype, dom, xe);
   const char *wv = cg_load(cg, w->type.dtype, dom, cg_fmt(cg, "in1[wb + c * %" PRId64 " + %s]", NKER, qoff));
   indent(b, 3 + k);
   buf_printf(b, "acc += %s * %s;\n", xv, wv);

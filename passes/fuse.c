@@ -374,6 +374,25 @@ static void concat_operands(Fuse *f, const bool *closed) {
   }
 }
 
+/* A convolution's input through a cast: the image of a lowered model, cast from f32 to
+ * the convolution's 16-bit type, goes into the convolution's group, whose kernel rounds
+ * each element as it loads it (a prologue): the cast is no kernel. */
+static void conv_prologues(Fuse *f, const bool *closed) {
+  const Graph *g = f->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *c = g->nodes[i];
+    if (c->op != OP_CONV || closed[find(f, i)] || c->in[0]->kind != VK_NODE)
+      continue;
+    const Node *d = c->in[0]->def;
+    DType t = c->out[0]->type.dtype;
+    int p = f->at[d->id];
+    if (d->op == OP_CAST && d->in[0]->type.dtype == DT_F32 && (t == DT_BF16 || t == DT_F16) &&
+        d->out[0]->type.dtype == t && alone(f, p) && users_inside(f, d->out[0], find(f, i)) &&
+        graph_count_uses(g, d->out[0]) == 1)
+      f->group[p] = find(f, i);
+  }
+}
+
 /* ---------------------------------------------------------------- attention
  *
  * Attention as the exporters write it: S = matmul(A, B) (A the queries, B the keys
@@ -651,7 +670,12 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
       attention++;
       continue;
     }
-    Op op = f->g->nodes[i]->op == OP_LOG_SOFTMAX ? OP_SOFTMAX : f->g->nodes[i]->op;
+    const Node *lead = f->g->nodes[i];
+    if (lead->op == OP_CAST && lead->out[0]->type.dtype != DT_F32)
+      for (int j = i + 1; j < f->g->nnodes; j++)
+        if (find(f, j) == r && f->g->nodes[j]->op == OP_CONV && f->g->nodes[j]->in[0] == lead->out[0])
+          lead = f->g->nodes[j]; /* a convolution's prologue */
+    Op op = lead->op == OP_LOG_SOFTMAX ? OP_SOFTMAX : lead->op;
     int k = 0;
     while (k < NKINDS && kinds[k] != op)
       k++;
@@ -748,6 +772,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   gemm_epilogues(&f, closed);
   gemm_operands(&f, closed);
   concat_operands(&f, closed);
+  conv_prologues(&f, closed);
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;

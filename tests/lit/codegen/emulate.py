@@ -99,6 +99,42 @@ static inline gc_bf16 gc_f2bf(float f) {
   h.bits = f != f ? 0x7fc0 : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   return h;
 }
+// mma.m16n8k16 for one warp: every lane's fragments through a slot, the PTX layout
+static unsigned gc_mma_slot[8][32][6];
+template <bool F16> static inline float gc_mma_elem(unsigned bits) {
+  if (!F16) return __uint_as_float(bits << 16);
+  gc_f16 h = {(unsigned short)bits};
+  return gc_h2f(h);
+}
+template <bool F16> static void gc_mma(float *c, const unsigned *a, const unsigned *b) {
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  memcpy(gc_mma_slot[w][l], a, 16);
+  memcpy(gc_mma_slot[w][l] + 4, b, 8);
+  gc_warp_bar[w]->arrive_and_wait();
+  float A[16][16], B[16][8];
+  for (int L = 0; L < 32; L++) {
+    const unsigned *s = gc_mma_slot[w][L];
+    int g = L >> 2, t = L & 3;
+    for (int j = 0; j < 4; j++) {
+      int r = g + (j & 1) * 8, k = 2 * t + (j >> 1) * 8;
+      A[r][k] = gc_mma_elem<F16>(s[j] & 0xffff);
+      A[r][k + 1] = gc_mma_elem<F16>(s[j] >> 16);
+    }
+    for (int j = 0; j < 2; j++) {
+      B[2 * t + 8 * j][g] = gc_mma_elem<F16>(s[4 + j] & 0xffff);
+      B[2 * t + 8 * j + 1][g] = gc_mma_elem<F16>(s[4 + j] >> 16);
+    }
+  }
+  gc_warp_bar[w]->arrive_and_wait();
+  int g = l >> 2, t = l & 3;
+  for (int j = 0; j < 4; j++) {
+    float sum = 0;
+    for (int k = 0; k < 16; k++) sum += A[g + (j >> 1) * 8][k] * B[k][2 * t + (j & 1)];
+    c[j] += sum;
+  }
+}
+static inline void gc_mma_bf16(float *c, const unsigned *a, const unsigned *b) { gc_mma<false>(c, a, b); }
+static inline void gc_mma_f16(float *c, const unsigned *a, const unsigned *b) { gc_mma<true>(c, a, b); }
 static inline gc_bf16 gc_d2bf(double d) {
   float f = (float)d;  // to odd, as the preamble's: toward zero, then the sticky bit
   if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.f);
@@ -128,7 +164,7 @@ def host_preamble(src):
     for line in src[:first_kernel(src)].splitlines():
         if line.startswith("__device__ __forceinline__ gc_bf16 gc_d2bf"):
             skip = True
-        if not skip and "asm(" not in line:
+        if not skip and not re.search(r"\basm\b", line):
             out.append(line)
         if skip and line.startswith("}"):
             skip = False
@@ -455,6 +491,16 @@ def cases():
         ("fp16_softmax_scale", {"x": f(6, 300), "s": f(300)}, "%p = softmax(%x)\n%y = mul(%p, %s)"),
         ("bf16_conv_bias_relu", {"x": x, "w": f(6, 2, 3, 3), "b": f(6)},
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1], group = 2}\n%y = relu(%c)"),
+        # implicit GEMMs on tensor cores: several tiles, K and the channels not multiples
+        # of a tile, the f32 input's cast in the kernel (a prologue), epilogues
+        ("bf16_conv_implicit_gemm", {"x": f(2, 12, 13, 11), "w": f(70, 12, 3, 3), "b": f(70)},
+         "%c = conv(%x, %w, %b) {pads = [1, 2, 1, 0], dilations = [1, 2]}\n%y = relu(%c)"),
+        ("fp16_conv_1d_strided", {"x": f(3, 5, 40), "w": f(20, 5, 3)},
+         "%y = conv(%x, %w) {strides = [2], dilations = [2], pads = [2, 1]}"),
+        ("bf16_conv_wide_tiles", {"x": f(2, 4, 64, 66), "w": f(200, 4, 1, 1), "b": f(200)},
+         "%y = conv(%x, %w, %b)"),
+        ("bf16_conv_1x1_residual", {"x": f(2, 40, 6, 7), "w": f(40, 40, 1, 1), "r": f(2, 40, 6, 7)},
+         "%c = conv(%x, %w)\n%a = add(%c, %r)\n%y = relu(%a)"),
         ("fp16_reduce_mean_sub", {"x": f(3, 5, 70)},
          "%m = reduce_mean(%x) {axes = [2]}\n%y = sub(%x, %m)"),
         # an embedding lookup with the other embeddings added in its store; ViT's class
