@@ -16,6 +16,16 @@ void buf_puts(Buf *b, const char *s);
 
 typedef struct PwKernel PwKernel; /* pointwise.c */
 
+/* The cast and transpose nodes that start a convolution's fuse group and only lead to its
+ * input: the kernel reads their source (a parameter) through the transposes' strides,
+ * rounding as the cast does. */
+typedef struct Prologue {
+  const Node *node[2];
+  int n;
+  const Value *src;
+  int64_t perm[IR_MAX_RANK]; /* the convolution's input dim j is the source's dim perm[j] */
+} Prologue;
+
 typedef struct Cg {
   const Graph *g;
   Arena *arena; /* the Program's */
@@ -28,8 +38,8 @@ typedef struct Cg {
                        __restrict__ from those inputs and the output; cleared by its step */
   const Node *viewed;  /* while a concat's kernel is generated: the concat, whose input k */
   const View *views;   /* it reads through views[k] (its base a kernel parameter) */
-  const Node *prologue; /* while a convolution's kernel is generated: a cast in its group
-                           that its input is read through (the cast's input a parameter) */
+  const struct Prologue *pro; /* while a convolution's kernel is generated: the nodes in
+                                 its group that its input is read through */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers

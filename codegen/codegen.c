@@ -423,10 +423,10 @@ static void kernel_operands(Cg *cg, const Node *n, const Value *const **in, int 
       bases[i] = cg->views[i].base;
     *in = bases;
   }
-  if (cg->prologue && n->in[0] == cg->prologue->out[0]) {
+  if (cg->pro && n->in[0] == cg->pro->node[cg->pro->n - 1]->out[0]) {
     const Value **ins = arena_alloc(cg->arena, sizeof *ins * (size_t)n->nin);
     memcpy(ins, *in, sizeof *ins * (size_t)n->nin);
-    ins[0] = cg->prologue->in[0];
+    ins[0] = cg->pro->src;
     *in = ins;
   }
   if (!k)
@@ -450,14 +450,17 @@ const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const
   const char *ops = op_info[n->op].name, *head = cg_fmt(cg, "node %d: %s", n->id, ops);
   const Node *named = n;
   const PwKernel *k = cg_epilogue_of(cg, n);
-  if (k || cg->prologue) {
+  if (k || cg->pro) {
     /* k<id of the group's last node>_cast_conv_add_relu_<its output>, like a pointwise
      * group */
     head = cg_fmt(cg, "fuse group %lld = nodes ", (long long)node_fuse_group(n));
-    if (cg->prologue) {
-      head = cg_fmt(cg, "%s%d cast, ", head, cg->prologue->id);
-      ops = cg_fmt(cg, "cast_%s", ops);
+    const char *pre = "";
+    for (int j = 0; cg->pro && j < cg->pro->n; j++) {
+      const char *op = op_info[cg->pro->node[j]->op].name;
+      head = cg_fmt(cg, "%s%d %s, ", head, cg->pro->node[j]->id, op);
+      pre = cg_fmt(cg, "%s%s_", pre, op);
     }
+    ops = cg_fmt(cg, "%s%s", pre, ops);
     head = cg_fmt(cg, "%s%d %s", head, n->id, op_info[n->op].name);
     const Value *const *ext;
     const Node *const *nodes = NULL;
@@ -742,16 +745,39 @@ int cg_use_outside(const Graph *g, const Value *v, int64_t group) {
 /* A fuse group's kernel, at its root (the group's last node, at position `at`); the
  * other nodes of the group have nothing of their own. A group that starts with a node
  * of another kind is that node's kernel with the rest as its epilogue. */
-/* Whether a group starts with a cast that only its second node, a convolution, reads
- * (as its input): the convolution's kernel rounds each element as it loads it. */
-static bool is_prologue(const Node *const *m, int n) {
-  if (n < 2 || m[0]->op != OP_CAST || m[1]->op != OP_CONV || m[1]->in[0] != m[0]->out[0])
-    return false;
-  for (int i = 1; i < n; i++)
-    for (int k = i == 1; k < m[i]->nin; k++)
-      if (m[i]->in[k] == m[0]->out[0])
-        return false;
-  return true;
+/* The cast and transpose nodes (at most two) a group starts with when each only feeds the
+ * next and the last feeds the convolution after them, as its input (passes/fuse.c's
+ * conv_prologues): their count, with p filled in, or 0. */
+static int prologue_of(const Node *const *m, int n, Prologue *p) {
+  int c = 0;
+  while (c < n && c < 2 && (m[c]->op == OP_CAST || m[c]->op == OP_TRANSPOSE))
+    c++;
+  if (!c || c >= n || m[c]->op != OP_CONV)
+    return 0;
+  for (int j = 0; j < c; j++) {
+    if (m[j + 1]->in[0] != m[j]->out[0])
+      return 0;
+    for (int i = j + 1; i < n; i++)
+      for (int k = 0; k < m[i]->nin; k++)
+        if (m[i]->in[k] == m[j]->out[0] && !(i == j + 1 && k == 0))
+          return 0;
+  }
+  int r = m[0]->in[0]->type.shape.rank;
+  *p = (Prologue){.n = c, .src = m[0]->in[0]};
+  for (int j = 0; j < r; j++)
+    p->perm[j] = j;
+  for (int j = 0; j < c; j++) {
+    p->node[j] = m[j];
+    if (m[j]->op != OP_TRANSPOSE)
+      continue;
+    int len;
+    const int64_t *perm = attr_ints(m[j], "perm", &len);
+    int64_t before[IR_MAX_RANK];
+    memcpy(before, p->perm, sizeof before);
+    for (int i = 0; i < r; i++) /* no perm: the dims reversed */
+      p->perm[i] = before[perm ? (perm[i] + r) % r : r - 1 - i];
+  }
+  return c;
 }
 
 static int gen_group(Cg *cg, int at) {
@@ -786,10 +812,12 @@ static int gen_group(Cg *cg, int at) {
     return cg_gemm_group(cg, members, n);
   if (cg_is_concat_group(members, n))
     return cg_concat_group(cg, members, n);
-  if (is_prologue(members, n)) {
-    cg->prologue = members[0];
-    int rc = (n > 2 && cg_epilogue_begin(cg, members + 1, n - 1)) || gen_op(cg, members[1]);
-    cg->prologue = NULL;
+  Prologue pro;
+  int c = prologue_of(members, n, &pro);
+  if (c) {
+    cg->pro = &pro;
+    int rc = (n > c + 1 && cg_epilogue_begin(cg, members + c, n - c)) || gen_op(cg, members[c]);
+    cg->pro = NULL;
     return cg_epilogue_end(cg) || rc ? -1 : 0;
   }
   if (n == 1 || (op_info[members[0]->op].flags & OPF_POINTWISE))

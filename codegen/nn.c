@@ -109,48 +109,101 @@ static void indent(Buf *b, int depth) {
  * epilogue applied as each element is stored. A cast of an f32 input into the group
  * (cg->prologue) is the rounding of each element as it is loaded. */
 
-typedef struct ConvGeom {
-  int64_t nb, c, h, w, cout, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
-} ConvGeom;
+/* A convolution's operands in channels-first order of dims whatever their layout: x as
+ * [N, C, spatial...], w as [M, C/group, k...], y as [N, M, spatial...], with the strides
+ * (in elements) of the buffers the kernel reads and writes. x is read from the
+ * prologue's source when the group has one (through its transposes' strides). */
+typedef struct ConvView {
+  int k; /* spatial dims */
+  int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK], wd[IR_MAX_RANK], ws[IR_MAX_RANK];
+  int64_t yd[IR_MAX_RANK], ys[IR_MAX_RANK];
+  DType src; /* the type x is stored in: x's, or the prologue source's */
+  bool cl;   /* channels_last: w's taps before its channels */
+} ConvView;
 
-/* n's geometry with a 1-d convolution as 2-d of height 1; false when n is no convolution
- * that conv_mma runs: one group, one or two spatial dims, 16-bit data and weights, read
- * as such or (prologue) from f32. */
-static bool conv_geom(const Cg *cg, const Node *n, ConvGeom *q) {
+/* dims and strides of a tensor stored as dims[], seen in channels-first order. */
+static void channels_first(int r, const int64_t *dims, const int64_t *st, bool cl,
+                           int64_t *od, int64_t *os) {
+  for (int j = 0; j < r; j++) {
+    int from = !cl || j == 0 ? j : j == 1 ? r - 1 : j - 1;
+    od[j] = dims[from];
+    os[j] = st[from];
+  }
+}
+
+static void conv_view(const Cg *cg, const Node *n, ConvView *v) {
   const Value *x = n->in[0], *w = n->in[1], *y = n->out[0];
   int r = x->type.shape.rank;
+  int64_t d[IR_MAX_RANK], st[IR_MAX_RANK], xs[IR_MAX_RANK];
+  v->k = r - 2;
+  v->cl = attr_int(n, "channels_last") != 0;
+  const Value *src = cg->pro ? cg->pro->src : x;
+  v->src = src->type.dtype;
+  for (int j = 0; j < r; j++)
+    d[j] = cg_dim(src, j);
+  contiguous_strides(r, d, st);
+  for (int j = 0; j < r; j++) { /* x's dim j is the source's dim perm[j] */
+    xs[j] = st[cg->pro ? cg->pro->perm[j] : j];
+    d[j] = cg_dim(x, j);
+  }
+  channels_first(r, d, xs, v->cl, v->xd, v->xs);
+  for (int j = 0; j < r; j++)
+    d[j] = cg_dim(w, j);
+  contiguous_strides(r, d, st);
+  channels_first(r, d, st, v->cl, v->wd, v->ws);
+  for (int j = 0; j < r; j++)
+    d[j] = cg_dim(y, j);
+  contiguous_strides(r, d, st);
+  channels_first(r, d, st, v->cl, v->yd, v->ys);
+}
+
+/* conv_mma's sizes: a 1-d convolution as 2-d of height 1. */
+typedef struct ConvGeom {
+  int64_t nb, c, h, w, cout, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t xn, xc, xh, xw; /* x's strides */
+} ConvGeom;
+
+/* n's geometry, or false when n is no convolution that conv_mma runs: one group, one or
+ * two spatial dims, 16-bit data and weights (x read as such or from f32), with K and the
+ * channels small enough for int arithmetic. */
+static bool conv_geom(const Cg *cg, const Node *n, const ConvView *v, ConvGeom *q) {
+  const Value *w = n->in[1], *y = n->out[0];
   DType t = y->type.dtype;
-  DType xt = cg->prologue ? cg->prologue->in[0]->type.dtype : x->type.dtype;
-  if ((t != DT_BF16 && t != DT_F16) || w->type.dtype != t || (xt != t && xt != DT_F32) ||
-      attr_int(n, "group") != 1 || (r != 3 && r != 4))
+  if ((t != DT_BF16 && t != DT_F16) || w->type.dtype != t || (v->src != t && v->src != DT_F32) ||
+      attr_int(n, "group") != 1 || (v->k != 1 && v->k != 2))
     return false;
   Win win;
-  read_win(n, r - 2, &win);
-  int s = r == 4; /* the index of the width in the window's lists */
-  *q = (ConvGeom){.nb = cg_dim(x, 0), .c = cg_dim(x, 1), .h = s ? cg_dim(x, 2) : 1,
-                  .w = cg_dim(x, r - 1), .cout = cg_dim(y, 1), .oh = s ? cg_dim(y, 2) : 1,
-                  .ow = cg_dim(y, r - 1), .kh = s ? cg_dim(w, 2) : 1, .kw = cg_dim(w, r - 1),
+  read_win(n, v->k, &win);
+  int s = v->k == 2; /* the index of the width in the window's lists */
+  *q = (ConvGeom){.nb = v->xd[0], .c = v->xd[1], .h = s ? v->xd[2] : 1, .w = v->xd[2 + s],
+                  .cout = v->yd[1], .oh = s ? v->yd[2] : 1, .ow = v->yd[2 + s],
+                  .kh = s ? v->wd[2] : 1, .kw = v->wd[2 + s],
                   .sh = s ? win.stride[0] : 1, .sw = win.stride[s], .ph = s ? win.pad[0] : 0,
-                  .pw = win.pad[s], .dh = s ? win.dil[0] : 1, .dw = win.dil[s]};
+                  .pw = win.pad[s], .dh = s ? win.dil[0] : 1, .dw = win.dil[s],
+                  .xn = v->xs[0], .xc = v->xs[1], .xh = s ? v->xs[2] : 0, .xw = v->xs[2 + s]};
+  (void)cg;
   return q->c * q->kh * q->kw < INT32_MAX / 2 && q->cout < INT32_MAX / 2 &&
          q->c * q->h * q->w < INT32_MAX / 2;
 }
 
 enum { MMA_BK = 32, MMA_THREADS = 256, MMA_SMS = 132 };
 
-static int gen_conv_mma(Cg *cg, const Node *n, const ConvGeom *q) {
+static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q) {
   const Value *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
-  DType t = y->type.dtype, xt = cg->prologue ? cg->prologue->in[0]->type.dtype : t;
+  DType t = y->type.dtype, xt = v->src;
   int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw, OHW = q->oh * q->ow;
   /* 8 warps as 4 x 2: BN 32 for narrow layers, BM 64 when 128 leaves SMs idle */
   int64_t BN = q->cout <= 32 ? 32 : 64, NT = (q->cout + BN - 1) / BN;
   int64_t BM = (M + 127) / 128 * NT >= 2 * MMA_SMS ? 128 : 64, MT = (M + BM - 1) / BM;
   int64_t MI = BM / 64, NJ = BN / 16, TPM = MMA_THREADS / BM, KPT = MMA_BK / TPM;
   int64_t EPB = BN * MMA_BK / MMA_THREADS, BPR = MMA_BK / EPB;
+  /* channels last: K runs over (kh, kw, c), and eight channels in a row are one 16-byte
+   * load when they are contiguous and stored in the GEMM's type */
+  bool vec = v->cl && q->xc == 1 && q->c % 8 == 0 && xt == t;
   const char *bits = xt == t ? "%s.bits" : t == DT_BF16 ? "gc_f2bf(%s).bits" : "gc_f2h(%s).bits";
   const char *note = cg_fmt(cg, "implicit GEMM on tensor cores: %" PRId64 " x %" PRId64 " x %" PRId64
-                            " in %" PRId64 " x %" PRId64 " tiles%s", M, q->cout, K, BM, BN,
-                            xt == t ? "" : ", the input rounded as loaded");
+                            " in %" PRId64 " x %" PRId64 " tiles%s%s", M, q->cout, K, BM, BN,
+                            v->cl ? ", channels last" : "", xt == t ? "" : ", the input rounded as loaded");
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
@@ -175,22 +228,35 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvGeom *q) {
       "    const %s *xb = in0 + (mok ? pm / %" PRId64 " : 0) * %" PRId64 ";\n"
       "    const %s *wr = in1 + (idx_t)(nok ? n0 + bn : 0) * %" PRId64 ";\n",
       MT, BM, MT, BN, M, q->cout, OHW, q->ow, q->sh, q->ph, q->ow, q->sw, q->pw, cg_ctype(xt),
-      OHW, q->c * q->h * q->w, cg_ctype(t), K);
+      OHW, q->xn, cg_ctype(t), K);
+  /* tap k: its channel c and its place r in the window */
+  const char *tap = v->cl ? cg_fmt(cg, "c = k %% %" PRId64 ", r = k / %" PRId64, q->c, q->c)
+                          : cg_fmt(cg, "c = k / %" PRId64 ", r = k %% %" PRId64, q->kh * q->kw, q->kh * q->kw);
+  const char *at = cg_fmt(cg, "%s + %s + %s", affine(cg, "(idx_t)c", q->xc, 0),
+                          affine(cg, "ih", q->xh, 0), affine(cg, "iw", q->xw, 0));
   buf_printf(b,
       "    auto ldx = [&](int k) -> unsigned {\n"
       "      if (!mok || k >= %" PRId64 ") return 0u;\n"
-      "      const int c = k / %" PRId64 ", r = k %% %" PRId64 ", ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
+      "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
       "      return (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? (unsigned)%s : 0u;\n"
       "    };\n"
       "    auto ldw = [&](int k) -> unsigned { return nok && k < %" PRId64 " ? (unsigned)wr[k].bits : 0u; };\n",
-      K, q->kh * q->kw, q->kh * q->kw, q->kw, q->dh, q->kw, q->dw, q->h, q->w,
-      cg_fmt(cg, bits, cg_fmt(cg, "xb[(idx_t)c * %" PRId64 " + ih * %" PRId64 " + iw]", q->h * q->w, q->w)),
-      K);
+      K, tap, q->kw, q->dh, q->kw, q->dw, q->h, q->w, cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)), K);
+  if (vec)
+    buf_printf(b,
+        "    /* eight channels of one tap (k a multiple of 8) as four pairs, or zeros */\n"
+        "    auto ldx8 = [&](int k, unsigned *dst) {\n"
+        "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
+        "      gc_vec<unsigned, 4> u = {};\n"
+        "      if (mok && k < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u) u = *(const gc_vec<unsigned, 4> *)(xb + %s);\n"
+        "      dst[0] = u.e[0]; dst[1] = u.e[1]; dst[2] = u.e[2]; dst[3] = u.e[3];\n"
+        "    };\n",
+        tap, q->kw, q->dh, q->kw, q->dw, K, q->h, q->w, at);
   buf_printf(b,
       "    unsigned ra[%" PRId64 "], rb[%" PRId64 "];\n"
       "    auto load = [&](int k0) {\n"
       "#pragma unroll\n"
-      "      for (int j = 0; j < %" PRId64 "; j++) ra[j] = ldx(k0 + ak + 2 * j) | ldx(k0 + ak + 2 * j + 1) << 16;\n"
+      "%s"
       "#pragma unroll\n"
       "      for (int j = 0; j < %" PRId64 "; j++) rb[j] = ldw(k0 + bk + 2 * j) | ldw(k0 + bk + 2 * j + 1) << 16;\n"
       "    };\n"
@@ -224,7 +290,10 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvGeom *q) {
       "      }\n"
       "      __syncthreads();\n"
       "    }\n",
-      KPT / 2, EPB / 2, KPT / 2, EPB / 2, MI, NJ, K, MMA_BK, KPT / 2, EPB / 2, MMA_BK, K, MMA_BK,
+      KPT / 2, EPB / 2,
+      vec ? cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ldx8(k0 + ak + 8 * j, ra + 4 * j);\n", KPT / 8)
+          : cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ra[j] = ldx(k0 + ak + 2 * j) | ldx(k0 + ak + 2 * j + 1) << 16;\n", KPT / 2),
+      EPB / 2, MI, NJ, K, MMA_BK, KPT / 2, EPB / 2, MMA_BK, K, MMA_BK,
       MMA_BK / 2, MI, NJ, MI, NJ, MI, NJ, t == DT_BF16 ? "bf16" : "f16");
   buf_printf(b,
       "    /* the tile through shared memory: the stores below are coalesced */\n"
@@ -237,13 +306,18 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvGeom *q) {
       "        sm.c[c][r + 8] = acc[i][j][2]; sm.c[c + 1][r + 8] = acc[i][j][3];\n"
       "      }\n"
       "    __syncthreads();\n"
-      "    for (int e = tid; e < %" PRId64 "; e += %d) {\n"
-      "      const idx_t m = m0 + e %% %" PRId64 ";\n"
-      "      const int n = n0 + e / %" PRId64 ";\n"
+      "    for (int e = tid; e < %" PRId64 "; e += %d) { /* neighbouring threads: neighbouring outputs */\n"
+      "      const int lm = %s, ln = %s;\n"
+      "      const idx_t m = m0 + lm;\n"
+      "      const int n = n0 + ln;\n"
       "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
-      "      const idx_t i = m / %" PRId64 " * %" PRId64 " + (idx_t)n * %" PRId64 " + m %% %" PRId64 ";\n"
-      "      const float v = sm.c[e / %" PRId64 "][e %% %" PRId64 "]%s;\n",
-      MI, NJ, BM * BN, MMA_THREADS, BM, BM, M, q->cout, OHW, q->cout * OHW, OHW, OHW, BM, BM,
+      "      const idx_t i = %s;\n"
+      "      const float v = sm.c[ln][lm]%s;\n",
+      MI, NJ, BM * BN, MMA_THREADS,
+      v->cl ? cg_fmt(cg, "e / %" PRId64, BN) : cg_fmt(cg, "e %% %" PRId64, BM),
+      v->cl ? cg_fmt(cg, "e %% %" PRId64, BN) : cg_fmt(cg, "e / %" PRId64, BM), M, q->cout,
+      v->cl ? cg_fmt(cg, "m * %" PRId64 " + n", q->cout)
+            : cg_fmt(cg, "m / %" PRId64 " * %" PRId64 " + (idx_t)n * %" PRId64 " + m %% %" PRId64, OHW, q->cout * OHW, OHW, OHW),
       bias ? cg_fmt(cg, " + %s", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n]")) : "");
   cg_store_out(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "      ");
   buf_puts(b, "    }\n    __syncthreads();\n  }\n}\n");
@@ -257,34 +331,44 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvGeom *q) {
  * x[b, g * CG + c, o * stride - pad + q * dilation] * w[m, c, q], taps outside x
  * skipped. */
 static int gen_conv(Cg *cg, const Node *n) {
+  ConvView v;
   ConvGeom q;
-  if (conv_geom(cg, n, &q))
-    return gen_conv_mma(cg, n, &q);
-  const Value *x = n->in[0], *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL;
-  const Value *y = n->out[0];
-  int k = x->type.shape.rank - 2;
+  conv_view(cg, n, &v);
+  if (conv_geom(cg, n, &v, &q))
+    return gen_conv_mma(cg, n, &v, &q);
+  const Value *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
+  int k = v.k;
   Win win;
   read_win(n, k, &win);
-  int64_t group = attr_int(n, "group"), C = cg_dim(x, 1), M = cg_dim(y, 1);
-  int64_t CG = cg_dim(w, 1), MG = M / group, NIN = spatial_numel(x), NKER = spatial_numel(w);
-  for (int j = 0; j < k; j++)
-    win.kernel[j] = cg_dim(w, 2 + j);
-  Dom dom = cg_dom(x->type.dtype);
+  int64_t group = attr_int(n, "group"), C = v.xd[1], M = v.yd[1];
+  int64_t CG = v.wd[1], MG = M / group, NKER = 1;
+  for (int j = 0; j < k; j++) {
+    win.kernel[j] = v.wd[2 + j];
+    NKER *= win.kernel[j];
+  }
+  Dom dom = cg_dom(y->type.dtype);
   const char *T = cg_dom_type(dom);
   int64_t numel = cg_numel(y);
-  const char *note = cg_fmt(cg, "direct: a thread per output, %" PRId64 " channel%s x %" PRId64 " taps each%s",
-                            CG, CG == 1 ? "" : "s", NKER, group == C && CG == 1 ? " (depthwise)" : "");
+  const char *note = cg_fmt(cg, "direct: a thread per output, %" PRId64 " channel%s x %" PRId64 " taps each%s%s",
+                            CG, CG == 1 ? "" : "s", NKER, group == C && CG == 1 ? " (depthwise)" : "",
+                            v.cl ? ", channels last" : "");
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
   cg_loop_begin(cg, n, numel);
-  emit_unravel(cg, y, "m", "b");
+  /* i in y's storage order: its channel m, batch b and spatial place o0.. */
+  buf_puts(b, "    idx_t r = i;\n");
+  if (v.cl)
+    buf_printf(b, "    const idx_t m = r %% %" PRId64 "; r /= %" PRId64 ";\n", M, M);
+  for (int j = k - 1; j >= 0; j--)
+    buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j, v.yd[2 + j], v.yd[2 + j]);
+  if (!v.cl)
+    buf_printf(b, "    const idx_t m = r %% %" PRId64 "; r /= %" PRId64 ";\n", M, M);
+  buf_puts(b, "    const idx_t b = r;\n");
   buf_printf(b, "    %s acc = %s;\n", T, bias ? cg_load(cg, bias->type.dtype, dom, "in2[m]") : cg_fmt(cg, "(%s)0", T));
-  if (group == 1)
-    buf_printf(b, "    const idx_t xb = b * %" PRId64 ", wb = m * %" PRId64 ";\n", C * NIN, CG * NKER);
-  else
-    buf_printf(b, "    const idx_t xb = (b * %" PRId64 " + m / %" PRId64 " * %" PRId64 ") * %" PRId64 ", wb = m * %" PRId64 ";\n",
-               C, MG, CG, NIN, CG * NKER);
+  buf_printf(b, "    const idx_t xb = b * %" PRId64 "%s, wb = m * %" PRId64 ";\n", v.xs[0],
+             group == 1 ? "" : cg_fmt(cg, " + m / %" PRId64 " * %" PRId64, MG, CG * v.xs[1]), v.ws[0]);
   buf_printf(b, "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n", CG);
+  const char *xoff = cg_fmt(cg, "xb + c * %" PRId64, v.xs[1]), *woff = cg_fmt(cg, "wb + c * %" PRId64, v.ws[1]);
   for (int j = 0; j < k; j++) {
     indent(b, 3 + j);
     buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win.kernel[j], j);
@@ -292,22 +376,17 @@ static int gen_conv(Cg *cg, const Node *n) {
     buf_printf(b, "const idx_t p%d = %s + %s;\n", j, affine(cg, cg_fmt(cg, "o%d", j), win.stride[j], -win.pad[j]),
                affine(cg, cg_fmt(cg, "q%d", j), win.dil[j], 0));
     indent(b, 4 + j);
-    buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, cg_dim(x, 2 + j));
+    buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, v.xd[2 + j]);
+    xoff = cg_fmt(cg, "%s + p%d * %" PRId64, xoff, j, v.xs[2 + j]);
+    woff = cg_fmt(cg, "%s + q%d * %" PRId64, woff, j, v.ws[2 + j]);
   }
-  int64_t kst[IR_MAX_RANK];
-  contiguous_strides(k, win.kernel, kst);
-  const char *qoff = NULL;
-  for (int j = 0; j < k; j++) {
-    const char *t = kst[j] == 1 ? cg_fmt(cg, "q%d", j) : cg_fmt(cg, "q%d * %" PRId64, j, kst[j]);
-    qoff = qoff ? cg_fmt(cg, "%s + %s", qoff, t) : t;
-  }
-  const char *xe = cg_fmt(cg, "in0[xb + c * %" PRId64 " + %s]", NIN, spatial_offset(cg, x, "p"));
-  if (cg->prologue) /* the cast's input, rounded to x's type as the cast would */
-    xe = cg_store(cg, x->type.dtype, dom, cg_load(cg, cg->prologue->in[0]->type.dtype, dom, xe));
-  const char *xv = cg_load(cg, x->type.dtype, dom, xe);
-  const char *wv = cg_load(cg, w->type.dtype, dom, cg_fmt(cg, "in1[wb + c * %" PRId64 " + %s]", NKER, qoff));
+  DType xt = n->in[0]->type.dtype;
+  const char *xe = cg_fmt(cg, "in0[%s]", xoff);
+  if (v.src != xt) /* the prologue's cast: the source rounded to x's type */
+    xe = cg_store(cg, xt, dom, cg_load(cg, v.src, dom, xe));
   indent(b, 3 + k);
-  buf_printf(b, "acc += %s * %s;\n", xv, wv);
+  buf_printf(b, "acc += %s * %s;\n", cg_load(cg, xt, dom, xe),
+             cg_load(cg, w->type.dtype, dom, cg_fmt(cg, "in1[%s]", woff)));
   for (int j = k - 1; j >= 0; j--) {
     indent(b, 3 + j);
     buf_puts(b, "}\n");
@@ -392,6 +471,14 @@ static int gen_conv_transpose(Cg *cg, const Node *n) {
 static int gen_pool(Cg *cg, const Node *n) {
   const Value *x = n->in[0], *y = n->out[0];
   int k = x->type.shape.rank - 2;
+  bool cl = attr_int(n, "channels_last") != 0;
+  /* channels last: x [N, spatial..., C], the spatial dims from 1 */
+  int64_t sd[IR_MAX_RANK], od[IR_MAX_RANK], sst[IR_MAX_RANK], C = cg_dim(x, cl ? k + 1 : 1);
+  for (int j = 0; j < k; j++) {
+    sd[j] = cg_dim(x, j + (cl ? 1 : 2));
+    od[j] = cg_dim(y, j + (cl ? 1 : 2));
+  }
+  contiguous_strides(k, sd, sst);
   Win win;
   read_win(n, k, &win);
   list_or(n, "kernel_shape", k, 1, win.kernel);
@@ -400,14 +487,24 @@ static int gen_pool(Cg *cg, const Node *n) {
   bool fl = dtype_is_float(x->type.dtype);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
-  int64_t numel = cg_numel(y), NX = spatial_numel(x), nker = 1;
+  int64_t numel = cg_numel(y), NX = 1, nker = 1;
+  for (int j = 0; j < k; j++)
+    NX *= sd[j];
   for (int j = 0; j < k; j++)
     nker *= win.kernel[j];
-  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "a thread per output, a window of %" PRId64 "%s", nker,
-                                                   include_pad ? "; count_include_pad" : ""));
+  const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "a thread per output, a window of %" PRId64 "%s%s", nker,
+                                                   include_pad ? "; count_include_pad" : "",
+                                                   cl ? ", channels last" : ""));
   Buf *b = &cg->src;
   cg_loop_begin(cg, n, numel);
-  emit_unravel(cg, y, NULL, "pl");
+  if (cl) { /* pl: the batch index; ch the channel */
+    buf_printf(b, "    idx_t r = i;\n    const idx_t ch = r %% %" PRId64 "; r /= %" PRId64 ";\n", C, C);
+    for (int j = k - 1; j >= 0; j--)
+      buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j, od[j], od[j]);
+    buf_puts(b, "    const idx_t pl = r;\n");
+  } else {
+    emit_unravel(cg, y, NULL, "pl");
+  }
   if (is_max && fl)
     buf_printf(b, "    %s best = %s;\n", T, cg_lit(cg, -INFINITY, dom));
   else if (is_max)
@@ -415,7 +512,7 @@ static int gen_pool(Cg *cg, const Node *n) {
   else
     buf_printf(b, "    %s sum = (%s)0;\n    int count = 0;\n", T, T);
   for (int j = 0; j < k; j++) {
-    int64_t in = cg_dim(x, 2 + j);
+    int64_t in = sd[j];
     indent(b, 2 + j);
     buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win.kernel[j], j);
     indent(b, 3 + j);
@@ -433,7 +530,11 @@ static int gen_pool(Cg *cg, const Node *n) {
       buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, in);
     }
   }
-  const char *at = cg_fmt(cg, "in0[pl * %" PRId64 " + %s]", NX, spatial_offset(cg, x, "p"));
+  const char *soff = "0";
+  for (int j = 0; j < k; j++)
+    soff = cg_fmt(cg, "%s + p%d * %" PRId64, soff, j, sst[j]);
+  const char *at = cl ? cg_fmt(cg, "in0[(pl * %" PRId64 " + %s) * %" PRId64 " + ch]", NX, soff, C)
+                      : cg_fmt(cg, "in0[pl * %" PRId64 " + %s]", NX, soff);
   indent(b, 2 + k);
   if (include_pad) {
     buf_printf(b, "count++;\n");

@@ -238,8 +238,10 @@ int cg_reduce(Cg *cg, const Node *n) {
  * (n, c) plane, or a block for planes longer than ROW_BLOCK_MIN. */
 int cg_global_pool(Cg *cg, const Node *n) {
   bool red[IR_MAX_RANK];
-  for (int i = 0; i < n->in[0]->type.shape.rank; i++)
-    red[i] = i >= 2;
+  int r = n->in[0]->type.shape.rank;
+  bool cl = attr_int(n, "channels_last") != 0; /* [N, spatial..., C] */
+  for (int i = 0; i < r; i++)
+    red[i] = cl ? i >= 1 && i < r - 1 : i >= 2;
   return reduce_over(cg, n, red, n->op == OP_GLOBAL_MAX_POOL ? OP_REDUCE_MAX : OP_REDUCE_MEAN);
 }
 

@@ -902,6 +902,35 @@ static int infer_pool(const Node *n, Type *out, Diag *d) {
   return 0;
 }
 
+/* A channels-last conv or pool (x [N, spatial..., C], conv's w [M, k..., C/group]) is
+ * inferred as its channels-first twin, over the same values with their dims moved. */
+static int infer_window_op(const Node *n, Type *out, Diag *d) {
+  bool conv = n->op == OP_CONV || n->op == OP_CONV_TRANSPOSE;
+  if (!attr_int(n, "channels_last"))
+    return conv ? infer_conv(n, out, d) : infer_pool(n, out, d);
+  Value v[2];
+  Value *in[3] = {n->in[0], n->nin > 1 ? n->in[1] : NULL, n->nin > 2 ? n->in[2] : NULL};
+  for (int i = 0; i < (conv ? 2 : 1); i++) {
+    v[i] = *n->in[i];
+    int r = v[i].type.shape.rank;
+    if (r < 3)
+      return fail(n, d, "%s with channels_last needs [N, spatial..., C] operands of rank 3 "
+                  "or more", op_info[n->op].name);
+    for (int j = 1; j < r; j++) /* [a, b.., c] -> [a, c, b..] */
+      v[i].type.shape.dims[j] = n->in[i]->type.shape.dims[j == 1 ? r - 1 : j - 1];
+    in[i] = &v[i];
+  }
+  Node t = *n;
+  t.in = in;
+  int rc = conv ? infer_conv(&t, out, d) : infer_pool(&t, out, d);
+  if (rc)
+    return rc;
+  Shape cf = out->shape;
+  for (int j = 1; j < cf.rank; j++) /* back: [a, c, b..] -> [a, b.., c] */
+    out->shape.dims[j] = cf.dims[j == cf.rank - 1 ? 1 : j + 1];
+  return 0;
+}
+
 /* Per-channel parameters of the norms: rank 1, the channel dim of x. */
 static int channel_params(const Node *n, Diag *d, const Type *x, int from) {
   char bx[TSTR], bp[TSTR];
@@ -1631,11 +1660,11 @@ int ir_infer_node(const Node *n, Type *out, Diag *d) {
   case OP_SPLIT: rc = infer_split(n, out, d); break;
   case OP_GATHER: rc = infer_gather(n, out, d); break;
   case OP_CONV:
-  case OP_CONV_TRANSPOSE: rc = infer_conv(n, out, d); break;
+  case OP_CONV_TRANSPOSE:
   case OP_MAX_POOL:
   case OP_AVERAGE_POOL:
   case OP_GLOBAL_AVERAGE_POOL:
-  case OP_GLOBAL_MAX_POOL: rc = infer_pool(n, out, d); break;
+  case OP_GLOBAL_MAX_POOL: rc = infer_window_op(n, out, d); break;
   case OP_BATCH_NORM:
   case OP_INSTANCE_NORM:
   case OP_LRN: rc = infer_norm(n, out, d); break;

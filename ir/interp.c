@@ -1965,8 +1965,64 @@ static int eval_mvn(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
 
 /* ---------------------------------------------------------------- one node */
 
+/* y = x with its dims in the order perm (y's dim i is x's dim perm[i]): a new tensor,
+ * or, with y given, into y. */
+static Tensor *permute(const Tensor *x, const int64_t *perm, Tensor *y) {
+  int64_t xs[IR_MAX_RANK], st[IR_MAX_RANK], dims[IR_MAX_RANK];
+  contiguous_strides(x->rank, x->dims, xs);
+  for (int i = 0; i < x->rank; i++) {
+    st[i] = xs[perm[i]];
+    dims[i] = x->dims[perm[i]];
+  }
+  if (!y && !(y = tensor_new(x->dtype, x->rank, dims)))
+    return NULL;
+  Walk w;
+  walk_init(&w, y->rank, y->dims);
+  walk_add_strides(&w, st, 0);
+  gather_walk(&w, x, y);
+  return y;
+}
+
+static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d);
+
+/* A channels-last conv or pool: its channels-first twin over permuted copies of x (and
+ * conv's w), the result permuted back into y. */
+static int eval_channels_last(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
+  int r = y->rank, nt = n->op == OP_CONV ? 2 : 1;
+  int64_t first[IR_MAX_RANK], last[IR_MAX_RANK]; /* [a, b.., c] <-> [a, c, b..] */
+  for (int j = 0; j < r; j++) {
+    first[j] = j == 0 ? 0 : j == 1 ? r - 1 : j - 1;
+    last[j] = j == 0 ? 0 : j == r - 1 ? 1 : j + 1;
+  }
+  Tensor *cin[3] = {in[0], n->nin > 1 ? in[1] : NULL, n->nin > 2 ? in[2] : NULL};
+  Tensor *cy = permute(y, first, NULL); /* only its dims matter: it is overwritten */
+  int rc = cy ? 0 : -1;
+  for (int i = 0; i < nt && !rc; i++)
+    rc = (cin[i] = permute(in[i], first, NULL)) ? 0 : -1;
+  Node t = *n;
+  Attr attrs[16];
+  t.nattr = 0;
+  for (int i = 0; i < n->nattr && t.nattr < 16; i++)
+    if (strcmp(n->attrs[i].name, "channels_last"))
+      attrs[t.nattr++] = n->attrs[i];
+  t.attrs = attrs;
+  if (rc)
+    rc = node_error(n, d, "out of memory");
+  else if (!(rc = eval_compute(&t, cin, &cy, d)))
+    permute(cy, last, y);
+  for (int i = 0; i < nt; i++)
+    if (cin[i] != in[i])
+      tensor_free(cin[i]);
+  tensor_free(cy);
+  return rc;
+}
+
 static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
   Op op = n->op;
+  if ((op == OP_CONV || op == OP_MAX_POOL || op == OP_AVERAGE_POOL ||
+       op == OP_GLOBAL_AVERAGE_POOL || op == OP_GLOBAL_MAX_POOL) &&
+      attr_int(n, "channels_last"))
+    return eval_channels_last(n, in, out[0], d);
   switch (op) {
   case OP_MATMUL: return eval_matmul(n, in[0], in[1], out[0], d);
   case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:

@@ -374,22 +374,34 @@ static void concat_operands(Fuse *f, const bool *closed) {
   }
 }
 
-/* A convolution's input through a cast: the image of a lowered model, cast from f32 to
- * the convolution's 16-bit type, goes into the convolution's group, whose kernel rounds
- * each element as it loads it (a prologue): the cast is no kernel. */
+/* A convolution's input through a cast and a transpose: the image of a lowered model,
+ * cast from f32 to the convolution's 16-bit type and moved to channels last, goes into
+ * the convolution's group, whose kernel reads the image through the transpose's strides
+ * and rounds each element as it loads it (a prologue): neither is a kernel. At most two
+ * such nodes, each alone and read only by the next (codegen's prologue_of). */
 static void conv_prologues(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *c = g->nodes[i];
-    if (c->op != OP_CONV || closed[find(f, i)] || c->in[0]->kind != VK_NODE)
+    if (c->op != OP_CONV || closed[find(f, i)])
       continue;
-    const Node *d = c->in[0]->def;
     DType t = c->out[0]->type.dtype;
-    int p = f->at[d->id];
-    if (d->op == OP_CAST && d->in[0]->type.dtype == DT_F32 && (t == DT_BF16 || t == DT_F16) &&
-        d->out[0]->type.dtype == t && alone(f, p) && users_inside(f, d->out[0], find(f, i)) &&
-        graph_count_uses(g, d->out[0]) == 1)
-      f->group[p] = find(f, i);
+    const Node *chain[2];
+    int n = 0;
+    bool cast = false;
+    for (const Value *v = c->in[0]; n < 2 && v->kind == VK_NODE; v = v->def->in[0]) {
+      const Node *d = v->def;
+      int p = f->at[d->id];
+      bool ok = d->op == OP_TRANSPOSE ? shape_is_static(&d->in[0]->type.shape)
+                : d->op == OP_CAST && !cast && d->in[0]->type.dtype == DT_F32 &&
+                      (t == DT_BF16 || t == DT_F16) && d->out[0]->type.dtype == t;
+      if (!ok || closed[find(f, p)] || !alone(f, p) || graph_count_uses(g, v) != 1)
+        break; /* graph_count_uses counts a graph output too */
+      cast = cast || d->op == OP_CAST;
+      chain[n++] = d;
+    }
+    for (int j = 0; j < n; j++)
+      f->group[f->at[chain[j]->id]] = find(f, i);
   }
 }
 
@@ -671,10 +683,9 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
       continue;
     }
     const Node *lead = f->g->nodes[i];
-    if (lead->op == OP_CAST && lead->out[0]->type.dtype != DT_F32)
-      for (int j = i + 1; j < f->g->nnodes; j++)
-        if (find(f, j) == r && f->g->nodes[j]->op == OP_CONV && f->g->nodes[j]->in[0] == lead->out[0])
-          lead = f->g->nodes[j]; /* a convolution's prologue */
+    for (int j = i + 1; j < f->g->nnodes && (lead->op == OP_CAST || lead->op == OP_TRANSPOSE); j++)
+      if (find(f, j) == r && f->g->nodes[j]->op == OP_CONV)
+        lead = f->g->nodes[j]; /* a convolution's prologue leads its group */
     Op op = lead->op == OP_LOG_SOFTMAX ? OP_SOFTMAX : lead->op;
     int k = 0;
     while (k < NKINDS && kinds[k] != op)

@@ -336,6 +336,17 @@ def cases():
         ("conv_depthwise", {"x": x, "w": f(4, 1, 3, 3)}, "%y = conv(%x, %w) {pads = [1, 1, 1, 1], group = 4}"),
         ("conv_1d", {"x": f(2, 4, 11), "w": f(4, 2, 3), "b": f(4)}, "%y = conv(%x, %w, %b) {group = 2, pads = [1, 2], strides = [2]}"),
         ("conv_3d_f64", {"x": d5, "w": rng.standard_normal((2, 2, 3, 3, 2))}, "%y = conv(%x, %w) {pads = [1, 0, 1, 1, 0, 1]}"),
+        # channels last ([N, H, W, C], w [M, KH, KW, C/group]): the direct kernel, pools
+        ("conv_channels_last", {"x": f(2, 9, 10, 4), "w": f(6, 3, 3, 2), "b": f(6)},
+         "%y = conv(%x, %w, %b) {strides = [2, 3], pads = [1, 0, 2, 1], dilations = [2, 1], group = 2, channels_last = 1}"),
+        ("conv_depthwise_channels_last", {"x": f(2, 9, 10, 4), "w": f(4, 3, 3, 1)},
+         "%y = conv(%x, %w) {pads = [1, 1, 1, 1], group = 4, channels_last = 1}"),
+        ("max_pool_channels_last", {"x": f(2, 9, 10, 4)},
+         "%y = max_pool(%x) {kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], channels_last = 1}"),
+        ("average_pool_channels_last", {"x": f(2, 9, 10, 4)},
+         "%y = average_pool(%x) {kernel_shape = [2, 3], pads = [0, 1, 1, 1], count_include_pad = 1, channels_last = 1}"),
+        ("global_average_pool_channels_last", {"x": f(2, 9, 10, 4)},
+         "%y = global_average_pool(%x) {channels_last = 1}"),
         ("conv_transpose", {"x": x, "w": f(4, 3, 3, 3), "b": f(6)}, "%y = conv_transpose(%x, %w, %b) {strides = [2, 1], pads = [0, 1, 1, 0], output_padding = [1, 0], group = 2}"),
         ("conv_transpose_dil", {"x": f(1, 2, 4, 5), "w": f(2, 3, 2, 3)}, "%y = conv_transpose(%x, %w) {strides = [3, 2], dilations = [2, 1], pads = [1, 1, 0, 2]}"),
         ("max_pool_ceil", {"x": x}, "%y = max_pool(%x) {kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], ceil_mode = 1}"),
@@ -499,6 +510,14 @@ def cases():
          "%y = conv(%x, %w) {strides = [2], dilations = [2], pads = [2, 1]}"),
         ("bf16_conv_wide_tiles", {"x": f(2, 4, 64, 66), "w": f(200, 4, 1, 1), "b": f(200)},
          "%y = conv(%x, %w, %b)"),
+        # channels last on tensor cores: the second convolution loads eight channels at once
+        ("bf16_conv_channels_last_pair", {"x": f(2, 6, 7, 8), "w": f(16, 3, 3, 8), "v": f(24, 3, 3, 16), "b": f(24)},
+         "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%r = relu(%c)\n"
+         "%y = conv(%r, %v, %b) {strides = [2, 2], channels_last = 1}"),
+        # an NCHW image read by a channels-last convolution through the transpose and the
+        # cast in its group (a prologue)
+        ("bf16_conv_transposed_input", {"x": f(2, 3, 11, 12), "w": f(40, 4, 4, 3), "b": f(40)},
+         "%t = transpose(%x) {perm = [0, 2, 3, 1]}\n%y = conv(%t, %w, %b) {strides = [4, 4], channels_last = 1}"),
         ("bf16_conv_1x1_residual", {"x": f(2, 40, 6, 7), "w": f(40, 40, 1, 1), "r": f(2, 40, 6, 7)},
          "%c = conv(%x, %w)\n%a = add(%c, %r)\n%y = relu(%a)"),
         ("fp16_reduce_mean_sub", {"x": f(3, 5, 70)},
