@@ -366,9 +366,11 @@ static int gen_conv(Cg *cg, const Node *n) {
   buf_puts(b, "    const idx_t b = r;\n");
   buf_printf(b, "    %s acc = %s;\n", T, bias ? cg_load(cg, bias->type.dtype, dom, "in2[m]") : cg_fmt(cg, "(%s)0", T));
   buf_printf(b, "    const idx_t xb = b * %" PRId64 "%s, wb = m * %" PRId64 ";\n", v.xs[0],
-             group == 1 ? "" : cg_fmt(cg, " + m / %" PRId64 " * %" PRId64, MG, CG * v.xs[1]), v.ws[0]);
+             group == 1 ? "" : cg_fmt(cg, " + %s", affine(cg, MG == 1 ? "m" : cg_fmt(cg, "m / %" PRId64, MG), CG * v.xs[1], 0)),
+             v.ws[0]);
   buf_printf(b, "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n", CG);
-  const char *xoff = cg_fmt(cg, "xb + c * %" PRId64, v.xs[1]), *woff = cg_fmt(cg, "wb + c * %" PRId64, v.ws[1]);
+  const char *xoff = cg_fmt(cg, "xb + %s", affine(cg, "c", v.xs[1], 0));
+  const char *woff = cg_fmt(cg, "wb + %s", affine(cg, "c", v.ws[1], 0));
   for (int j = 0; j < k; j++) {
     indent(b, 3 + j);
     buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win.kernel[j], j);
@@ -377,8 +379,8 @@ static int gen_conv(Cg *cg, const Node *n) {
                affine(cg, cg_fmt(cg, "q%d", j), win.dil[j], 0));
     indent(b, 4 + j);
     buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, v.xd[2 + j]);
-    xoff = cg_fmt(cg, "%s + p%d * %" PRId64, xoff, j, v.xs[2 + j]);
-    woff = cg_fmt(cg, "%s + q%d * %" PRId64, woff, j, v.ws[2 + j]);
+    xoff = cg_fmt(cg, "%s + %s", xoff, affine(cg, cg_fmt(cg, "p%d", j), v.xs[2 + j], 0));
+    woff = cg_fmt(cg, "%s + %s", woff, affine(cg, cg_fmt(cg, "q%d", j), v.ws[2 + j], 0));
   }
   DType xt = n->in[0]->type.dtype;
   const char *xe = cg_fmt(cg, "in0[%s]", xoff);
@@ -530,9 +532,11 @@ static int gen_pool(Cg *cg, const Node *n) {
       buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, in);
     }
   }
-  const char *soff = "0";
-  for (int j = 0; j < k; j++)
-    soff = cg_fmt(cg, "%s + p%d * %" PRId64, soff, j, sst[j]);
+  const char *soff = NULL;
+  for (int j = 0; j < k; j++) {
+    const char *t = affine(cg, cg_fmt(cg, "p%d", j), sst[j], 0);
+    soff = soff ? cg_fmt(cg, "%s + %s", soff, t) : t;
+  }
   const char *at = cl ? cg_fmt(cg, "in0[(pl * %" PRId64 " + %s) * %" PRId64 " + ch]", NX, soff, C)
                       : cg_fmt(cg, "in0[pl * %" PRId64 " + %s]", NX, soff);
   indent(b, 2 + k);

@@ -1,0 +1,237 @@
+/* layout.c: convolution networks in channels last (NHWC).
+ *
+ * A 16-bit convolution runs as an implicit GEMM on tensor cores (codegen/nn.c); with its
+ * channels as the innermost dim, the taps of one pixel are contiguous and a thread loads
+ * eight channels at once. So every bf16/f16 conv and pool over [N, C, spatial...] becomes
+ * its channels_last twin between two transposes:
+ *
+ *   y = conv(x, w)   ->   y = transpose(conv(transpose(x), w') {channels_last = 1})
+ *
+ * w' = w with its channels last, a constant made here once. Then the transposes move
+ * towards the graph's outputs: a pointwise node whose inputs are all such transposes of
+ * the same perm (or single elements, which any perm leaves alone) computes on their
+ * sources instead, and its result is transposed. A transpose of a transpose is one
+ * transpose, or nothing when they cancel: between two convolutions (a ReLU, a residual
+ * add between them) no transpose is left. What remains is at the graph's edges: the image
+ * moved to channels last (read by the first convolution's kernel through strides, see
+ * fuse's conv_prologues) and a transpose back where a value leaves the convolutional
+ * part; a transpose that only moves dims of size 1 (after a global pool) is a reshape.
+ * Graphs in f32 keep their layout: their convolutions are direct kernels. */
+#include "passes/passes-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool lowered(DType t) { return t == DT_BF16 || t == DT_F16; }
+
+static bool spatial_op(const Node *n) {
+  switch (n->op) {
+  case OP_CONV: case OP_MAX_POOL: case OP_AVERAGE_POOL: case OP_GLOBAL_AVERAGE_POOL:
+  case OP_GLOBAL_MAX_POOL:
+    return n->nout == 1 && n->in[0]->type.shape.rank >= 3 && lowered(n->out[0]->type.dtype) &&
+           !attr_int(n, "channels_last");
+  default:
+    return false;
+  }
+}
+
+/* [0, 2, .., r-1, 1]: channels-first to channels-last; its inverse [0, r-1, 1, .., r-2]. */
+static void to_last(int r, int64_t *p) {
+  for (int j = 0; j < r; j++)
+    p[j] = j == 0 ? 0 : j == r - 1 ? 1 : j + 1;
+}
+
+static void to_first(int r, int64_t *p) {
+  for (int j = 0; j < r; j++)
+    p[j] = j == 0 ? 0 : j == 1 ? r - 1 : j - 1;
+}
+
+/* Constant w with its dims in the order perm, as a new constant named <w>.nhwc. */
+static Value *permuted_const(Graph *g, const Value *w, const int64_t *perm) {
+  const Tensor *t = w->data;
+  int r = t->rank;
+  int64_t dims[IR_MAX_RANK], st[IR_MAX_RANK], idx[IR_MAX_RANK] = {0};
+  for (int j = 0; j < r; j++)
+    dims[j] = t->dims[perm[j]];
+  st[r - 1] = 1; /* t's row-major strides */
+  for (int j = r - 2; j >= 0; j--)
+    st[j] = st[j + 1] * t->dims[j + 1];
+  Tensor *p = tensor_in_arena(g->arena, t->dtype, r, dims);
+  size_t es = dtype_size(t->dtype);
+  int64_t n = tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int j = 0; j < r; j++)
+      off += idx[j] * st[perm[j]];
+    memcpy((char *)p->data + (size_t)i * es, (const char *)t->data + (size_t)off * es, es);
+    for (int j = r - 1; j >= 0 && ++idx[j] == dims[j]; j--)
+      idx[j] = 0;
+  }
+  char name[512];
+  snprintf(name, sizeof name, "%s.nhwc", w->name);
+  for (int k = 1; graph_find_value(g, name); k++)
+    snprintf(name, sizeof name, "%s.nhwc%d", w->name, k);
+  return graph_add_const(g, name, p);
+}
+
+/* n (a spatial op) as transpose(its channels_last twin over transposed operands). */
+static int to_channels_last(Graph *g, Node *n, PassContext *ctx) {
+  Value *x = n->in[0], *y = n->out[0];
+  int r = x->type.shape.rank;
+  int64_t last[IR_MAX_RANK], first[IR_MAX_RANK];
+  to_last(r, last);
+  to_first(r, first);
+  Attr pl = attr_make_ints("perm", last, r), pf = attr_make_ints("perm", first, r);
+  Value *in[3];
+  in[0] = pass_insert_before(g, n, OP_TRANSPOSE, &x, 1, &pl, 1, x->name, "t", ctx->diag);
+  if (!in[0])
+    return -1;
+  for (int k = 1; k < n->nin; k++)
+    in[k] = n->in[k];
+  if (n->op == OP_CONV) {
+    Value *w = n->in[1];
+    in[1] = w->kind == VK_CONST ? permuted_const(g, w, last)
+                                : pass_insert_before(g, n, OP_TRANSPOSE, &w, 1, &pl, 1, w->name,
+                                                     "nhwc", ctx->diag);
+    if (!in[1])
+      return -1;
+  }
+  Attr attrs[16];
+  int na = 0;
+  for (int k = 0; k < n->nattr && na < 15; k++)
+    attrs[na++] = n->attrs[k];
+  attrs[na++] = attr_make_int("channels_last", 1);
+  Value *yl = pass_insert_before(g, n, n->op, in, n->nin, attrs, na, y->name, "nhwc", ctx->diag);
+  if (!yl)
+    return -1;
+  pass_rewrite(g, n, OP_TRANSPOSE, &yl, 1, &pf, 1);
+  return 0;
+}
+
+static bool is_perm(const Node *n, const int64_t *p, int r) {
+  int len;
+  const int64_t *q = attr_ints(n, "perm", &len);
+  if (n->op != OP_TRANSPOSE || !q || len != r)
+    return false;
+  for (int j = 0; j < r; j++)
+    if (q[j] != p[j])
+      return false;
+  return true;
+}
+
+/* A pointwise node over transposes back to channels first (and single elements) computes
+ * on their sources; its result is transposed instead. */
+static int sink_through(Graph *g, Node *n, PassContext *ctx, bool *changed) {
+  if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
+    return 0;
+  int r = n->out[0]->type.shape.rank, moved = 0;
+  int64_t first[IR_MAX_RANK];
+  to_first(r, first);
+  Value *in[8];
+  if (r < 3 || n->nin > 8)
+    return 0;
+  for (int k = 0; k < n->nin; k++) {
+    Value *v = n->in[k];
+    in[k] = v;
+    if (!v)
+      continue;
+    if (v->kind == VK_NODE && v->type.shape.rank == r && is_perm(v->def, first, r)) {
+      in[k] = v->def->in[0];
+      moved++;
+    } else if (!shape_is_static(&v->type.shape) || shape_numel(&v->type.shape) != 1) {
+      return 0;
+    }
+  }
+  if (!moved)
+    return 0;
+  Value *yl = pass_insert_before(g, n, n->op, in, n->nin, n->attrs, n->nattr,
+                                 n->out[0]->name, "nhwc", ctx->diag);
+  if (!yl)
+    return -1;
+  Attr pf = attr_make_ints("perm", first, r);
+  pass_rewrite(g, n, OP_TRANSPOSE, &yl, 1, &pf, 1);
+  *changed = true;
+  return 0;
+}
+
+/* transpose(transpose(u)) as one transpose of u, or u itself when they cancel; a
+ * transpose that keeps the order of the dims that are not 1 as a reshape. */
+static void fold_transpose(Graph *g, Node *n, bool *changed) {
+  int r = n->out[0]->type.shape.rank, len, ilen;
+  const int64_t *p = attr_ints(n, "perm", &len);
+  if (n->op != OP_TRANSPOSE || !p || len != r)
+    return;
+  Value *v = n->in[0];
+  const int64_t *q = v->kind == VK_NODE && v->def->op == OP_TRANSPOSE
+                         ? attr_ints(v->def, "perm", &ilen) : NULL;
+  if (q && ilen == r) {
+    int64_t c[IR_MAX_RANK];
+    bool identity = true;
+    for (int j = 0; j < r; j++) {
+      c[j] = q[p[j]];
+      identity = identity && c[j] == j;
+    }
+    if (identity) {
+      graph_replace_uses(g, n->out[0], v->def->in[0]);
+    } else {
+      Attr a = attr_make_ints("perm", c, r);
+      pass_rewrite(g, n, OP_TRANSPOSE, &v->def->in[0], 1, &a, 1);
+    }
+    *changed = true;
+    return;
+  }
+  int64_t prev = -1, shape[IR_MAX_RANK];
+  for (int j = 0; j < r; j++) {
+    if (v->type.shape.dims[p[j]].n == 1 && !v->type.shape.dims[p[j]].sym)
+      continue;
+    if (p[j] < prev)
+      return;
+    prev = p[j];
+  }
+  if (!pass_reshape_attr(v, &n->out[0]->type, shape))
+    return;
+  Attr a = attr_make_ints("shape", shape, r);
+  pass_rewrite(g, n, OP_RESHAPE, &v, 1, &a, 1);
+  *changed = true;
+}
+
+static int run_layout(Graph *g, PassContext *ctx) {
+  int converted = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!spatial_op(n))
+      continue;
+    if (to_channels_last(g, n, ctx))
+      return -1;
+    converted++;
+    i += n->op == OP_CONV && n->in[1] && n->in[1]->kind != VK_CONST ? 3 : 2;
+  }
+  if (!converted)
+    return 0;
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (int i = 0; i < g->nnodes; i++) {
+      Node *n = g->nodes[i];
+      if (sink_through(g, n, ctx, &changed))
+        return -1;
+      fold_transpose(g, n, &changed);
+    }
+    if (changed && pass_dce.run(g, ctx))
+      return -1;
+  }
+  int left = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    left += g->nodes[i]->op == OP_TRANSPOSE;
+  ctx->changes += converted;
+  snprintf(ctx->note, sizeof ctx->note, "%d convolutions and pools in channels last; "
+           "%d transposes left", converted, left);
+  return 0;
+}
+
+const Pass pass_layout = {
+    .name = "layout",
+    .summary = "run bf16/f16 convolutions and pools in channels last (NHWC), the transposes "
+               "between them cancelled",
+    .run = run_layout,
+};
