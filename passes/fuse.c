@@ -13,6 +13,10 @@
  * view nodes that pick its input's rows (a gather of one token) join it too: the GEMM
  * reads them in place (gemm_operands).
  *
+ * A convolution's input may come through a cast from f32 and a transpose (a lowered
+ * image moved to channels last): they join its group too, and its kernel reads their
+ * source through strides, rounding as it loads (conv_prologues).
+ *
  * A producer joins its consumer's group when
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
  *     anchor: at most one per group, always its first node), and the producer's output
