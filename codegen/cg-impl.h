@@ -116,7 +116,6 @@ bool space_is_identity(const Space *s, int op); /* operand op is offset i itself
  * the flat index variable `i`; temporaries are <p>_r and <p>_c. */
 void space_emit_offsets(Cg *cg, const Space *s, const char *i, const char *p,
                         const char *indent);
-void contiguous_strides(int rank, const int64_t *dims, int64_t *strides);
 
 /* Epilogues (pointwise.c): a fuse group whose first node is not pointwise (a conv) is
  * that node's kernel, the group's pointwise nodes applied to each output element before

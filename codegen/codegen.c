@@ -186,14 +186,6 @@ unsigned cg_blocks(int64_t n, int64_t per_block) {
 
 /* ---------------------------------------------------------------- index spaces */
 
-void contiguous_strides(int rank, const int64_t *dims, int64_t *strides) {
-  int64_t s = 1;
-  for (int i = rank - 1; i >= 0; i--) {
-    strides[i] = s;
-    s *= dims[i];
-  }
-}
-
 void space_init(Space *s, int rank, const int64_t *dims) {
   memset(s, 0, sizeof *s);
   s->rank = rank;
@@ -742,9 +734,6 @@ int cg_use_outside(const Graph *g, const Value *v, int64_t group) {
   return -1;
 }
 
-/* A fuse group's kernel, at its root (the group's last node, at position `at`); the
- * other nodes of the group have nothing of their own. A group that starts with a node
- * of another kind is that node's kernel with the rest as its epilogue. */
 /* The cast and transpose nodes (at most two) a group starts with when each only feeds the
  * next and the last feeds the convolution after them, as its input (passes/fuse.c's
  * conv_prologues): their count, with p filled in, or 0. */
@@ -780,6 +769,9 @@ static int prologue_of(const Node *const *m, int n, Prologue *p) {
   return c;
 }
 
+/* A fuse group's kernel, at its root (the group's last node, at position `at`); the
+ * other nodes of the group have nothing of their own. A group that starts with a node
+ * of another kind is that node's kernel with the rest as its epilogue. */
 static int gen_group(Cg *cg, int at) {
   const Graph *g = cg->g;
   int64_t k = node_fuse_group(g->nodes[at]);

@@ -54,15 +54,19 @@ static const char *affine(Cg *cg, const char *a, int64_t s, int64_t c) {
 }
 
 /* Unravels the flat output index i of y [N, C, spatial...]: o0.. (spatial), then
- * `chan` and `batch` (or, with chan NULL, the plane index `batch` = n * C + c). */
-static void emit_unravel(Cg *cg, const Value *y, const char *chan, const char *batch) {
+ * `chan` and `batch` (or, with chan NULL, the plane index `batch` = n * C + c). With cl,
+ * y is [N, spatial..., C]: `chan` first, then o0.., then `batch`. */
+static void emit_unravel(Cg *cg, const Value *y, bool cl, const char *chan, const char *batch) {
   Buf *b = &cg->src;
   int r = y->type.shape.rank;
   buf_puts(b, "    idx_t r = i;\n");
-  for (int j = r - 1; j >= 2; j--)
-    buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j - 2,
+  if (cl)
+    buf_printf(b, "    const idx_t %s = r %% %" PRId64 "; r /= %" PRId64 ";\n", chan,
+               cg_dim(y, r - 1), cg_dim(y, r - 1));
+  for (int j = r - 1 - cl; j >= 2 - cl; j--)
+    buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j - 2 + cl,
                cg_dim(y, j), cg_dim(y, j));
-  if (chan)
+  if (chan && !cl)
     buf_printf(b, "    const idx_t %s = r %% %" PRId64 ", %s = r / %" PRId64 ";\n", chan,
                cg_dim(y, 1), batch, cg_dim(y, 1));
   else
@@ -104,10 +108,11 @@ static void indent(Buf *b, int depth) {
  * weights are that matrix as stored). Nothing is unfolded in memory: a block computes a
  * BM x BN tile of the output on tensor cores (mma.m16n8k16, f32 accumulators), loading
  * 32 taps of A and B at a time into shared memory, the next 32 into registers while the
- * warps multiply. Neighbouring threads load neighbouring pixels (coalesced in NCHW) and
- * write them (the tile goes through shared memory on its way out), the bias and the
- * epilogue applied as each element is stored. A cast of an f32 input into the group
- * (cg->prologue) is the rounding of each element as it is loaded. */
+ * warps multiply. In NCHW neighbouring threads load neighbouring pixels; in channels last
+ * (K over (kh, kw, c)) a thread loads eight contiguous channels at once. The tile goes
+ * through shared memory on its way out, so that the stores coalesce, the bias and the
+ * epilogue applied as each element is stored. The group's prologue (cg->pro: a cast of
+ * an f32 input, a transpose) is read through strides and rounded as it is loaded. */
 
 /* A convolution's operands in channels-first order of dims whatever their layout: x as
  * [N, C, spatial...], w as [M, C/group, k...], y as [N, M, spatial...], with the strides
@@ -116,7 +121,7 @@ static void indent(Buf *b, int depth) {
 typedef struct ConvView {
   int k; /* spatial dims */
   int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK], wd[IR_MAX_RANK], ws[IR_MAX_RANK];
-  int64_t yd[IR_MAX_RANK], ys[IR_MAX_RANK];
+  int64_t yd[IR_MAX_RANK];
   DType src; /* the type x is stored in: x's, or the prologue source's */
   bool cl;   /* channels_last: w's taps before its channels */
 } ConvView;
@@ -124,8 +129,10 @@ typedef struct ConvView {
 /* dims and strides of a tensor stored as dims[], seen in channels-first order. */
 static void channels_first(int r, const int64_t *dims, const int64_t *st, bool cl,
                            int64_t *od, int64_t *os) {
+  int64_t first[IR_MAX_RANK], last[IR_MAX_RANK];
+  channels_last_perms(r, first, last);
   for (int j = 0; j < r; j++) {
-    int from = !cl || j == 0 ? j : j == 1 ? r - 1 : j - 1;
+    int64_t from = cl ? first[j] : j;
     od[j] = dims[from];
     os[j] = st[from];
   }
@@ -154,7 +161,7 @@ static void conv_view(const Cg *cg, const Node *n, ConvView *v) {
   for (int j = 0; j < r; j++)
     d[j] = cg_dim(y, j);
   contiguous_strides(r, d, st);
-  channels_first(r, d, st, v->cl, v->yd, v->ys);
+  channels_first(r, d, st, v->cl, v->yd, xs); /* y's dims; its strides are not needed */
 }
 
 /* conv_mma's sizes: a 1-d convolution as 2-d of height 1. */
@@ -166,7 +173,7 @@ typedef struct ConvGeom {
 /* n's geometry, or false when n is no convolution that conv_mma runs: one group, one or
  * two spatial dims, 16-bit data and weights (x read as such or from f32), with K and the
  * channels small enough for int arithmetic. */
-static bool conv_geom(const Cg *cg, const Node *n, const ConvView *v, ConvGeom *q) {
+static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
   const Value *w = n->in[1], *y = n->out[0];
   DType t = y->type.dtype;
   if ((t != DT_BF16 && t != DT_F16) || w->type.dtype != t || (v->src != t && v->src != DT_F32) ||
@@ -181,7 +188,6 @@ static bool conv_geom(const Cg *cg, const Node *n, const ConvView *v, ConvGeom *
                   .sh = s ? win.stride[0] : 1, .sw = win.stride[s], .ph = s ? win.pad[0] : 0,
                   .pw = win.pad[s], .dh = s ? win.dil[0] : 1, .dw = win.dil[s],
                   .xn = v->xs[0], .xc = v->xs[1], .xh = s ? v->xs[2] : 0, .xw = v->xs[2 + s]};
-  (void)cg;
   return q->c * q->kh * q->kw < INT32_MAX / 2 && q->cout < INT32_MAX / 2 &&
          q->c * q->h * q->w < INT32_MAX / 2;
 }
@@ -334,7 +340,7 @@ static int gen_conv(Cg *cg, const Node *n) {
   ConvView v;
   ConvGeom q;
   conv_view(cg, n, &v);
-  if (conv_geom(cg, n, &v, &q))
+  if (conv_geom(n, &v, &q))
     return gen_conv_mma(cg, n, &v, &q);
   const Value *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
   int k = v.k;
@@ -355,15 +361,7 @@ static int gen_conv(Cg *cg, const Node *n) {
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
   cg_loop_begin(cg, n, numel);
-  /* i in y's storage order: its channel m, batch b and spatial place o0.. */
-  buf_puts(b, "    idx_t r = i;\n");
-  if (v.cl)
-    buf_printf(b, "    const idx_t m = r %% %" PRId64 "; r /= %" PRId64 ";\n", M, M);
-  for (int j = k - 1; j >= 0; j--)
-    buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j, v.yd[2 + j], v.yd[2 + j]);
-  if (!v.cl)
-    buf_printf(b, "    const idx_t m = r %% %" PRId64 "; r /= %" PRId64 ";\n", M, M);
-  buf_puts(b, "    const idx_t b = r;\n");
+  emit_unravel(cg, y, v.cl, "m", "b");
   buf_printf(b, "    %s acc = %s;\n", T, bias ? cg_load(cg, bias->type.dtype, dom, "in2[m]") : cg_fmt(cg, "(%s)0", T));
   buf_printf(b, "    const idx_t xb = b * %" PRId64 "%s, wb = m * %" PRId64 ";\n", v.xs[0],
              group == 1 ? "" : cg_fmt(cg, " + %s", affine(cg, MG == 1 ? "m" : cg_fmt(cg, "m / %" PRId64, MG), CG * v.xs[1], 0)),
@@ -419,7 +417,7 @@ static int gen_conv_transpose(Cg *cg, const Node *n) {
   const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "gathered from the output's side: a thread per output, %" PRId64 " channels x %" PRId64 " taps each", CG, NKER));
   Buf *b = &cg->src;
   cg_loop_begin(cg, n, numel);
-  emit_unravel(cg, y, "m", "b");
+  emit_unravel(cg, y, false, "m", "b");
   buf_printf(b, "    const idx_t g = m / %" PRId64 ", mi = m %% %" PRId64 ";\n", MG, MG);
   buf_printf(b, "    %s acc = (%s)0;\n", T, T);
   buf_printf(b, "    for (idx_t c = g * %" PRId64 "; c < (g + 1) * %" PRId64 "; c++) {\n", CG, CG);
@@ -475,11 +473,9 @@ static int gen_pool(Cg *cg, const Node *n) {
   int k = x->type.shape.rank - 2;
   bool cl = attr_int(n, "channels_last") != 0;
   /* channels last: x [N, spatial..., C], the spatial dims from 1 */
-  int64_t sd[IR_MAX_RANK], od[IR_MAX_RANK], sst[IR_MAX_RANK], C = cg_dim(x, cl ? k + 1 : 1);
-  for (int j = 0; j < k; j++) {
+  int64_t sd[IR_MAX_RANK], sst[IR_MAX_RANK], C = cg_dim(x, cl ? k + 1 : 1);
+  for (int j = 0; j < k; j++)
     sd[j] = cg_dim(x, j + (cl ? 1 : 2));
-    od[j] = cg_dim(y, j + (cl ? 1 : 2));
-  }
   contiguous_strides(k, sd, sst);
   Win win;
   read_win(n, k, &win);
@@ -499,14 +495,7 @@ static int gen_pool(Cg *cg, const Node *n) {
                                                    cl ? ", channels last" : ""));
   Buf *b = &cg->src;
   cg_loop_begin(cg, n, numel);
-  if (cl) { /* pl: the batch index; ch the channel */
-    buf_printf(b, "    idx_t r = i;\n    const idx_t ch = r %% %" PRId64 "; r /= %" PRId64 ";\n", C, C);
-    for (int j = k - 1; j >= 0; j--)
-      buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j, od[j], od[j]);
-    buf_puts(b, "    const idx_t pl = r;\n");
-  } else {
-    emit_unravel(cg, y, NULL, "pl");
-  }
+  emit_unravel(cg, y, cl, cl ? "ch" : NULL, "pl"); /* cl: pl the batch, ch the channel */
   if (is_max && fl)
     buf_printf(b, "    %s best = %s;\n", T, cg_lit(cg, -INFINITY, dom));
   else if (is_max)

@@ -916,8 +916,10 @@ static int infer_window_op(const Node *n, Type *out, Diag *d) {
     if (r < 3)
       return fail(n, d, "%s with channels_last needs [N, spatial..., C] operands of rank 3 "
                   "or more", op_info[n->op].name);
-    for (int j = 1; j < r; j++) /* [a, b.., c] -> [a, c, b..] */
-      v[i].type.shape.dims[j] = n->in[i]->type.shape.dims[j == 1 ? r - 1 : j - 1];
+    int64_t first[IR_MAX_RANK], last[IR_MAX_RANK];
+    channels_last_perms(r, first, last);
+    for (int j = 0; j < r; j++)
+      v[i].type.shape.dims[j] = n->in[i]->type.shape.dims[first[j]];
     in[i] = &v[i];
   }
   Node t = *n;
@@ -926,8 +928,10 @@ static int infer_window_op(const Node *n, Type *out, Diag *d) {
   if (rc)
     return rc;
   Shape cf = out->shape;
-  for (int j = 1; j < cf.rank; j++) /* back: [a, c, b..] -> [a, b.., c] */
-    out->shape.dims[j] = cf.dims[j == cf.rank - 1 ? 1 : j + 1];
+  int64_t first[IR_MAX_RANK], last[IR_MAX_RANK];
+  channels_last_perms(cf.rank, first, last);
+  for (int j = 0; j < cf.rank; j++)
+    out->shape.dims[j] = cf.dims[last[j]];
   return 0;
 }
 

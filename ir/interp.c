@@ -34,14 +34,6 @@ static char *elem(const Tensor *t, int64_t i) {
   return (char *)t->data + (size_t)i * dtype_size(t->dtype);
 }
 
-static void contiguous_strides(int rank, const int64_t *dims, int64_t *strides) {
-  int64_t s = 1;
-  for (int i = rank - 1; i >= 0; i--) {
-    strides[i] = s;
-    s *= dims[i];
-  }
-}
-
 static int64_t norm_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
 /* One walker over an index space of `rank` dims that keeps, for each operand, the
@@ -1965,21 +1957,25 @@ static int eval_mvn(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
 
 /* ---------------------------------------------------------------- one node */
 
-/* y = x with its dims in the order perm (y's dim i is x's dim perm[i]): a new tensor,
- * or, with y given, into y. */
-static Tensor *permute(const Tensor *x, const int64_t *perm, Tensor *y) {
-  int64_t xs[IR_MAX_RANK], st[IR_MAX_RANK], dims[IR_MAX_RANK];
+void tensor_permute(const Tensor *x, const int64_t *perm, Tensor *y) {
+  int64_t xs[IR_MAX_RANK], st[IR_MAX_RANK];
   contiguous_strides(x->rank, x->dims, xs);
-  for (int i = 0; i < x->rank; i++) {
+  for (int i = 0; i < x->rank; i++)
     st[i] = xs[perm[i]];
-    dims[i] = x->dims[perm[i]];
-  }
-  if (!y && !(y = tensor_new(x->dtype, x->rank, dims)))
-    return NULL;
   Walk w;
   walk_init(&w, y->rank, y->dims);
   walk_add_strides(&w, st, 0);
   gather_walk(&w, x, y);
+}
+
+/* A new tensor: x with its dims in the order perm; NULL when out of memory. */
+static Tensor *permuted(const Tensor *x, const int64_t *perm) {
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    dims[i] = x->dims[perm[i]];
+  Tensor *y = tensor_new(x->dtype, x->rank, dims);
+  if (y)
+    tensor_permute(x, perm, y);
   return y;
 }
 
@@ -1989,16 +1985,13 @@ static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d)
  * conv's w), the result permuted back into y. */
 static int eval_channels_last(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
   int r = y->rank, nt = n->op == OP_CONV ? 2 : 1;
-  int64_t first[IR_MAX_RANK], last[IR_MAX_RANK]; /* [a, b.., c] <-> [a, c, b..] */
-  for (int j = 0; j < r; j++) {
-    first[j] = j == 0 ? 0 : j == 1 ? r - 1 : j - 1;
-    last[j] = j == 0 ? 0 : j == r - 1 ? 1 : j + 1;
-  }
+  int64_t first[IR_MAX_RANK], last[IR_MAX_RANK];
+  channels_last_perms(r, first, last);
   Tensor *cin[3] = {in[0], n->nin > 1 ? in[1] : NULL, n->nin > 2 ? in[2] : NULL};
-  Tensor *cy = permute(y, first, NULL); /* only its dims matter: it is overwritten */
+  Tensor *cy = permuted(y, first); /* only its dims matter: it is overwritten */
   int rc = cy ? 0 : -1;
   for (int i = 0; i < nt && !rc; i++)
-    rc = (cin[i] = permute(in[i], first, NULL)) ? 0 : -1;
+    rc = (cin[i] = permuted(in[i], first)) ? 0 : -1;
   Node t = *n;
   Attr attrs[16];
   t.nattr = 0;
@@ -2009,7 +2002,7 @@ static int eval_channels_last(const Node *n, Tensor *const *in, Tensor *y, Diag 
   if (rc)
     rc = node_error(n, d, "out of memory");
   else if (!(rc = eval_compute(&t, cin, &cy, d)))
-    permute(cy, last, y);
+    tensor_permute(cy, last, y);
   for (int i = 0; i < nt; i++)
     if (cin[i] != in[i])
       tensor_free(cin[i]);

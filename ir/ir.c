@@ -415,6 +415,21 @@ int64_t tensor_numel(const Tensor *t) {
 
 size_t tensor_nbytes(const Tensor *t) { return (size_t)tensor_numel(t) * dtype_size(t->dtype); }
 
+void channels_last_perms(int r, int64_t *to_first, int64_t *to_last) {
+  for (int j = 0; j < r; j++) {
+    to_first[j] = j == 0 ? 0 : j == 1 ? r - 1 : j - 1;
+    to_last[j] = j == 0 ? 0 : j == r - 1 ? 1 : j + 1;
+  }
+}
+
+void contiguous_strides(int rank, const int64_t *dims, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+}
+
 static void tensor_init(Tensor *t, DType dt, int rank, const int64_t *dims) {
   memset(t, 0, sizeof *t);
   t->dtype = dt;

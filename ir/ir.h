@@ -137,6 +137,15 @@ size_t tensor_nbytes(const Tensor *t);
 Tensor *tensor_new(DType dt, int rank, const int64_t *dims); /* malloc, zeroed; NULL on OOM */
 void tensor_free(Tensor *t);
 Tensor *tensor_in_arena(Arena *a, DType dt, int rank, const int64_t *dims);
+/* y = x with its dims in the order perm (y's dim i is x's dim perm[i]); y must have those
+ * dims and x's dtype (interp.c). */
+void tensor_permute(const Tensor *x, const int64_t *perm, Tensor *y);
+/* The transposes between channels first [N, C, spatial...] and channels last
+ * [N, spatial..., C] for rank r: to_first = [0, r-1, 1, .., r-2] (channels first's dim j
+ * is channels last's dim to_first[j]) and its inverse to_last = [0, 2, .., r-1, 1]. */
+void channels_last_perms(int r, int64_t *to_first, int64_t *to_last);
+/* The row-major strides (in elements) of dims. */
+void contiguous_strides(int rank, const int64_t *dims, int64_t *strides);
 
 /* The documented generator behind `random(seed = S, scale = X)` constants and default
  * inputs, so tests can reproduce it in a few lines of Python:

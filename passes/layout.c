@@ -19,8 +19,7 @@
  * Graphs in f32 keep their layout: their convolutions are direct kernels. */
 #include "passes/passes-impl.h"
 
-#include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 
 static bool lowered(DType t) { return t == DT_BF16 || t == DT_F16; }
 
@@ -35,38 +34,14 @@ static bool spatial_op(const Node *n) {
   }
 }
 
-/* [0, 2, .., r-1, 1]: channels-first to channels-last; its inverse [0, r-1, 1, .., r-2]. */
-static void to_last(int r, int64_t *p) {
-  for (int j = 0; j < r; j++)
-    p[j] = j == 0 ? 0 : j == r - 1 ? 1 : j + 1;
-}
-
-static void to_first(int r, int64_t *p) {
-  for (int j = 0; j < r; j++)
-    p[j] = j == 0 ? 0 : j == 1 ? r - 1 : j - 1;
-}
-
 /* Constant w with its dims in the order perm, as a new constant named <w>.nhwc. */
 static Value *permuted_const(Graph *g, const Value *w, const int64_t *perm) {
   const Tensor *t = w->data;
-  int r = t->rank;
-  int64_t dims[IR_MAX_RANK], st[IR_MAX_RANK], idx[IR_MAX_RANK] = {0};
-  for (int j = 0; j < r; j++)
+  int64_t dims[IR_MAX_RANK];
+  for (int j = 0; j < t->rank; j++)
     dims[j] = t->dims[perm[j]];
-  st[r - 1] = 1; /* t's row-major strides */
-  for (int j = r - 2; j >= 0; j--)
-    st[j] = st[j + 1] * t->dims[j + 1];
-  Tensor *p = tensor_in_arena(g->arena, t->dtype, r, dims);
-  size_t es = dtype_size(t->dtype);
-  int64_t n = tensor_numel(t);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t off = 0;
-    for (int j = 0; j < r; j++)
-      off += idx[j] * st[perm[j]];
-    memcpy((char *)p->data + (size_t)i * es, (const char *)t->data + (size_t)off * es, es);
-    for (int j = r - 1; j >= 0 && ++idx[j] == dims[j]; j--)
-      idx[j] = 0;
-  }
+  Tensor *p = tensor_in_arena(g->arena, t->dtype, t->rank, dims);
+  tensor_permute(t, perm, p);
   char name[512];
   snprintf(name, sizeof name, "%s.nhwc", w->name);
   for (int k = 1; graph_find_value(g, name); k++)
@@ -79,8 +54,7 @@ static int to_channels_last(Graph *g, Node *n, PassContext *ctx) {
   Value *x = n->in[0], *y = n->out[0];
   int r = x->type.shape.rank;
   int64_t last[IR_MAX_RANK], first[IR_MAX_RANK];
-  to_last(r, last);
-  to_first(r, first);
+  channels_last_perms(r, first, last);
   Attr pl = attr_make_ints("perm", last, r), pf = attr_make_ints("perm", first, r);
   Value *in[3];
   in[0] = pass_insert_before(g, n, OP_TRANSPOSE, &x, 1, &pl, 1, x->name, "t", ctx->diag);
@@ -125,8 +99,8 @@ static int sink_through(Graph *g, Node *n, PassContext *ctx, bool *changed) {
   if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
     return 0;
   int r = n->out[0]->type.shape.rank, moved = 0;
-  int64_t first[IR_MAX_RANK];
-  to_first(r, first);
+  int64_t first[IR_MAX_RANK], last[IR_MAX_RANK];
+  channels_last_perms(r, first, last);
   Value *in[8];
   if (r < 3 || n->nin > 8)
     return 0;
@@ -202,9 +176,8 @@ static int run_layout(Graph *g, PassContext *ctx) {
     if (!spatial_op(n))
       continue;
     if (to_channels_last(g, n, ctx))
-      return -1;
+      return -1; /* the nodes it inserts at i.. are no spatial_op: the loop walks on */
     converted++;
-    i += n->op == OP_CONV && n->in[1] && n->in[1]->kind != VK_CONST ? 3 : 2;
   }
   if (!converted)
     return 0;
