@@ -147,11 +147,11 @@ const PwKernel *cg_chain_plan(Cg *cg, const Node *anchor, const Node *const *nod
 void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
                    const char *dst, const char *indent);
 /* A matmul's epilogue, which cuBLASLt applies: its nodes must be an add of a bias along
- * the output's last dim, then optionally an add of a residual of the output's shape or a
- * gelu with approximate = "tanh", all of mm's output dtype. Sets *bias, *residual (NULL
- * when absent), *gelu and *out (the group's output). */
-int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **residual,
-                     bool *gelu, const Value **out);
+ * the output's last dim, then optionally an add of a residual of the output's shape, then
+ * optionally a relu; or the bias add and a gelu with approximate = "tanh"; all of mm's
+ * output dtype. Sets g's bias, c (the residual; NULL when absent), beta, gelu, relu and
+ * d (the group's output). */
+int cg_gemm_epilogue(Cg *cg, const Node *mm, GemmStep *g);
 
 /* The op families, one file each. */
 int cg_pointwise(Cg *cg, const Node *n);

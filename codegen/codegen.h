@@ -52,8 +52,9 @@ typedef struct KernelStep {
  * where X_i starts at element offset_x + i * stride_x of X's buffer (a stride of 0
  * broadcasts one matrix over the batch) and C_i is D_i with beta 0, unless a fuse group
  * gave the matmul an epilogue: a bias (added to every row of D, which is every output
- * row-vector of the row-major result) and a residual (C, beta 1), or a bias and then
- * GELU's tanh approximation of the sum (cuBLASLt's GELU_BIAS epilogue).
+ * row-vector of the row-major result) and a residual (C, beta 1), then a ReLU of the
+ * sum (cuBLASLt's RELU_BIAS epilogue), each optional; or a bias and then GELU's tanh
+ * approximation of the sum (GELU_BIAS).
  * op(A) is m x k, op(B) k x n, D m x n; ld* are the leading dims in elements.
  *
  * gpucc's tensors are row-major, so a row-major matmul Y[M,N] = X[M,K] W[K,N] is written
@@ -64,6 +65,7 @@ typedef struct GemmStep {
   const Value *c;         /* C, laid out like D (a residual added with beta 1); NULL: D */
   const Value *bias;      /* NULL, or the bias epilogue's vector of m elements */
   bool gelu;              /* with bias: GELU (tanh) of the sum; no residual then */
+  bool relu;              /* with bias: ReLU of the sum, the residual's included */
   DType dtype;            /* of A and B */
   DType dtype_d;          /* of C and D: dtype, or f32 from f16/bf16 (matmul's to = "f32") */
   DType compute;          /* accumulation: DT_F32 for f32/f16/bf16, DT_F64 */

@@ -122,12 +122,11 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
                    av->base->name, ld, av->offset);
     }
     if (cg_epilogue_of(cg, n)) {
-      if (cg_gemm_epilogue(cg, n, &g.bias, &g.c, &g.gelu, &g.d))
+      if (cg_gemm_epilogue(cg, n, &g))
         return -1;
-      g.beta = g.c ? 1 : 0;
-      what = g.c      ? " with a bias epilogue and the residual as C"
-             : g.gelu ? " with a GELU (tanh) and bias epilogue"
-                      : " with a bias epilogue";
+      what = g.gelu ? " with a GELU (tanh) and bias epilogue"
+                    : cg_fmt(cg, " with a bias epilogue%s%s", g.c ? ", the residual as C" : "",
+                             g.relu ? ", then ReLU" : "");
     }
     if (g.dtype_d != dt)
       what = cg_fmt(cg, "%s, D in %s", what, dtype_name(g.dtype_d));

@@ -454,8 +454,7 @@ static const Value *other_addend(const Node *a, const Value *v) {
   return a && a->op == OP_ADD ? node_other_input(a, v) : NULL;
 }
 
-int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **residual,
-                     bool *gelu, const Value **out) {
+int cg_gemm_epilogue(Cg *cg, const Node *mm, GemmStep *gs) {
   PwKernel *k = cg->epi;
   const Value *y = mm->out[0];
   int rank = y->type.shape.rank;
@@ -464,28 +463,37 @@ int cg_gemm_epilogue(Cg *cg, const Node *mm, const Value **bias, const Value **r
                     "group; a GEMM with an epilogue writes only the group's output",
                     (long long)node_fuse_group(mm), y->name);
   const Value *b = k->n >= 1 ? other_addend(k->node[0], y) : NULL;
-  bool ok = b && k->n <= 2 && b != y && b->type.dtype == y->type.dtype &&
+  bool ok = b && k->n <= 3 && b != y && b->type.dtype == y->type.dtype &&
             b->type.shape.rank >= 1 && b->type.shape.rank <= rank &&
             cg_dim(b, b->type.shape.rank - 1) == cg_dim(y, rank - 1) &&
             cg_numel(b) == cg_dim(y, rank - 1);
-  const Value *r = NULL;
-  const Node *g = k->n == 2 ? k->node[1] : NULL;
-  bool tanh_gelu = g && g->op == OP_GELU && g->in[0] == k->node[0]->out[0] &&
-                   !strcmp(attr_string(g, "approximate"), "tanh");
-  if (ok && k->n == 2 && !tanh_gelu) {
-    r = other_addend(g, k->node[0]->out[0]);
-    ok = r && r != k->node[0]->out[0] && same_dims(r, y) && r->type.dtype == y->type.dtype;
+  const Value *v = ok ? k->node[0]->out[0] : NULL, *r = NULL;
+  int at = 1;
+  const Node *g = at < k->n ? k->node[at] : NULL;
+  bool gelu = ok && k->n == 2 && g->op == OP_GELU && g->in[0] == v &&
+              !strcmp(attr_string(g, "approximate"), "tanh");
+  if (gelu) {
+    at++;
+  } else if (ok && g && g->op == OP_ADD) {
+    r = other_addend(g, v);
+    ok = r && r != v && same_dims(r, y) && r->type.dtype == y->type.dtype;
+    v = g->out[0];
+    g = ++at < k->n ? k->node[at] : NULL;
   }
-  if (!ok)
+  bool relu = ok && g && g->op == OP_RELU && g->in[0] == v;
+  at += relu;
+  if (!ok || at != k->n)
     return cg_error(cg, mm, "fuse group %lld: a matmul's epilogue must be an add of a bias "
                     "along the last dim, then optionally an add of a residual of the "
-                    "output's shape or a gelu with approximate = \"tanh\"",
+                    "output's shape and a relu, or a gelu with approximate = \"tanh\"",
                     (long long)node_fuse_group(mm));
   k->stored = true;
-  *bias = b;
-  *residual = r;
-  *gelu = tanh_gelu;
-  *out = k->out;
+  gs->bias = b;
+  gs->c = r;
+  gs->beta = r ? 1 : 0;
+  gs->gelu = gelu;
+  gs->relu = relu;
+  gs->d = k->out;
   return 0;
 }
 

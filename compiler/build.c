@@ -530,7 +530,9 @@ static int add_gemm(GpuccPlan *plan, const MemPlan *mp, const GemmStep *s, Diag 
       .alpha = s->alpha, .beta = s->beta};
   g.c = s->c ? place_of(mp, s->c, s->offset_d) : g.d;
   if (s->bias) {
-    g.epilogue = s->gelu ? GPUCC_EPILOGUE_GELU_BIAS : GPUCC_EPILOGUE_BIAS;
+    g.epilogue = s->gelu   ? GPUCC_EPILOGUE_GELU_BIAS
+                 : s->relu ? GPUCC_EPILOGUE_RELU_BIAS
+                           : GPUCC_EPILOGUE_BIAS;
     g.bias = place_of(mp, s->bias, 0);
   }
   return gpucc_plan_add_gemm(plan, &g) ? plan_error(d, "plan GEMM step") : 0;

@@ -239,17 +239,69 @@ static bool tanh_gelu_of(const Node *n, const Value *v) {
 /* The types cuBLASLt's GEMM steps take with epilogues and input views. */
 static bool gemm_dtype(DType t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
 
-/* GEMM epilogues: a linear layer's bias add, and a residual add or a tanh GELU after it,
- * run inside cuBLASLt's GEMM (a bias epilogue and the residual as C with beta 1, or the
- * GELU-and-bias epilogue). A matmul of f32, f16 or bf16 with 2-D weights whose only user
- * is such an add, alone or in a group of exactly that add and the residual add or the
- * GELU, joins the group as its anchor. */
+/* Whether m is a matmul cuBLASLt can give an epilogue: f32, f16 or bf16 rows times 2-D
+ * weights. */
+static bool gemm_matmul(const Node *m) {
+  return m->op == OP_MATMUL && m->nout == 1 && gemm_dtype(m->in[0]->type.dtype) &&
+         m->in[1]->type.shape.rank == 2 && m->in[0]->type.shape.rank >= 2;
+}
+
+/* Whether group r holds the add of a bias to such a matmul's output, its one use: the
+ * start of a GEMM epilogue. Two of them in one group would leave one GEMM without its
+ * epilogue (a bottleneck's two 1x1 convolutions summed), so the pointwise merge keeps
+ * them apart. */
+static bool has_gemm_bias(Fuse *f, int r) {
+  const Graph *g = f->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *a = g->nodes[i];
+    if (find(f, i) != r || a->op != OP_ADD)
+      continue;
+    for (int k = 0; k < 2; k++) {
+      const Value *y = a->in[k], *b = a->in[1 - k];
+      if (y && b && y != b && y->kind == VK_NODE && gemm_matmul(y->def) && bias_of(b, y) &&
+          graph_count_uses(g, y) == 1)
+        return true;
+    }
+  }
+  return false;
+}
+
+/* Whether group r, which holds the add a of a bias to a matmul's output, is an epilogue
+ * cuBLASLt applies: a first, then optionally a residual add (of a value of the output's
+ * shape and type, cuBLASLt's C with beta 1), then optionally a ReLU of the sum (the
+ * RELU_BIAS epilogue); or a and a tanh GELU of it (GELU_BIAS). */
+static bool gemm_epilogue_group(Fuse *f, int r, const Node *a) {
+  const Node *chain[4];
+  int n = 0;
+  for (int j = 0; j < f->g->nnodes; j++)
+    if (find(f, j) == r) {
+      if (n == 3)
+        return false;
+      chain[n++] = f->g->nodes[j];
+    }
+  if (n == 0 || chain[0] != a)
+    return false;
+  const Value *v = a->out[0];
+  int k = 1;
+  if (n == 2 && tanh_gelu_of(chain[1], v))
+    return true;
+  const Value *res = k < n ? other_addend(chain[k], v) : NULL;
+  if (res && res != v && same_shape(res, v) && res->type.dtype == v->type.dtype)
+    v = chain[k++]->out[0];
+  if (k < n && chain[k]->op == OP_RELU && chain[k]->in[0] == v)
+    k++;
+  return k == n;
+}
+
+/* GEMM epilogues: a linear layer's bias add, and a residual add, a ReLU or a tanh GELU
+ * after it, run inside cuBLASLt's GEMM (see gemm_epilogue_group). A matmul of f32, f16
+ * or bf16 with 2-D weights whose only user is such an add, alone or in a group of such
+ * an epilogue, joins the group as its anchor. */
 static void gemm_epilogues(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *m = g->nodes[i];
-    if (closed[find(f, i)] || m->op != OP_MATMUL || m->nout != 1 || !gemm_dtype(m->in[0]->type.dtype) ||
-        m->in[1]->type.shape.rank != 2 || m->in[0]->type.shape.rank < 2)
+    if (closed[find(f, i)] || !gemm_matmul(m))
       continue;
     const Value *y = m->out[0];
     const Node *a = NULL;
@@ -264,17 +316,8 @@ static void gemm_epilogues(Fuse *f, const bool *closed) {
     if (!b || b == y || !bias_of(b, y) || closed[find(f, f->at[a->id])] ||
         !users_inside(f, y, find(f, f->at[a->id])))
       continue;
-    int r = find(f, f->at[a->id]), size = 0;
-    const Node *last = NULL;
-    for (int j = 0; j < g->nnodes; j++)
-      if (find(f, j) == r) {
-        size++;
-        last = g->nodes[j];
-      }
-    const Value *res = size == 2 ? other_addend(last, a->out[0]) : NULL;
-    if (size == 1 || (size == 2 && tanh_gelu_of(last, a->out[0])) ||
-        (res && res != a->out[0] && same_shape(res, a->out[0]) &&
-         res->type.dtype == y->type.dtype))
+    int r = find(f, f->at[a->id]);
+    if (gemm_epilogue_group(f, r, a))
       f->group[find(f, i)] = r;
   }
 }
@@ -762,9 +805,10 @@ static int run_fuse(Graph *g, PassContext *ctx) {
           continue;
         }
         bool ap = has_anchor(&f, p), ar = has_anchor(&f, r);
-        if ((ap && ar) || ((ap || ar) && !anchor_first(&f, r, p))) {
+        if ((ap && ar) || ((ap || ar) && !anchor_first(&f, r, p)) ||
+            (has_gemm_bias(&f, p) && has_gemm_bias(&f, r))) {
           missed[MISSED_ANCHOR]++;
-          continue; /* one kernel computes one anchor, first */
+          continue; /* one kernel computes one anchor, first; a GEMM is one too */
         }
         const Value *side = users_inside(&f, v, r) ? NULL : v;
         /* a group that stores its anchor's output still runs before that output's

@@ -169,6 +169,100 @@ static void fold_transpose(Graph *g, Node *n, bool *changed) {
   *changed = true;
 }
 
+/* Whether n is a channels-last convolution that is a plain GEMM: a 1x1 kernel, stride 1,
+ * no padding, one group, its weights a constant. Its input [N, H, W, C] is then a
+ * matrix of N*H*W rows of C, the output [N, H, W, M] one of rows of M. */
+static bool gemm_conv(const Node *n) {
+  if (n->op != OP_CONV || !attr_int(n, "channels_last") || attr_int(n, "group") != 1 ||
+      n->in[1]->kind != VK_CONST || !shape_is_static(&n->in[0]->type.shape))
+    return false;
+  const Tensor *w = n->in[1]->data;
+  for (int j = 1; j < w->rank - 1; j++)
+    if (w->dims[j] != 1)
+      return false;
+  static const char *const ones[] = {"strides", "dilations"};
+  for (int a = 0; a < 2; a++) {
+    int len;
+    const int64_t *v = attr_ints(n, ones[a], &len);
+    for (int j = 0; v && j < len; j++)
+      if (v[j] != 1)
+        return false;
+  }
+  int len;
+  const int64_t *pads = attr_ints(n, "pads", &len);
+  for (int j = 0; pads && j < len; j++)
+    if (pads[j])
+      return false;
+  return true;
+}
+
+/* The one user of v, or NULL (none, several, or v leaves the graph). */
+static Node *sole_user(const Graph *g, const Value *v) {
+  Node *u = NULL;
+  if (pass_is_output(g, v))
+    return NULL;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] == v) {
+        if (u)
+          return NULL;
+        u = g->nodes[i];
+      }
+  return u;
+}
+
+static bool pointwise(const Node *n) { return op_info[n->op].flags & OPF_POINTWISE; }
+
+/* Whether the GEMM convolution of output y pays as a GEMM: whether the pointwise nodes
+ * after it are what cuBLASLt's epilogue applies: a residual add, then a ReLU, each optional (the bias is the GEMM's
+ * own). A convolution kernel takes any pointwise chain after it; a GEMM whose chain goes
+ * on (MobileNet's ReLU6 clip) would leave that chain a kernel of its own: it stays a
+ * convolution. So does one whose input comes through a transpose or a cast, which its
+ * kernel would read through (the image's). */
+static bool gemm_epilogue_fits(const Graph *g, const Value *y) {
+  const Value *x = y->def->in[0];
+  if (x->kind == VK_NODE && (x->def->op == OP_TRANSPOSE || x->def->op == OP_CAST))
+    return false; /* the convolution's kernel reads it in place (fuse's conv_prologues) */
+  Node *u = sole_user(g, y);
+  if (u && u->op == OP_ADD) {
+    const Value *r = node_other_input(u, y);
+    if (!r || r == y || r->type.dtype != y->type.dtype ||
+        !pass_same_shape(&r->type.shape, &y->type.shape))
+      return false;
+    u = sole_user(g, u->out[0]);
+  }
+  if (u && u->op == OP_RELU)
+    u = sole_user(g, u->out[0]);
+  return !u || !pointwise(u);
+}
+
+/* A GEMM convolution as matmul(x, w^T) + bias: [N, H, W, C] @ [C, M]. The fuse pass
+ * gives the matmul its bias, residual and ReLU as cuBLASLt epilogues. */
+static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
+  const Tensor *w = n->in[1]->data;
+  int64_t m = w->dims[0], c = w->dims[w->rank - 1], perm[2] = {1, 0};
+  Tensor rows = {.dtype = w->dtype, .rank = 2, .dims = {m, c}, .data = w->data};
+  Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, (int64_t[]){c, m});
+  tensor_permute(&rows, perm, t);
+  char name[512];
+  snprintf(name, sizeof name, "%s.gemm", n->in[1]->name);
+  for (int k = 1; graph_find_value(g, name); k++)
+    snprintf(name, sizeof name, "%s.gemm%d", n->in[1]->name, k);
+  Value *in[2] = {n->in[0], graph_add_const(g, name, t)};
+  if (n->nin < 3 || !n->in[2]) {
+    pass_rewrite(g, n, OP_MATMUL, in, 2, NULL, 0);
+    return 0;
+  }
+  Value *bias = n->in[2];
+  Value *mm = pass_insert_before(g, n, OP_MATMUL, in, 2, NULL, 0, n->out[0]->name, "gemm",
+                                 ctx->diag);
+  if (!mm)
+    return -1;
+  Value *sum[2] = {mm, bias};
+  pass_rewrite(g, n, OP_ADD, sum, 2, NULL, 0);
+  return 0;
+}
+
 static int run_layout(Graph *g, PassContext *ctx) {
   int converted = 0;
   for (int i = 0; i < g->nnodes; i++) {
@@ -193,12 +287,19 @@ static int run_layout(Graph *g, PassContext *ctx) {
     if (changed && pass_dce.run(g, ctx))
       return -1;
   }
-  int left = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    left += g->nodes[i]->op == OP_TRANSPOSE;
+  int left = 0, gemms = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    left += n->op == OP_TRANSPOSE;
+    if (gemm_conv(n) && gemm_epilogue_fits(g, n->out[0])) {
+      if (conv_as_gemm(g, n, ctx))
+        return -1;
+      gemms++;
+    }
+  }
   ctx->changes += converted;
-  snprintf(ctx->note, sizeof ctx->note, "%d convolutions and pools in channels last; "
-           "%d transposes left", converted, left);
+  snprintf(ctx->note, sizeof ctx->note, "%d convolutions and pools in channels last, %d of "
+           "them 1x1 convolutions as GEMMs; %d transposes left", converted, gemms, left);
   return 0;
 }
 

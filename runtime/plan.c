@@ -373,8 +373,8 @@ static GpuccStatus check_gemm(const GpuccPlan *p, int i, const GpuccGemm *g) {
       (st = check_matrix(p, label, 'D', g->d, g->cd_type, g->m, g->n, g->ldd, g->batch,
                          g->stride_d)))
     return st;
-  if (g->epilogue < GPUCC_EPILOGUE_NONE || g->epilogue > GPUCC_EPILOGUE_GELU_BIAS)
-    return bad("%s: epilogue must be 0, 1 or 2", label);
+  if (g->epilogue < GPUCC_EPILOGUE_NONE || g->epilogue > GPUCC_EPILOGUE_LAST)
+    return bad("%s: epilogue must be 0 to %d", label, GPUCC_EPILOGUE_LAST);
   if (g->epilogue != GPUCC_EPILOGUE_NONE) {
     char blabel[96];
     uint64_t e = gpucc_dtype_size(g->cd_type);
@@ -804,7 +804,7 @@ static GpuccStatus read_gemm(Reader *r, GpuccPlan *p) {
   g.beta = getf64(r);
   uint32_t epilogue = get32(r);
   g.bias = getptr(r);
-  if (!r->failed && epilogue > GPUCC_EPILOGUE_GELU_BIAS)
+  if (!r->failed && epilogue > GPUCC_EPILOGUE_LAST)
     return reader_fail(r, "gemm epilogue %u", epilogue);
   g.epilogue = (GpuccEpilogue)epilogue;
   return r->failed ? GPUCC_ERR_BAD_PLAN : gpucc_plan_add_gemm(p, &g);

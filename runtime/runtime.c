@@ -263,8 +263,9 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
     return lt_fail(m, s, "cublasLtMatmulDescSetAttribute(transpose)", i);
   if (g->epilogue != GPUCC_EPILOGUE_NONE) {
     /* The bias pointer is part of the descriptor: the weights and arena never move. */
-    int32_t epi = g->epilogue == GPUCC_EPILOGUE_GELU_BIAS ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                                           : CUBLASLT_EPILOGUE_BIAS;
+    int32_t epi = g->epilogue == GPUCC_EPILOGUE_GELU_BIAS   ? CUBLASLT_EPILOGUE_GELU_BIAS
+                  : g->epilogue == GPUCC_EPILOGUE_RELU_BIAS ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                            : CUBLASLT_EPILOGUE_BIAS;
     CUdeviceptr bias = dev_addr(m, g->bias);
     void *bias_ptr = dev_ptr(bias);
     int64_t bias_stride = 0; /* one bias for every batch */

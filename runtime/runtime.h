@@ -159,6 +159,8 @@ typedef enum GpuccEpilogue {
   GPUCC_EPILOGUE_NONE = 0,
   GPUCC_EPILOGUE_BIAS = 1,      /* + bias */
   GPUCC_EPILOGUE_GELU_BIAS = 2, /* GELU(... + bias), GELU's tanh approximation */
+  GPUCC_EPILOGUE_RELU_BIAS = 3, /* max(... + bias, 0) */
+  GPUCC_EPILOGUE_LAST = GPUCC_EPILOGUE_RELU_BIAS
 } GpuccEpilogue;
 
 /* One cuBLASLt matmul, in its column-major terms:

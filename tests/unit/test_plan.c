@@ -375,8 +375,8 @@ static void test_invalid(void) {
   g.bias = gpucc_weights_ptr(1016); /* 16 bytes from 1016: past the 1024 of the weights */
   EXPECT_INVALID(with_gemm(g), "bias [4]: 16 bytes at weights offset 1016 run past the weights");
   g = sample_gemm();
-  g.epilogue = (GpuccEpilogue)3;
-  EXPECT_INVALID(with_gemm(g), "epilogue must be 0, 1 or 2");
+  g.epilogue = (GpuccEpilogue)(GPUCC_EPILOGUE_LAST + 1);
+  EXPECT_INVALID(with_gemm(g), "epilogue must be 0 to 3");
   g = sample_gemm();
   g.d = gpucc_weights_ptr(0);
   EXPECT_INVALID(with_gemm(g), "D must be in the arena");
