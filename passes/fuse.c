@@ -1,15 +1,17 @@
 /* fuse.c: pointwise fusion. Chains of pointwise nodes (with broadcasting, casts and
  * constants) become one fuse group (IR_ATTR_FUSE), which codegen turns into one kernel:
  * the values inside a group live in registers and never reach memory. A convolution
- * followed by pointwise nodes (bias, activation, a residual add), a softmax followed by
+ * followed by pointwise nodes (bias, activation, a residual add), a slice (the true width
+ * of a padded GEMM's output, see pad.c), a softmax followed by
  * some (the exporters' NaN masking), a layer norm (the cast of a lowered model's output,
  * say), a transpose (attention's scaled Q and K), a concat (ViT's class token, then the
  * position embedding added) or a gather (an embedding lookup, then the other embeddings
  * added) is one group too: its kernel applies them to each output element as it stores
  * it (an epilogue).
  *
- * A matmul of a linear layer joins a group made of its bias add (and a residual add or
- * a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues below). The
+ * A matmul of a linear layer joins a group made of its bias add (and a residual add, a
+ * ReLU or a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues
+ * below); two such bias adds never merge (has_gemm_bias), so each GEMM keeps one. The
  * view nodes that pick its input's rows (a gather of one token) join it too: the GEMM
  * reads them in place (gemm_operands).
  *
@@ -70,7 +72,7 @@ static bool anchor(const Node *n) {
     int64_t axis = attr_int(n, "axis"), rank = n->in[0]->type.shape.rank;
     return axis == -1 || axis == rank - 1;
   }
-  return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_CONCAT ||
+  return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_SLICE || n->op == OP_CONCAT ||
          n->op == OP_GATHER || n->op == OP_LAYER_NORM;
 }
 

@@ -196,21 +196,6 @@ static bool gemm_conv(const Node *n) {
   return true;
 }
 
-/* The one user of v, or NULL (none, several, or v leaves the graph). */
-static Node *sole_user(const Graph *g, const Value *v) {
-  Node *u = NULL;
-  if (pass_is_output(g, v))
-    return NULL;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k] == v) {
-        if (u)
-          return NULL;
-        u = g->nodes[i];
-      }
-  return u;
-}
-
 static bool pointwise(const Node *n) { return op_info[n->op].flags & OPF_POINTWISE; }
 
 /* Whether the GEMM convolution of output y pays as a GEMM: whether the pointwise nodes
@@ -223,16 +208,16 @@ static bool gemm_epilogue_fits(const Graph *g, const Value *y) {
   const Value *x = y->def->in[0];
   if (x->kind == VK_NODE && (x->def->op == OP_TRANSPOSE || x->def->op == OP_CAST))
     return false; /* the convolution's kernel reads it in place (fuse's conv_prologues) */
-  Node *u = sole_user(g, y);
+  Node *u = pass_sole_user(g, y);
   if (u && u->op == OP_ADD) {
     const Value *r = node_other_input(u, y);
     if (!r || r == y || r->type.dtype != y->type.dtype ||
         !pass_same_shape(&r->type.shape, &y->type.shape))
       return false;
-    u = sole_user(g, u->out[0]);
+    u = pass_sole_user(g, u->out[0]);
   }
   if (u && u->op == OP_RELU)
-    u = sole_user(g, u->out[0]);
+    u = pass_sole_user(g, u->out[0]);
   return !u || !pointwise(u);
 }
 

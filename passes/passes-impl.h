@@ -7,6 +7,9 @@
 
 bool pass_is_output(const Graph *g, const Value *v); /* v is one of g's outputs */
 bool pass_same_shape(const Shape *a, const Shape *b);
+/* The one node that reads v (maybe as several of its inputs), or NULL: none, several,
+ * or v is one of g's outputs. */
+Node *pass_sole_user(const Graph *g, const Value *v);
 /* Turns n into op(in[0..nin)) with these attributes (copied into g's arena), keeping its
  * output values, location and origin. */
 void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,

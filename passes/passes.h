@@ -61,6 +61,7 @@ extern const Pass pass_sink_reshapes; /* reshapes below a GEMM's bias, GELU, res
 extern const Pass pass_clone_masks; /* an attention mask computed in every attention */
 extern const Pass pass_precision; /* f32 math lowered to ctx->precision */
 extern const Pass pass_layout;    /* bf16/f16 convolutions and pools in channels last */
+extern const Pass pass_pad;       /* linear layers' widths padded to tensor-core multiples */
 extern const Pass pass_fuse;      /* pointwise chains into fuse groups (one kernel each) */
 
 #endif

@@ -19,6 +19,20 @@ bool pass_same_shape(const Shape *a, const Shape *b) {
   return true;
 }
 
+Node *pass_sole_user(const Graph *g, const Value *v) {
+  Node *u = NULL;
+  if (pass_is_output(g, v))
+    return NULL;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] == v) {
+        if (u && u != g->nodes[i])
+          return NULL;
+        u = g->nodes[i];
+      }
+  return u;
+}
+
 void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
                   int nattr) {
   Value **ins = arena_alloc(g->arena, sizeof *ins * (size_t)nin);
