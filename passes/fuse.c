@@ -72,7 +72,8 @@ static bool anchor(const Node *n) {
     int64_t axis = attr_int(n, "axis"), rank = n->in[0]->type.shape.rank;
     return axis == -1 || axis == rank - 1;
   }
-  return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_SLICE || n->op == OP_CONCAT ||
+  return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_SLICE ||
+         n->op == OP_CONCAT ||
          n->op == OP_GATHER || n->op == OP_LAYER_NORM;
 }
 

@@ -42,11 +42,7 @@ static Value *permuted_const(Graph *g, const Value *w, const int64_t *perm) {
     dims[j] = t->dims[perm[j]];
   Tensor *p = tensor_in_arena(g->arena, t->dtype, t->rank, dims);
   tensor_permute(t, perm, p);
-  char name[512];
-  snprintf(name, sizeof name, "%s.nhwc", w->name);
-  for (int k = 1; graph_find_value(g, name); k++)
-    snprintf(name, sizeof name, "%s.nhwc%d", w->name, k);
-  return graph_add_const(g, name, p);
+  return pass_add_const(g, w->name, "nhwc", p);
 }
 
 /* n (a spatial op) as transpose(its channels_last twin over transposed operands). */
@@ -199,11 +195,11 @@ static bool gemm_conv(const Node *n) {
 static bool pointwise(const Node *n) { return op_info[n->op].flags & OPF_POINTWISE; }
 
 /* Whether the GEMM convolution of output y pays as a GEMM: whether the pointwise nodes
- * after it are what cuBLASLt's epilogue applies: a residual add, then a ReLU, each optional (the bias is the GEMM's
- * own). A convolution kernel takes any pointwise chain after it; a GEMM whose chain goes
- * on (MobileNet's ReLU6 clip) would leave that chain a kernel of its own: it stays a
- * convolution. So does one whose input comes through a transpose or a cast, which its
- * kernel would read through (the image's). */
+ * after it are what cuBLASLt's epilogue applies, a residual add, then a ReLU, each
+ * optional (the bias is the GEMM's own). A convolution kernel takes any pointwise chain
+ * after it; a GEMM whose chain goes on (MobileNet's ReLU6 clip) would leave that chain a
+ * kernel of its own: it stays a convolution. So does one whose input comes through a
+ * transpose or a cast, which its kernel would read through (the image's). */
 static bool gemm_epilogue_fits(const Graph *g, const Value *y) {
   const Value *x = y->def->in[0];
   if (x->kind == VK_NODE && (x->def->op == OP_TRANSPOSE || x->def->op == OP_CAST))
@@ -229,11 +225,7 @@ static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
   Tensor rows = {.dtype = w->dtype, .rank = 2, .dims = {m, c}, .data = w->data};
   Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, (int64_t[]){c, m});
   tensor_permute(&rows, perm, t);
-  char name[512];
-  snprintf(name, sizeof name, "%s.gemm", n->in[1]->name);
-  for (int k = 1; graph_find_value(g, name); k++)
-    snprintf(name, sizeof name, "%s.gemm%d", n->in[1]->name, k);
-  Value *in[2] = {n->in[0], graph_add_const(g, name, t)};
+  Value *in[2] = {n->in[0], pass_add_const(g, n->in[1]->name, "gemm", t)};
   if (n->nin < 3 || !n->in[2]) {
     pass_rewrite(g, n, OP_MATMUL, in, 2, NULL, 0);
     return 0;

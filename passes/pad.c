@@ -56,11 +56,7 @@ static Value *padded_const(Graph *g, const Value *c, int axis, int64_t to, int64
   for (int64_t o = 0; o < outer; o++)
     memcpy((char *)p->data + (size_t)o * row, (const char *)t->data + (size_t)o * from, from);
   *bytes += (int64_t)(tensor_nbytes(p) - tensor_nbytes(t));
-  char name[512];
-  snprintf(name, sizeof name, "%s.pad", c->name);
-  for (int k = 1; graph_find_value(g, name); k++)
-    snprintf(name, sizeof name, "%s.pad%d", c->name, k);
-  return graph_add_const(g, name, p);
+  return pass_add_const(g, c->name, "pad", p);
 }
 
 /* Pointwise ops that keep finite inputs finite: the padded columns they compute on

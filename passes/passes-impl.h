@@ -20,6 +20,9 @@ void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Att
 Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
                           const Attr *attrs, int nattr, const char *like, const char *suffix,
                           Diag *d);
+/* A new constant of data t named <like>.<suffix>, or <like>.<suffix>N with the first N
+ * that is free. */
+Value *pass_add_const(Graph *g, const char *like, const char *suffix, Tensor *t);
 /* The shape attribute of a reshape of x to type `to` (same dtype and element count):
  * static dims as they are, a symbolic dim as 0 where x has it at the same position, else
  * -1. False when no attribute gives back exactly `to` (two symbolic dims that move). */

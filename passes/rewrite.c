@@ -1,6 +1,7 @@
 /* rewrite.c: the helpers of passes-impl.h. */
 #include "passes/passes-impl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 bool pass_is_output(const Graph *g, const Value *v) {
@@ -71,6 +72,14 @@ Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int n
   memmove(g->nodes + at + 1, g->nodes + at, sizeof *g->nodes * (size_t)(g->nnodes - 1 - at));
   g->nodes[at] = n;
   return n->out[0];
+}
+
+Value *pass_add_const(Graph *g, const char *like, const char *suffix, Tensor *t) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", like, suffix);
+  for (int k = 1; graph_find_value(g, name); k++)
+    snprintf(name, sizeof name, "%s.%s%d", like, suffix, k);
+  return graph_add_const(g, name, t);
 }
 
 bool pass_reshape_attr(const Value *x, const Type *to, int64_t *shape) {
