@@ -35,7 +35,7 @@
  * one node get no attribute. The pass renumbers every group 1, 2, ... in the order of
  * their roots, so it can run again on its own output. Each merge looks over the whole
  * graph (quadratic in the nodes: fine for the few thousand of a transformer). */
-#include "passes/passes.h"
+#include "passes/passes-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -201,12 +201,7 @@ static bool side_output(Fuse *f, const Value *v, int p, int r) {
 }
 
 static bool same_shape(const Value *a, const Value *b) {
-  if (a->type.shape.rank != b->type.shape.rank)
-    return false;
-  for (int i = 0; i < a->type.shape.rank; i++)
-    if (!dim_eq(a->type.shape.dims[i], b->type.shape.dims[i]))
-      return false;
-  return true;
+  return pass_same_shape(&a->type.shape, &b->type.shape);
 }
 
 /* Sets (or clears, for k 0) node n's fuse attribute. */
@@ -224,14 +219,7 @@ static const Value *other_addend(const Node *a, const Value *v) {
 
 /* Whether v is a bias of y's last dim: [N], [1, N], ... with N y's last dim. */
 static bool bias_of(const Value *v, const Value *y) {
-  const Shape *b = &v->type.shape, *s = &y->type.shape;
-  if (v->type.dtype != y->type.dtype || b->rank < 1 || b->rank > s->rank ||
-      !dim_eq(b->dims[b->rank - 1], s->dims[s->rank - 1]))
-    return false;
-  for (int i = 0; i < b->rank - 1; i++)
-    if (b->dims[i].sym || b->dims[i].n != 1)
-      return false;
-  return true;
+  return v->type.dtype == y->type.dtype && pass_along_last(v, y);
 }
 
 /* Whether n is a gelu of v with the tanh approximation: cuBLASLt's GELU epilogue. */

@@ -108,7 +108,7 @@ static int sink_through(Graph *g, Node *n, PassContext *ctx, bool *changed) {
     if (v->kind == VK_NODE && v->type.shape.rank == r && is_perm(v->def, first, r)) {
       in[k] = v->def->in[0];
       moved++;
-    } else if (!shape_is_static(&v->type.shape) || shape_numel(&v->type.shape) != 1) {
+    } else if (!pass_single_element(v)) {
       return 0;
     }
   }

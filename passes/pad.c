@@ -72,22 +72,6 @@ static bool keeps_finite(Op op) {
   }
 }
 
-/* Whether constant c runs along the last dim of a value of width n: [n], [1, .., n]. */
-static bool along_last(const Value *c, int64_t n) {
-  const Shape *s = &c->type.shape;
-  if (c->kind != VK_CONST || s->rank < 1 || s->dims[s->rank - 1].sym ||
-      s->dims[s->rank - 1].n != n)
-    return false;
-  for (int j = 0; j < s->rank - 1; j++)
-    if (s->dims[j].sym || s->dims[j].n != 1)
-      return false;
-  return true;
-}
-
-static bool single_element(const Value *v) {
-  return shape_is_static(&v->type.shape) && shape_numel(&v->type.shape) == 1;
-}
-
 typedef struct Padder {
   Graph *g;
   PassContext *ctx;
@@ -96,16 +80,16 @@ typedef struct Padder {
   int64_t weight_bytes, value_bytes;
 } Padder;
 
-/* Whether pointwise node u, the one user of v (a value of width n), can compute on v
- * padded: of v's shape, its other operands single elements or constants along the last
- * dim. */
-static bool pads_through(const Node *u, const Value *v, int64_t n) {
+/* Whether pointwise node u, the one user of v, can compute on v padded: of v's shape,
+ * its other operands single elements or constants along the last dim. */
+static bool pads_through(const Node *u, const Value *v) {
   if (!(op_info[u->op].flags & OPF_POINTWISE) || u->nout != 1 || u->nin > 8 ||
       !pass_same_shape(&u->out[0]->type.shape, &v->type.shape))
     return false;
   for (int k = 0; k < u->nin; k++) {
     const Value *o = u->in[k];
-    if (o && o != v && !single_element(o) && !along_last(o, n))
+    if (o && o != v && !pass_single_element(o) &&
+        !(o->kind == VK_CONST && pass_along_last(o, v)))
       return false;
   }
   return true;
@@ -114,11 +98,11 @@ static bool pads_through(const Node *u, const Value *v, int64_t n) {
 /* The linear layer that reads the output of m through the pointwise chain after it,
  * each node keeping padded columns finite (so zero weight rows cancel them), or NULL.
  * *chain gets the chain's nodes, at most 8. */
-static Node *next_gemm(const Graph *g, const Node *m, int64_t n, Node **chain, int *len) {
+static Node *next_gemm(const Graph *g, const Node *m, Node **chain, int *len) {
   const Value *v = m->out[0];
   Node *u;
   *len = 0;
-  while ((u = pass_sole_user(g, v)) && *len < 8 && pads_through(u, v, n)) {
+  while ((u = pass_sole_user(g, v)) && *len < 8 && pads_through(u, v)) {
     if (!keeps_finite(u->op))
       return NULL;
     chain[(*len)++] = u;
@@ -135,7 +119,7 @@ static int pad_gemm(Padder *p, Node *m, int64_t n2) {
   int64_t n = m->in[1]->type.shape.dims[1].n;
   Node *chain[8];
   int len;
-  Node *next = next_gemm(g, m, n, chain, &len);
+  Node *next = next_gemm(g, m, chain, &len);
   Value *in[8] = {m->in[0], padded_const(g, m->in[1], 1, n2, &p->weight_bytes)};
   Value *wide = pass_insert_before(g, m, OP_MATMUL, in, 2, m->attrs, m->nattr,
                                    m->out[0]->name, "pad", p->ctx->diag);
@@ -161,7 +145,7 @@ static int pad_gemm(Padder *p, Node *m, int64_t n2) {
     for (int k = 0; k < u->nin; k++) {
       Value *o = u->in[k];
       in[k] = o == v ? wide
-              : o && !single_element(o)
+              : o && !pass_single_element(o)
                   ? padded_const(g, o, o->type.shape.rank - 1, n2, &p->weight_bytes)
                   : o;
     }

@@ -7,6 +7,11 @@
 
 bool pass_is_output(const Graph *g, const Value *v); /* v is one of g's outputs */
 bool pass_same_shape(const Shape *a, const Shape *b);
+/* Whether v runs along y's last dim: [N], [1, N], [1, 1, N], ... of at most y's rank,
+ * N y's last dim (a bias of a linear layer's output). */
+bool pass_along_last(const Value *v, const Value *y);
+/* Whether v holds one element (a static shape of element count 1). */
+bool pass_single_element(const Value *v);
 /* The one node that reads v (maybe as several of its inputs), or NULL: none, several,
  * or v is one of g's outputs. */
 Node *pass_sole_user(const Graph *g, const Value *v);

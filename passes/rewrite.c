@@ -20,6 +20,18 @@ bool pass_same_shape(const Shape *a, const Shape *b) {
   return true;
 }
 
+bool pass_along_last(const Value *v, const Value *y) {
+  const Shape *b = &v->type.shape, *s = &y->type.shape;
+  if (b->rank < 1 || b->rank > s->rank || !dim_eq(b->dims[b->rank - 1], s->dims[s->rank - 1]))
+    return false;
+  for (int i = 0; i < b->rank - 1; i++)
+    if (b->dims[i].sym || b->dims[i].n != 1)
+      return false;
+  return true;
+}
+
+bool pass_single_element(const Value *v) { return shape_numel(&v->type.shape) == 1; }
+
 Node *pass_sole_user(const Graph *g, const Value *v) {
   Node *u = NULL;
   if (pass_is_output(g, v))
