@@ -87,13 +87,14 @@ const char *cg_ctype(DType t) {
   case DT_F32: return "gc_f32";
   case DT_F16: return "gc_f16";
   case DT_BF16: return "gc_bf16";
+  case DT_F8E4M3: return "gc_f8e4m3";
   case DT_I64: return "gc_i64";
   case DT_I32: return "gc_i32";
   case DT_I16: return "gc_i16";
   case DT_I8: return "gc_i8";
   case DT_U8: return "gc_u8";
   case DT_BOOL: return "gc_bool";
-  default: return NULL; /* f8: rejected before any kernel is written */
+  default: return NULL; /* f8e5m2: rejected before any kernel is written */
   }
 }
 
@@ -106,8 +107,10 @@ const char *cg_load(Cg *cg, DType t, Dom dom, const char *e) {
                                                : cg_fmt(cg, "(float)(double)%s", i);
   }
   /* a float type: its natural domain first */
-  const char *f = t == DT_F16 ? cg_fmt(cg, "gc_h2f(%s)", e)
-                  : t == DT_BF16 ? cg_fmt(cg, "gc_bf2f(%s)", e) : e;
+  const char *f = t == DT_F16      ? cg_fmt(cg, "gc_h2f(%s)", e)
+                  : t == DT_BF16   ? cg_fmt(cg, "gc_bf2f(%s)", e)
+                  : t == DT_F8E4M3 ? cg_fmt(cg, "gc_e4m32f(%s)", e)
+                                   : e;
   Dom nat = cg_dom(t);
   if (dom == nat)
     return f;
@@ -138,6 +141,7 @@ const char *cg_store(Cg *cg, DType t, Dom dom, const char *v) {
   case DT_F64: return dom == DOM_F64 ? v : cg_fmt(cg, "(double)%s", pv);
   case DT_F32: return dom == DOM_F32 ? v : cg_fmt(cg, "(float)%s", pv);
   case DT_F16: return cg_fmt(cg, dom == DOM_F32 ? "gc_f2h(%s)" : "gc_d2h(%s)", v);
+  case DT_F8E4M3: return cg_fmt(cg, dom == DOM_F32 ? "gc_f2e4m3(%s)" : "gc_d2e4m3(%s)", v);
   default: return cg_fmt(cg, dom == DOM_F32 ? "gc_f2bf(%s)" : "gc_d2bf(%s)", v);
   }
 }
@@ -163,6 +167,7 @@ const char *cg_const_of(Cg *cg, DType t, double v) {
   case DT_F32: return cg_fmt(cg, "__int_as_float(0x%08" PRIx64 ")", u);
   case DT_F16: return cg_fmt(cg, "gc_f16{0x%04" PRIx64 "}", u);
   case DT_BF16: return cg_fmt(cg, "gc_bf16{0x%04" PRIx64 "}", u);
+  case DT_F8E4M3: return cg_fmt(cg, "gc_f8e4m3{0x%02" PRIx64 "}", u);
   default: {
     int64_t i = dtype_load_i64(t, b);
     if (i == INT64_MIN)
@@ -543,6 +548,7 @@ static const char *const preamble[] = {
     "typedef float gc_f32;\n"
     "struct gc_f16 { unsigned short bits; };\n"
     "struct gc_bf16 { unsigned short bits; };\n"
+    "struct gc_f8e4m3 { unsigned char bits; };\n"
     "typedef long long gc_i64;\n"
     "typedef int gc_i32;\n"
     "typedef short gc_i16;\n"
@@ -566,6 +572,39 @@ static const char *const preamble[] = {
     "  float f = __double2float_rz(d);\n"
     "  if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);\n"
     "  return gc_f2bf(f);\n"
+    "}\n"
+    "// e4m3 (\"fn\": no inf, S.1111.111 is NaN), exponent bias 7, subnormals m * 2^-9\n"
+    "__device__ __forceinline__ float gc_e4m32f(gc_f8e4m3 h) {\n"
+    "  const unsigned s = (h.bits & 0x80u) << 24, e = (h.bits >> 3) & 15u, m = h.bits & 7u;\n"
+    "  if (e == 15u && m == 7u) return __uint_as_float(s | 0x7fc00000u);\n"
+    "  const float f = e ? __uint_as_float(((e + 120u) << 23) | (m << 20)) : (float)m * 0x1p-9f;\n"
+    "  return __uint_as_float(__float_as_uint(f) | s);\n"
+    "}\n"
+    "// to nearest even, saturating: beyond +-448 (inf too) is +-448, NaN stays NaN\n"
+    "__device__ __forceinline__ gc_f8e4m3 gc_f2e4m3(float f) {\n"
+    "  gc_f8e4m3 r;\n"
+    "#if __CUDA_ARCH__ >= 890\n"
+    "  unsigned short h;\n"
+    "  asm(\"cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\" : \"=h\"(h) : \"f\"(0.0f), \"f\"(f));\n"
+    "  r.bits = (unsigned char)h;\n"
+    "#else\n"
+    "  const float a = fabsf(f);\n"
+    "  unsigned b;\n"
+    "  if (a != a) b = 0x7fu;\n"
+    "  else if (a > 448.0f) b = 0x7eu;\n"
+    "  else if (a < 0x1p-6f) b = (unsigned)rintf(a * 512.0f);\n"
+    "  else {\n"
+    "    const int e = (int)((__float_as_uint(a) >> 23) & 0xffu) - 127;\n"
+    "    b = (unsigned)((e + 6) * 8) + (unsigned)rintf(ldexpf(a, 3 - e));\n"
+    "  }\n"
+    "  r.bits = (unsigned char)(((__float_as_uint(f) >> 24) & 0x80u) | b);\n"
+    "#endif\n"
+    "  return r;\n"
+    "}\n"
+    "__device__ __forceinline__ gc_f8e4m3 gc_d2e4m3(double d) {\n"
+    "  float f = __double2float_rz(d);\n"
+    "  if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);\n"
+    "  return gc_f2e4m3(f);\n"
     "}\n"
     "\n",
     "// D += A B on tensor cores for one warp: A 16x16 (row-major fragment a[4]), B 16x8\n"

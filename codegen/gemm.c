@@ -5,6 +5,9 @@
  * that is broadcast; batch dims that no single stride can walk become several steps.
  * A right operand shared by the whole batch folds the batch into the rows of one GEMM
  * (X[B, M, K] @ W[K, N] is one [B*M, K] @ [K, N]), which cuBLASLt runs better.
+ * transpose_b = 1 (weights [N, K]) is cuBLASLt's op(A) = A^T, and scale its alpha; an
+ * e4m3 matmul (quantize.c) is such a GEMM of rows times weights, the "TN" layout that
+ * cuBLASLt's fp8 kernels take.
  * See GemmStep in codegen.h for the row-major to column-major mapping. */
 #include "codegen/cg-impl.h"
 
@@ -65,13 +68,14 @@ static int int_matmul(Cg *cg, const Node *n, int64_t M, int64_t K, int64_t N, in
 static int matmul(Cg *cg, const Node *n, const View *av) {
   const Value *a = n->in[0], *b = n->in[1], *y = n->out[0];
   DType dt = a->type.dtype;
-  bool fl = dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_F64;
+  bool f8 = dt == DT_F8E4M3, tb = attr_int(n, "transpose_b") != 0;
+  bool fl = dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_F64 || f8;
   if (!fl && dtype_is_float(dt))
     return cg_error(cg, n, "op matmul (node %d) on %s has no GPU kernel yet", n->id,
                     dtype_name(dt));
   int ar = a->type.shape.rank, br = b->type.shape.rank;
   int64_t M = ar == 1 ? 1 : cg_dim(a, ar - 2), K = cg_dim(a, ar - 1);
-  int64_t N = br == 1 ? 1 : cg_dim(b, br - 1);
+  int64_t N = br == 1 ? 1 : cg_dim(b, br - (tb ? 2 : 1));
   if (K == 0 && fl)
     return cg_error(cg, n, "op matmul (node %d) with an empty inner dim has no GPU kernel yet",
                     n->id);
@@ -101,8 +105,11 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
   }
   GemmStep g = {.a = b, .b = a, .d = y, .dtype = dt, .dtype_d = y->type.dtype,
                 .compute = dt == DT_F64 ? DT_F64 : DT_F32, .tf32 = attr_int(n, "tf32") != 0,
-                .m = N, .n = M, .k = K, .lda = N, .ldb = K, .ldc = N,
-                .batch = 1, .alpha = 1, .beta = 0};
+                .trans_a = tb, .m = N, .n = M, .k = K, .lda = tb ? K : N, .ldb = K, .ldc = N,
+                .batch = 1, .alpha = attr_float(n, "scale"), .beta = 0};
+  if (f8 && (!tb || !b_shared || !a_full || av))
+    return cg_error(cg, n, "an f8e4m3 matmul (node %d) runs only as one cuBLASLt GEMM of rows "
+                    "times weights [N, K] (transpose_b = 1) read directly", n->id);
   if ((cg_epilogue_of(cg, n) || av) && (!(b_shared && a_full) || dt == DT_F64))
     return cg_error(cg, n, "fuse group %lld: a matmul takes an epilogue or an input view only "
                     "as one f32, f16 or bf16 GEMM with shared weights",
@@ -130,6 +137,10 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
     }
     if (g.dtype_d != dt)
       what = cg_fmt(cg, "%s, D in %s", what, dtype_name(g.dtype_d));
+    if (tb)
+      what = cg_fmt(cg, "%s, A (%s weights [N, K]) transposed", what, dtype_name(dt));
+    if (g.alpha != 1)
+      what = cg_fmt(cg, "%s, alpha %.9g", what, g.alpha);
     add_gemm(cg, n, &g);
     buf_printf(&cg->src, "\n/* node %d: matmul: one cuBLASLt GEMM step (m %" PRId64 ", n %" PRId64
                ", k %" PRId64 ")%s%s, no kernel */\n", n->id, g.m, g.n, g.k, what, how);

@@ -575,7 +575,8 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
 static int run_passes(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
   const Pass *passes[MAX_PASSES];
   int n = 0;
-  PassContext ctx = {.diag = d};
+  PassContext ctx = {.diag = d, .calib_names = opt->calib_names,
+                     .calib_inputs = opt->calib_inputs, .ncalib = opt->ncalib};
   if (opt->precision && precision_parse(opt->precision, &ctx.precision, d))
     return -1;
   if (!opt->passes) {

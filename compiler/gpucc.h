@@ -34,9 +34,15 @@ typedef struct GpuccCompileOptions {
   int ndims;
   /* "constfold,dce"; "" runs none; NULL the default pipeline. */
   const char *passes;
-  /* "fp32" (also NULL), "tf32", "bf16" or "fp16": what the precision pass lowers f32
-   * math to (`--precision`; passes/precision.c). Not fp32 needs that pass in `passes`. */
+  /* "fp32" (also NULL), "tf32", "bf16", "fp16" or "fp8": what the precision pass lowers
+   * f32 math to (`--precision`; passes/precision.c). Not fp32 needs that pass in `passes`
+   * (fp8 the quantize pass after it too). */
   const char *precision;
+  /* fp8: a calibration value for each graph input, by name (`--calibrate NAME=FILE.npy`;
+   * passes/quantize.c). Read during the call only. */
+  const char *const *calib_names;
+  Tensor *const *calib_inputs;
+  int ncalib;
   /* ONNX only: --shape, --const, max weight bytes, base_dir (its dims are ignored: use
    * dim_names). NULL: none. */
   const OnnxOptions *onnx;

@@ -55,6 +55,8 @@ typedef struct Options {
   bool no_fuse;      /* --no-fuse: leave the passes that serve fusion out */
   Precision precision; /* --precision */
   bool precision_given;
+  Binding *calib; /* --calibrate NAME=FILE.npy */
+  int ncalib;
   bool print_after_all;
   bool report; /* -v, --report */
   const char *dump_dir;
@@ -130,7 +132,10 @@ static void print_help(void) {
          "                          fuse): one kernel or GEMM per node\n"
          "  --precision=P           fp32 (the default), tf32 (f32 matmuls on TF32 tensor\n"
          "                          cores), bf16 or fp16 (f32 tensors stored in that type,\n"
-         "                          sums in f32; inputs and outputs keep their types)\n"
+         "                          sums in f32; inputs and outputs keep their types), or\n"
+         "                          fp8 (bf16, and linear layers on e4m3 tensor cores)\n"
+         "  --calibrate NAME=F.npy  fp8: a value of input NAME to calibrate the scales of\n"
+         "                          the fp8 GEMMs' inputs on (one per input; repeatable)\n"
          "  --print-after-all       print the IR to stderr before the first pass and after\n"
          "                          each pass\n"
          "  --dump-ir=DIR           write DIR/00-input.gir, DIR/01-<pass>.gir, ...\n"
@@ -224,6 +229,9 @@ static void free_options(Options *o) {
     free(o->shapes[i].name);
   for (int i = 0; i < o->nconsts; i++)
     free(o->consts[i].name);
+  for (int i = 0; i < o->ncalib; i++)
+    free(o->calib[i].name);
+  free(o->calib);
   free(o->consts);
   free(o->inputs);
   free(o->dims);
@@ -246,10 +254,10 @@ static int check_mode(const Options *o) {
       return usage_error("a model.so runs only on the GPU; '--cpu' needs the model's .gir "
                          "or .onnx file");
     if (o->so && (o->passes_given || o->print_after_all || o->dump_dir || o->ndims ||
-                  o->precision_given))
+                  o->precision_given || o->ncalib))
       return usage_error("a model.so is compiled already: '--passes', '--precision', "
-                         "'--print-after-all', '--dump-ir' and '--dim' are for .gir and "
-                         ".onnx files");
+                         "'--calibrate', '--print-after-all', '--dump-ir' and '--dim' are "
+                         "for .gir and .onnx files");
   } else {
     if (o->iters || o->device)
       return usage_error("options '--iters' and '--device' are only for 'gpucc run'");
@@ -281,6 +289,9 @@ static int check_mode(const Options *o) {
   }
   if (!o->file)
     return usage_error("no input file");
+  if (o->ncalib && o->precision != PRECISION_FP8)
+    return usage_error("--calibrate sets the input scales of fp8 GEMMs; it goes with "
+                       "--precision=fp8");
   if (!o->onnx && (o->nshapes || o->nconsts || o->check_ops || o->max_weight_bytes))
     return usage_error("options '--shape', '--const', '--check-ops' and '--max-weight-bytes' "
                        "are for ONNX models (FILE.onnx)");
@@ -334,7 +345,8 @@ static int parse_args(int argc, char **argv, Options *o) {
   o->dims = calloc((size_t)argc, sizeof *o->dims);
   o->shapes = calloc((size_t)argc, sizeof *o->shapes);
   o->consts = calloc((size_t)argc, sizeof *o->consts);
-  if (!o->inputs || !o->dims || !o->shapes || !o->consts)
+  o->calib = calloc((size_t)argc, sizeof *o->calib);
+  if (!o->inputs || !o->dims || !o->shapes || !o->consts || !o->calib)
     return input_error("out of memory");
   int i = 1;
   if (argc > 1 && !strcmp(argv[1], "run")) {
@@ -394,6 +406,10 @@ static int parse_args(int argc, char **argv, Options *o) {
       if (precision_parse(v, &o->precision, &d))
         return usage_diag(&d);
       o->precision_given = true;
+    } else if ((v = option_value(a, "--calibrate", argc, argv, &i, &missing))) {
+      int rc = add_binding(o->calib, &o->ncalib, "--calibrate", v);
+      if (rc)
+        return rc;
     } else if ((v = option_value(a, "--passes", argc, argv, &i, &missing))) {
       passes_arg = v;
     } else if ((v = option_value(a, "--dump-ir", argc, argv, &i, &missing))) {
@@ -469,17 +485,39 @@ static Graph *load_onnx(const Options *o, Diag *d) {
   return g;
 }
 
+/* The --calibrate files, read into t[] (names into names[]); -1 with d set. */
+static int load_calibration(const Options *o, const char **names, Tensor **t, Diag *d) {
+  for (int i = 0; i < o->ncalib; i++) {
+    names[i] = o->calib[i].name;
+    if (!(t[i] = npy_read(o->calib[i].value, d)))
+      return -1;
+  }
+  return 0;
+}
+
 static int load_graph(const Options *o, Graph **out) {
   Diag d = {0};
   Graph *g = o->onnx ? load_onnx(o, &d) : dsl_parse_file(o->file, &d);
   if (!g)
     return diag_exit(&d, EXIT_INPUT);
+  const char **names = calloc((size_t)o->ncalib + 1, sizeof *names);
+  Tensor **calib = calloc((size_t)o->ncalib + 1, sizeof *calib);
   PassContext ctx = {.diag = &d,
                      .precision = o->precision,
+                     .calib_names = names,
+                     .calib_inputs = calib,
+                     .ncalib = o->ncalib,
                      .print_after_all = o->print_after_all ? stderr : NULL,
                      .report = o->report ? stderr : NULL,
                      .dump_dir = o->dump_dir};
-  if (pass_run_pipeline(g, o->passes, o->npasses, &ctx)) {
+  int rc = !names || !calib ? diag_error(&d, g->loc, "out of memory")
+           : load_calibration(o, names, calib, &d) ? -1
+                                                   : pass_run_pipeline(g, o->passes, o->npasses, &ctx);
+  for (int i = 0; calib && i < o->ncalib; i++)
+    tensor_free(calib[i]);
+  free(calib);
+  free(names);
+  if (rc) {
     graph_free(g);
     return diag_exit(&d, EXIT_INPUT);
   }

@@ -1,14 +1,15 @@
 /* jit: compiles a model in-process with gpucc's JIT API and runs it once on the GPU.
  *
- *   jit MODEL.gir|MODEL.onnx [--dim SYM=N]... [--precision P] [--output-dir DIR]
- *       [input.npy ...]
+ *   jit MODEL.gir|MODEL.onnx [--dim SYM=N]... [--precision P] [--calibrate NAME=F.npy]...
+ *       [--output-dir DIR] [input.npy ...]
  *
  * The same steps as `gpucc MODEL -o model.so` followed by run_model, without a file in
  * between: gpucc_compile_dsl / gpucc_compile_onnx give a GpuccModel on device 0, which
  * runs with the runtime's own calls (runtime/runtime.h). Inputs come from .npy files in
  * the model's input order; without them every input is random(seed = 1 + its index),
  * the generator `gpucc run` uses, so the outputs can be compared with `gpucc run --cpu`.
- * --precision is gpucc's (fp32, tf32, bf16, fp16). Prints each output's first values;
+ * --precision is gpucc's (fp32, tf32, bf16, fp16, fp8), and so is --calibrate (fp8's
+ * calibration input of graph input NAME). Prints each output's first values;
  * --output-dir writes DIR/<output>.npy.
  */
 #include "compiler/gpucc.h"
@@ -66,9 +67,10 @@ static Tensor *make_input(GpuccModel *m, int i, const char *npy) {
 
 int main(int argc, char **argv) {
   const char *model = NULL, *out_dir = NULL, *precision = NULL;
-  const char *names[16], *npys[64];
+  const char *names[16], *npys[64], *calib_names[16];
+  Tensor *calib[16];
   int64_t sizes[16];
-  int ndims = 0, nnpy = 0;
+  int ndims = 0, nnpy = 0, ncalib = 0, rc = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dim") && i + 1 < argc && ndims < 16) {
       char *eq = strchr(argv[++i], '=');
@@ -80,26 +82,38 @@ int main(int argc, char **argv) {
       out_dir = argv[++i];
     } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
       precision = argv[++i];
+    } else if (!strcmp(argv[i], "--calibrate") && i + 1 < argc && ncalib < 16) {
+      char *eq = strchr(argv[++i], '=');
+      Diag d = {0};
+      if (!eq) break;
+      *eq = 0;
+      calib_names[ncalib] = argv[i];
+      if (!(calib[ncalib++] = npy_read(eq + 1, &d))) {
+        fprintf(stderr, "jit: %s\n", d.msg);
+        ncalib--;
+        rc = 1;
+      }
     } else if (!model) {
       model = argv[i];
     } else if (nnpy < 64) {
       npys[nnpy++] = argv[i];
     }
   }
-  if (!model) {
-    fprintf(stderr, "usage: jit MODEL.gir|MODEL.onnx [--dim SYM=N]... [--precision P] "
-                    "[--output-dir DIR] [input.npy ...]\n");
-    return 2;
-  }
   size_t len = 0;
-  char *bytes = read_all(model, &len);
-  if (!bytes) {
+  char *bytes = model && !rc ? read_all(model, &len) : NULL;
+  if (!model)
+    fprintf(stderr, "usage: jit MODEL.gir|MODEL.onnx [--dim SYM=N]... [--precision P] "
+                    "[--calibrate NAME=F.npy]... [--output-dir DIR] [input.npy ...]\n");
+  else if (!bytes && !rc)
     fprintf(stderr, "jit: cannot read %s\n", model);
-    return 1;
+  if (!bytes) {
+    for (int i = 0; i < ncalib; i++) tensor_free(calib[i]);
+    return model ? 1 : 2;
   }
 
   GpuccCompileOptions opt = {.dim_names = names, .dim_sizes = sizes, .ndims = ndims,
-                             .precision = precision};
+                             .precision = precision, .calib_names = calib_names,
+                             .calib_inputs = calib, .ncalib = ncalib};
   size_t n = strlen(model);
   bool onnx = n > 5 && !strcmp(model + n - 5, ".onnx");
   Diag d = {0};
@@ -107,12 +121,13 @@ int main(int argc, char **argv) {
   GpuccStatus st = onnx ? gpucc_compile_onnx(bytes, len, model, &opt, 0, &m, &d)
                         : gpucc_compile_dsl(bytes, len, model, &opt, 0, &m, &d);
   free(bytes);
+  for (int i = 0; i < ncalib; i++) tensor_free(calib[i]);
   if (st) {
     fprintf(stderr, "jit: %s\n", d.msg);
     return 1;
   }
 
-  int nin = gpucc_model_num_inputs(m), nout = gpucc_model_num_outputs(m), rc = 0;
+  int nin = gpucc_model_num_inputs(m), nout = gpucc_model_num_outputs(m);
   if (nnpy && nnpy != nin) {
     fprintf(stderr, "jit: the model takes %d inputs, %d .npy files given\n", nin, nnpy);
     rc = 1;

@@ -189,13 +189,30 @@ static int infer_matmul(const Node *n, Type *out, Diag *d) {
   if (attr_int(n, "tf32") && a->dtype != DT_F32)
     return fail(n, d, "tf32 = 1 is for f32 operands, not %s", dtype_name(a->dtype));
   const char *to = attr_string(n, "to");
-  bool wide = strcmp(to, "same") != 0;
-  if (wide && (strcmp(to, "f32") || (a->dtype != DT_F16 && a->dtype != DT_BF16)))
+  bool wide = strcmp(to, "same") != 0, f8 = a->dtype == DT_F8E4M3 || a->dtype == DT_F8E5M2;
+  DType out_dtype = a->dtype;
+  if (f8 && (!wide || dtype_from_name(to, &out_dtype) ||
+             (out_dtype != DT_F32 && out_dtype != DT_BF16 && out_dtype != DT_F16)))
+    return fail(n, d, "%s operands need to = \"f32\", \"bf16\" or \"f16\", not \"%s\"",
+                dtype_name(a->dtype), to);
+  if (wide && !f8 && (strcmp(to, "f32") || (a->dtype != DT_F16 && a->dtype != DT_BF16)))
     return fail(n, d, "to = \"%s\" on %s operands: only f16 and bf16 operands take to = "
                 "\"f32\" (an f32 output)", to, dtype_name(a->dtype));
+  if (wide && !f8)
+    out_dtype = DT_F32;
   if (a->shape.rank < 1 || b->shape.rank < 1)
     return fail(n, d, "operands must be at least 1-D: %s @ %s", ts(a, ba), ts(b, bb));
+  if (attr_float(n, "scale") != 1 && !dtype_is_float(a->dtype))
+    return fail(n, d, "scale is for float operands, not %s", dtype_name(a->dtype));
+  if (attr_int(n, "transpose_b") && b->shape.rank < 2)
+    return fail(n, d, "transpose_b = 1 needs a second operand of at least 2 dims, not %s",
+                ts(b, bb));
   Shape sa = a->shape, sb = b->shape;
+  if (attr_int(n, "transpose_b")) {
+    Dim t = sb.dims[sb.rank - 1];
+    sb.dims[sb.rank - 1] = sb.dims[sb.rank - 2];
+    sb.dims[sb.rank - 2] = t;
+  }
   if (sa.rank == 1) {
     sa.rank = 2;
     sa.dims[1] = sa.dims[0];
@@ -212,7 +229,7 @@ static int infer_matmul(const Node *n, Type *out, Diag *d) {
   bb_s.rank -= 2;
   if (!broadcast(&ba_s, &bb_s, &batch))
     return fail(n, d, "cannot broadcast batch dims: %s @ %s", ts(a, ba), ts(b, bb));
-  out->dtype = wide ? DT_F32 : a->dtype;
+  out->dtype = out_dtype;
   out->shape = batch;
   if (a->shape.rank > 1)
     out->shape.dims[out->shape.rank++] = sa.dims[sa.rank - 2];

@@ -406,8 +406,10 @@ static int eval_matmul(const Node *n, const Tensor *a, const Tensor *b, Tensor *
   /* numpy.matmul: a 1-D operand gets a dim of 1 (prepended for a, appended for b) that
    * the output then drops; the leading dims broadcast as batch dims. */
   int ar = a->rank, br = b->rank;
+  bool tb = attr_int(n, "transpose_b") != 0; /* b's matrices are [N, K] */
   int64_t M = ar == 1 ? 1 : a->dims[ar - 2], K = a->dims[ar - 1];
-  int64_t N = br == 1 ? 1 : b->dims[br - 1];
+  int64_t N = br == 1 ? 1 : b->dims[br - (tb ? 2 : 1)];
+  double scale = attr_float(n, "scale");
   int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
   int batch_rank = abr > bbr ? abr : bbr;
   int64_t bdims[IR_MAX_RANK];
@@ -436,7 +438,7 @@ static int eval_matmul(const Node *n, const Tensor *a, const Tensor *b, Tensor *
     if (fl && ao != last_a)
       load_f64(a, last_a = ao, M, K, false, am);
     if (fl && bo != last_b)
-      load_f64(b, last_b = bo, K, N, true, bt);
+      load_f64(b, last_b = bo, tb ? N : K, tb ? K : N, !tb, bt);
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++, yo++) {
         if (fl) {
@@ -444,13 +446,13 @@ static int eval_matmul(const Node *n, const Tensor *a, const Tensor *b, Tensor *
           double acc = 0;
           for (int64_t k = 0; k < K; k++)
             acc += ra[k] * rb[k];
-          dtype_store_f64(y->dtype, elem(y, yo), acc);
+          dtype_store_f64(y->dtype, elem(y, yo), acc * scale);
           continue;
         }
         int64_t acc = 0;
         for (int64_t k = 0; k < K; k++)
           acc = iadd(acc, imul(dtype_load_i64(a->dtype, elem(a, ao + i * K + k)),
-                               dtype_load_i64(b->dtype, elem(b, bo + k * N + j))));
+                               dtype_load_i64(b->dtype, elem(b, bo + (tb ? j * K + k : k * N + j)))));
         dtype_store_i64(y->dtype, elem(y, yo), acc);
       }
   }
@@ -2210,6 +2212,11 @@ static int bind_input(const Value *v, const Tensor *t, Binding *b, int *nb, Diag
 }
 
 int ir_eval(const Graph *g, Tensor *const *inputs, Tensor **outputs, Diag *d) {
+  return ir_eval_seen(g, inputs, outputs, NULL, NULL, d);
+}
+
+int ir_eval_seen(const Graph *g, Tensor *const *inputs, Tensor **outputs, IrEvalSeen seen,
+                 void *arg, Diag *d) {
   for (int i = 0; i < g->noutputs; i++)
     outputs[i] = NULL;
   int nv = g->next_value_id;
@@ -2227,6 +2234,8 @@ int ir_eval(const Graph *g, Tensor *const *inputs, Tensor **outputs, Diag *d) {
     if (bind_input(g->inputs[i], inputs[i], binds, &nb, d))
       goto done;
     env[g->inputs[i]->id] = inputs[i];
+    if (seen)
+      seen(g->inputs[i], inputs[i], arg);
   }
   for (int i = 0; i < g->nconsts; i++)
     env[g->consts[i]->id] = g->consts[i]->data;
@@ -2267,6 +2276,8 @@ int ir_eval(const Graph *g, Tensor *const *inputs, Tensor **outputs, Diag *d) {
         tensor_free(env[id]); /* a value defined twice: the verifier forbids it */
       env[id] = nout[k];
       owned[id] = true;
+      if (seen)
+        seen(n->out[k], nout[k], arg);
     }
     /* Free what no later node needs: inputs read for the last time here, and outputs
      * that nothing reads. */

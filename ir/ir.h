@@ -444,6 +444,11 @@ int ir_eval_node(const Node *n, Tensor *const *in, Tensor **out, Diag *d);
  * tensors (caller frees). Symbolic dims are bound from the inputs' shapes; an input whose
  * dtype or shape disagrees with the graph is an error naming it. */
 int ir_eval(const Graph *g, Tensor *const *inputs, Tensor **outputs, Diag *d);
+/* ir_eval that also shows each graph input and each value a node makes to seen(), once,
+ * right after it is made (the tensor is freed later: seen must not keep it). */
+typedef void (*IrEvalSeen)(const Value *v, const Tensor *t, void *arg);
+int ir_eval_seen(const Graph *g, Tensor *const *inputs, Tensor **outputs, IrEvalSeen seen,
+                 void *arg, Diag *d);
 
 /* ---------------------------------------------------------------- tensorio.c: tensor files */
 

@@ -9,7 +9,7 @@
  * either each of them, like the first, has its output used only by an add of a constant
  * bias of its N (the linear layers' form), or none does. The new nodes take the place of
  * the first old matmul. */
-#include "passes/passes.h"
+#include "passes/passes-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,7 @@ enum { MAX_JOIN = 16 };
 
 static bool const_weights(const Node *m) {
   const Value *w = m->in[1];
-  return m->op == OP_MATMUL && m->nin == 2 && w->kind == VK_CONST && w->data &&
+  return pass_plain_matmul(m) && m->nin == 2 && w->kind == VK_CONST && w->data &&
          w->type.shape.rank == 2 && m->in[0]->type.shape.rank >= 1 &&
          dtype_is_float(w->type.dtype);
 }

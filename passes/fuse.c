@@ -228,12 +228,17 @@ static bool tanh_gelu_of(const Node *n, const Value *v) {
 }
 
 /* The types cuBLASLt's GEMM steps take with epilogues and input views. */
-static bool gemm_dtype(DType t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
+static bool gemm_dtype(DType t) {
+  return t == DT_F32 || t == DT_F16 || t == DT_BF16 || t == DT_F8E4M3;
+}
 
-/* Whether m is a matmul cuBLASLt can give an epilogue: f32, f16 or bf16 rows times 2-D
- * weights. */
+/* Whether m is a matmul cuBLASLt can give an epilogue: f32, f16, bf16 or e4m3 rows times
+ * 2-D weights; e4m3 ones only with a 16-bit output (cuBLASLt's fp8 GEMMs take no f32
+ * bias). */
 static bool gemm_matmul(const Node *m) {
-  return m->op == OP_MATMUL && m->nout == 1 && gemm_dtype(m->in[0]->type.dtype) &&
+  DType t = m->in[0]->type.dtype;
+  return m->op == OP_MATMUL && m->nout == 1 && gemm_dtype(t) &&
+         !(t == DT_F8E4M3 && m->out[0]->type.dtype == DT_F32) &&
          m->in[1]->type.shape.rank == 2 && m->in[0]->type.shape.rank >= 2;
 }
 

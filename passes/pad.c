@@ -27,12 +27,13 @@
 
 enum { PAD_MIN_WEIGHTS = 1 << 16 };
 
-/* The multiple that a GEMM's dims want: 8 for 16-bit data, 4 for f32 on TF32 tensor
- * cores, 0 where padding buys nothing (plain f32, f64, integers). */
-static int64_t tc_multiple(const Node *m) {
+/* The multiple that a GEMM's dims want: 8 for 16-bit data, 16 for the bf16 GEMMs that
+ * quantize will make fp8, 4 for f32 on TF32 tensor cores, 0 where padding buys nothing
+ * (plain f32, f64, integers). */
+static int64_t tc_multiple(const Node *m, Precision p) {
   DType t = m->in[0]->type.dtype;
   if (t == DT_BF16 || t == DT_F16)
-    return 8;
+    return p == PRECISION_FP8 ? 16 : 8;
   return t == DT_F32 && attr_int(m, "tf32") ? 4 : 0;
 }
 
@@ -108,7 +109,7 @@ static Node *next_gemm(const Graph *g, const Node *m, Node **chain, int *len) {
     chain[(*len)++] = u;
     v = u->out[0];
   }
-  bool gemm = u && u->op == OP_MATMUL && u->in[0] == v && u->in[1] != v &&
+  bool gemm = u && pass_plain_matmul(u) && u->in[0] == v && u->in[1] != v &&
               u->in[1]->kind == VK_CONST && u->in[1]->type.shape.rank == 2;
   return gemm ? u : NULL;
 }
@@ -174,9 +175,9 @@ static int run_pad(Graph *g, PassContext *ctx) {
   for (int i = 0; i < nmm; i++) {
     Node *m = mms[i];
     int64_t mult;
-    if (m->op != OP_MATMUL || m->nout != 1 || m->in[1]->kind != VK_CONST ||
+    if (!pass_plain_matmul(m) || m->nout != 1 || m->in[1]->kind != VK_CONST ||
         m->in[1]->type.shape.rank != 2 || m->in[0]->type.shape.rank < 2 ||
-        !shape_is_static(&m->in[0]->type.shape) || !(mult = tc_multiple(m)))
+        !shape_is_static(&m->in[0]->type.shape) || !(mult = tc_multiple(m, ctx->precision)))
       continue;
     const Tensor *w = m->in[1]->data;
     int64_t k = w->dims[0], n = w->dims[1];

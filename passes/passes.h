@@ -8,16 +8,24 @@
 
 /* What the precision pass lowers f32 math to (--precision). fp32 leaves the graph as it
  * is; tf32 marks f32 matmuls for TF32 tensor cores; bf16 and fp16 store the graph's f32
- * tensors in that type (see passes/precision.c). */
-typedef enum Precision { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16, PRECISION_FP16 } Precision;
+ * tensors in that type (see passes/precision.c); fp8 is bf16 whose linear layers the
+ * quantize pass then runs on e4m3 (passes/quantize.c). */
+typedef enum Precision {
+  PRECISION_FP32, PRECISION_TF32, PRECISION_BF16, PRECISION_FP16, PRECISION_FP8
+} Precision;
 
-/* "fp32", "tf32", "bf16", "fp16" into *out: 0, or -1 with d naming the known ones. */
+/* "fp32", "tf32", "bf16", "fp16", "fp8" into *out: 0, or -1 with d naming the known ones. */
 int precision_parse(const char *s, Precision *out, Diag *d);
 const char *precision_name(Precision p);
 
 typedef struct PassContext {
   Diag *diag;
   Precision precision;   /* for the precision pass; PRECISION_FP32 (0) by default */
+  /* fp8's calibration inputs by graph input name (--calibrate NAME=FILE.npy): quantize
+   * runs the graph on them to choose each activation's scale. */
+  const char *const *calib_names;
+  Tensor *const *calib_inputs;
+  int ncalib;
   FILE *print_after_all; /* non-NULL: print each stage here with a header naming it */
   const char *dump_dir;  /* non-NULL: write DIR/00-input.gir, DIR/01-<pass>.gir, ... */
   FILE *report;          /* non-NULL: one line per pass saying what it did */
@@ -43,8 +51,8 @@ const Pass *pass_lookup(const char *name);
  * listing the known ones. Returns the count, or -1. */
 int pass_parse_list(const char *list, const Pass **out, int max, Diag *d);
 
-/* 0 when passes[0..n) can give precision p (fp32, or the list has the precision pass);
- * else -1 with d saying so. */
+/* 0 when passes[0..n) can give precision p (fp32, or the list has the precision pass,
+ * and quantize after it for fp8); else -1 with d saying so. */
 int precision_check_passes(Precision p, const Pass *const *passes, int n, Diag *d);
 
 /* Runs the passes in order: verifies the input, then after each pass verifies the graph,
@@ -62,6 +70,7 @@ extern const Pass pass_clone_masks; /* an attention mask computed in every atten
 extern const Pass pass_precision; /* f32 math lowered to ctx->precision */
 extern const Pass pass_layout;    /* bf16/f16 convolutions and pools in channels last */
 extern const Pass pass_pad;       /* linear layers' widths padded to tensor-core multiples */
+extern const Pass pass_quantize;  /* fp8: linear layers on e4m3 with calibrated scales */
 extern const Pass pass_fuse;      /* pointwise chains into fuse groups (one kernel each) */
 
 #endif

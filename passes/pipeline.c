@@ -11,15 +11,18 @@
 const Pass *const pass_registry[] = {&pass_constfold,     &pass_simplify,    &pass_dce,
                                      &pass_concat_gemms,  &pass_sink_reshapes,
                                      &pass_clone_masks,   &pass_precision,   &pass_layout,
-                                     &pass_pad,           &pass_fuse,        NULL};
+                                     &pass_pad,           &pass_quantize,    &pass_fuse,
+                                     NULL};
 /* simplify leaves dead nodes to dce; dce runs before the passes that count users;
  * precision runs after the passes that match f32 patterns, before fuse; layout after
  * precision (it moves only the 16-bit convolutions), and so does pad (it pads for the
- * GEMMs' types). */
+ * GEMMs' types); quantize after both (layout's 1x1 convolutions are GEMMs it takes, and
+ * it reads the widths pad made). */
 const Pass *const pass_default_pipeline[] = {&pass_constfold,     &pass_simplify,    &pass_dce,
                                              &pass_concat_gemms,  &pass_sink_reshapes,
                                              &pass_clone_masks,   &pass_precision,   &pass_layout,
-                                             &pass_pad,           &pass_fuse,        NULL};
+                                             &pass_pad,           &pass_quantize,    &pass_fuse,
+                                             NULL};
 
 const Pass *pass_lookup(const char *name) {
   for (int i = 0; pass_registry[i]; i++)

@@ -16,6 +16,7 @@
  *         nodes that only lead to f32 outputs (a classifier's bias add) compute in f32
  *         (output_tail), and a matmul read only in f32 writes f32 from its lowered
  *         operands (to = "f32", f32_readers).
+ *   fp8   bf16 here; the quantize pass (quantize.c) then runs the linear layers on e4m3.
  *
  * A node is lowered when its op takes only data tensors (its parameters are attributes)
  * and its GPU kernel computes f16 and bf16 data in f32: the pointwise and layout ops,
@@ -36,7 +37,8 @@ static const struct {
   const char *name;
   Precision p;
 } precisions[] = {{"fp32", PRECISION_FP32}, {"tf32", PRECISION_TF32},
-                  {"bf16", PRECISION_BF16}, {"fp16", PRECISION_FP16}};
+                  {"bf16", PRECISION_BF16}, {"fp16", PRECISION_FP16},
+                  {"fp8", PRECISION_FP8}};
 
 int precision_parse(const char *s, Precision *out, Diag *d) {
   for (size_t i = 0; i < sizeof precisions / sizeof *precisions; i++)
@@ -44,7 +46,7 @@ int precision_parse(const char *s, Precision *out, Diag *d) {
       *out = precisions[i].p;
       return 0;
     }
-  return diag_error(d, (SrcLoc){0}, "unknown precision '%s' (known: fp32, tf32, bf16, fp16)", s);
+  return diag_error(d, (SrcLoc){0}, "unknown precision '%s' (known: fp32, tf32, bf16, fp16, fp8)", s);
 }
 
 const char *precision_name(Precision p) {
@@ -55,13 +57,22 @@ const char *precision_name(Precision p) {
 }
 
 int precision_check_passes(Precision p, const Pass *const *passes, int n, Diag *d) {
-  for (int i = 0; i < n; i++)
-    if (passes[i] == &pass_precision)
-      return 0;
+  int lowers = -1, quantizes = -1;
+  for (int i = 0; i < n; i++) {
+    if (passes[i] == &pass_precision && lowers < 0)
+      lowers = i;
+    if (passes[i] == &pass_quantize)
+      quantizes = i;
+  }
   if (p == PRECISION_FP32)
     return 0;
-  return diag_error(d, (SrcLoc){0}, "--precision=%s needs the precision pass, which the "
-                    "pass list leaves out", precision_name(p));
+  if (lowers < 0)
+    return diag_error(d, (SrcLoc){0}, "--precision=%s needs the precision pass, which the "
+                      "pass list leaves out", precision_name(p));
+  if (p == PRECISION_FP8 && quantizes < lowers)
+    return diag_error(d, (SrcLoc){0}, "--precision=fp8 needs the quantize pass after the "
+                      "precision pass in the pass list");
+  return 0;
 }
 
 /* Ops whose tensor inputs are all data and whose kernels compute f16/bf16 in f32. */
@@ -367,6 +378,7 @@ static int run_precision(Graph *g, PassContext *ctx) {
   case PRECISION_TF32: return mark_tf32(g, ctx);
   case PRECISION_BF16: return lower_graph(g, ctx, DT_BF16);
   case PRECISION_FP16: return lower_graph(g, ctx, DT_F16);
+  case PRECISION_FP8: return lower_graph(g, ctx, DT_BF16); /* then quantize.c */
   }
   return 0;
 }

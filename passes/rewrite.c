@@ -46,6 +46,10 @@ Node *pass_sole_user(const Graph *g, const Value *v) {
   return u;
 }
 
+bool pass_plain_matmul(const Node *n) {
+  return n->op == OP_MATMUL && !attr_int(n, "transpose_b") && attr_float(n, "scale") == 1;
+}
+
 void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
                   int nattr) {
   Value **ins = arena_alloc(g->arena, sizeof *ins * (size_t)nin);

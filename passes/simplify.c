@@ -251,7 +251,7 @@ static int transpose_above_gemm(Graph *g, Node *t, Diag *d) {
   int gi = a->in[0]->kind == VK_NODE && a->in[0]->def->op == OP_MATMUL ? 0 : 1;
   Node *m = single(g, a->in[gi], OP_MATMUL);
   Value *bias = a->in[1 - gi];
-  if (!m || m->in[1]->type.shape.rank != 2 || bias->type.shape.rank > 1 ||
+  if (!m || !pass_plain_matmul(m) || m->in[1]->type.shape.rank != 2 || bias->type.shape.rank > 1 ||
       !shape_is_static(&m->in[0]->type.shape))
     return 0;
   /* t's input as [d.., N] and z as [d.., K] */

@@ -91,7 +91,7 @@ static int drop(Graph *g, const Node *n, Diag *d) {
 static int through_matmul(Graph *g, Node *t, Diag *d) {
   Value *x = t->in[0];
   Node *m = only_user(g, t->out[0]);
-  if (!m || !moves_rows(t) || node_fuse_group(t) || node_fuse_group(m) || m->op != OP_MATMUL ||
+  if (!m || !moves_rows(t) || node_fuse_group(t) || node_fuse_group(m) || !pass_plain_matmul(m) ||
       m->in[0] != t->out[0] || m->in[1]->type.shape.rank != 2)
     return 0;
   Value *in[2] = {x, m->in[1]};

@@ -317,6 +317,10 @@ static bool gemm_types_ok(const GpuccGemm *g) {
   case GPUCC_COMPUTE_32F_FAST_TF32: return a == GPUCC_DT_F32 && cd == GPUCC_DT_F32;
   case GPUCC_COMPUTE_32F:
     if (a == GPUCC_DT_F32) return cd == GPUCC_DT_F32;
+    /* e4m3: cuBLASLt's fp8 GEMMs take only op(A) = A^T, op(B) = B (the "TN" layout) */
+    if (a == GPUCC_DT_F8E4M3)
+      return g->trans_a == 1 && g->trans_b == 0 &&
+             (cd == GPUCC_DT_F32 || cd == GPUCC_DT_BF16 || cd == GPUCC_DT_F16);
     return (a == GPUCC_DT_F16 || a == GPUCC_DT_BF16) && (cd == a || cd == GPUCC_DT_F32);
   }
   return false;
@@ -352,9 +356,9 @@ static GpuccStatus check_gemm(const GpuccPlan *p, int i, const GpuccGemm *g) {
   char label[64];
   snprintf(label, sizeof label, "plan: step %d (gemm)", i);
   if (!gemm_types_ok(g))
-    return bad("%s: unsupported types a=%s b=%s c/d=%s with compute %d", label,
+    return bad("%s: unsupported types a=%s b=%s c/d=%s with compute %d (trans %d %d)", label,
                gpucc_dtype_name(g->a_type), gpucc_dtype_name(g->b_type),
-               gpucc_dtype_name(g->cd_type), (int)g->compute);
+               gpucc_dtype_name(g->cd_type), (int)g->compute, g->trans_a, g->trans_b);
   if ((g->trans_a != 0 && g->trans_a != 1) || (g->trans_b != 0 && g->trans_b != 1))
     return bad("%s: trans_a/trans_b must be 0 or 1", label);
   if (g->m < 1 || g->n < 1 || g->k < 1 || g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)

@@ -204,6 +204,7 @@ static cudaDataType_t lt_type(GpuccDType t) {
   case GPUCC_DT_F64: return CUDA_R_64F;
   case GPUCC_DT_F16: return CUDA_R_16F;
   case GPUCC_DT_BF16: return CUDA_R_16BF;
+  case GPUCC_DT_F8E4M3: return CUDA_R_8F_E4M3;
   default: return CUDA_R_32F; /* validation allows no other GEMM type */
   }
 }

@@ -13,4 +13,5 @@ REL_BY_NORM = {
     "tf32": 1e-2,  # products of 10-bit mantissas, sums in f32
     "fp16": 1e-2,  # 10-bit mantissas stored, f32 math and sums
     "bf16": 5e-2,  # 7-bit mantissas stored, f32 math and sums
+    "fp8": 1.5e-1,  # e4m3 GEMM operands (3-bit mantissas, ~4% each), bf16 elsewhere
 }

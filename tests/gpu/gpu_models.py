@@ -21,9 +21,12 @@ outputs that .npy cannot hold) as not run: neither fails. For the examples and t
 also: examples/run_model (dlopen of the model.so, no gpucc library) and examples/jit (the
 JIT C API, in-process) must give the same outputs as `gpucc run case.so`.
 
---precision P (tf32, fp16, bf16) compiles the ONNX exports only with --precision=P (the
-twins too: examples/jit takes it) and holds their float outputs to the fp32 reference
-within that mode's documented bound, relative error by norm (tests/precision.py).
+--precision P (tf32, fp16, bf16, fp8) compiles the ONNX exports only with --precision=P
+(the twins too: examples/jit takes it) and holds their float outputs to the fp32 reference
+within that mode's documented bound, relative error by norm (tests/precision.py). fp8
+calibrates on other inputs than those it is tested on (calibration_inputs): a float input
+drawn anew with the recorded one's mean and spread, an integer input (token ids, masks)
+rolled by half its last dim.
 
 Exit 77 (ctest's skip code) with a line saying so when there is no CUDA driver or device.
 
@@ -152,6 +155,7 @@ class Case:
         self.inputs = inputs or []  # [(name, .npy path)] in the model's input order
         self.dims = list(dims)
         self.twins = twins  # also run_model and jit
+        self.calibrate = []  # fp8: --calibrate NAME=PATH arguments
         self.status, self.detail, self.rel = "failed", "", 0.0
 
 
@@ -162,13 +166,29 @@ class Runner:
     def gpucc(self, argv):
         return run([self.args.gpucc] + argv)
 
+    def calibration_inputs(self, case, work):
+        """fp8's --calibrate arguments: for each recorded input another of its kind."""
+        if self.args.precision != "fp8":
+            return []
+        rng, argv = np.random.default_rng(11), []
+        for n, p in case.inputs:
+            x = np.load(p)
+            if x.dtype.kind == "f":
+                c = (rng.standard_normal(x.shape) * x.std() + x.mean()).astype(x.dtype)
+            else:
+                c = np.roll(x, x.shape[-1] // 2 if x.ndim else 0, axis=-1 if x.ndim else None)
+            path = os.path.join(work, "calib.%s.npy" % escape_name(n))
+            np.save(path, c)
+            argv += ["--calibrate", "%s=%s" % (n, path)]
+        return argv
+
     def bind_dims(self, case, work):
         """Finds the symbolic dims codegen asks for (bound to 2) by compiling the model.so.
         Returns the compile's (rc, output)."""
         so = os.path.join(work, "model.so")
         for _ in range(16):
             rc, out = self.gpucc([case.path, "-o", so, "--precision=" + self.args.precision] +
-                                 ["--dim=%s=2" % d for d in case.dims])
+                                 ["--dim=%s=2" % d for d in case.dims] + case.calibrate)
             m = UNBOUND.search(out)
             if rc == 0 or not m or m.group(1) in case.dims:
                 return rc, out
@@ -193,6 +213,7 @@ class Runner:
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
         so = os.path.join(work, "model.so")
+        case.calibrate = self.calibration_inputs(case, work)
         rc, out = self.bind_dims(case, work)
         if rc != 0:
             if UNSUPPORTED.search(out):
@@ -281,7 +302,7 @@ class Runner:
                                           os.path.join(work, "run_model")] + files),
                            ("jit", [self.args.jit, case.path, "--output-dir",
                                     os.path.join(work, "jit"),
-                                    "--precision", self.args.precision] +
+                                    "--precision", self.args.precision] + case.calibrate +
                             sum((["--dim", "%s=2" % d] for d in case.dims), []) + files)):
             os.makedirs(argv[argv.index("--output-dir") + 1], exist_ok=True)
             rc, out = run(argv)

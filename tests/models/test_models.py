@@ -17,10 +17,13 @@ PyTorch's fp32 outputs <model>.out.<k>.npy, k in the order of the model's graph 
      onnxruntime and PyTorch agree (onnxruntime's fp32 rounding puts single elements of
      full-size models outside the elementwise bound; PyTorch alone judges those).
 --skip-text leaves out step 2, for full-size exports (tests/models/README.md).
---precision P (tf32, fp16, bf16) runs the graph the precision pass lowered (`gpucc run
+--precision P (tf32, fp16, bf16, fp8) runs the graph the precision pass lowered (`gpucc run
 --cpu --precision=P`: the reference executor rounds where the GPU would) and holds it to
 PyTorch's fp32 outputs within that mode's documented bound (tests/precision.py) by norm
-alone; steps 2 and 4 are those of fp32 and are left out.
+alone; steps 2 and 4 are those of fp32 and are left out. fp8 calibrates on the input it
+is tested on (--calibrate NAME=the same file): that measures what e4m3 rounding costs,
+not how well a calibration input covers others (tests/gpu/gpu_models.py calibrates on one
+random draw and tests another).
 Output names come from the model (the onnx package) where it imports, else from the
 `return` line of `gpucc MODEL --emit=ir`.
 
@@ -196,6 +199,8 @@ class Runner:
         argv = ["run", path, "--cpu", "--precision=" + self.args.precision]
         for n in sorted(inputs):
             argv += ["--input", "%s=%s" % (n, inputs[n])]
+            if self.args.precision == "fp8":  # calibrated on the input it is tested on
+                argv += ["--calibrate", "%s=%s" % (n, inputs[n])]
         argv += ["--output-dir", out_dir]
         rc, _, err = self.gpucc(argv)
         if rc != 0:

@@ -48,7 +48,7 @@ int main(void) {
   d = (Diag){0};
   size_t w;
   CHECK(build(&(GpuccCompileOptions){.precision = "int4"}, &d, &w) == -1);
-  CHECK(strstr(d.msg, "unknown precision 'int4' (known: fp32, tf32, bf16, fp16)") != NULL);
+  CHECK(strstr(d.msg, "unknown precision 'int4' (known: fp32, tf32, bf16, fp16, fp8)") != NULL);
   d = (Diag){0};
   CHECK(build(&(GpuccCompileOptions){.precision = "fp16", .passes = "constfold,dce"}, &d,
               &w) == -1);

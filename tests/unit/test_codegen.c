@@ -72,6 +72,36 @@ static void test_gemm_plain(void) {
   graph_free(g);
 }
 
+/* e4m3 rows [4, 32] times weights [16, 32] (transpose_b = 1, N = 16): cuBLASLt's "TN"
+ * fp8 GEMM, A the weights read transposed (lda = K = 32), scale as alpha, D in bf16. An
+ * e4m3 matmul without transpose_b has no GEMM (cuBLASLt takes fp8 only as TN). */
+static void test_gemm_fp8(void) {
+  Diag d = {0};
+  Graph *g;
+  Type t[2] = {ty(DT_F8E4M3, 2, (int64_t[]){4, 32}), ty(DT_F8E4M3, 2, (int64_t[]){16, 32})};
+  Attr a[3] = {attr_make_string("to", "bf16"), attr_make_int("transpose_b", 1),
+               attr_make_float("scale", 0.25)};
+  Program *p = gen1(&g, OP_MATMUL, 2, t, a, 3, &d);
+  const Step *s = only_step(p, STEP_GEMM);
+  if (s) {
+    const GemmStep *m = &s->gemm;
+    CHECK(m->a == g->inputs[1] && m->b == g->inputs[0] && m->trans_a && !m->trans_b);
+    CHECK(m->m == 16 && m->n == 4 && m->k == 32);
+    CHECK(m->lda == 32 && m->ldb == 32 && m->ldc == 16);
+    CHECK(m->dtype == DT_F8E4M3 && m->dtype_d == DT_BF16 && m->compute == DT_F32);
+    CHECK(m->alpha == 0.25);
+    CHECK(strstr(p->source, "A (f8e4m3 weights [N, K]) transposed, alpha 0.25") != NULL);
+  }
+  program_free(p);
+  graph_free(g);
+  Type tn[2] = {ty(DT_F8E4M3, 2, (int64_t[]){4, 32}), ty(DT_F8E4M3, 2, (int64_t[]){32, 16})};
+  Diag d2 = {0};
+  p = gen1(&g, OP_MATMUL, 2, tn, a, 1, &d2);
+  CHECK(!p && strstr(d2.msg, "an f8e4m3 matmul (node 0) runs only as one cuBLASLt GEMM of rows "
+                             "times weights [N, K] (transpose_b = 1)"));
+  graph_free(g);
+}
+
 /* [3, 4, 8] @ [3, 8, 16]: one strided batch of 3; strides are whole matrices. */
 static void test_gemm_batched(void) {
   Diag d = {0};
@@ -376,11 +406,11 @@ static void test_errors(void) {
   p = gen1(&g, OP_DET, 1, &t40, NULL, 0, &d5);
   CHECK(!p && strstr(d5.msg, "op det (node 0) of 40 x 40 matrices has no GPU kernel yet: at most 32 x 32"));
   graph_free(g);
-  /* f8 has no GPU support yet */
+  /* f8e5m2 has no GPU support yet (f8e4m3 has: fp8's quantized GEMM inputs) */
   Diag d4 = {0};
-  Type t8 = ty(DT_F8E4M3, 1, (int64_t[]){4});
+  Type t8 = ty(DT_F8E5M2, 1, (int64_t[]){4});
   p = gen1(&g, OP_NEG, 1, &t8, NULL, 0, &d4);
-  CHECK(!p && strstr(d4.msg, "f8e4m3, which has no GPU support yet"));
+  CHECK(!p && strstr(d4.msg, "f8e5m2, which has no GPU support yet"));
   graph_free(g);
 }
 
@@ -469,6 +499,7 @@ static void test_nvrtc_errors(void) {
 
 int main(void) {
   test_gemm_plain();
+  test_gemm_fp8();
   test_gemm_batched();
   test_gemm_folded();
   test_gemm_broadcast();

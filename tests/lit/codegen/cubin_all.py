@@ -8,7 +8,8 @@ Symbolic dims are bound to 2 (`--dim N=2`), one by one, as codegen names them. A
 with an op or dtype that has no GPU kernel yet is skipped, and listed; any other failure
 fails the test. The examples must all compile. Then the same for the real models of
 tests/models/data/*.onnx: every one whose ops all have kernels compiles to a cubin, and
-compiles again with each lowered --precision (tf32, bf16, fp16).
+compiles again with each lowered --precision (tf32, bf16, fp16, and fp8 calibrated on the
+model's recorded inputs).
 Prints one line per file and a summary.
 
 usage: cubin_all.py --gpucc PATH [--tmp DIR]
@@ -65,6 +66,11 @@ def main():
     graphs = [g for g in find_graphs() if not expects_failure(g)]
     todo = [(p, ()) for p in graphs + models]
     todo += [(m, ("--precision=" + p,)) for m in models for p in ("tf32", "bf16", "fp16")]
+    for m in models:  # fp8, calibrated on the recorded inputs (data/<model>.in.<name>.npy)
+        model = os.path.basename(m)[:-5].rsplit("-", 1)[0]
+        calib = sorted(glob.glob(os.path.join(os.path.dirname(m), model + ".in.*.npy")))
+        todo.append((m, ("--precision=fp8",) + tuple(
+            f"--calibrate={os.path.basename(c)[len(model) + 4:-4]}={c}" for c in calib)))
     supported = set()
     for i, (path, extra) in enumerate(todo):
         status, msg = compile_graph(args.gpucc, path, os.path.join(args.tmp, f"{i}.cubin"),

@@ -306,6 +306,13 @@ def cases():
     def ints(lo, hi, shape, dt):
         return rng.integers(lo, hi, shape).astype(dt)
 
+    edges = [0.0, -0.0, 2.0 ** -10, 3 * 2.0 ** -10, 5 * 2.0 ** -10, 2.0 ** -9, 7.5 * 2.0 ** -9,
+             2.0 ** -6, 1.0625, 1.1875, 1.0, 240.0, 248.0, 440.0, 448.0, 449.0, 464.0, 480.0,
+             1e6, np.inf, np.nan]
+    f8_probe = np.concatenate([np.array(edges), -np.array(edges),
+                               rng.uniform(-500, 500, 80), rng.standard_normal(64) * 0.05,
+                               np.exp2(rng.uniform(-12, 9, 54))]).astype(np.float32)
+
     x, m = f(2, 4, 9, 10), f(5, 7)
     mi, i8 = ints(-50, 50, (3, 4, 6), np.int32), ints(-100, 100, (2, 3, 7, 7), np.int8)
     d5 = rng.standard_normal((1, 2, 5, 5, 4))
@@ -494,6 +501,11 @@ def cases():
          "%v3 = reshape(%v) {shape = [37, 3, 8]}\n%vt = transpose(%v3) {perm = [1, 0, 2]}\n"
          "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
          "%y = transpose(%o) {perm = [1, 0, 2]}"),
+        # e4m3 (fp8's quantized GEMM inputs): the preamble's own rounding (to nearest even,
+        # saturating at +-448, inf too; the PTX cvt replaces it on sm_89 and newer) and
+        # decoding, over subnormals, ties, the range's edge and beyond
+        ("fused_f8e4m3_round_trip", {"x": f8_probe},
+         "%q = cast(%x) {to = \"f8e4m3\"}\n%y = cast(%q) {to = \"f32\"}"),
         # --precision: the lowered kernels read and write f16/bf16 and compute in f32
         ("bf16_attention_masked", masked_in, ATTN_MASKED),
         ("fp16_attention_split_causal", causal_in, ATTN_CAUSAL),
