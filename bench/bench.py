@@ -12,6 +12,9 @@ each precision (--precisions, fp32 and bf16 by default):
      input (its first output checked against PyTorch's fp32 output: relative error by
      norm), then timed with `gpucc run model.so --iters N`;
   4. the same with `--no-fuse` added: gpucc before fusion, one kernel or GEMM per node.
+fp8 is gpucc's bf16 with e4m3 linear layers, calibrated on other inputs of the same kind
+(fresh random images; the same token ids): PyTorch runs bf16 beside it, having no fp8
+inference for these modules of its own.
 Every latency is the median over N runs, each between two CUDA events and waited for
 (the way gpucc_model_time times a replay of the model's CUDA graph), after warm-up runs.
 Kernels per inference: gpucc's from its compile report; PyTorch's from torch.profiler
@@ -96,12 +99,13 @@ def run(argv, timeout=1800):
 
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
-                "fp16": torch.float16}
+                "fp16": torch.float16, "fp8": torch.bfloat16}
 
 
 def so_path(work, flags):
     return os.path.join(work, "model%s.so" % "".join(
-        "-" + f.lstrip("-").replace("=", "") for f in flags))
+        "-" + f.lstrip("-").replace("=", "") for f in flags if f.startswith("--p") or
+        f.startswith("--n")))
 
 
 def gpucc_compile(args, onnx_path, work, flags):
@@ -145,16 +149,21 @@ def bench_one(args, name, batch):
 
     import onnx
     first = onnx.load(onnx_path, load_external_data=False).graph.output[0].name
-    given = []
+    given, calibrate = [], []
     for k, t in inputs.items():
         p = os.path.join(work, "in.%s.npy" % k)
         np.save(p, t.numpy())
         given += ["--input", "%s=%s" % (k, p)]
+        if t.dtype.is_floating_point:  # fp8's calibration: another input of the kind
+            p = os.path.join(work, "calib.%s.npy" % k)
+            np.save(p, torch.randn(t.shape).numpy())
+        calibrate += ["--calibrate", "%s=%s" % (k, p)]
 
     # Every model.so first, in parallel (NVRTC is CPU-bound; nothing is timed yet).
     precisions = args.precisions.split(",")
     variants = [(p, fused) for p in precisions for fused in (True, False)]
-    flag_sets = {v: ["--precision=" + v[0]] + ([] if v[1] else ["--no-fuse"]) for v in variants}
+    flag_sets = {v: ["--precision=" + v[0]] + ([] if v[1] else ["--no-fuse"]) +
+                 (calibrate if v[0] == "fp8" else []) for v in variants}
     with concurrent.futures.ThreadPoolExecutor(len(variants)) as pool:
         built = dict(zip(variants, pool.map(
             lambda v: gpucc_compile(args, onnx_path, work, flag_sets[v]), variants)))

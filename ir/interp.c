@@ -9,8 +9,10 @@
 #include "ir/ir.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_OPERANDS 4
 
@@ -402,6 +404,56 @@ static void load_f64(const Tensor *t, int64_t off, int64_t rows, int64_t cols, b
           dtype_load_f64(t->dtype, elem(t, off + r * cols + c));
 }
 
+/* Rows [r0, r1) of one float matrix product: y[i, j] = scale * sum_k am[i, k] * bt[j, k],
+ * summed in k's order. Each output element is one thread's, so how many threads share
+ * the rows changes no bit of the result. */
+typedef struct MatmulRows {
+  const double *am, *bt;
+  Tensor *y;
+  int64_t yo, r0, r1, K, N;
+  double scale;
+} MatmulRows;
+
+static void *matmul_rows(void *arg) {
+  const MatmulRows *w = arg;
+  for (int64_t i = w->r0; i < w->r1; i++)
+    for (int64_t j = 0; j < w->N; j++) {
+      const double *ra = w->am + i * w->K, *rb = w->bt + j * w->K;
+      double acc = 0;
+      for (int64_t k = 0; k < w->K; k++)
+        acc += ra[k] * rb[k];
+      dtype_store_f64(w->y->dtype, elem(w->y, w->yo + i * w->N + j), acc * w->scale);
+    }
+  return NULL;
+}
+
+enum { MATMUL_MAX_THREADS = 64 };
+#define MATMUL_MIN_WORK 4e6 /* multiply-adds below which one thread does a matrix */
+
+/* One M x N float product, its rows shared by up to the host's cores when it is large
+ * (calibrating fp8 runs whole models through here). */
+static void matmul_matrix(const double *am, const double *bt, Tensor *y, int64_t yo, int64_t M,
+                          int64_t K, int64_t N, double scale) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double work = (double)M * (double)N * (double)K;
+  int nt = work < MATMUL_MIN_WORK || cores < 2 ? 1 : cores > MATMUL_MAX_THREADS ? MATMUL_MAX_THREADS : (int)cores;
+  if (nt > M)
+    nt = (int)M;
+  MatmulRows w[MATMUL_MAX_THREADS];
+  pthread_t th[MATMUL_MAX_THREADS];
+  bool started[MATMUL_MAX_THREADS] = {false};
+  for (int t = 0; t < nt; t++) {
+    w[t] = (MatmulRows){am, bt, y, yo, M * t / nt, M * (t + 1) / nt, K, N, scale};
+    started[t] = t > 0 && pthread_create(&th[t], NULL, matmul_rows, &w[t]) == 0;
+  }
+  for (int t = 0; t < nt; t++)
+    if (!started[t])
+      matmul_rows(&w[t]); /* the caller's share, and any a thread could not take */
+  for (int t = 1; t < nt; t++)
+    if (started[t])
+      pthread_join(th[t], NULL);
+}
+
 static int eval_matmul(const Node *n, const Tensor *a, const Tensor *b, Tensor *y, Diag *d) {
   /* numpy.matmul: a 1-D operand gets a dim of 1 (prepended for a, appended for b) that
    * the output then drops; the leading dims broadcast as batch dims. */
@@ -439,16 +491,13 @@ static int eval_matmul(const Node *n, const Tensor *a, const Tensor *b, Tensor *
       load_f64(a, last_a = ao, M, K, false, am);
     if (fl && bo != last_b)
       load_f64(b, last_b = bo, tb ? N : K, tb ? K : N, !tb, bt);
+    if (fl) {
+      matmul_matrix(am, bt, y, yo, M, K, N, scale);
+      yo += M * N;
+      continue;
+    }
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++, yo++) {
-        if (fl) {
-          const double *ra = am + i * K, *rb = bt + j * K;
-          double acc = 0;
-          for (int64_t k = 0; k < K; k++)
-            acc += ra[k] * rb[k];
-          dtype_store_f64(y->dtype, elem(y, yo), acc * scale);
-          continue;
-        }
         int64_t acc = 0;
         for (int64_t k = 0; k < K; k++)
           acc = iadd(acc, imul(dtype_load_i64(a->dtype, elem(a, ao + i * K + k)),
