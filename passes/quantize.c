@@ -16,8 +16,10 @@
  * A power of two keeps the multiply exact in bf16 and costs at most one of e4m3's 17
  * binades at the top; values beyond the calibrated range saturate. x's mul and cast are
  * pointwise: fuse puts them into the kernel that makes x (a layer norm's, say), which then
- * writes x in fp8 beside, or instead of, bf16. Linear layers that read one x share one
- * quantized x.
+ * writes x in fp8 beside, or instead of, bf16; where x is a reshape of a computed value
+ * (GPT-2's Conv1D views its input as rows), that value is quantized and its e4m3 copy
+ * reshaped, so the kernel that computes it still writes the copy. Linear layers that read
+ * one x share one quantized x.
  *
  * Left in bf16: matmuls without constant 2-D weights (attention's), those whose K or N is
  * no multiple of 16 (fp8 GEMMs need 16-byte leading dims; pad has made N one where it
@@ -172,9 +174,37 @@ static Value *quantized_input(Quantizer *q, Node *m, Value *x, double amax) {
   return f8;
 }
 
+/* x quantized: through the reshapes that make it, when a reshape of the quantized value
+ * can give x's shape in e4m3. */
+static Value *quantized_view(Quantizer *q, Node *m, Value *x, double amax) {
+  if (q->twin[x->id])
+    return q->twin[x->id];
+  Value *src = x;
+  while (src->kind == VK_NODE && src->def->op == OP_RESHAPE)
+    src = src->def->in[0];
+  int64_t shape[IR_MAX_RANK];
+  Type to = x->type;
+  to.dtype = DT_F8E4M3;
+  Type from = src->type;
+  from.dtype = DT_F8E4M3;
+  Value probe = {.type = from};
+  if (src == x || src->kind == VK_CONST || !pass_reshape_attr(&probe, &to, shape))
+    return quantized_input(q, m, x, amax);
+  Value *f8 = quantized_input(q, m, src, amax);
+  Attr a = attr_make_ints("shape", shape, to.shape.rank);
+  Value *view = f8 ? pass_insert_before(q->g, m, OP_RESHAPE, &f8, 1, &a, 1, x->name, "f8e4m3",
+                                        q->ctx->diag)
+                   : NULL;
+  if (view) {
+    q->twin[x->id] = view;
+    q->scale_of[x->id] = q->scale_of[src->id];
+  }
+  return view;
+}
+
 static int quantize_gemm(Quantizer *q, Node *m, double amax) {
   Value *x = m->in[0];
-  Value *xq = quantized_input(q, m, x, amax);
+  Value *xq = quantized_view(q, m, x, amax);
   if (!xq)
     return -1;
   double sw;
