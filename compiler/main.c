@@ -847,12 +847,6 @@ static void print_elements(FILE *f, const Tensor *t, int dim, int64_t *at) {
   fputc(']', f);
 }
 
-static Type tensor_type(const Tensor *t) {
-  Type ty = {.dtype = t->dtype, .shape.rank = t->rank};
-  for (int i = 0; i < t->rank; i++)
-    ty.shape.dims[i] = (Dim){t->dims[i], NULL};
-  return ty;
-}
 
 static int print_outputs(const char *const *names, int n, Tensor *const *out) {
   for (int i = 0; i < n; i++) {

@@ -434,9 +434,10 @@ enum { MATMUL_MAX_THREADS = 64 };
  * (calibrating fp8 runs whole models through here). */
 static void matmul_matrix(const double *am, const double *bt, Tensor *y, int64_t yo, int64_t M,
                           int64_t K, int64_t N, double scale) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  double work = (double)M * (double)N * (double)K;
-  int nt = work < MATMUL_MIN_WORK || cores < 2 ? 1 : cores > MATMUL_MAX_THREADS ? MATMUL_MAX_THREADS : (int)cores;
+  /* the core count only for a large product: a batch of small ones asks nothing */
+  long cores = (double)M * (double)N * (double)K < MATMUL_MIN_WORK ? 1
+                                                                   : sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = cores < 2 ? 1 : cores > MATMUL_MAX_THREADS ? MATMUL_MAX_THREADS : (int)cores;
   if (nt > M)
     nt = (int)M;
   MatmulRows w[MATMUL_MAX_THREADS];
@@ -2219,14 +2220,6 @@ static Binding *find_binding(Binding *b, int nb, const char *sym) {
   return NULL;
 }
 
-static char *tensor_type_str(const Tensor *t, char *buf, size_t n) {
-  Type ty = {.dtype = t->dtype};
-  ty.shape.rank = t->rank;
-  for (int i = 0; i < t->rank; i++)
-    ty.shape.dims[i] = (Dim){t->dims[i], NULL};
-  return type_str(&ty, buf, n);
-}
-
 static Tensor *tensor_copy(const Tensor *t) {
   Tensor *c = tensor_new(t->dtype, t->rank, t->dims);
   if (c)
@@ -2238,13 +2231,12 @@ static Tensor *tensor_copy(const Tensor *t) {
 static int bind_input(const Value *v, const Tensor *t, Binding *b, int *nb, Diag *d) {
   const Type *ty = &v->type;
   char want[256], got[256];
-  bool ok = t && t->dtype == ty->dtype && t->rank == ty->shape.rank;
-  for (int i = 0; ok && i < t->rank; i++)
-    ok = t->dims[i] >= 0 && (ty->shape.dims[i].sym || ty->shape.dims[i].n == t->dims[i]);
-  if (!ok)
+  if (!t || !tensor_fits(t, ty)) {
+    Type tt = t ? tensor_type(t) : type_unknown();
     return diag_error(d, v->loc, "input %%%s: expected %s, got %s", v->name,
                       type_str(ty, want, sizeof want),
-                      t ? tensor_type_str(t, got, sizeof got) : "nothing");
+                      t ? type_str(&tt, got, sizeof got) : "nothing");
+  }
   for (int i = 0; i < t->rank; i++) {
     const char *sym = ty->shape.dims[i].sym;
     if (!sym)

@@ -406,6 +406,20 @@ char *type_str(const Type *t, char *buf, size_t n) {
 
 /* ---------------------------------------------------------------- tensors */
 
+Type tensor_type(const Tensor *t) {
+  Type ty = {.dtype = t->dtype, .shape.rank = t->rank};
+  for (int i = 0; i < t->rank; i++)
+    ty.shape.dims[i] = (Dim){t->dims[i], NULL};
+  return ty;
+}
+
+bool tensor_fits(const Tensor *t, const Type *ty) {
+  bool ok = t->dtype == ty->dtype && t->rank == ty->shape.rank;
+  for (int i = 0; ok && i < t->rank; i++)
+    ok = t->dims[i] >= 0 && (ty->shape.dims[i].sym || ty->shape.dims[i].n == t->dims[i]);
+  return ok;
+}
+
 int64_t tensor_numel(const Tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++)

@@ -133,6 +133,11 @@ typedef struct Tensor {
 } Tensor;
 
 int64_t tensor_numel(const Tensor *t);
+/* t's type: its dtype and its dims, all static. */
+Type tensor_type(const Tensor *t);
+/* Whether t can be a value of type ty: the same dtype and rank, each static dim of ty
+ * equal to t's (a symbolic dim takes any size). */
+bool tensor_fits(const Tensor *t, const Type *ty);
 size_t tensor_nbytes(const Tensor *t);
 Tensor *tensor_new(DType dt, int rank, const int64_t *dims); /* malloc, zeroed; NULL on OOM */
 void tensor_free(Tensor *t);

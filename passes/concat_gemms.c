@@ -18,8 +18,7 @@ enum { MAX_JOIN = 16 };
 
 static bool const_weights(const Node *m) {
   const Value *w = m->in[1];
-  return pass_plain_matmul(m) && m->nin == 2 && w->kind == VK_CONST && w->data &&
-         w->type.shape.rank == 2 && m->in[0]->type.shape.rank >= 1 &&
+  return pass_linear_layer(m) && w->data && m->in[0]->type.shape.rank >= 1 &&
          dtype_is_float(w->type.dtype);
 }
 

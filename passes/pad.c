@@ -109,8 +109,7 @@ static Node *next_gemm(const Graph *g, const Node *m, Node **chain, int *len) {
     chain[(*len)++] = u;
     v = u->out[0];
   }
-  bool gemm = u && pass_plain_matmul(u) && u->in[0] == v && u->in[1] != v &&
-              u->in[1]->kind == VK_CONST && u->in[1]->type.shape.rank == 2;
+  bool gemm = u && pass_linear_layer(u) && u->in[0] == v && u->in[1] != v;
   return gemm ? u : NULL;
 }
 
@@ -175,8 +174,7 @@ static int run_pad(Graph *g, PassContext *ctx) {
   for (int i = 0; i < nmm; i++) {
     Node *m = mms[i];
     int64_t mult;
-    if (!pass_plain_matmul(m) || m->nout != 1 || m->in[1]->kind != VK_CONST ||
-        m->in[1]->type.shape.rank != 2 || m->in[0]->type.shape.rank < 2 ||
+    if (!pass_linear_layer(m) || m->in[0]->type.shape.rank < 2 ||
         !shape_is_static(&m->in[0]->type.shape) || !(mult = tc_multiple(m, ctx->precision)))
       continue;
     const Tensor *w = m->in[1]->data;

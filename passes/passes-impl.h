@@ -15,6 +15,8 @@ bool pass_single_element(const Value *v);
 /* Whether n is a matmul of numpy's meaning alone: no transpose_b, scale 1 (the passes
  * that move or rewrite matmuls before quantize handle no other). */
 bool pass_plain_matmul(const Node *n);
+/* Whether n is a linear layer: a plain matmul by constant 2-D weights [K, N]. */
+bool pass_linear_layer(const Node *n);
 /* The one node that reads v (maybe as several of its inputs), or NULL: none, several,
  * or v is one of g's outputs. */
 Node *pass_sole_user(const Graph *g, const Value *v);

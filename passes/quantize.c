@@ -36,10 +36,8 @@ static const double E4M3_MAX = 448.0;
 
 /* Whether m is a linear layer that quantize handles, apart from its dims. */
 static bool linear_bf16(const Node *m) {
-  return pass_plain_matmul(m) && m->nout == 1 && m->in[1]->kind == VK_CONST &&
-         m->in[1]->type.shape.rank == 2 && m->in[1]->type.dtype == DT_BF16 &&
-         m->in[0]->type.dtype == DT_BF16 && m->in[0]->kind != VK_CONST &&
-         !attr_int(m, "tf32");
+  return pass_linear_layer(m) && m->in[1]->type.dtype == DT_BF16 &&
+         m->in[0]->type.dtype == DT_BF16 && m->in[0]->kind != VK_CONST && !attr_int(m, "tf32");
 }
 
 static bool fp8_dims(const Node *m) {
@@ -68,14 +66,6 @@ static void seen(const Value *v, const Tensor *t, void *arg) {
     c->amax[v->id] = amax_of(t);
 }
 
-/* Whether tensor t fits type want (symbolic dims take any size). */
-static bool fits(const Tensor *t, const Type *want) {
-  bool ok = t->dtype == want->dtype && t->rank == want->shape.rank;
-  for (int k = 0; ok && k < t->rank; k++)
-    ok = want->shape.dims[k].sym || want->shape.dims[k].n == t->dims[k];
-  return ok;
-}
-
 /* The calibration input of each graph input, by name, into in[] (g->inputs' order). */
 static int calibration_inputs(const Graph *g, const PassContext *ctx, Tensor **in) {
   for (int j = 0; j < ctx->ncalib; j++) {
@@ -86,11 +76,9 @@ static int calibration_inputs(const Graph *g, const PassContext *ctx, Tensor **i
       return diag_error(ctx->diag, g->loc, "quantize: --calibrate %s: graph %s has no input "
                         "named so", ctx->calib_names[j], g->name);
     const Tensor *t = ctx->calib_inputs[j];
-    if (!fits(t, &g->inputs[i]->type)) {
+    if (!tensor_fits(t, &g->inputs[i]->type)) {
       char want[128], got[128];
-      Type tt = {.dtype = t->dtype, .shape.rank = t->rank};
-      for (int k = 0; k < t->rank; k++)
-        tt.shape.dims[k].n = t->dims[k];
+      Type tt = tensor_type(t);
       return diag_error(ctx->diag, g->inputs[i]->loc, "quantize: --calibrate %s: expected %s, "
                         "got %s", ctx->calib_names[j], type_str(&g->inputs[i]->type, want,
                         sizeof want), type_str(&tt, got, sizeof got));
@@ -128,7 +116,6 @@ typedef struct Quantizer {
   Graph *g;
   PassContext *ctx;
   Value **twin;       /* by value id: its quantized twin, made once */
-  double *scale_of;   /* by value id: the twin's scale sx */
   int gemms, values;
   int64_t weight_bytes;
 } Quantizer;
@@ -151,12 +138,19 @@ static Value *quantized_weights(Quantizer *q, const Value *w, double *sw) {
   return pass_add_const(q->g, w->name, "f8e4m3", p);
 }
 
-/* x in e4m3 at the power-of-two scale covering amax, placed before m; NULL with the
- * diag set on failure. */
-static Value *quantized_input(Quantizer *q, Node *m, Value *x, double amax) {
+/* The exponent e of an input's scale sx = 2^e, the power of two at or above amax / 448,
+ * into *e; false when there is none (amax zero or not finite, or 2^-e beyond bf16). */
+static bool input_exponent(double amax, int *e) {
+  if (!(amax > 0) || !isfinite(amax))
+    return false;
+  *e = (int)ceil(log2(amax / E4M3_MAX));
+  return ldexp(1, -*e) <= 0x1.fep127;
+}
+
+/* x in e4m3 at the scale 2^e, placed before m; NULL with the diag set on failure. */
+static Value *quantized_input(Quantizer *q, Node *m, Value *x, int e) {
   if (q->twin[x->id])
     return q->twin[x->id];
-  int e = (int)ceil(log2(amax / E4M3_MAX));
   Tensor *c = tensor_in_arena(q->g->arena, DT_BF16, 0, NULL);
   dtype_store_f64(DT_BF16, c->data, ldexp(1, -e));
   Value *in[2] = {x, pass_add_const(q->g, x->name, "f8scale", c)};
@@ -168,7 +162,6 @@ static Value *quantized_input(Quantizer *q, Node *m, Value *x, double amax) {
                      : NULL;
   if (f8) {
     q->twin[x->id] = f8;
-    q->scale_of[x->id] = ldexp(1, e);
     q->values++;
   }
   return f8;
@@ -176,7 +169,7 @@ static Value *quantized_input(Quantizer *q, Node *m, Value *x, double amax) {
 
 /* x quantized: through the reshapes that make it, when a reshape of the quantized value
  * can give x's shape in e4m3. */
-static Value *quantized_view(Quantizer *q, Node *m, Value *x, double amax) {
+static Value *quantized_view(Quantizer *q, Node *m, Value *x, int e) {
   if (q->twin[x->id])
     return q->twin[x->id];
   Value *src = x;
@@ -189,29 +182,28 @@ static Value *quantized_view(Quantizer *q, Node *m, Value *x, double amax) {
   from.dtype = DT_F8E4M3;
   Value probe = {.type = from};
   if (src == x || src->kind == VK_CONST || !pass_reshape_attr(&probe, &to, shape))
-    return quantized_input(q, m, x, amax);
-  Value *f8 = quantized_input(q, m, src, amax);
+    return quantized_input(q, m, x, e);
+  Value *f8 = quantized_input(q, m, src, e);
   Attr a = attr_make_ints("shape", shape, to.shape.rank);
   Value *view = f8 ? pass_insert_before(q->g, m, OP_RESHAPE, &f8, 1, &a, 1, x->name, "f8e4m3",
                                         q->ctx->diag)
                    : NULL;
-  if (view) {
+  if (view)
     q->twin[x->id] = view;
-    q->scale_of[x->id] = q->scale_of[src->id];
-  }
   return view;
 }
 
-static int quantize_gemm(Quantizer *q, Node *m, double amax) {
+/* m on e4m3, its input at the scale 2^e. */
+static int quantize_gemm(Quantizer *q, Node *m, int e) {
   Value *x = m->in[0];
-  Value *xq = quantized_view(q, m, x, amax);
+  Value *xq = quantized_view(q, m, x, e);
   if (!xq)
     return -1;
   double sw;
   Value *in[2] = {xq, quantized_weights(q, m->in[1], &sw)};
   Attr a[3] = {attr_make_string("to", dtype_name(m->out[0]->type.dtype)),
                attr_make_int("transpose_b", 1),
-               attr_make_float("scale", q->scale_of[x->id] * sw)};
+               attr_make_float("scale", ldexp(1, e) * sw)};
   pass_rewrite(q->g, m, OP_MATMUL, in, 2, a, 3);
   q->gemms++;
   return 0;
@@ -224,7 +216,7 @@ static int run_quantize(Graph *g, PassContext *ctx) {
   bool *want = calloc((size_t)nv, sizeof *want);
   double *amax = calloc((size_t)nv, sizeof *amax);
   Node **mms = malloc(sizeof *mms * (size_t)(g->nnodes + 1));
-  Quantizer q = {g, ctx, NULL, NULL, 0, 0, 0};
+  Quantizer q = {g, ctx, NULL, 0, 0, 0};
   if (!want || !amax || !mms) {
     rc = diag_error(ctx->diag, g->loc, "quantize: out of memory");
     goto done;
@@ -249,21 +241,18 @@ static int run_quantize(Graph *g, PassContext *ctx) {
     rc = -1;
     goto done;
   }
-  /* ids of the values made below stay under this bound: a twin per value at most */
-  size_t cap = (size_t)nv * 4 + 1;
-  q.twin = calloc(cap, sizeof *q.twin);
-  q.scale_of = calloc(cap, sizeof *q.scale_of);
-  if (!q.twin || !q.scale_of) {
+  q.twin = calloc((size_t)nv, sizeof *q.twin); /* by the ids of values there before */
+  if (!q.twin) {
     rc = diag_error(ctx->diag, g->loc, "quantize: out of memory");
     goto done;
   }
   for (int i = 0; i < ncand && !rc; i++) {
-    double a = amax[mms[i]->in[0]->id];
-    if (!(a > 0) || !isfinite(a) || ldexp(1, -(int)ceil(log2(a / E4M3_MAX))) > 0x1.fep127) {
+    int e;
+    if (!input_exponent(amax[mms[i]->in[0]->id], &e)) {
       flat++;
       continue;
     }
-    rc = quantize_gemm(&q, mms[i], a);
+    rc = quantize_gemm(&q, mms[i], e);
   }
   if (!rc && q.gemms)
     rc = pass_dce.run(g, ctx) || ir_infer(g, ctx->diag) ? -1 : 0;
@@ -279,7 +268,6 @@ done:
   free(amax);
   free(mms);
   free(q.twin);
-  free(q.scale_of);
   return rc;
 }
 

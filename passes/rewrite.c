@@ -50,6 +50,10 @@ bool pass_plain_matmul(const Node *n) {
   return n->op == OP_MATMUL && !attr_int(n, "transpose_b") && attr_float(n, "scale") == 1;
 }
 
+bool pass_linear_layer(const Node *n) {
+  return pass_plain_matmul(n) && n->in[1]->kind == VK_CONST && n->in[1]->type.shape.rank == 2;
+}
+
 void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
                   int nattr) {
   Value **ins = arena_alloc(g->arena, sizeof *ins * (size_t)nin);
