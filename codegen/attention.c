@@ -330,6 +330,7 @@ static void begin_tiles(Cg *cg, const Attn *a, int64_t rows) {
 enum {
   MMA_BC = 64,  /* keys per tile */
   MMA_SMS = 132, /* the tiles that fill an H100 twice over, for choosing the rows per block */
+  MMA_KEEP = 4,  /* key tiles whose scores stay in registers between the passes */
 };
 
 /* The tensor-core kernel's rows per block (8 warps: 16 rows each, or 2, 4 warps to a row
@@ -410,8 +411,10 @@ static void emit_rows(Cg *cg, const Operand *o, int p, const char *sc, int cd, i
              first, limit, cg_fmt(cg, el, 0), cg_fmt(cg, el, 1), ind);
 }
 
-/* The values' tile, keys j0.. as pairs of rows: sm.kv.v[t][jp] holds column t of keys
- * j0 + 2 jp and j0 + 2 jp + 1 (the B operand of P V), zeros past the last key. */
+/* The values' tile, keys j0.. as pairs of rows: sm.kv.v[t][jp] holds column t of
+ * keys j0 + 2 jp and j0 + 2 jp + 1 (the B operand of P V), zeros past the last key. The
+ * swizzle vsw spreads both the stores of a warp (eight columns apart, four pairs of rows)
+ * and the fragments' loads (eight columns, four pairs) over the 32 banks. */
 static void emit_values(Cg *cg, const Attn *a) {
   Buf *b = &cg->src;
   const Operand *o = &a->v;
@@ -419,8 +422,8 @@ static void emit_values(Cg *cg, const Attn *a) {
   int64_t rs = o->view.stride[cd - 1], cs = o->view.stride[cd], dv = a->dv;
   if (vec8(o, cd)) {
     buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += 256) {\n", MMA_BC / 2 * dv / 8);
-    buf_printf(b, "        const int jp = e / %" PRId64 ", c = e %% %" PRId64 " * 8, j = j0 + 2 * jp;\n",
-               dv / 8, dv / 8);
+    buf_printf(b, "        const int jp = e %% %d, c = e / %d * 8, j = j0 + 2 * jp;\n", MMA_BC / 2,
+               MMA_BC / 2);
     buf_puts(b, "        gc_vec<unsigned, 4> u0 = {}, u1 = {};\n");
     for (int h = 0; h < 2; h++)
       buf_printf(b, "        if (j + %d < %" PRId64 ") u%d = *(const gc_vec<unsigned, 4> *)(in2 + vb + "
@@ -444,7 +447,17 @@ static void emit_values(Cg *cg, const Attn *a) {
              " ? %s : 0u) << 16;\n      }\n", a->sk, cg_fmt(cg, el, 0), a->sk, cg_fmt(cg, el, 1));
 }
 
-/* One key tile's scores of the warp's 16 rows, s[nt][e] for key j0 + nt * 8 + 2 t4 + (e & 1)
+/* The element (i, j) of the scores that accumulator e of n8 tile nt holds, clamped into
+ * the scores (so that the chains read inside their inputs), and ok: whether it is one. */
+static void emit_element(Cg *cg, const Attn *a, const char *ind) {
+  buf_printf(&cg->src,
+             "%sconst int ie = ia + (e >> 1) * 8, je = j0 + nt * 8 + 2 * t4 + (e & 1);\n"
+             "%sconst bool ok = ie < %" PRId64 " && je < %" PRId64 ";\n"
+             "%sconst int i = min(ie, %" PRId64 "), j = min(je, %" PRId64 ");\n",
+             ind, ind, a->sq, a->sk, ind, a->sq - 1, a->sk - 1);
+}
+
+/* One key tile's scores of the warp's 16 rows: s[nt][e] for key j0 + nt * 8 + 2 t4 + (e & 1)
  * of row ia + (e >> 1) * 8, after the pre nodes; -inf outside the scores. */
 static void emit_scores(Cg *cg, const Attn *a, const char *mma) {
   Buf *b = &cg->src;
@@ -455,21 +468,79 @@ static void emit_scores(Cg *cg, const Attn *a, const char *mma) {
               "sm.kv.k[nt * 8 + g][kk * 8 + 4 + t4]};\n");
   buf_printf(b, "          %s(s[nt], qf[kk], fb);\n        }\n", mma);
   buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %d; nt++)\n", MMA_BC / 8);
-  buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n"
-              "          const int i = ia + (e >> 1) * 8, j = j0 + nt * 8 + 2 * t4 + (e & 1);\n"
-              "          float x = -GC_INF;\n");
-  buf_printf(b, "          if (i < %" PRId64 " && j < %" PRId64 ") {\n", a->sq, a->sk);
-  store_score(cg, a->pre, a->m1, a->at, "s[nt][e]", "x", "            ");
-  buf_puts(b, "          }\n          s[nt][e] = x;\n        }\n");
+  buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
+  emit_element(cg, a, "          ");
+  buf_puts(b, "          float x;\n");
+  store_score(cg, a->pre, a->m1, a->at, "s[nt][e]", "x", "          ");
+  buf_puts(b, "          s[nt][e] = ok ? x : -GC_INF;\n        }\n");
+}
+
+/* The running max and sum of exponentials of the lane's two rows, over tile s. */
+static void emit_stats(Cg *cg) {
+  buf_printf(&cg->src,
+      "#pragma unroll\n"
+      "      for (int h = 0; h < 2; h++) {\n"
+      "        float m = mx[h];\n"
+      "#pragma unroll\n"
+      "        for (int nt = 0; nt < %d; nt++) m = fmax(m, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
+      "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 1));\n"
+      "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 2));\n"
+      "        const float ref = isinf(m) ? 0.f : m, rl = ref * L2E;\n"
+      "        float l = isinf(mx[h]) ? 0.f : sum[h] * exp2f(fmaf(mx[h], L2E, -rl));\n"
+      "#pragma unroll\n"
+      "        for (int nt = 0; nt < %d; nt++) l += exp2f(fmaf(s[nt][2 * h], L2E, -rl)) + exp2f(fmaf(s[nt][2 * h + 1], L2E, -rl));\n"
+      "        mx[h] = m;\n"
+      "        sum[h] = l;\n"
+      "      }\n",
+      MMA_BC / 8, MMA_BC / 8);
+}
+
+/* The probabilities of tile s (the scores), as the softmax and the post nodes make them,
+ * times the values' tile, into the accumulators o. */
+static void emit_probs(Cg *cg, const Attn *a, const char *mma, int64_t dvw) {
+  Buf *b = &cg->src;
+  DType t = a->q.view.base->type.dtype;
+  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %d; nt++)\n", MMA_BC / 8);
+  buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
+  emit_element(cg, a, "          ");
+  buf_puts(b, "          const float prob = exp2f(fmaf(s[nt][e], L2E, -mxl[e >> 1])) * rs[e >> 1];\n"
+              "          float x;\n");
+  store_score(cg, a->post, a->sm, a->at, "prob", "x", "          ");
+  const char *bits = cg_fmt(cg, "(unsigned)%s.bits", cg_store(cg, t, DOM_F32, "%s"));
+  buf_printf(b,
+      "          s[nt][e] = ok ? x : 0.f;\n        }\n"
+      "#pragma unroll\n"
+      "      for (int kk = 0; kk < %d; kk++) {\n"
+      "        /* the accumulators of keys kk * 16.. are the A fragment of those keys */\n"
+      "        const unsigned fa[4] = {%s | %s << 16, %s | %s << 16,\n"
+      "                                %s | %s << 16, %s | %s << 16};\n"
+      "#pragma unroll\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) {\n"
+      "          const int c = cs * %" PRId64 " + nt * 8 + g;\n"
+      "          const unsigned fb[2] = {sm.kv.v[c][kk * 8 + t4], sm.kv.v[c][kk * 8 + 4 + t4]};\n"
+      "          %s(o[nt], fa, fb);\n"
+      "        }\n"
+      "      }\n",
+      MMA_BC / 16, cg_fmt(cg, bits, "s[2 * kk][0]"), cg_fmt(cg, bits, "s[2 * kk][1]"),
+      cg_fmt(cg, bits, "s[2 * kk][2]"), cg_fmt(cg, bits, "s[2 * kk][3]"),
+      cg_fmt(cg, bits, "s[2 * kk + 1][0]"), cg_fmt(cg, bits, "s[2 * kk + 1][1]"),
+      cg_fmt(cg, bits, "s[2 * kk + 1][2]"), cg_fmt(cg, bits, "s[2 * kk + 1][3]"), dvw / 8, dvw,
+      mma);
 }
 
 static int emit_mma(Cg *cg, const Attn *a, int64_t br) {
   DType t = a->q.view.base->type.dtype;
   const char *mma = t == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
   int64_t rg = br / 16, cs = 8 / rg, dvw = a->dv / cs, dw = a->d / 2;
-  int64_t tiles = a->batch * ((a->sq + br - 1) / br);
+  int64_t tiles = a->batch * ((a->sq + br - 1) / br), nkt = (a->sk + MMA_BC - 1) / MMA_BC;
+  /* the scores of the first pass stay in registers for the second, as pairs of 16-bit
+   * values, when they are stored in the operands' type and there are few tiles of them;
+   * otherwise the second pass computes them again */
+  bool keep = a->sm->in[0]->type.dtype == t && nkt <= MMA_KEEP;
+  cg->min_blocks = 2; /* 128 registers: two blocks of 8 warps on an SM */
   const char *name = begin_kernel(cg, a, cg_fmt(cg, "on tensor cores, %" PRId64 " query rows "
-                                                "per block, %d keys per tile", br, MMA_BC));
+                                                "per block, %d keys per tile%s", br, MMA_BC,
+                                                keep ? ", the scores kept in registers" : ""));
   Buf *b = &cg->src;
   buf_printf(b,
       "  /* pairs of 16-bit values: the queries' tile, then the keys' and the values' */\n"
@@ -477,9 +548,13 @@ static int emit_mma(Cg *cg, const Attn *a, int64_t br) {
       "unsigned k[%d][%" PRId64 "]; unsigned v[%" PRId64 "][%d]; } kv; } sm;\n",
       br, dw + 4, MMA_BC, dw + 4, a->dv, MMA_BC / 2 + 4);
   buf_puts(b, "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, "
-              "t4 = lane & 3;\n");
-  buf_printf(b, "  /* warp: rows rg * 16.., output columns cs * %" PRId64 ".. */\n"
-             "  const int rg = warp %% %" PRId64 ", cs = warp / %" PRId64 ";\n", dvw, rg, rg);
+              "t4 = lane & 3;\n"
+              "  const float L2E = 1.44269504f; /* exp(x) = 2^(x log2(e)) */\n");
+  buf_printf(b, "  /* warp: rows rg * 16.., output columns cs * %" PRId64 ".. */\n", dvw);
+  if (cs == 1) /* constant: the fragments' addresses too */
+    buf_puts(b, "  const int rg = warp, cs = 0;\n");
+  else
+    buf_printf(b, "  const int rg = warp %% %" PRId64 ", cs = warp / %" PRId64 ";\n", rg, rg);
   emit_scaler(cg, &a->q, "scq");
   emit_scaler(cg, &a->k, "sck");
   emit_scaler(cg, &a->v, "scv");
@@ -500,91 +575,84 @@ static int emit_mma(Cg *cg, const Attn *a, int64_t br) {
       "    const int ia = i0 + rg * 16 + g; /* this lane's rows: ia and ia + 8 */\n"
       "    float mx[2] = {-GC_INF, -GC_INF}, sum[2] = {0.f, 0.f};\n",
       a->d / 16, a->d / 16);
-  /* pass 1: each row's max and sum of exponentials */
-  const char *keys = cg_fmt(cg, "    for (int j0 = 0; j0 < %" PRId64 "; j0 += %d) {\n"
-                            "      __syncthreads();\n", a->sk, MMA_BC);
+  const char *keys = keep ? cg_fmt(cg, "#pragma unroll\n"
+                                       "    for (int jt = 0; jt < %" PRId64 "; jt++) {\n"
+                                       "      const int j0 = jt * %d;\n"
+                                       "      __syncthreads();\n", nkt, MMA_BC)
+                          : cg_fmt(cg, "    for (int j0 = 0; j0 < %" PRId64 "; j0 += %d) {\n"
+                                       "      __syncthreads();\n", a->sk, MMA_BC);
+  const char *pack = cg_fmt(cg, "(unsigned)%s.bits | (unsigned)%s.bits << 16",
+                            cg_store(cg, t, DOM_F32, "s[nt][%d]"), cg_store(cg, t, DOM_F32, "s[nt][%d]"));
+  const char *half = cg_load(cg, t, DOM_F32, cg_fmt(cg, "%s{(unsigned short)(%%s)}", cg_ctype(t)));
+  if (keep)
+    buf_printf(b, "    unsigned sp[%" PRId64 "][%d][2]; /* the scores, kept */\n", nkt, MMA_BC / 8);
   buf_puts(b, "    /* pass 1: each row's max and its sum of exponentials, rescaled as the max grows */\n");
   buf_puts(b, keys);
   emit_rows(cg, &a->k, 1, "sck", r - 2, MMA_BC, a->d, "kb", "j0", a->sk, a->k.view.stride[r - 1],
             "sm.kv.k", "      ");
   buf_puts(b, "      __syncthreads();\n");
   emit_scores(cg, a, mma);
+  emit_stats(cg);
+  if (keep)
+    buf_printf(b, "#pragma unroll\n"
+               "      for (int nt = 0; nt < %d; nt++) {\n"
+               "        sp[jt][nt][0] = %s;\n        sp[jt][nt][1] = %s;\n      }\n",
+               MMA_BC / 8, cg_fmt(cg, pack, 0, 1), cg_fmt(cg, pack, 2, 3));
   buf_printf(b,
-      "#pragma unroll\n"
-      "      for (int h = 0; h < 2; h++) {\n"
-      "        float m = mx[h];\n"
-      "#pragma unroll\n"
-      "        for (int nt = 0; nt < %d; nt++) m = fmax(m, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
-      "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 1));\n"
-      "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 2));\n"
-      "        const float ref = isinf(m) ? 0.f : m;\n"
-      "        float l = isinf(mx[h]) ? 0.f : sum[h] * exp(mx[h] - ref);\n"
-      "#pragma unroll\n"
-      "        for (int nt = 0; nt < %d; nt++) l += exp(s[nt][2 * h] - ref) + exp(s[nt][2 * h + 1] - ref);\n"
-      "        mx[h] = m;\n"
-      "        sum[h] = l;\n"
-      "      }\n"
       "    }\n"
-      "    float rs[2];\n"
+      "    float rs[2], mxl[2]; /* 1 / the sum, the max times log2(e) */\n"
       "#pragma unroll\n"
       "    for (int h = 0; h < 2; h++) {\n"
       "      float l = sum[h];\n"
       "      l += __shfl_xor_sync(0xffffffffu, l, 1);\n"
       "      l += __shfl_xor_sync(0xffffffffu, l, 2);\n"
       "      rs[h] = 1.f / l;\n"
-      "      if (isinf(mx[h])) mx[h] = 0.f;\n"
-      "    }\n",
-      MMA_BC / 8, MMA_BC / 8);
-  /* pass 2: the probabilities times the values */
-  buf_printf(b, "    /* pass 2: the probabilities, as the softmax makes them, times the values */\n"
-             "    float o[%" PRId64 "][4] = {};\n", dvw / 8);
+      "      mxl[h] = isinf(mx[h]) ? 0.f : mx[h] * L2E;\n"
+      "    }\n"
+      "    /* pass 2: the probabilities, as the softmax makes them, times the values */\n"
+      "    float o[%" PRId64 "][4] = {};\n", dvw / 8);
   buf_puts(b, keys);
-  emit_rows(cg, &a->k, 1, "sck", r - 2, MMA_BC, a->d, "kb", "j0", a->sk, a->k.view.stride[r - 1],
-            "sm.kv.k", "      ");
+  if (!keep)
+    emit_rows(cg, &a->k, 1, "sck", r - 2, MMA_BC, a->d, "kb", "j0", a->sk,
+              a->k.view.stride[r - 1], "sm.kv.k", "      ");
   emit_values(cg, a);
   buf_puts(b, "      __syncthreads();\n");
-  emit_scores(cg, a, mma);
-  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %d; nt++)\n", MMA_BC / 8);
-  buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n"
-              "          const int i = ia + (e >> 1) * 8, j = j0 + nt * 8 + 2 * t4 + (e & 1);\n"
-              "          float x = 0.f;\n");
-  buf_printf(b, "          if (i < %" PRId64 " && j < %" PRId64 ") {\n"
-             "            const float prob = exp(s[nt][e] - mx[e >> 1]) * rs[e >> 1];\n",
-             a->sq, a->sk);
-  store_score(cg, a->post, a->sm, a->at, "prob", "x", "            ");
-  const char *bits = cg_fmt(cg, "(unsigned)%s.bits", cg_store(cg, t, DOM_F32, "%s"));
-  buf_printf(b,
-      "          }\n          s[nt][e] = x;\n        }\n"
-      "#pragma unroll\n"
-      "      for (int kk = 0; kk < %d; kk++) {\n"
-      "        /* the accumulators of keys kk * 16.. are the A fragment of those keys */\n"
-      "        const unsigned fa[4] = {%s | %s << 16, %s | %s << 16,\n"
-      "                                %s | %s << 16, %s | %s << 16};\n"
-      "#pragma unroll\n"
-      "        for (int nt = 0; nt < %" PRId64 "; nt++) {\n"
-      "          const int c = cs * %" PRId64 " + nt * 8 + g;\n"
-      "          const unsigned fb[2] = {sm.kv.v[c][kk * 8 + t4], sm.kv.v[c][kk * 8 + 4 + t4]};\n"
-      "          %s(o[nt], fa, fb);\n"
-      "        }\n"
-      "      }\n"
-      "    }\n",
-      MMA_BC / 16, cg_fmt(cg, bits, "s[2 * kk][0]"), cg_fmt(cg, bits, "s[2 * kk][1]"),
-      cg_fmt(cg, bits, "s[2 * kk][2]"), cg_fmt(cg, bits, "s[2 * kk][3]"),
-      cg_fmt(cg, bits, "s[2 * kk + 1][0]"), cg_fmt(cg, bits, "s[2 * kk + 1][1]"),
-      cg_fmt(cg, bits, "s[2 * kk + 1][2]"), cg_fmt(cg, bits, "s[2 * kk + 1][3]"), dvw / 8, dvw,
-      mma);
-  buf_printf(b,
-      "#pragma unroll\n"
-      "    for (int nt = 0; nt < %" PRId64 "; nt++)\n"
-      "#pragma unroll\n"
-      "      for (int e = 0; e < 4; e++) {\n"
-      "        const int i = ia + (e >> 1) * 8, c = cs * %" PRId64 " + nt * 8 + 2 * t4 + (e & 1);\n"
-      "        if (i < %" PRId64 ") out0[ob + (idx_t)i * %" PRId64 " + (idx_t)c * %" PRId64 "] = %s;\n"
-      "      }\n"
-      "  }\n"
-      "}\n",
-      dvw / 8, dvw, a->sq, a->ostr[r - 2], a->ostr[r - 1],
-      cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][e]"));
+  if (keep)
+    buf_printf(b, "      float s[%d][4];\n"
+               "#pragma unroll\n"
+               "      for (int nt = 0; nt < %d; nt++)\n"
+               "#pragma unroll\n"
+               "        for (int e = 0; e < 4; e++) s[nt][e] = %s;\n",
+               MMA_BC / 8, MMA_BC / 8,
+               cg_fmt(cg, half, "sp[jt][nt][e >> 1] >> (e & 1) * 16 & 0xffffu"));
+  else
+    emit_scores(cg, a, mma);
+  emit_probs(cg, a, mma, dvw);
+  /* the output: a lane's two neighbouring columns as one store where they are adjacent */
+  bool pairs = a->ostr[r - 1] == 1;
+  for (int i = 0; i < r - 1; i++)
+    pairs = pairs && a->ostr[i] % 2 == 0;
+  const char *T = cg_ctype(a->y->type.dtype);
+  buf_printf(b, "    }\n#pragma unroll\n    for (int nt = 0; nt < %" PRId64 "; nt++)\n", dvw / 8);
+  if (pairs)
+    buf_printf(b,
+        "#pragma unroll\n"
+        "      for (int h = 0; h < 2; h++) {\n"
+        "        const int i = ia + h * 8, c = cs * %" PRId64 " + nt * 8 + 2 * t4;\n"
+        "        if (i < %" PRId64 ") *(gc_vec<%s, 2> *)(out0 + ob + (idx_t)i * %" PRId64 " + c) = {%s, %s};\n"
+        "      }\n",
+        dvw, a->sq, T, a->ostr[r - 2], cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][2 * h]"),
+        cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][2 * h + 1]"));
+  else
+    buf_printf(b,
+        "#pragma unroll\n"
+        "      for (int e = 0; e < 4; e++) {\n"
+        "        const int i = ia + (e >> 1) * 8, c = cs * %" PRId64 " + nt * 8 + 2 * t4 + (e & 1);\n"
+        "        if (i < %" PRId64 ") out0[ob + (idx_t)i * %" PRId64 " + (idx_t)c * %" PRId64 "] = %s;\n"
+        "      }\n",
+        dvw, a->sq, a->ostr[r - 2], a->ostr[r - 1],
+        cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][e]"));
+  buf_puts(b, "  }\n}\n");
   cg_kernel_step_values(cg, a->root, name, cg_blocks(tiles, 1), 256, a->in, a->nin, &a->y, 1);
   return 0;
 }

@@ -40,6 +40,8 @@ typedef struct Cg {
   const View *views;   /* it reads through views[k] (its base a kernel parameter) */
   const struct Prologue *pro; /* while a convolution's kernel is generated: the nodes in
                                  its group that its input is read through */
+  int min_blocks; /* the next kernel's blocks per SM for __launch_bounds__ (0: none said),
+                     which caps its registers; cleared by its signature */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers

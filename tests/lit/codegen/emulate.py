@@ -43,7 +43,7 @@ using namespace std;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__ __restrict
 struct gc_dim3 { unsigned x, y, z; };
@@ -151,7 +151,7 @@ DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "i
 BYTES = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
          "f16": 2, "bf16": 2}
 KERNEL = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)"
-                    r"(?:.|\n)*?__launch_bounds__\(256\) (\w+)\(")
+                    r"(?:.|\n)*?__launch_bounds__\(256(?:, \d+)?\) (\w+)\(")
 VALUE = re.compile(r"%([\w.]+): (\w+)\[([0-9, ]*)\]")
 
 
@@ -199,7 +199,7 @@ def host_main(d, src, inputs, outs, expect):
             lines.append(f'  {{ FILE *f = fopen("{d}/in_{name}.bin", "rb"); '
                          f'if (!f || fread(b_{name}, 1, {a.nbytes}, f) != {a.nbytes}) return 2; fclose(f); }}')
     for kernel, names in kernels:
-        params = re.search(r"__launch_bounds__\(256\) " + kernel + r"\(([^)]*)\)", src).group(1)
+        params = re.search(r"__launch_bounds__\(256(?:, \d+)?\) " + kernel + r"\(([^)]*)\)", src).group(1)
         args = []
         for p in params.split(","):
             m = re.match(r"\s*(const )?(\w+) \*(?:__restrict__ )?(in|out)(\d+)", p)
@@ -535,10 +535,14 @@ def cases():
         ("fp16_attention_split_causal", causal_in, ATTN_CAUSAL),
         # attention on tensor cores (16-bit, head sizes a multiple of 16): keys in tiles of
         # 64 (70 and 100: a partial last tile), 16-byte loads where rows allow them (a split
-        # at column 100 does not), blocks of 32, 64 and (264 heads) 128 query rows
+        # at column 100 does not), blocks of 32, 64 and (264 heads) 128 query rows, the
+        # scores kept in registers between the passes or (300 keys) computed again
         ("bf16_attention_tc_masked", masked_tc_in, attn_masked(2, 70, 2, 16)),
         ("fp16_attention_tc_split_causal", causal_tc_in, attn_causal(100, 2, 16, rest=4)),
-        ("bf16_attention_tc_many_heads", {"q": f(264, 70, 16), "k": f(264, 16, 70), "v": f(264, 70, 16)},
+        ("bf16_attention_tc_long", {"q": f(2, 20, 16), "k": f(2, 16, 300), "v": f(2, 300, 32),
+                                    "c": np.float32(0.25)},
+         "%s = matmul(%q, %k)\n%d = mul(%s, %c)\n%p = softmax(%d) {axis = -1}\n%y = matmul(%p, %v)"),
+        ("bf16_attention_tc_many_heads", {"q": f(264, 70, 16) / 4, "k": f(264, 16, 70), "v": f(264, 70, 16)},
          "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)"),
         ("bf16_layer_norm_gelu", {"x": f(4, 64), "s": f(64), "b": f(64)},
          "%n = layer_norm(%x, %s, %b)\n%y = gelu(%n)"),
