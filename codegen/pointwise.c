@@ -205,12 +205,13 @@ static int member_of(const PwKernel *k, const Value *v) {
 }
 
 /* The statements of one output element: every node in order, its operands loaded from
- * the kernel's inputs (ext_fmt with the input's index twice: "in%d[o%d]", "a%d.e[j]") or
+ * the kernel's inputs (ext_src[e] for input e, or where that is NULL, ext_fmt with the
+ * input's index twice: "in%d[o%d]") or
  * from an earlier node's variable t<j> (which holds the value as memory would: rounding
  * to the node's dtype is the same fused or not), the last stored to dst. A lone node's
  * operands are x0, x1...; in a group, node j's are xj_0, xj_1... */
-static void emit_elements(Cg *cg, const PwKernel *k, const char *ext_fmt, const char *dst,
-                          const char *indent) {
+static void emit_elements(Cg *cg, const PwKernel *k, const char *ext_fmt,
+                          const char *const *ext_src, const char *dst, const char *indent) {
   Buf *b = &cg->src;
   for (int j = 0; j < k->n; j++) {
     const Node *n = k->node[j];
@@ -221,6 +222,7 @@ static void emit_elements(Cg *cg, const PwKernel *k, const char *ext_fmt, const 
       int m = member_of(k, v), e = ext_index(k, v);
       const char *src = m >= 0 ? cg_fmt(cg, "%st%d", k->pre, m)
                         : m == -2 ? cg_fmt(cg, "%sa", k->pre)
+                        : ext_src ? ext_src[e]
                                   : cg_fmt(cg, ext_fmt, k->base + e, e);
       DType t = v->type.dtype;
       x[a] = k->n == 1 && !k->anchor ? cg_fmt(cg, "x%d", a) : cg_fmt(cg, "%sx%d_%d", k->pre, j, a);
@@ -241,19 +243,35 @@ static void emit_elements(Cg *cg, const PwKernel *k, const char *ext_fmt, const 
   }
 }
 
-/* The vector width: 16 bytes of the widest operand in memory, when every input is
- * contiguous and unbroadcast and the element count divides; else 1. */
-static int vector_width(const PwKernel *k) {
+/* The vector width of a kernel over index space s (coalesced, the output's): 16 bytes of
+ * the widest operand read as vectors, when the innermost dim divides by it and every input
+ * either runs along it contiguously, each of its vectors aligned (VEC), or is constant
+ * along it (one element for the whole vector); else 1. */
+enum { VEC = 1 };
+static int vector_width(const PwKernel *k, const Space *s, int kind[CG_MAX_OPS]) {
   int64_t numel = cg_numel(k->out);
+  if (s->rank == 0 || numel < 2)
+    return 1;
+  int d = s->rank - 1;
   size_t widest = dtype_size(k->out->type.dtype);
   for (int e = 0; e < k->next; e++) {
-    if (cg_numel(k->ext[e]) != numel)
+    kind[e] = s->stride[e][d] == 1 ? VEC : 0;
+    if (s->stride[e][d] > 1 || s->stride[e][d] < 0)
       return 1;
-    size_t s = dtype_size(k->ext[e]->type.dtype);
-    widest = s > widest ? s : widest;
+    size_t z = dtype_size(k->ext[e]->type.dtype);
+    widest = kind[e] == VEC && z > widest ? z : widest;
   }
-  int v = (int)(16 / widest);
-  return numel % v == 0 ? v : 1;
+  for (int v = (int)(16 / widest); v > 1; v /= 2) {
+    bool ok = s->dims[d] % v == 0;
+    for (int e = 0; e < k->next && ok; e++)
+      for (int dd = 0; dd < d && kind[e] == VEC; dd++)
+        ok = ok && s->stride[e][dd] % v == 0;
+    for (int e = 0; e < k->next && ok; e++)
+      ok = kind[e] != VEC || s->base[e] % v == 0;
+    if (ok)
+      return v;
+  }
+  return 1;
 }
 
 static bool same_dims(const Value *a, const Value *b) {
@@ -360,25 +378,7 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
   cg->inplace = inplace_inputs(&k);
   const Value *y = k.out;
   int64_t numel = cg_numel(y);
-  int v = vector_width(&k);
   Buf *b = &cg->src;
-  if (v > 1) {
-    int64_t nvec = numel / v;
-    const char *name = begin_kernel(cg, &k, cg_fmt(cg, "contiguous: %" PRId64 " vectors of %d elements", nvec, v));
-    buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(nvec));
-    for (int e = 0; e < k.next; e++)
-      buf_printf(b, "  typedef gc_vec<%s, %d> v%d_t;\n", cg_ctype(k.ext[e]->type.dtype), v, e);
-    buf_printf(b, "  typedef gc_vec<%s, %d> w_t;\n", cg_ctype(y->type.dtype), v);
-    buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", nvec);
-    for (int e = 0; e < k.next; e++)
-      buf_printf(b, "    const v%d_t a%d = ((const v%d_t *)in%d)[i];\n", e, e, e, e);
-    buf_puts(b, "    w_t w;\n#pragma unroll\n");
-    buf_printf(b, "    for (int j = 0; j < %d; j++) {\n", v);
-    emit_elements(cg, &k, "a%d.e[j]", "w.e[j]", "      ");
-    buf_puts(b, "    }\n    ((w_t *)out0)[i] = w;\n  }\n}\n");
-    kernel_step(cg, &k, name, nvec);
-    return 0;
-  }
   /* Broadcasting through baked strides, after merging dims every operand walks alike. */
   Space s;
   int64_t dims[IR_MAX_RANK];
@@ -388,11 +388,47 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
   for (int e = 0; e < k.next; e++)
     space_add_bcast(&s, &k.ext[e]->type.shape);
   space_coalesce(&s);
+  int kind[CG_MAX_OPS] = {0};
+  int v = vector_width(&k, &s, kind);
+  if (v > 1) {
+    /* a thread per vector of v outputs; an input along them read as one vector, or one
+     * element for all of them */
+    int64_t nvec = numel / v;
+    bool flat = true;
+    for (int e = 0; e < k.next; e++)
+      flat = flat && space_is_identity(&s, e);
+    const char *name = begin_kernel(cg, &k, cg_fmt(cg, "%s: %" PRId64 " vectors of %d elements",
+                                                   flat ? "contiguous" : "broadcast", nvec, v));
+    buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(numel));
+    const char **src = arena_alloc(cg->arena, sizeof *src * (size_t)(k.next ? k.next : 1));
+    for (int e = 0; e < k.next; e++)
+      if (kind[e] == VEC)
+        buf_printf(b, "  typedef gc_vec<%s, %d> v%d_t;\n", cg_ctype(k.ext[e]->type.dtype), v, e);
+    buf_printf(b, "  typedef gc_vec<%s, %d> w_t;\n", cg_ctype(y->type.dtype), v);
+    buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", nvec);
+    if (!flat)
+      space_emit_offsets(cg, &s, cg_fmt(cg, "(i * %d)", v), "o", "    ");
+    for (int e = 0; e < k.next; e++) {
+      if (kind[e] == VEC && flat)
+        buf_printf(b, "    const v%d_t a%d = ((const v%d_t *)in%d)[i];\n", e, e, e, e);
+      else if (kind[e] == VEC)
+        buf_printf(b, "    const v%d_t a%d = *(const v%d_t *)(in%d + o%d);\n", e, e, e, e, e);
+      else
+        buf_printf(b, "    const %s a%d = in%d[o%d];\n", cg_ctype(k.ext[e]->type.dtype), e, e, e);
+      src[e] = cg_fmt(cg, kind[e] == VEC ? "a%d.e[j]" : "a%d", e);
+    }
+    buf_puts(b, "    w_t w;\n#pragma unroll\n");
+    buf_printf(b, "    for (int j = 0; j < %d; j++) {\n", v);
+    emit_elements(cg, &k, NULL, src, "w.e[j]", "      ");
+    buf_puts(b, "    }\n    ((w_t *)out0)[i] = w;\n  }\n}\n");
+    kernel_step(cg, &k, name, nvec);
+    return 0;
+  }
   const char *name = begin_kernel(cg, &k, NULL);
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(numel));
   buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", numel);
   space_emit_offsets(cg, &s, "i", "o", "    ");
-  emit_elements(cg, &k, "in%d[o%d]", "out0[i]", "    ");
+  emit_elements(cg, &k, "in%d[o%d]", NULL, "out0[i]", "    ");
   buf_puts(b, "  }\n}\n");
   kernel_step(cg, &k, name, numel);
   return 0;
@@ -521,7 +557,7 @@ static void emit_chain(Cg *cg, const PwKernel *k, const char *idx, const char *v
     space_coalesce(&s);
     space_emit_offsets(cg, &s, idx, cg_fmt(cg, "%se", k->pre), in2);
   }
-  emit_elements(cg, k, cg_fmt(cg, "in%%d[%se%%d]", k->pre), dst, in2);
+  emit_elements(cg, k, cg_fmt(cg, "in%%d[%se%%d]", k->pre), NULL, dst, in2);
   buf_printf(b, "%s}\n", indent);
 }
 

@@ -236,22 +236,35 @@ static void test_vectorized(void) {
   graph_free(g);
 }
 
-static void test_broadcast_not_vectorized(void) {
+static void test_broadcast_vectorized(void) {
   Diag d = {0};
   Graph *g;
+  /* a bias along the rows: each vector of 4 outputs reads 4 contiguous bias elements */
   Type t[2] = {ty(DT_F32, 2, (int64_t[]){64, 64}), ty(DT_F32, 1, (int64_t[]){64})};
   Program *p = gen1(&g, OP_ADD, 2, t, NULL, 0, &d);
   const Step *s = only_step(p, STEP_KERNEL);
   if (s) {
     CHECK(s->kernel.nargs == 3 && s->kernel.nread == 2);
-    CHECK(s->kernel.grid[0] == 16); /* 4096 elements, one per thread */
+    CHECK(s->kernel.grid[0] == 4); /* 1024 vectors of 4, one per thread */
     char *text = kernel_text(p, "k0_add_y");
-    CHECK(!strstr(text, "gc_vec") && strstr(text, "o1 += o_c * 1;"));
+    CHECK(strstr(p->source, "broadcast: 1024 vectors of 4") && strstr(text, "o_r = (i * 4)") &&
+          strstr(text, "*(const v1_t *)(in1 + o1)"));
     free(text);
   }
   program_free(p);
   graph_free(g);
-  /* 4095 elements do not divide into vectors either */
+  /* a value per row: one element for a whole vector */
+  Type col[2] = {ty(DT_F32, 2, (int64_t[]){64, 64}), ty(DT_F32, 2, (int64_t[]){64, 1})};
+  p = gen1(&g, OP_MUL, 2, col, NULL, 0, &d);
+  CHECK(p && strstr(p->source, "const gc_f32 a1 = in1[o1];"));
+  program_free(p);
+  graph_free(g);
+  /* rows of 63 do not divide into vectors, nor do 4095 elements */
+  Type odd2[2] = {ty(DT_F32, 2, (int64_t[]){64, 63}), ty(DT_F32, 1, (int64_t[]){63})};
+  p = gen1(&g, OP_ADD, 2, odd2, NULL, 0, &d);
+  CHECK(p && !strstr(p->source, "gc_vec<gc_f32") && strstr(p->source, "o1 += o_c * 1;"));
+  program_free(p);
+  graph_free(g);
   Type odd = ty(DT_F32, 1, (int64_t[]){4095});
   p = gen1(&g, OP_EXP, 1, &odd, NULL, 0, &d);
   CHECK(p && !strstr(p->source, "gc_vec<gc_f32"));
@@ -507,7 +520,7 @@ int main(void) {
   test_alias();
   test_int_matmul();
   test_vectorized();
-  test_broadcast_not_vectorized();
+  test_broadcast_vectorized();
   test_transpose_grid();
   test_conv_step();
   test_pool_steps();
