@@ -678,7 +678,7 @@ static int emit_simt(Cg *cg, const Attn *a) {
                     (long long)node_fuse_group(a->root), sk, kd);
   int64_t tiles = batch * ((sq + br - 1) / br);
   int64_t nacc = (br * dv + CODEGEN_BLOCK - 1) / CODEGEN_BLOCK;
-  const char *name = begin_kernel(cg, a, cg_fmt(cg, "%" PRId64 " query rows per block", br));
+  const char *name = begin_kernel(cg, a, cg_fmt(cg, "on CUDA cores, %" PRId64 " query rows per block", br));
   Buf *b = &cg->src;
   buf_printf(b, "  __shared__ float qs[%" PRId64 "][%" PRId64 "];\n", br, d);
   buf_printf(b, "  __shared__ float kv[%d][%" PRId64 "];\n", BC, kd + 1);
