@@ -412,9 +412,9 @@ static void emit_rows(Cg *cg, const Operand *o, int p, const char *sc, int cd, i
 }
 
 /* The values' tile, keys j0.. as pairs of rows: sm.kv.v[t][jp] holds column t of
- * keys j0 + 2 jp and j0 + 2 jp + 1 (the B operand of P V), zeros past the last key. The
- * swizzle vsw spreads both the stores of a warp (eight columns apart, four pairs of rows)
- * and the fragments' loads (eight columns, four pairs) over the 32 banks. */
+ * keys j0 + 2 jp and j0 + 2 jp + 1 (the B operand of P V), zeros past the last key. A warp
+ * stores eight columns of all 32 pairs (each lane loading 16 bytes of two rows), so that
+ * its stores fall in 32 banks, as the fragments' loads do. */
 static void emit_values(Cg *cg, const Attn *a) {
   Buf *b = &cg->src;
   const Operand *o = &a->v;

@@ -385,12 +385,10 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   }
   if (note)
     buf_printf(b, "\n * %s", note);
+  buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d", CODEGEN_BLOCK);
   if (cg->min_blocks)
-    buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d, %d) %s(",
-               CODEGEN_BLOCK, cg->min_blocks, name);
-  else
-    buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", CODEGEN_BLOCK,
-               name);
+    buf_printf(b, ", %d", cg->min_blocks);
+  buf_printf(b, ") %s(", name);
   cg->min_blocks = 0;
   int a = 0;
   for (int k = 0; k < nin; k++)

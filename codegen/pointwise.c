@@ -245,29 +245,29 @@ static void emit_elements(Cg *cg, const PwKernel *k, const char *ext_fmt,
 
 /* The vector width of a kernel over index space s (coalesced, the output's): 16 bytes of
  * the widest operand read as vectors, when the innermost dim divides by it and every input
- * either runs along it contiguously, each of its vectors aligned (VEC), or is constant
- * along it (one element for the whole vector); else 1. */
-enum { VEC = 1 };
-static int vector_width(const PwKernel *k, const Space *s, int kind[CG_MAX_OPS]) {
+ * either runs along it contiguously, each of its vectors aligned, or is constant
+ * along it (one element for the whole vector); else 1. vec[e]: whether input e is read
+ * as vectors. */
+static int vector_width(const PwKernel *k, const Space *s, bool vec[CG_MAX_OPS]) {
   int64_t numel = cg_numel(k->out);
   if (s->rank == 0 || numel < 2)
     return 1;
   int d = s->rank - 1;
   size_t widest = dtype_size(k->out->type.dtype);
   for (int e = 0; e < k->next; e++) {
-    kind[e] = s->stride[e][d] == 1 ? VEC : 0;
+    vec[e] = s->stride[e][d] == 1;
     if (s->stride[e][d] > 1 || s->stride[e][d] < 0)
       return 1;
     size_t z = dtype_size(k->ext[e]->type.dtype);
-    widest = kind[e] == VEC && z > widest ? z : widest;
+    widest = vec[e] && z > widest ? z : widest;
   }
   for (int v = (int)(16 / widest); v > 1; v /= 2) {
     bool ok = s->dims[d] % v == 0;
     for (int e = 0; e < k->next && ok; e++)
-      for (int dd = 0; dd < d && kind[e] == VEC; dd++)
+      for (int dd = 0; dd < d && vec[e]; dd++)
         ok = ok && s->stride[e][dd] % v == 0;
     for (int e = 0; e < k->next && ok; e++)
-      ok = kind[e] != VEC || s->base[e] % v == 0;
+      ok = !vec[e] || s->base[e] % v == 0;
     if (ok)
       return v;
   }
@@ -388,8 +388,8 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
   for (int e = 0; e < k.next; e++)
     space_add_bcast(&s, &k.ext[e]->type.shape);
   space_coalesce(&s);
-  int kind[CG_MAX_OPS] = {0};
-  int v = vector_width(&k, &s, kind);
+  bool vec[CG_MAX_OPS] = {false};
+  int v = vector_width(&k, &s, vec);
   if (v > 1) {
     /* a thread per vector of v outputs; an input along them read as one vector, or one
      * element for all of them */
@@ -402,20 +402,20 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
     buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(numel));
     const char **src = arena_alloc(cg->arena, sizeof *src * (size_t)(k.next ? k.next : 1));
     for (int e = 0; e < k.next; e++)
-      if (kind[e] == VEC)
+      if (vec[e])
         buf_printf(b, "  typedef gc_vec<%s, %d> v%d_t;\n", cg_ctype(k.ext[e]->type.dtype), v, e);
     buf_printf(b, "  typedef gc_vec<%s, %d> w_t;\n", cg_ctype(y->type.dtype), v);
     buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", nvec);
     if (!flat)
       space_emit_offsets(cg, &s, cg_fmt(cg, "(i * %d)", v), "o", "    ");
     for (int e = 0; e < k.next; e++) {
-      if (kind[e] == VEC && flat)
+      if (vec[e] && flat)
         buf_printf(b, "    const v%d_t a%d = ((const v%d_t *)in%d)[i];\n", e, e, e, e);
-      else if (kind[e] == VEC)
+      else if (vec[e])
         buf_printf(b, "    const v%d_t a%d = *(const v%d_t *)(in%d + o%d);\n", e, e, e, e, e);
       else
         buf_printf(b, "    const %s a%d = in%d[o%d];\n", cg_ctype(k.ext[e]->type.dtype), e, e, e);
-      src[e] = cg_fmt(cg, kind[e] == VEC ? "a%d.e[j]" : "a%d", e);
+      src[e] = cg_fmt(cg, vec[e] ? "a%d.e[j]" : "a%d", e);
     }
     buf_puts(b, "    w_t w;\n#pragma unroll\n");
     buf_printf(b, "    for (int j = 0; j < %d; j++) {\n", v);

@@ -269,7 +269,7 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5):
         got = np.fromfile(os.path.join(d, f"out{i}.bin"), dtype=e.dtype).reshape(e.shape)
         if e.dtype.kind == "f":
             rtol = {"bf16": 2.0 ** -7, "fp16": 2.0 ** -9}.get(lowered, 1e-4)
-            if lowered:  # a sum that cancels, one of its terms a step apart: a step of the scale
+            if lowered:  # a sum that cancels, a term a step apart: half a step of the rms
                 fin = e[np.isfinite(e)].astype(np.float64)
                 atol = max(atol, rtol * float(np.sqrt(np.mean(fin ** 2))) / 4 if fin.size else 0)
             bad = ~np.isclose(got, e, rtol=rtol, atol=atol, equal_nan=True)
