@@ -2,16 +2,18 @@
  * conv_transpose, max_pool, average_pool, batch_norm, lrn, resize, grid_sample and
  * roi_align.
  *
- * Each is one thread per output element in a grid-stride loop, written from the
- * output's side so that writes are coalesced and no two threads write one element. The
- * sliding windows walk every spatial dim with its stride, begin pad and dilation baked
- * in; any number of spatial dims. conv is a direct kernel (the first step: no implicit
- * GEMM, no tensor cores yet): neighbouring threads are neighbouring output columns,
- * reading neighbouring input columns, while the weights of one output channel are the
- * same for the whole warp. Float math is in f32 for f32/f16/bf16 data and f64 for f64,
- * accumulating in that domain; the meaning of each op is ir/interp.c's (eval_conv,
- * eval_conv_transpose, eval_pool, eval_norm, eval_resize), up to the order of float
- * additions. */
+ * A convolution of one group over one or two spatial dims in f32, bf16 or f16 is an
+ * implicit GEMM on tensor cores (below). Every other kernel is one thread per output
+ * element in a grid-stride loop, written from the output's side so that writes are
+ * coalesced and no two threads write one element. The sliding windows walk every
+ * spatial dim with its stride, begin pad and dilation baked in; any number of spatial
+ * dims. The direct conv kernel (groups, depthwise, f64, three spatial dims and more):
+ * in NCHW neighbouring threads are neighbouring output columns, reading neighbouring
+ * input columns, while the weights of one output channel are the same for the whole
+ * warp; in channels last they are neighbouring channels. Float math is in f32 for
+ * f32/f16/bf16 data and f64 for f64, accumulating in that domain; the meaning of each
+ * op is ir/interp.c's (eval_conv, eval_conv_transpose, eval_pool, eval_norm,
+ * eval_resize), up to the order of float additions. */
 #include "codegen/cg-impl.h"
 
 #include <inttypes.h>
@@ -102,17 +104,26 @@ static void indent(Buf *b, int depth) {
 
 /* ---------------------------------------------------------------- conv as an implicit GEMM
  *
- * A 16-bit convolution of one group over one or two spatial dims is a GEMM of
+ * A convolution of one group over one or two spatial dims is a GEMM of
  *   M = N * OH * OW output pixels by COUT channels over K = C * KH * KW taps,
  * A[m][k] the input under tap k of pixel m (zero in the padding), B[k][n] = w[n][k] (the
  * weights are that matrix as stored). Nothing is unfolded in memory: a block computes a
- * BM x BN tile of the output on tensor cores (mma.m16n8k16, f32 accumulators), loading
- * 32 taps of A and B at a time into shared memory, the next 32 into registers while the
- * warps multiply. In NCHW neighbouring threads load neighbouring pixels; in channels last
- * (K over (kh, kw, c)) a thread loads eight contiguous channels at once. The tile goes
- * through shared memory on its way out, so that the stores coalesce, the bias and the
- * epilogue applied as each element is stored. The group's prologue (cg->pro: a cast of
- * an f32 input, a transpose) is read through strides and rounded as it is loaded. */
+ * BM x BN tile of the output on tensor cores with f32 accumulators, loading 32 taps of A
+ * and B at a time into shared memory, the next 32 into registers while the warps
+ * multiply. Shared memory holds 32-bit slots: two taps of bf16/f16 data for
+ * mma.m16n8k16, one tap of f32 data for mma.m16n8k8 on TF32; the fragments' layouts
+ * then read the same slots. f32 data is rounded to TF32 as it is stored when the node
+ * says tf32 = 1 (--precision=tf32); otherwise each value is split into a TF32 part and
+ * the TF32 rounding of the rest, and three products (the two parts' cross terms and the
+ * big parts', "3xTF32") make each product to within about 2^-21 of f32's. Tensor cores
+ * add into their accumulators rounding toward zero, an error that grows with every mma
+ * of a chain (ResNet-50's 4608-tap sums came out 1e-4 off); so the three products of
+ * 8 taps are summed apart and added to the accumulator by an f32 add. In NCHW
+ * neighbouring threads load neighbouring pixels; in channels last (K over (kh, kw, c)) a
+ * thread loads 16 bytes of contiguous channels at once. The tile goes through shared
+ * memory on its way out, so that the stores coalesce, the bias and the epilogue applied
+ * as each element is stored. The group's prologue (cg->pro: a cast of an f32 input to
+ * 16 bits, a transpose) is read through strides and rounded as it is loaded. */
 
 /* A convolution's operands in channels-first order of dims whatever their layout: x as
  * [N, C, spatial...], w as [M, C/group, k...], y as [N, M, spatial...], with the strides
@@ -171,13 +182,15 @@ typedef struct ConvGeom {
 } ConvGeom;
 
 /* n's geometry, or false when n is no convolution that conv_mma runs: one group, one or
- * two spatial dims, 16-bit data and weights (x read as such or from f32), with K and the
- * channels small enough for int arithmetic. */
+ * two spatial dims, f32 or 16-bit data and weights (16-bit x read as such or from f32),
+ * with K and the channels small enough for int arithmetic. */
 static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
   const Value *w = n->in[1], *y = n->out[0];
   DType t = y->type.dtype;
-  if ((t != DT_BF16 && t != DT_F16) || w->type.dtype != t || (v->src != t && v->src != DT_F32) ||
-      attr_int(n, "group") != 1 || (v->k != 1 && v->k != 2))
+  bool sixteen = t == DT_BF16 || t == DT_F16;
+  if ((!sixteen && t != DT_F32) || w->type.dtype != t ||
+      (v->src != t && (!sixteen || v->src != DT_F32)) || attr_int(n, "group") != 1 ||
+      (v->k != 1 && v->k != 2))
     return false;
   Win win;
   read_win(n, v->k, &win);
@@ -194,6 +207,15 @@ static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
 
 enum { MMA_BK = 32, MMA_THREADS = 256, MMA_SMS = 132 };
 
+/* The loop that fills slots dst[0..count) from ld(from + tap): a tap a slot (wide), or
+ * two 16-bit taps, the second in the high half. */
+static const char *load_slots(Cg *cg, const char *dst, const char *ld, const char *from,
+                              int64_t count, bool wide) {
+  const char *slot = wide ? cg_fmt(cg, "%s(%s + j)", ld, from)
+                          : cg_fmt(cg, "%s(%s + 2 * j) | %s(%s + 2 * j + 1) << 16", ld, from, ld, from);
+  return cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) %s[j] = %s;\n", count, dst, slot);
+}
+
 static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q) {
   const Value *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
   DType t = y->type.dtype, xt = v->src;
@@ -203,20 +225,27 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   int64_t BM = (M + 127) / 128 * NT >= 2 * MMA_SMS ? 128 : 64, MT = (M + BM - 1) / BM;
   int64_t MI = BM / 64, NJ = BN / 16, TPM = MMA_THREADS / BM, KPT = MMA_BK / TPM;
   int64_t EPB = BN * MMA_BK / MMA_THREADS, BPR = MMA_BK / EPB;
-  /* channels last: K runs over (kh, kw, c), and eight channels in a row are one 16-byte
-   * load when they are contiguous and stored in the GEMM's type */
-  bool vec = v->cl && q->xc == 1 && q->c % 8 == 0 && xt == t;
-  const char *bits = xt == t ? "%s.bits" : t == DT_BF16 ? "gc_f2bf(%s).bits" : "gc_f2h(%s).bits";
+  /* f32 on TF32: one tap a slot, rounded as stored (tf32 = 1) or split at the fragments */
+  bool wide = t == DT_F32, split = wide && !attr_int(n, "tf32");
+  int64_t P = wide ? 1 : 2, SL = MMA_BK / P, VC = 4 * P; /* taps a slot, slots a row, taps a vector */
+  /* channels last: K runs over (kh, kw, c), and VC channels in a row are one 16-byte load
+   * when they are contiguous and stored in the GEMM's type */
+  bool vec = v->cl && q->xc == 1 && q->c % VC == 0 && xt == t;
+  const char *bits = wide ? "__float_as_uint(%s)" : xt == t ? "%s.bits"
+                     : t == DT_BF16 ? "gc_f2bf(%s).bits" : "gc_f2h(%s).bits";
+  const char *kind = !wide ? "" : split ? ", 3xTF32 (f32 accuracy)" : ", TF32";
   const char *note = cg_fmt(cg, "implicit GEMM on tensor cores: %" PRId64 " x %" PRId64 " x %" PRId64
-                            " in %" PRId64 " x %" PRId64 " tiles%s%s", M, q->cout, K, BM, BN,
+                            " in %" PRId64 " x %" PRId64 " tiles%s%s%s", M, q->cout, K, BM, BN, kind,
                             v->cl ? ", channels last" : "", xt == t ? "" : ", the input rounded as loaded");
+  if (split)
+    cg->min_blocks = 2; /* at most 128 registers (3xTF32 needs ~140 unbounded): two blocks an SM */
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
   buf_printf(b,
-      "  __shared__ union { struct { unsigned a[%" PRId64 "][%d]; unsigned b[%" PRId64 "][%d]; } ab; "
-      "float c[%" PRId64 "][%" PRId64 "]; } sm; /* A and B as pairs of 16-bit values; the tile */\n",
-      BM, MMA_BK / 2 + 4, BN, MMA_BK / 2 + 4, BN, BM + 4);
+      "  __shared__ union { struct { unsigned a[%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "]; } ab; "
+      "float c[%" PRId64 "][%" PRId64 "]; } sm; /* A and B as 32-bit slots; the tile */\n",
+      BM, SL + 4, BN, SL + 4, BN, BM + 4);
   buf_printf(b,
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
       "  const int wm = warp %% 4 * %" PRId64 ", wn = warp / 4 * %" PRId64 ";\n"
@@ -246,37 +275,42 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
       "      return (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? (unsigned)%s : 0u;\n"
       "    };\n"
-      "    auto ldw = [&](int k) -> unsigned { return nok && k < %" PRId64 " ? (unsigned)wr[k].bits : 0u; };\n",
-      K, tap, q->kw, q->dh, q->kw, q->dw, q->h, q->w, cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)), K);
+      "    auto ldw = [&](int k) -> unsigned { return nok && k < %" PRId64 " ? (unsigned)%s : 0u; };\n",
+      K, tap, q->kw, q->dh, q->kw, q->dw, q->h, q->w, cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)), K,
+      wide ? "__float_as_uint(wr[k])" : "wr[k].bits");
   if (vec)
     buf_printf(b,
-        "    /* eight channels of one tap (k a multiple of 8) as four pairs, or zeros */\n"
-        "    auto ldx8 = [&](int k, unsigned *dst) {\n"
+        "    /* %" PRId64 " channels of one tap (k a multiple of %" PRId64 ") as four slots, or zeros */\n"
+        "    auto ldxv = [&](int k, unsigned *dst) {\n"
         "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
         "      gc_vec<unsigned, 4> u = {};\n"
         "      if (mok && k < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u) u = *(const gc_vec<unsigned, 4> *)(xb + %s);\n"
         "      dst[0] = u.e[0]; dst[1] = u.e[1]; dst[2] = u.e[2]; dst[3] = u.e[3];\n"
         "    };\n",
-        tap, q->kw, q->dh, q->kw, q->dw, K, q->h, q->w, at);
+        VC, VC, tap, q->kw, q->dh, q->kw, q->dw, K, q->h, q->w, at);
+  const char *ra = vec ? cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ldxv(k0 + ak + %" PRId64 " * j, ra + 4 * j);\n", KPT / VC, VC)
+                       : load_slots(cg, "ra", "ldx", "k0 + ak", KPT / P, wide);
+  const char *rb = load_slots(cg, "rb", "ldw", "k0 + bk", EPB / P, wide);
+  const char *st = wide && !split ? "gc_tf32(%s)" : "%s"; /* a slot as stored */
   buf_printf(b,
       "    unsigned ra[%" PRId64 "], rb[%" PRId64 "];\n"
       "    auto load = [&](int k0) {\n"
       "#pragma unroll\n"
       "%s"
       "#pragma unroll\n"
-      "      for (int j = 0; j < %" PRId64 "; j++) rb[j] = ldw(k0 + bk + 2 * j) | ldw(k0 + bk + 2 * j + 1) << 16;\n"
+      "%s"
       "    };\n"
       "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
       "    load(0);\n"
       "    for (int k0 = 0; k0 < %" PRId64 "; k0 += %d) {\n"
       "#pragma unroll\n"
-      "      for (int j = 0; j < %" PRId64 "; j++) sm.ab.a[am][ak / 2 + j] = ra[j];\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) sm.ab.a[am][ak%s + j] = %s;\n"
       "#pragma unroll\n"
-      "      for (int j = 0; j < %" PRId64 "; j++) sm.ab.b[bn][bk / 2 + j] = rb[j];\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) sm.ab.b[bn][bk%s + j] = %s;\n"
       "      __syncthreads();\n"
       "      if (k0 + %d < %" PRId64 ") load(k0 + %d);\n"
       "#pragma unroll\n"
-      "      for (int kk = 0; kk < %d; kk += 8) { /* 16 taps: 8 pairs */\n"
+      "      for (int kk = 0; kk < %" PRId64 "; kk += 8) { /* %s */\n"
       "        unsigned fa[%" PRId64 "][4], fb[%" PRId64 "][2];\n"
       "#pragma unroll\n"
       "        for (int i = 0; i < %" PRId64 "; i++) {\n"
@@ -288,19 +322,38 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "        for (int j = 0; j < %" PRId64 "; j++) {\n"
       "          const int r = wn + j * 8 + g;\n"
       "          fb[j][0] = sm.ab.b[r][kk + t4]; fb[j][1] = sm.ab.b[r][kk + 4 + t4];\n"
+      "        }\n",
+      KPT / P, EPB / P, ra, rb, MI, NJ, K, MMA_BK, KPT / P, wide ? "" : " / 2", cg_fmt(cg, st, "ra[j]"),
+      EPB / P, wide ? "" : " / 2", cg_fmt(cg, st, "rb[j]"), MMA_BK, K, MMA_BK, SL,
+      wide ? "8 taps, one mma.m16n8k8" : "16 taps as 8 pairs, one mma.m16n8k16", MI, NJ, MI, NJ);
+  if (split)
+    buf_printf(b,
+        "        /* each value as its TF32 rounding (in place) and the rest's (B's a column at a time) */\n"
+        "        unsigned la[%" PRId64 "][4];\n"
+        "#pragma unroll\n"
+        "        for (int i = 0; i < %" PRId64 "; i++)\n"
+        "#pragma unroll\n"
+        "          for (int e = 0; e < 4; e++) la[i][e] = gc_tf32_split(fa[i][e]);\n",
+        MI, MI);
+  const char *mma = !wide ? cg_fmt(cg, "gc_mma_%s(acc[i][j], fa[i], fb[j]);", t == DT_BF16 ? "bf16" : "f16")
+                  : !split ? "gc_mma_tf32(acc[i][j], fa[i], fb[j]);"
+                  : "{\n"
+                    "            float p[4] = {};\n"
+                    "            gc_mma_tf32(p, la[i], fb[j]); gc_mma_tf32(p, fa[i], lb); gc_mma_tf32(p, fa[i], fb[j]);\n"
+                    "            acc[i][j][0] += p[0]; acc[i][j][1] += p[1]; acc[i][j][2] += p[2]; acc[i][j][3] += p[3];\n"
+                    "          }";
+  buf_printf(b,
+      "#pragma unroll\n"
+      "        for (int j = 0; j < %" PRId64 "; j++) {\n"
+      "%s"
+      "#pragma unroll\n"
+      "          for (int i = 0; i < %" PRId64 "; i++) %s\n"
       "        }\n"
-      "#pragma unroll\n"
-      "        for (int i = 0; i < %" PRId64 "; i++)\n"
-      "#pragma unroll\n"
-      "          for (int j = 0; j < %" PRId64 "; j++) gc_mma_%s(acc[i][j], fa[i], fb[j]);\n"
       "      }\n"
       "      __syncthreads();\n"
       "    }\n",
-      KPT / 2, EPB / 2,
-      vec ? cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ldx8(k0 + ak + 8 * j, ra + 4 * j);\n", KPT / 8)
-          : cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ra[j] = ldx(k0 + ak + 2 * j) | ldx(k0 + ak + 2 * j + 1) << 16;\n", KPT / 2),
-      EPB / 2, MI, NJ, K, MMA_BK, KPT / 2, EPB / 2, MMA_BK, K, MMA_BK,
-      MMA_BK / 2, MI, NJ, MI, NJ, MI, NJ, t == DT_BF16 ? "bf16" : "f16");
+      NJ, split ? "          const unsigned lb[2] = {gc_tf32_split(fb[j][0]), gc_tf32_split(fb[j][1])};\n" : "",
+      MI, mma);
   buf_printf(b,
       "    /* the tile through shared memory: the stores below are coalesced */\n"
       "#pragma unroll\n"

@@ -816,6 +816,8 @@ static int infer_conv(const Node *n, Type *out, Diag *d) {
   if (need_float(n, d, x) || same_dtype(n, d, x, w) || (b && same_dtype(n, d, x, b)) ||
       need_nchw(n, d, x))
     return -1;
+  if (attr_int(n, "tf32") && x->dtype != DT_F32)
+    return fail(n, d, "tf32 = 1 is for f32 operands, not %s", dtype_name(x->dtype));
   int r = x->shape.rank, k = r - 2;
   if (w->shape.rank != r)
     return fail(n, d, "w %s must have the rank of x %s", ts(w, bw), ts(x, bx));

@@ -1,9 +1,9 @@
 /* precision.c: --precision, the numeric type f32 math runs in.
  *
  *   fp32  nothing changes: the reference's answer up to f32 rounding.
- *   tf32  every f32 matmul gets tf32 = 1: cuBLASLt forms its products on TF32 tensor
- *         cores (inputs rounded to 10-bit mantissas) and sums them in f32. Everything
- *         else stays f32 (convolutions included: their kernels are f32 CUDA-core code).
+ *   tf32  every f32 matmul and convolution gets tf32 = 1: cuBLASLt or the implicit GEMM
+ *         forms the products on TF32 tensor cores (inputs rounded to 10-bit mantissas) and
+ *         sums them in f32. Everything else stays f32.
  *   bf16, fp16
  *         the graph's f32 tensors are stored in the lower type: activations, and weights
  *         converted here once (rounded to nearest even; finite values beyond the type's
@@ -323,7 +323,7 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
       }
     if (n->op == OP_CAST)
       node_set_attr(g, n, attr_make_string("to", L.low_name));
-    if (n->op == OP_MATMUL)
+    if (n->op == OP_MATMUL || n->op == OP_CONV)
       node_remove_attr(n, "tf32");
   }
   /* converted constants leave their f32 originals unused unless a node kept them */
@@ -359,16 +359,17 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
 }
 
 static int mark_tf32(Graph *g, PassContext *ctx) {
-  int n = 0;
+  int mm = 0, conv = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *m = g->nodes[i];
-    if (m->op == OP_MATMUL && m->in[0]->type.dtype == DT_F32 && !attr_int(m, "tf32")) {
+    if ((m->op == OP_MATMUL || m->op == OP_CONV) && m->in[0]->type.dtype == DT_F32 &&
+        !attr_int(m, "tf32")) {
       node_set_attr(g, m, attr_make_int("tf32", 1));
-      n++;
+      *(m->op == OP_MATMUL ? &mm : &conv) += 1;
     }
   }
-  ctx->changes += n;
-  snprintf(ctx->note, sizeof ctx->note, "tf32: %d matmuls", n);
+  ctx->changes += mm + conv;
+  snprintf(ctx->note, sizeof ctx->note, "tf32: %d matmuls, %d convolutions", mm, conv);
   return 0;
 }
 
@@ -385,7 +386,7 @@ static int run_precision(Graph *g, PassContext *ctx) {
 
 const Pass pass_precision = {
     .name = "precision",
-    .summary = "f32 math in the type --precision names: tf32 matmuls, or bf16/fp16 tensors "
-               "with f32 accumulation (weights converted at compile time)",
+    .summary = "f32 math in the type --precision names: tf32 matmuls and convolutions, or "
+               "bf16/fp16 tensors with f32 accumulation (weights converted at compile time)",
     .run = run_precision,
 };

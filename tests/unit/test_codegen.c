@@ -288,12 +288,13 @@ static void test_transpose_grid(void) {
 
 /* ---------------------------------------------------------------- nn, index, scan */
 
-/* conv f32[2, 3, 32, 32] * w[8, 3, 3, 3], stride 2, pads 1: (32 + 2 - 3) / 2 + 1 = 16 per
- * side, so 2 * 8 * 16 * 16 = 4096 outputs, a thread each: 16 blocks of 256. */
+/* conv f64[2, 3, 32, 32] * w[8, 3, 3, 3], stride 2, pads 1: (32 + 2 - 3) / 2 + 1 = 16 per
+ * side, so 2 * 8 * 16 * 16 = 4096 outputs, a thread each (f64: the direct kernel): 16
+ * blocks of 256. */
 static void test_conv_step(void) {
   Diag d = {0};
   Graph *g;
-  Type t[2] = {ty(DT_F32, 4, (int64_t[]){2, 3, 32, 32}), ty(DT_F32, 4, (int64_t[]){8, 3, 3, 3})};
+  Type t[2] = {ty(DT_F64, 4, (int64_t[]){2, 3, 32, 32}), ty(DT_F64, 4, (int64_t[]){8, 3, 3, 3})};
   Attr a[2] = {attr_make_ints("strides", (int64_t[]){2, 2}, 2),
                attr_make_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)};
   Program *p = gen1(&g, OP_CONV, 2, t, a, 2, &d);
@@ -305,11 +306,39 @@ static void test_conv_step(void) {
     CHECK(k->grid[0] == 16 && k->block[0] == 256 && k->shared_bytes == 0);
     char *text = kernel_text(p, "k0_conv_y");
     CHECK(strstr(text, "i < 4096;") && strstr(text, "const idx_t p0 = o0 * 2 - 1 + q0;") &&
-          strstr(text, "for (idx_t c = 0; c < 3; c++)") && strstr(text, "float acc = (float)0;"));
+          strstr(text, "for (idx_t c = 0; c < 3; c++)") && strstr(text, "double acc = (double)0;"));
     free(text);
   }
   program_free(p);
   graph_free(g);
+}
+
+/* The same convolution in f32 is an implicit GEMM on tensor cores: 2 * 16 * 16 = 512
+ * pixels by 8 channels over 27 taps, in 64 x 32 tiles: 8 blocks. Without tf32 = 1 every
+ * value is split for 3xTF32; with it, rounded to TF32 once as it is stored. */
+static void test_conv_tf32_step(void) {
+  for (int tf32 = 0; tf32 < 2; tf32++) {
+    Diag d = {0};
+    Graph *g;
+    Type t[2] = {ty(DT_F32, 4, (int64_t[]){2, 3, 32, 32}), ty(DT_F32, 4, (int64_t[]){8, 3, 3, 3})};
+    Attr a[3] = {attr_make_ints("strides", (int64_t[]){2, 2}, 2),
+                 attr_make_ints("pads", (int64_t[]){1, 1, 1, 1}, 4), attr_make_int("tf32", 1)};
+    Program *p = gen1(&g, OP_CONV, 2, t, a, 2 + tf32, &d);
+    const Step *s = only_step(p, STEP_KERNEL);
+    if (s) {
+      const KernelStep *k = &s->kernel;
+      CHECK(k->grid[0] == 8 && k->block[0] == 256);
+      char *text = kernel_text(p, "k0_conv_y");
+      CHECK(strstr(text, tf32 ? "gc_mma_tf32(acc[i][j], fa[i], fb[j]);" : "gc_mma_tf32(p, fa[i], fb[j]);"));
+      bool split = strstr(text, "gc_tf32_split(fa[i][e])"), rounded = strstr(text, "= gc_tf32(ra[j]);");
+      CHECK(split == !tf32 && rounded == (bool)tf32);
+      CHECK(strstr(p->source, tf32 ? "512 x 8 x 27 in 64 x 32 tiles, TF32 */"
+                                    : "512 x 8 x 27 in 64 x 32 tiles, 3xTF32 (f32 accuracy) */"));
+      free(text);
+    }
+    program_free(p);
+    graph_free(g);
+  }
 }
 
 /* max_pool 3x3 stride 2 with ceil_mode over 10: (10 - 3) / 2 + 1 = 4, plus a partial
@@ -523,6 +552,7 @@ int main(void) {
   test_broadcast_vectorized();
   test_transpose_grid();
   test_conv_step();
+  test_conv_tf32_step();
   test_pool_steps();
   test_topk_step();
   test_scatter_steps();

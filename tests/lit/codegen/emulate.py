@@ -16,8 +16,10 @@ Cases named bf16_* or fp16_* run the precision pass (--precision=bf16 or fp16) a
 fuse pass, and compare with the reference executor on the same lowered graph: both round
 every stored value to the lower type, the kernel from f32 and the reference from f64, so
 a value near a rounding tie may land a step apart: rtol two steps of the type there
-(2^-7 for bf16, 2^-9 for fp16), and atol half a step of the outputs' root mean square (a
-sum that cancels, one of its terms a step apart).
+(2^-7 for bf16, 2^-9 for fp16), and atol a quarter step of the outputs' root mean square (a
+sum that cancels, one of its terms a step apart). tf32_* cases (--precision=tf32) round
+every product's inputs to 10-bit mantissas where the reference computes exactly: rtol
+2^-9 and atol 2^-9 of the root mean square, about five standard deviations of that error.
 
 usage: emulate.py --gpucc PATH [--tmp DIR] [-k SUBSTRING]
 """
@@ -79,6 +81,10 @@ static void gc_launch(const function<void()> &k) {
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
+// cvt.rna.tf32.f32: to a 10-bit mantissa, to nearest, ties away from zero
+static inline unsigned gc_tf32(unsigned x) {
+  return (x & 0x7f800000u) == 0x7f800000u ? x : (x + 0x1000u) & 0xffffe000u;
+}
 static inline double __longlong_as_double(long long i) { double f; memcpy(&f, &i, 8); return f; }
 // CUDA's: toward zero, saturating, NaN to INT64_MIN
 static inline long long __double2ll_rz(double f) {
@@ -135,6 +141,27 @@ template <bool F16> static void gc_mma(float *c, const unsigned *a, const unsign
   }
 }
 static inline void gc_mma_bf16(float *c, const unsigned *a, const unsigned *b) { gc_mma<false>(c, a, b); }
+// mma.m16n8k8 on TF32: A 16x8, B 8x8, a value a slot (the low 13 bits ignored)
+static void gc_mma_tf32(float *c, const unsigned *a, const unsigned *b) {
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  memcpy(gc_mma_slot[w][l], a, 16);
+  memcpy(gc_mma_slot[w][l] + 4, b, 8);
+  gc_warp_bar[w]->arrive_and_wait();
+  float A[16][8], B[8][8];
+  for (int L = 0; L < 32; L++) {
+    const unsigned *s = gc_mma_slot[w][L];
+    int g = L >> 2, t = L & 3;
+    for (int j = 0; j < 4; j++) A[g + (j & 1) * 8][t + (j >> 1) * 4] = __uint_as_float(s[j] & 0xffffe000u);
+    for (int j = 0; j < 2; j++) B[t + 4 * j][g] = __uint_as_float(s[4 + j] & 0xffffe000u);
+  }
+  gc_warp_bar[w]->arrive_and_wait();
+  int g = l >> 2, t = l & 3;
+  for (int j = 0; j < 4; j++) {
+    float sum = 0;
+    for (int k = 0; k < 8; k++) sum += A[g + (j >> 1) * 8][k] * B[k][2 * t + (j & 1)];
+    c[j] += sum;
+  }
+}
 static inline void gc_mma_f16(float *c, const unsigned *a, const unsigned *b) { gc_mma<true>(c, a, b); }
 static inline gc_bf16 gc_d2bf(double d) {
   float f = (float)d;  // to odd, as the preamble's: toward zero, then the sticky bit
@@ -226,7 +253,7 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5):
     else:
         lhs = stmts[-1].split(" = ", 1)[0]
     outs = [o.strip()[1:] for o in lhs.split(",")]
-    lowered = name.split("_")[0] if name.startswith(("bf16_", "fp16_")) else None
+    lowered = name.split("_")[0] if name.startswith(("bf16_", "fp16_", "tf32_")) else None
     passes = ("--passes=simplify,fuse" if name.startswith("fused_simplify_")
               else "--passes=fuse" if name.startswith("fused_") else "--passes=")
     ref = ["--passes="]
@@ -268,10 +295,11 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5):
     for i, (o, e) in enumerate(zip(outs, expect)):
         got = np.fromfile(os.path.join(d, f"out{i}.bin"), dtype=e.dtype).reshape(e.shape)
         if e.dtype.kind == "f":
-            rtol = {"bf16": 2.0 ** -7, "fp16": 2.0 ** -9}.get(lowered, 1e-4)
-            if lowered:  # a sum that cancels, a term a step apart: half a step of the rms
-                fin = e[np.isfinite(e)].astype(np.float64)
-                atol = max(atol, rtol * float(np.sqrt(np.mean(fin ** 2))) / 4 if fin.size else 0)
+            rtol = {"bf16": 2.0 ** -7, "fp16": 2.0 ** -9, "tf32": 2.0 ** -9}.get(lowered, 1e-4)
+            if lowered:  # a sum that cancels, a term a step apart: a quarter step of the rms
+                fin = e[np.isfinite(e)].astype(np.float64)  # (tf32: every term's inputs rounded)
+                part = 1 if lowered == "tf32" else 1 / 4
+                atol = max(atol, rtol * float(np.sqrt(np.mean(fin ** 2))) * part if fin.size else 0)
             bad = ~np.isclose(got, e, rtol=rtol, atol=atol, equal_nan=True)
         else:
             bad = got != e
@@ -634,6 +662,15 @@ def cases():
         ("bf16_conv_tail", {"x": x, "w": f(6, 4, 3, 3), "b": f(6), "v": f(4, 6, 1, 1)},
          "%y = conv(%x, %w, %b)\n%r = relu(%y)\n%z = conv(%r, %v)\n%t = relu(%z)"),
         ("fused_f64_residual", {"x": d5, "r": rng.standard_normal((1, 2, 5, 5, 4))}, "%a = relu(%x)\n%y = add(%a, %r)"),
+        # f32 convolutions on tensor cores: 3xTF32 (f32's tolerance), NCHW and channels last
+        # (four channels a load), two column tiles with the second partial, 1-d; TF32 itself
+        ("conv_3xtf32", {"x": f(2, 5, 13, 11), "w": f(70, 5, 3, 3), "b": f(70)},
+         "%y = conv(%x, %w, %b) {strides = [2, 1], pads = [1, 2, 1, 0], dilations = [1, 2]}"),
+        ("fused_conv_3xtf32_channels_last", {"x": f(2, 9, 10, 8), "w": f(40, 3, 3, 8), "b": f(40), "r": f(2, 4, 4, 40)},
+         "%c = conv(%x, %w, %b) {strides = [2, 2], channels_last = 1}\n%a = add(%c, %r)\n%y = relu(%a)"),
+        ("conv_3xtf32_1d", {"x": f(3, 6, 40), "w": f(20, 6, 5)}, "%y = conv(%x, %w) {strides = [2], pads = [2, 2]}"),
+        ("tf32_conv_bias_relu", {"x": f(2, 12, 9, 10), "w": f(70, 12, 3, 3), "b": f(70)},
+         "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}\n%y = relu(%c)"),
     ]
 
 
