@@ -1,9 +1,10 @@
 /* layout.c: convolution networks in channels last (NHWC).
  *
- * A 16-bit convolution runs as an implicit GEMM on tensor cores (codegen/nn.c); with its
+ * A convolution runs as an implicit GEMM on tensor cores (codegen/nn.c); with its
  * channels as the innermost dim, the taps of one pixel are contiguous and a thread loads
- * eight channels at once. So every bf16/f16 conv and pool over [N, C, spatial...] becomes
- * its channels_last twin between two transposes:
+ * 16 bytes of channels at once, and a 1x1 convolution is a plain GEMM. So every f32,
+ * bf16 and f16 conv and pool over [N, C, spatial...] becomes its channels_last twin
+ * between two transposes:
  *
  *   y = conv(x, w)   ->   y = transpose(conv(transpose(x), w') {channels_last = 1})
  *
@@ -16,18 +17,20 @@
  * moved to channels last (read by the first convolution's kernel through strides, see
  * fuse's conv_prologues) and a transpose back where a value leaves the convolutional
  * part; a transpose that only moves dims of size 1 (after a global pool) is a reshape.
- * Graphs in f32 keep their layout: their convolutions are direct kernels. */
+ * Last, the 1x1 convolutions whose epilogue cuBLASLt applies become matmuls. f64 graphs
+ * keep their layout: their convolutions are direct kernels either way. */
 #include "passes/passes-impl.h"
 
 #include <stdio.h>
 
-static bool lowered(DType t) { return t == DT_BF16 || t == DT_F16; }
+/* the types whose convolutions run on tensor cores (their pools go along) */
+static bool tensor_core(DType t) { return t == DT_F32 || t == DT_BF16 || t == DT_F16; }
 
 static bool spatial_op(const Node *n) {
   switch (n->op) {
   case OP_CONV: case OP_MAX_POOL: case OP_AVERAGE_POOL: case OP_GLOBAL_AVERAGE_POOL:
   case OP_GLOBAL_MAX_POOL:
-    return n->nout == 1 && n->in[0]->type.shape.rank >= 3 && lowered(n->out[0]->type.dtype) &&
+    return n->nout == 1 && n->in[0]->type.shape.rank >= 3 && tensor_core(n->out[0]->type.dtype) &&
            !attr_int(n, "channels_last");
   default:
     return false;
@@ -226,12 +229,14 @@ static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
   Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, (int64_t[]){c, m});
   tensor_permute(&rows, perm, t);
   Value *in[2] = {n->in[0], pass_add_const(g, n->in[1]->name, "gemm", t)};
+  Attr tf32 = attr_make_int("tf32", 1);
+  int na = attr_int(n, "tf32") != 0;
   if (n->nin < 3 || !n->in[2]) {
-    pass_rewrite(g, n, OP_MATMUL, in, 2, NULL, 0);
+    pass_rewrite(g, n, OP_MATMUL, in, 2, &tf32, na);
     return 0;
   }
   Value *bias = n->in[2];
-  Value *mm = pass_insert_before(g, n, OP_MATMUL, in, 2, NULL, 0, n->out[0]->name, "gemm",
+  Value *mm = pass_insert_before(g, n, OP_MATMUL, in, 2, &tf32, na, n->out[0]->name, "gemm",
                                  ctx->diag);
   if (!mm)
     return -1;
@@ -282,7 +287,7 @@ static int run_layout(Graph *g, PassContext *ctx) {
 
 const Pass pass_layout = {
     .name = "layout",
-    .summary = "run bf16/f16 convolutions and pools in channels last (NHWC), the transposes "
-               "between them cancelled",
+    .summary = "run convolutions and pools in channels last (NHWC), the transposes between "
+               "them cancelled, 1x1 convolutions as GEMMs",
     .run = run_layout,
 };

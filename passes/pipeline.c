@@ -15,7 +15,7 @@ const Pass *const pass_registry[] = {&pass_constfold,     &pass_simplify,    &pa
                                      NULL};
 /* simplify leaves dead nodes to dce; dce runs before the passes that count users;
  * precision runs after the passes that match f32 patterns, before fuse; layout after
- * precision (it moves only the 16-bit convolutions), and so does pad (it pads for the
+ * precision (its GEMMs keep the convolutions' tf32 marks), and so does pad (it pads for the
  * GEMMs' types); quantize after both (layout's 1x1 convolutions are GEMMs it takes, and
  * it reads the widths pad made). */
 const Pass *const pass_default_pipeline[] = {&pass_constfold,     &pass_simplify,    &pass_dce,
