@@ -207,6 +207,22 @@ static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
 
 enum { MMA_BK = 32, MMA_THREADS = 256, MMA_SMS = 132 };
 
+/* The statements that store slots src[0..count) at row[at..] in shared memory, as 16-byte
+ * (or narrower) vectors, each rounded to TF32 first when tf32. */
+static const char *store_slots(Cg *cg, const char *row, const char *at, const char *src,
+                               int64_t count, bool tf32) {
+  int64_t w = count < 4 ? count : 4;
+  const char *list = "";
+  for (int64_t i = 0; i < w; i++) {
+    const char *e = cg_fmt(cg, "%s[%" PRId64 " * q + %" PRId64 "]", src, w, i);
+    list = cg_fmt(cg, "%s%s%s", list, i ? ", " : "", tf32 ? cg_fmt(cg, "gc_tf32(%s)", e) : e);
+  }
+  return cg_fmt(cg,
+      "#pragma unroll\n"
+      "      for (int q = 0; q < %" PRId64 "; q++) *(gc_vec<unsigned, %" PRId64 "> *)&%s[%s + %" PRId64 " * q] = {{%s}};\n",
+      count / w, w, row, at, w, list);
+}
+
 /* The loop that fills slots dst[0..count) from ld(from + tap): a tap a slot (wide), or
  * two 16-bit taps, the second in the high half. */
 static const char *load_slots(Cg *cg, const char *dst, const char *ld, const char *from,
@@ -243,13 +259,14 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   Buf *b = &cg->src;
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
   buf_printf(b,
-      "  __shared__ union { struct { unsigned a[%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "]; } ab; "
+      "  __shared__ union alignas(16) { struct { unsigned a[%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "]; } ab; "
       "float c[%" PRId64 "][%" PRId64 "]; } sm; /* A and B as 32-bit slots; the tile */\n",
       BM, SL + 4, BN, SL + 4, BN, BM + 4);
   buf_printf(b,
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
       "  const int wm = warp %% 4 * %" PRId64 ", wn = warp / 4 * %" PRId64 ";\n"
-      "  const int am = tid %% %" PRId64 ", ak = tid / %" PRId64 " * %" PRId64 ", bn = tid / %" PRId64 ", bk = tid %% %" PRId64 " * %" PRId64 ";\n",
+      "  const int am = tid %% %" PRId64 ", ak = tid / %" PRId64 " * %" PRId64 ", bn = tid / %" PRId64 ", bk = tid %% %" PRId64 " * %" PRId64 ";\n"
+      "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n",
       BM / 4, BN / 2, BM, BM, KPT, BPR, BPR, EPB);
   buf_printf(b, "  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n", MT * NT);
   buf_printf(b,
@@ -274,10 +291,8 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "      if (!mok || k >= %" PRId64 ") return 0u;\n"
       "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
       "      return (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? (unsigned)%s : 0u;\n"
-      "    };\n"
-      "    auto ldw = [&](int k) -> unsigned { return nok && k < %" PRId64 " ? (unsigned)%s : 0u; };\n",
-      K, tap, q->kw, q->dh, q->kw, q->dw, q->h, q->w, cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)), K,
-      wide ? "__float_as_uint(wr[k])" : "wr[k].bits");
+      "    };\n",
+      K, tap, q->kw, q->dh, q->kw, q->dw, q->h, q->w, cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)));
   if (vec)
     buf_printf(b,
         "    /* %" PRId64 " channels of one tap (k a multiple of %" PRId64 ") as four slots, or zeros */\n"
@@ -290,8 +305,24 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
         VC, VC, tap, q->kw, q->dh, q->kw, q->dw, K, q->h, q->w, at);
   const char *ra = vec ? cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ldxv(k0 + ak + %" PRId64 " * j, ra + 4 * j);\n", KPT / VC, VC)
                        : load_slots(cg, "ra", "ldx", "k0 + ak", KPT / P, wide);
-  const char *rb = load_slots(cg, "rb", "ldw", "k0 + bk", EPB / P, wide);
-  const char *st = wide && !split ? "gc_tf32(%s)" : "%s"; /* a slot as stored */
+  /* a weight row's EPB taps as 16-byte (or 8-byte) vectors when K keeps them aligned */
+  int64_t BW = EPB / P < 4 ? EPB / P : 4; /* slots a vector */
+  bool wvec = K % EPB == 0;
+  if (!wvec)
+    buf_printf(b, "    auto ldw = [&](int k) -> unsigned { return nok && k < %" PRId64 " ? (unsigned)%s : 0u; };\n",
+               K, wide ? "__float_as_uint(wr[k])" : "wr[k].bits");
+  else
+    buf_printf(b,
+        "    auto ldwv = [&](int k, unsigned *dst) { /* %" PRId64 " slots from tap k, or zeros */\n"
+        "      gc_vec<unsigned, %" PRId64 "> u = {};\n"
+        "      if (nok && k < %" PRId64 ") u = *(const gc_vec<unsigned, %" PRId64 "> *)(wr + k);\n"
+        "#pragma unroll\n"
+        "      for (int e = 0; e < %" PRId64 "; e++) dst[e] = u.e[e];\n"
+        "    };\n",
+        BW, BW, K, BW, BW);
+  const char *rb = wvec ? cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ldwv(k0 + bk + %" PRId64 " * j, rb + %" PRId64 " * j);\n",
+                                 EPB / P / BW, BW * P, BW)
+                        : load_slots(cg, "rb", "ldw", "k0 + bk", EPB / P, wide);
   buf_printf(b,
       "    unsigned ra[%" PRId64 "], rb[%" PRId64 "];\n"
       "    auto load = [&](int k0) {\n"
@@ -303,28 +334,23 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
       "    load(0);\n"
       "    for (int k0 = 0; k0 < %" PRId64 "; k0 += %d) {\n"
-      "#pragma unroll\n"
-      "      for (int j = 0; j < %" PRId64 "; j++) sm.ab.a[am][ak%s + j] = %s;\n"
-      "#pragma unroll\n"
-      "      for (int j = 0; j < %" PRId64 "; j++) sm.ab.b[bn][bk%s + j] = %s;\n"
+      "%s"
+      "%s"
       "      __syncthreads();\n"
       "      if (k0 + %d < %" PRId64 ") load(k0 + %d);\n"
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk += 8) { /* %s */\n"
-      "        unsigned fa[%" PRId64 "][4], fb[%" PRId64 "][2];\n"
+      "        /* the fragments by ldmatrix: A's 16 rows as (rows, slots) +(0, 0) +(8, 0) +(0, 4)\n"
+      "         * +(8, 4), two of B's 8 columns as +(0, 0) +(0, 4) +(8, 0) +(8, 4) */\n"
+      "        unsigned fa[%" PRId64 "][4], fb[%" PRId64 " * 2]; /* B's column j: fb + 2 * j */\n"
       "#pragma unroll\n"
-      "        for (int i = 0; i < %" PRId64 "; i++) {\n"
-      "          const int r = wm + i * 16 + g;\n"
-      "          fa[i][0] = sm.ab.a[r][kk + t4]; fa[i][1] = sm.ab.a[r + 8][kk + t4];\n"
-      "          fa[i][2] = sm.ab.a[r][kk + 4 + t4]; fa[i][3] = sm.ab.a[r + 8][kk + 4 + t4];\n"
-      "        }\n"
+      "        for (int i = 0; i < %" PRId64 "; i++) gc_ldsm4(fa[i], &sm.ab.a[wm + i * 16 + lr + (lm & 1) * 8][kk + (lm >> 1) * 4]);\n"
       "#pragma unroll\n"
-      "        for (int j = 0; j < %" PRId64 "; j++) {\n"
-      "          const int r = wn + j * 8 + g;\n"
-      "          fb[j][0] = sm.ab.b[r][kk + t4]; fb[j][1] = sm.ab.b[r][kk + 4 + t4];\n"
-      "        }\n",
-      KPT / P, EPB / P, ra, rb, MI, NJ, K, MMA_BK, KPT / P, wide ? "" : " / 2", cg_fmt(cg, st, "ra[j]"),
-      EPB / P, wide ? "" : " / 2", cg_fmt(cg, st, "rb[j]"), MMA_BK, K, MMA_BK, SL,
+      "        for (int j = 0; j < %" PRId64 "; j += 2) gc_ldsm4(fb + 2 * j, &sm.ab.b[wn + j * 8 + lr + (lm >> 1) * 8][kk + (lm & 1) * 4]);\n",
+      KPT / P, EPB / P, ra, rb, MI, NJ, K, MMA_BK,
+      store_slots(cg, "sm.ab.a[am]", wide ? "ak" : "ak / 2", "ra", KPT / P, wide && !split),
+      store_slots(cg, "sm.ab.b[bn]", wide ? "bk" : "bk / 2", "rb", EPB / P, wide && !split),
+      MMA_BK, K, MMA_BK, SL,
       wide ? "8 taps, one mma.m16n8k8" : "16 taps as 8 pairs, one mma.m16n8k16", MI, NJ, MI, NJ);
   if (split)
     buf_printf(b,
@@ -335,11 +361,11 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
         "#pragma unroll\n"
         "          for (int e = 0; e < 4; e++) la[i][e] = gc_tf32_split(fa[i][e]);\n",
         MI, MI);
-  const char *mma = !wide ? cg_fmt(cg, "gc_mma_%s(acc[i][j], fa[i], fb[j]);", t == DT_BF16 ? "bf16" : "f16")
-                  : !split ? "gc_mma_tf32(acc[i][j], fa[i], fb[j]);"
+  const char *mma = !wide ? cg_fmt(cg, "gc_mma_%s(acc[i][j], fa[i], fb + 2 * j);", t == DT_BF16 ? "bf16" : "f16")
+                  : !split ? "gc_mma_tf32(acc[i][j], fa[i], fb + 2 * j);"
                   : "{\n"
                     "            float p[4] = {};\n"
-                    "            gc_mma_tf32(p, la[i], fb[j]); gc_mma_tf32(p, fa[i], lb); gc_mma_tf32(p, fa[i], fb[j]);\n"
+                    "            gc_mma_tf32(p, la[i], fb + 2 * j); gc_mma_tf32(p, fa[i], lb); gc_mma_tf32(p, fa[i], fb + 2 * j);\n"
                     "            acc[i][j][0] += p[0]; acc[i][j][1] += p[1]; acc[i][j][2] += p[2]; acc[i][j][3] += p[3];\n"
                     "          }";
   buf_printf(b,
@@ -352,7 +378,7 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "      }\n"
       "      __syncthreads();\n"
       "    }\n",
-      NJ, split ? "          const unsigned lb[2] = {gc_tf32_split(fb[j][0]), gc_tf32_split(fb[j][1])};\n" : "",
+      NJ, split ? "          const unsigned lb[2] = {gc_tf32_split(fb[2 * j]), gc_tf32_split(fb[2 * j + 1])};\n" : "",
       MI, mma);
   buf_printf(b,
       "    /* the tile through shared memory: the stores below are coalesced */\n"

@@ -329,8 +329,8 @@ static void test_conv_tf32_step(void) {
       const KernelStep *k = &s->kernel;
       CHECK(k->grid[0] == 8 && k->block[0] == 256);
       char *text = kernel_text(p, "k0_conv_y");
-      CHECK(strstr(text, tf32 ? "gc_mma_tf32(acc[i][j], fa[i], fb[j]);" : "gc_mma_tf32(p, fa[i], fb[j]);"));
-      bool split = strstr(text, "gc_tf32_split(fa[i][e])"), rounded = strstr(text, "= gc_tf32(ra[j]);");
+      CHECK(strstr(text, tf32 ? "gc_mma_tf32(acc[i][j], fa[i], fb + 2 * j);" : "gc_mma_tf32(p, fa[i], fb + 2 * j);"));
+      bool split = strstr(text, "gc_tf32_split(fa[i][e])"), rounded = strstr(text, "{{gc_tf32(ra[4 * q + 0]),");
       CHECK(split == !tf32 && rounded == (bool)tf32);
       CHECK(strstr(p->source, tf32 ? "512 x 8 x 27 in 64 x 32 tiles, TF32 */"
                                     : "512 x 8 x 27 in 64 x 32 tiles, 3xTF32 (f32 accuracy) */"));

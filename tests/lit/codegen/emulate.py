@@ -141,6 +141,15 @@ template <bool F16> static void gc_mma(float *c, const unsigned *a, const unsign
   }
 }
 static inline void gc_mma_bf16(float *c, const unsigned *a, const unsigned *b) { gc_mma<false>(c, a, b); }
+// ldmatrix.x4: every lane's row address through a slot
+static const void *gc_ldsm_row[8][32];
+static void gc_ldsm4(unsigned *r, const void *p) {
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  gc_ldsm_row[w][l] = p;
+  gc_warp_bar[w]->arrive_and_wait();
+  for (int i = 0; i < 4; i++) memcpy(&r[i], (const unsigned char *)gc_ldsm_row[w][8 * i + l / 4] + 4 * (l % 4), 4);
+  gc_warp_bar[w]->arrive_and_wait();
+}
 // mma.m16n8k8 on TF32: A 16x8, B 8x8, a value a slot (the low 13 bits ignored)
 static void gc_mma_tf32(float *c, const unsigned *a, const unsigned *b) {
   int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -671,6 +680,9 @@ def cases():
         ("conv_3xtf32_1d", {"x": f(3, 6, 40), "w": f(20, 6, 5)}, "%y = conv(%x, %w) {strides = [2], pads = [2, 2]}"),
         ("tf32_conv_bias_relu", {"x": f(2, 12, 9, 10), "w": f(70, 12, 3, 3), "b": f(70)},
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}\n%y = relu(%c)"),
+        # the weights as 16-byte vectors (K a multiple of 8), two column tiles, the second partial
+        ("bf16_conv_weight_vectors", {"x": f(2, 7, 6, 16), "w": f(72, 3, 3, 16), "b": f(72)},
+         "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}"),
     ]
 
 
