@@ -106,22 +106,32 @@ static inline gc_bf16 gc_f2bf(float f) {
   h.bits = f != f ? 0x7fc0 : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   return h;
 }
-// mma.m16n8k16 for one warp: every lane's fragments through a slot, the PTX layout
+// mma for one warp: every lane's fragments through a slot; place(s, A, B, g, t) puts lane
+// (g, t)'s values where PTX's layout has them, and D += A B over K taps
 static unsigned gc_mma_slot[8][32][6];
+template <int K, class Place> static void gc_mma_warp(float *c, const unsigned *a, const unsigned *b, Place place) {
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  memcpy(gc_mma_slot[w][l], a, 16);
+  memcpy(gc_mma_slot[w][l] + 4, b, 8);
+  gc_warp_bar[w]->arrive_and_wait();
+  float A[16][16], B[16][8];
+  for (int L = 0; L < 32; L++) place(gc_mma_slot[w][L], A, B, L >> 2, L & 3);
+  gc_warp_bar[w]->arrive_and_wait();
+  int g = l >> 2, t = l & 3;
+  for (int j = 0; j < 4; j++) {
+    float sum = 0;
+    for (int k = 0; k < K; k++) sum += A[g + (j >> 1) * 8][k] * B[k][2 * t + (j & 1)];
+    c[j] += sum;
+  }
+}
+// mma.m16n8k16: A 16x16 and B 16x8 as pairs of bf16 or f16
 template <bool F16> static inline float gc_mma_elem(unsigned bits) {
   if (!F16) return __uint_as_float(bits << 16);
   gc_f16 h = {(unsigned short)bits};
   return gc_h2f(h);
 }
 template <bool F16> static void gc_mma(float *c, const unsigned *a, const unsigned *b) {
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  memcpy(gc_mma_slot[w][l], a, 16);
-  memcpy(gc_mma_slot[w][l] + 4, b, 8);
-  gc_warp_bar[w]->arrive_and_wait();
-  float A[16][16], B[16][8];
-  for (int L = 0; L < 32; L++) {
-    const unsigned *s = gc_mma_slot[w][L];
-    int g = L >> 2, t = L & 3;
+  gc_mma_warp<16>(c, a, b, [](const unsigned *s, float (*A)[16], float (*B)[8], int g, int t) {
     for (int j = 0; j < 4; j++) {
       int r = g + (j & 1) * 8, k = 2 * t + (j >> 1) * 8;
       A[r][k] = gc_mma_elem<F16>(s[j] & 0xffff);
@@ -131,16 +141,17 @@ template <bool F16> static void gc_mma(float *c, const unsigned *a, const unsign
       B[2 * t + 8 * j][g] = gc_mma_elem<F16>(s[4 + j] & 0xffff);
       B[2 * t + 8 * j + 1][g] = gc_mma_elem<F16>(s[4 + j] >> 16);
     }
-  }
-  gc_warp_bar[w]->arrive_and_wait();
-  int g = l >> 2, t = l & 3;
-  for (int j = 0; j < 4; j++) {
-    float sum = 0;
-    for (int k = 0; k < 16; k++) sum += A[g + (j >> 1) * 8][k] * B[k][2 * t + (j & 1)];
-    c[j] += sum;
-  }
+  });
 }
 static inline void gc_mma_bf16(float *c, const unsigned *a, const unsigned *b) { gc_mma<false>(c, a, b); }
+static inline void gc_mma_f16(float *c, const unsigned *a, const unsigned *b) { gc_mma<true>(c, a, b); }
+// mma.m16n8k8 on TF32: A 16x8, B 8x8, a value a slot (the low 13 bits ignored)
+static void gc_mma_tf32(float *c, const unsigned *a, const unsigned *b) {
+  gc_mma_warp<8>(c, a, b, [](const unsigned *s, float (*A)[16], float (*B)[8], int g, int t) {
+    for (int j = 0; j < 4; j++) A[g + (j & 1) * 8][t + (j >> 1) * 4] = __uint_as_float(s[j] & 0xffffe000u);
+    for (int j = 0; j < 2; j++) B[t + 4 * j][g] = __uint_as_float(s[4 + j] & 0xffffe000u);
+  });
+}
 // ldmatrix.x4: every lane's row address through a slot
 static const void *gc_ldsm_row[8][32];
 static void gc_ldsm4(unsigned *r, const void *p) {
@@ -150,28 +161,6 @@ static void gc_ldsm4(unsigned *r, const void *p) {
   for (int i = 0; i < 4; i++) memcpy(&r[i], (const unsigned char *)gc_ldsm_row[w][8 * i + l / 4] + 4 * (l % 4), 4);
   gc_warp_bar[w]->arrive_and_wait();
 }
-// mma.m16n8k8 on TF32: A 16x8, B 8x8, a value a slot (the low 13 bits ignored)
-static void gc_mma_tf32(float *c, const unsigned *a, const unsigned *b) {
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  memcpy(gc_mma_slot[w][l], a, 16);
-  memcpy(gc_mma_slot[w][l] + 4, b, 8);
-  gc_warp_bar[w]->arrive_and_wait();
-  float A[16][8], B[8][8];
-  for (int L = 0; L < 32; L++) {
-    const unsigned *s = gc_mma_slot[w][L];
-    int g = L >> 2, t = L & 3;
-    for (int j = 0; j < 4; j++) A[g + (j & 1) * 8][t + (j >> 1) * 4] = __uint_as_float(s[j] & 0xffffe000u);
-    for (int j = 0; j < 2; j++) B[t + 4 * j][g] = __uint_as_float(s[4 + j] & 0xffffe000u);
-  }
-  gc_warp_bar[w]->arrive_and_wait();
-  int g = l >> 2, t = l & 3;
-  for (int j = 0; j < 4; j++) {
-    float sum = 0;
-    for (int k = 0; k < 8; k++) sum += A[g + (j >> 1) * 8][k] * B[k][2 * t + (j & 1)];
-    c[j] += sum;
-  }
-}
-static inline void gc_mma_f16(float *c, const unsigned *a, const unsigned *b) { gc_mma<true>(c, a, b); }
 static inline gc_bf16 gc_d2bf(double d) {
   float f = (float)d;  // to odd, as the preamble's: toward zero, then the sticky bit
   if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.f);
