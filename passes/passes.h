@@ -68,7 +68,7 @@ extern const Pass pass_concat_gemms; /* matmuls of one input into one (Q, K, V) 
 extern const Pass pass_sink_reshapes; /* reshapes below a GEMM's bias, GELU, residual */
 extern const Pass pass_clone_masks; /* an attention mask computed in every attention */
 extern const Pass pass_precision; /* f32 math lowered to ctx->precision */
-extern const Pass pass_layout;    /* bf16/f16 convolutions and pools in channels last */
+extern const Pass pass_layout;    /* convolutions and pools in channels last */
 extern const Pass pass_pad;       /* linear layers' widths padded to tensor-core multiples */
 extern const Pass pass_quantize;  /* fp8: linear layers on e4m3 with calibrated scales */
 extern const Pass pass_fuse;      /* pointwise chains into fuse groups (one kernel each) */
