@@ -285,25 +285,28 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   /* tap k: its channel c and its place r in the window */
   const char *tap = v->cl ? cg_fmt(cg, "c = k %% %" PRId64 ", r = k / %" PRId64, q->c, q->c)
                           : cg_fmt(cg, "c = k / %" PRId64 ", r = k %% %" PRId64, q->kh * q->kw, q->kh * q->kw);
+  /* tap k's channel and its input row and column for this thread's pixel */
+  const char *pos = cg_fmt(cg, "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n",
+                           tap, q->kw, q->dh, q->kw, q->dw);
   const char *at = cg_fmt(cg, "%s + %s + %s", affine(cg, "(idx_t)c", q->xc, 0),
                           affine(cg, "ih", q->xh, 0), affine(cg, "iw", q->xw, 0));
   buf_printf(b,
       "    auto ldx = [&](int k) -> unsigned {\n"
       "      if (!mok || k >= %" PRId64 ") return 0u;\n"
-      "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
+      "%s"
       "      return (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? (unsigned)%s : 0u;\n"
       "    };\n",
-      K, tap, q->kw, q->dh, q->kw, q->dw, q->h, q->w, cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)));
+      K, pos, q->h, q->w, cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)));
   if (vec)
     buf_printf(b,
         "    /* %" PRId64 " channels of one tap (k a multiple of %" PRId64 ") as four slots, or zeros */\n"
         "    auto ldxv = [&](int k, unsigned *dst) {\n"
-        "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
+        "%s"
         "      gc_vec<unsigned, 4> u = {};\n"
         "      if (mok && k < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u) u = *(const gc_vec<unsigned, 4> *)(xb + %s);\n"
         "      dst[0] = u.e[0]; dst[1] = u.e[1]; dst[2] = u.e[2]; dst[3] = u.e[3];\n"
         "    };\n",
-        VC, VC, tap, q->kw, q->dh, q->kw, q->dw, K, q->h, q->w, at);
+        VC, VC, pos, K, q->h, q->w, at);
   const char *ra = vec ? cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ldxv(k0 + ak + %" PRId64 " * j, ra + 4 * j);\n", KPT / VC, VC)
                        : load_slots(cg, "ra", "ldx", "k0 + ak", KPT / P, wide);
   /* a weight row's EPB taps as 16-byte (or 8-byte) vectors when K keeps them aligned */
