@@ -169,7 +169,8 @@ static void print_help(void) {
          "                          default where there is no GPU, with a note saying so)\n"
          "  --device N              the CUDA device to run on (default 0)\n"
          "  --iters N               after the run, time N replays of the model's CUDA graph\n"
-         "                          and print the median (GPU only)\n"
+         "                          and print the median and the kernels per inference\n"
+         "                          (GPU only)\n"
          "  --input NAME=PATH.npy   the value of input NAME (repeatable); inputs not given\n"
          "                          are random(seed = 1 + input index, scale = 1)\n"
          "  --dim SYM=N             size of symbolic dim SYM for inputs not given\n"
@@ -927,7 +928,7 @@ static int write_outputs(const char *const *names, int n, Tensor *const *out, co
   X(input_rank, model_input_rank) X(output_rank, model_output_rank)                          \
   X(input_dims, model_input_dims) X(output_dims, model_output_dims)                          \
   X(find_input, model_find_input) X(check_input, model_check_input)                          \
-  X(run_host, model_run_host) X(time, model_time)
+  X(run_host, model_run_host) X(time, model_time) X(kernels, model_kernels)
 
 typedef struct ModelApi {
   GpuccStatus (*load)(int, GpuccModel **); /* a model.so's only */
@@ -942,6 +943,7 @@ typedef struct ModelApi {
   GpuccStatus (*check_input)(const GpuccModel *, int, GpuccDType, int, const int64_t *);
   GpuccStatus (*run_host)(GpuccModel *, const void *const *, void *const *, void *);
   GpuccStatus (*time)(GpuccModel *, int, int, void *, float *);
+  int (*kernels)(const GpuccModel *);
 } ModelApi;
 
 /* The runtime linked into gpucc, for JIT-compiled models (it has no model_load). */
@@ -1040,6 +1042,9 @@ static int run_model(const Options *o, const ModelApi *api, GpuccModel *m, Tenso
   else if (!rc && o->iters)
     fprintf(stderr, "gpucc: median latency %.4f ms over %d replays of the CUDA graph (after %d "
                     "warm-up replays)\n", ms, o->iters, warmup);
+  if (!rc && o->iters && api->kernels(m) >= 0)
+    fprintf(stderr, "gpucc: %d kernels per inference (the CUDA graph's kernel nodes)\n",
+            api->kernels(m));
   free(ip);
   free(op);
   return rc;

@@ -26,7 +26,7 @@
   X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuStreamCreate)           \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture)    \
   X(cuGraphInstantiate) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecDestroy)              \
-  X(cuGraphDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                    \
+  X(cuGraphDestroy) X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                    \
   X(cuEventSynchronize) X(cuEventElapsedTime)
 
 #define GPUCC_LT_FUNCS(X)                                                                    \
@@ -35,7 +35,7 @@
   X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)                               \
   X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulPreferenceCreate)                      \
   X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)                 \
-  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul) X(cublasLtMatmulAlgoConfigGetAttribute)
 
 #define GPUCC_MEMBER(f) __typeof__(&f) f;
 

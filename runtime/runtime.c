@@ -12,6 +12,8 @@
  */
 #include "runtime/cuda-impl.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +24,12 @@ typedef struct Launch {
   void **params;   /* params[i] = &vals[i], as cuLaunchKernel wants */
 } Launch;
 
+/* cuBLASLt's heuristic ranks algorithms without running them. Its first choice is often
+ * not the fastest here, and may run as two or three kernels (a split-K reduction, or an
+ * epilogue its main kernel lacks), so create asks for its best TUNE_MAX and times them
+ * (tune_gemms). */
+enum { TUNE_MAX = 8 };
+
 /* A GEMM step, resolved: descriptors, layouts (A, B, C, D) and the chosen algorithm.
  * alpha and beta live here because cuBLASLt reads them through pointers. */
 typedef struct Gemm {
@@ -29,6 +37,8 @@ typedef struct Gemm {
   cublasLtMatrixLayout_t layout[4];
   cublasLtMatmulAlgo_t algo;
   size_t workspace;
+  cublasLtMatmulHeuristicResult_t *cand; /* the heuristic's candidates, until one is chosen */
+  int ncand;
   union {
     float f;
     double d;
@@ -51,7 +61,8 @@ struct GpuccModel {
   CUgraphExec exec;
   unsigned char *pinned; /* run_host's staging: inputs, then outputs */
   uint64_t *stage_in, *stage_out;
-  bool debug; /* GPUCC_RUNTIME_DEBUG: no graph, steps one by one */
+  int kernels; /* kernel nodes in the graph: kernels per inference */
+  bool debug;  /* GPUCC_RUNTIME_DEBUG: no graph, steps one by one */
 };
 
 #define DEBUG_HINT "; set GPUCC_RUNTIME_DEBUG=1 to run the steps one by one and name the failing one"
@@ -301,15 +312,19 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
     uint32_t a = alignment_of(ptrs[j]);
     s = lt->cublasLtMatmulPreferenceSetAttribute(pref, align_attr[j], &a, sizeof a);
   }
-  cublasLtMatmulHeuristicResult_t res;
-  memset(&res, 0, sizeof res);
+  cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
+  memset(res, 0, sizeof res);
   int nres = 0;
   if (!s)
     s = lt->cublasLtMatmulAlgoGetHeuristic(m->lt_handle, G->desc, G->layout[0], G->layout[1],
-                                           G->layout[2], G->layout[3], pref, 1, &res, &nres);
+                                           G->layout[2], G->layout[3], pref, TUNE_MAX, res,
+                                           &nres);
   lt->cublasLtMatmulPreferenceDestroy(pref);
   if (s) return lt_fail(m, s, "cublasLtMatmulAlgoGetHeuristic", i);
-  if (nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+  int n = 0;
+  for (int j = 0; j < nres; j++)
+    if (res[j].state == CUBLAS_STATUS_SUCCESS) res[n++] = res[j];
+  if (!n) {
     char label[128];
     return gpucc_fail(GPUCC_ERR_CUBLAS,
                       "%s: cuBLASLt has no algorithm for a=%s b=%s c/d=%s with %llu bytes of "
@@ -317,8 +332,14 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
                       gpucc_dtype_name(g->a_type), gpucc_dtype_name(g->b_type),
                       gpucc_dtype_name(g->cd_type), (unsigned long long)ws);
   }
-  G->algo = res.algo;
-  G->workspace = res.workspaceSize;
+  G->algo = res[0].algo;
+  G->workspace = res[0].workspaceSize;
+  if (n > 1) {
+    if (!(G->cand = malloc((size_t)n * sizeof *G->cand)))
+      return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(G->cand, res, (size_t)n * sizeof *G->cand);
+    G->ncand = n;
+  }
   return GPUCC_OK;
 }
 
@@ -341,6 +362,17 @@ static GpuccStatus prepare_steps(GpuccModel *m) {
 
 /* ---------------------------------------------------------------- enqueueing steps */
 
+static cublasStatus_t matmul(GpuccModel *m, int i, const cublasLtMatmulAlgo_t *algo,
+                             size_t workspace, CUstream s) {
+  const GpuccGemm *g = &m->plan->steps[i].gemm;
+  Gemm *G = &m->gemms[i];
+  return m->lt->cublasLtMatmul(m->lt_handle, G->desc, &G->alpha, dev_ptr(dev_addr(m, g->a)),
+                               G->layout[0], dev_ptr(dev_addr(m, g->b)), G->layout[1], &G->beta,
+                               dev_ptr(dev_addr(m, g->c)), G->layout[2],
+                               dev_ptr(dev_addr(m, g->d)), G->layout[3], algo,
+                               dev_ptr(m->workspace), workspace, s);
+}
+
 static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
   const GpuccStep *st = &m->plan->steps[i];
   const CuApi *cu = m->cu;
@@ -356,13 +388,7 @@ static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
     return GPUCC_OK;
   }
   case GPUCC_STEP_GEMM: {
-    const GpuccGemm *g = &st->gemm;
-    Gemm *G = &m->gemms[i];
-    cublasStatus_t ls = m->lt->cublasLtMatmul(
-        m->lt_handle, G->desc, &G->alpha, dev_ptr(dev_addr(m, g->a)), G->layout[0],
-        dev_ptr(dev_addr(m, g->b)), G->layout[1], &G->beta, dev_ptr(dev_addr(m, g->c)),
-        G->layout[2], dev_ptr(dev_addr(m, g->d)), G->layout[3], &G->algo,
-        dev_ptr(m->workspace), G->workspace, s);
+    cublasStatus_t ls = matmul(m, i, &m->gemms[i].algo, m->gemms[i].workspace, s);
     return ls ? lt_fail(m, ls, "cublasLtMatmul", i) : GPUCC_OK;
   }
   case GPUCC_STEP_COPY:
@@ -379,6 +405,181 @@ static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
   return GPUCC_OK;
 }
 
+/* ---------------------------------------------------------------- choosing GEMM algorithms
+ *
+ * Each GEMM's candidates run as the model's graph will run them: TUNE_REPS calls captured
+ * into a graph, replayed, the least time of TUNE_RUNS replays kept. The fastest wins,
+ * unless one within TUNE_SLACK of it runs fewer kernels: a launch saved is worth more to
+ * the whole graph than a difference inside the noise. A GEMM the same as an earlier one
+ * in everything but its addresses' offsets (types, shapes, strides, epilogue, beta,
+ * alignments) takes that one's choice. GPUCC_GEMM_TUNE=0 at create keeps the heuristic's
+ * first choice; =log prints each GEMM's candidates and the choice to stderr. */
+
+enum { TUNE_REPS = 4, TUNE_RUNS = 3 };
+#define TUNE_SLACK 0.03
+
+/* The kernel nodes of graph g. */
+static GpuccStatus count_kernels(const CuApi *cu, CUgraph g, int *out) {
+  size_t n = 0;
+  CUresult r = cu->cuGraphGetNodes(g, NULL, &n);
+  if (r) return gpucc_cu_fail(cu, r, "cuGraphGetNodes");
+  CUgraphNode *nodes = malloc((n ? n : 1) * sizeof *nodes);
+  if (!nodes) return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  if ((r = cu->cuGraphGetNodes(g, nodes, &n))) {
+    free(nodes);
+    return gpucc_cu_fail(cu, r, "cuGraphGetNodes");
+  }
+  int k = 0;
+  for (size_t j = 0; j < n && !r; j++) {
+    CUgraphNodeType t;
+    if (!(r = cu->cuGraphNodeGetType(nodes[j], &t))) k += t == CU_GRAPH_NODE_TYPE_KERNEL;
+  }
+  free(nodes);
+  if (r) return gpucc_cu_fail(cu, r, "cuGraphNodeGetType");
+  *out = k;
+  return GPUCC_OK;
+}
+
+typedef struct Trial {
+  float us;    /* per call; INFINITY when cuBLASLt refuses the candidate */
+  int kernels; /* per call */
+} Trial;
+
+/* Replays exec TUNE_RUNS times after one warm-up: the least milliseconds. */
+static GpuccStatus time_graph(const GpuccModel *m, CUgraphExec exec, CUevent ev[2], float *ms) {
+  const CuApi *cu = m->cu;
+  CUstream s = m->stream;
+  *ms = INFINITY;
+  for (int run = 0; run <= TUNE_RUNS; run++) {
+    float t;
+    CUresult r;
+    if ((r = cu->cuEventRecord(ev[0], s)) || (r = cu->cuGraphLaunch(exec, s)) ||
+        (r = cu->cuEventRecord(ev[1], s)) || (r = cu->cuEventSynchronize(ev[1])) ||
+        (r = cu->cuEventElapsedTime(&t, ev[0], ev[1])))
+      return gpucc_cu_fail(cu, r, "timing a GEMM candidate");
+    if (run && t < *ms) *ms = t;
+  }
+  return GPUCC_OK;
+}
+
+static GpuccStatus try_algo(GpuccModel *m, int i, const cublasLtMatmulHeuristicResult_t *h,
+                            CUevent ev[2], Trial *t) {
+  const CuApi *cu = m->cu;
+  t->us = INFINITY;
+  t->kernels = 0;
+  CUresult r = cu->cuStreamBeginCapture(m->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (r) return gpucc_cu_fail(cu, r, "cuStreamBeginCapture");
+  cublasStatus_t ls = CUBLAS_STATUS_SUCCESS;
+  for (int k = 0; k < TUNE_REPS && !ls; k++)
+    ls = matmul(m, i, &h->algo, h->workspaceSize, m->stream);
+  CUgraph graph = NULL;
+  r = cu->cuStreamEndCapture(m->stream, &graph);
+  GpuccStatus st = GPUCC_OK;
+  if (ls) /* refused: not a candidate (a refused call may also invalidate the capture) */
+    st = GPUCC_OK;
+  else if (r)
+    st = gpucc_cu_fail(cu, r, "cuStreamEndCapture of a GEMM candidate");
+  else if (!(st = count_kernels(cu, graph, &t->kernels))) {
+    t->kernels /= TUNE_REPS;
+    CUgraphExec exec = NULL;
+    float ms;
+    if ((r = cu->cuGraphInstantiate(&exec, graph, 0)))
+      st = gpucc_cu_fail(cu, r, "cuGraphInstantiate of a GEMM candidate");
+    else if (!(st = time_graph(m, exec, ev, &ms)))
+      t->us = ms * 1000 / TUNE_REPS;
+    if (exec) cu->cuGraphExecDestroy(exec);
+  }
+  if (graph) cu->cuGraphDestroy(graph);
+  return st;
+}
+
+/* Step j < i whose GEMM is step i's but for where its operands lie; -1 if none. */
+static int same_gemm(const GpuccModel *m, int i) {
+  const GpuccGemm *g = &m->plan->steps[i].gemm;
+  for (int j = 0; j < i; j++) {
+    const GpuccGemm *h = &m->plan->steps[j].gemm;
+#define SAME(f) (g->f == h->f)
+    if (m->plan->steps[j].kind != GPUCC_STEP_GEMM || !m->gemms[j].ncand ||
+        !(SAME(a_type) && SAME(b_type) && SAME(cd_type) && SAME(compute) && SAME(trans_a) &&
+          SAME(trans_b) && SAME(m) && SAME(n) && SAME(k) && SAME(lda) && SAME(ldb) &&
+          SAME(ldc) && SAME(ldd) && SAME(batch) && SAME(stride_a) && SAME(stride_b) &&
+          SAME(stride_c) && SAME(stride_d) && SAME(alpha) && SAME(beta) && SAME(epilogue)))
+      continue;
+#undef SAME
+    const GpuccPtr p[5] = {g->a, g->b, g->c, g->d, g->bias};
+    const GpuccPtr q[5] = {h->a, h->b, h->c, h->d, h->bias};
+    bool same = true;
+    for (int k = 0; k < 5 && same; k++)
+      same = alignment_of(dev_addr(m, p[k])) == alignment_of(dev_addr(m, q[k]));
+    if (same) return j;
+  }
+  return -1;
+}
+
+static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool log) {
+  Gemm *G = &m->gemms[i];
+  int j = same_gemm(m, i);
+  if (j >= 0) {
+    G->algo = m->gemms[j].algo;
+    G->workspace = m->gemms[j].workspace;
+    return GPUCC_OK;
+  }
+  Trial t[TUNE_MAX];
+  int best = -1, pick;
+  for (int c = 0; c < G->ncand; c++) {
+    GpuccStatus st = try_algo(m, i, &G->cand[c], ev, &t[c]);
+    if (st) return st;
+    if (isfinite(t[c].us) && (best < 0 || t[c].us < t[best].us)) best = c;
+  }
+  if (best < 0) return GPUCC_OK; /* none ran alone: keep the heuristic's first */
+  pick = best; /* then the fewest kernels within the slack, the faster of equals */
+  for (int c = 0; c < G->ncand; c++) {
+    bool fewer = t[c].kernels < t[pick].kernels,
+         equal = t[c].kernels == t[pick].kernels && t[c].us < t[pick].us;
+    if (t[c].us <= t[best].us * (1 + TUNE_SLACK) && (fewer || equal)) pick = c;
+  }
+  G->algo = G->cand[pick].algo;
+  G->workspace = G->cand[pick].workspaceSize;
+  if (log) {
+    char label[128];
+    fprintf(stderr, "gpucc runtime: %s:", step_label(m, i, label, sizeof label));
+    for (int c = 0; c < G->ncand; c++) {
+      int32_t splits = 1;
+      uint32_t scheme = 0;
+      m->lt->cublasLtMatmulAlgoConfigGetAttribute(&G->cand[c].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                  &splits, sizeof splits, NULL);
+      m->lt->cublasLtMatmulAlgoConfigGetAttribute(
+          &G->cand[c].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, NULL);
+      fprintf(stderr, " %s%.1fus/%dk(s%d/r%u)", c == pick ? "*" : "", t[c].us, t[c].kernels,
+              splits, scheme);
+    }
+    fprintf(stderr, "\n");
+  }
+  return GPUCC_OK;
+}
+
+static GpuccStatus tune_gemms(GpuccModel *m) {
+  const char *env = getenv("GPUCC_GEMM_TUNE");
+  if (env && !strcmp(env, "0")) return GPUCC_OK;
+  bool log = env && !strcmp(env, "log");
+  const CuApi *cu = m->cu;
+  CUevent ev[2] = {NULL, NULL};
+  CUresult r;
+  GpuccStatus st = GPUCC_OK;
+  if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) ||
+      (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
+    st = gpucc_cu_fail(cu, r, "cuEventCreate");
+  for (int i = 0; i < m->plan->nsteps && !st; i++)
+    if (m->plan->steps[i].kind == GPUCC_STEP_GEMM && m->gemms[i].ncand)
+      st = tune_gemm(m, i, ev, log);
+  for (int k = 0; k < 2; k++)
+    if (ev[k]) cu->cuEventDestroy(ev[k]);
+  /* The candidates wrote their outputs: the arena is zeroed again, as create promises. */
+  if (!st && m->plan->arena_bytes && (r = cu->cuMemsetD8(m->arena, 0, m->plan->arena_bytes)))
+    st = gpucc_cu_fail(cu, r, "cuMemsetD8 of the arena");
+  return st;
+}
+
 /* Every step, in order, captured from the internal stream into one graph. */
 static GpuccStatus capture_graph(GpuccModel *m) {
   const CuApi *cu = m->cu;
@@ -390,6 +591,7 @@ static GpuccStatus capture_graph(GpuccModel *m) {
   r = cu->cuStreamEndCapture(m->stream, &m->graph);
   if (st) return st;
   if (r) return gpucc_cu_fail(cu, r, "cuStreamEndCapture" DEBUG_HINT);
+  if ((st = count_kernels(cu, m->graph, &m->kernels))) return st;
   if ((r = cu->cuGraphInstantiate(&m->exec, m->graph, 0)))
     return gpucc_cu_fail(cu, r, "cuGraphInstantiate" DEBUG_HINT);
   if ((r = cu->cuGraphUpload(m->exec, m->stream)))
@@ -444,6 +646,7 @@ static GpuccStatus build(GpuccModel *m, const void *weights) {
     return st;
   if ((r = m->cu->cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING)))
     return gpucc_cu_fail(m->cu, r, "cuStreamCreate");
+  if ((st = tune_gemms(m))) return st;
   if (!m->debug && m->plan->nsteps && (st = capture_graph(m))) return st;
   return GPUCC_OK;
 }
@@ -506,6 +709,7 @@ void gpucc_model_destroy(GpuccModel *m) {
     free(m->launches[i].vals);
     free(m->launches[i].params);
   }
+  for (int i = 0; m->gemms && i < m->plan->nsteps; i++) free(m->gemms[i].cand);
   free(m->launches);
   free(m->gemms);
   free(m->stage_in);
@@ -524,6 +728,7 @@ static const GpuccTensorInfo *tensor(const GpuccModel *m, bool input, int i) {
 }
 
 int gpucc_model_num_inputs(const GpuccModel *m) { return m ? m->plan->ninputs : 0; }
+int gpucc_model_kernels(const GpuccModel *m) { return m && !m->debug ? m->kernels : -1; }
 int gpucc_model_num_outputs(const GpuccModel *m) { return m ? m->plan->noutputs : 0; }
 
 #define ACCESSORS(kind, input)                                                                \

@@ -270,8 +270,9 @@ static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
  * create does all the expensive work once: one device allocation each for the arena,
  * the weights and the cuBLASLt workspace, the weights uploaded, the module loaded (the
  * cubin; the PTX when the driver says the cubin does not fit this GPU), one cuBLASLt
- * algorithm chosen per GEMM, pinned staging buffers for run_host, and every step captured
- * into one CUDA graph and instantiated. run only enqueues on the caller's stream: copies
+ * algorithm chosen per GEMM (the fastest of the heuristic's best eight, timed on this
+ * GPU), pinned staging buffers for run_host, and every step captured into one CUDA graph
+ * and instantiated. run only enqueues on the caller's stream: copies
  * of the inputs into their arena slots, the graph launch, copies of the outputs out.
  *
  * A model has one arena, so runs of one model must not overlap: issue them on one stream
@@ -279,6 +280,11 @@ static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
  *
  * GPUCC_RUNTIME_DEBUG=1 in the environment at create: no graph; run executes the steps one
  * by one with a synchronization after each, so a failing kernel is named.
+ * GPUCC_GEMM_TUNE=0: each GEMM keeps cuBLASLt's first heuristic choice, untimed, so two
+ * loads of one model choose alike (timed choices may differ between loads, and with them
+ * the order of a GEMM's sums: results may differ in the last bits);
+ * GPUCC_GEMM_TUNE=log: each GEMM's candidates (time and kernels per call) and the choice
+ * are printed to stderr.
  */
 
 typedef struct GpuccModel GpuccModel;
@@ -293,6 +299,10 @@ GPUCC_API GpuccStatus gpucc_model_create(const void *plan, size_t plan_len,
  * no-op. */
 GPUCC_API void gpucc_model_destroy(GpuccModel *m);
 
+/* Kernels one inference launches: the kernel nodes of the model's CUDA graph, cuBLASLt's
+ * own included (a split-K reduction, an epilogue its main kernel lacks); -1 for NULL and
+ * without a graph (GPUCC_RUNTIME_DEBUG). */
+GPUCC_API int gpucc_model_kernels(const GpuccModel *m);
 GPUCC_API int gpucc_model_num_inputs(const GpuccModel *m);
 GPUCC_API int gpucc_model_num_outputs(const GpuccModel *m);
 /* Out-of-range i gives NULL / GPUCC_DT_INVALID / -1 / 0. */

@@ -19,7 +19,8 @@ A graph with an op that has no GPU kernel is listed as unsupported, and a FileCh
 that the reference executor cannot run on random inputs (indices out of range, bf16
 outputs that .npy cannot hold) as not run: neither fails. For the examples and the models
 also: examples/run_model (dlopen of the model.so, no gpucc library) and examples/jit (the
-JIT C API, in-process) must give the same outputs as `gpucc run case.so`.
+JIT C API, in-process) must give the same outputs as `gpucc run case.so`, all three with
+GPUCC_GEMM_TUNE=0 (the runtime's timed GEMM choice may differ from one load to the next).
 
 --precision P (tf32, fp16, bf16, fp8) compiles the ONNX exports only with --precision=P
 (the twins too: examples/jit takes it) and holds their float outputs to the fp32 reference
@@ -75,11 +76,12 @@ def cuda_device():
     return None
 
 
-def run(argv, timeout=900):
-    """(returncode, stdout+stderr); returncode None on timeout."""
+def run(argv, timeout=900, env=None):
+    """(returncode, stdout+stderr); returncode None on timeout. env: variables to add."""
     try:
         p = subprocess.run(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
+                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout,
+                           env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         return None, "timed out after %d s" % timeout
     return p.returncode, p.stdout.decode("utf-8", "replace")
@@ -268,7 +270,7 @@ class Runner:
                 case.detail = "output %s: %s" % (k, why)
                 return
         if case.twins:
-            why = self.twins(case, work, so, got)
+            why = self.twins(case, work, so, given)
             if why:
                 case.detail = why
                 return
@@ -295,8 +297,17 @@ class Runner:
             case.inputs.append((name, path))
         return None
 
-    def twins(self, case, work, so, got):
-        """examples/run_model and examples/jit against gpucc run's outputs."""
+    def twins(self, case, work, so, given):
+        """examples/run_model and examples/jit against gpucc run's outputs. All three with
+        GPUCC_GEMM_TUNE=0: the runtime's timed choice of GEMM algorithms may differ between
+        loads (a different summation order), its heuristic's first choice does not."""
+        untuned = {"GPUCC_GEMM_TUNE": "0"}
+        out_dir = os.path.join(work, "untuned")
+        os.makedirs(out_dir, exist_ok=True)
+        rc, out = run([self.args.gpucc, "run", so, "--output-dir", out_dir] + given, env=untuned)
+        if rc != 0:
+            return "gpucc run model.so with GPUCC_GEMM_TUNE=0: exit %s: %s" % (rc, first_error(out))
+        got = self.outputs(out_dir)
         files = [p for _, p in case.inputs]
         for tool, argv in (("run_model", [self.args.run_model, so, "--output-dir",
                                           os.path.join(work, "run_model")] + files),
@@ -305,7 +316,7 @@ class Runner:
                                     "--precision", self.args.precision] + case.calibrate +
                             sum((["--dim", "%s=2" % d] for d in case.dims), []) + files)):
             os.makedirs(argv[argv.index("--output-dir") + 1], exist_ok=True)
-            rc, out = run(argv)
+            rc, out = run(argv, env=untuned)
             if rc != 0:
                 return "%s: exit %s: %s" % (tool, rc, first_error(out))
             theirs = self.outputs(argv[argv.index("--output-dir") + 1])

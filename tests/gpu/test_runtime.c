@@ -3,8 +3,9 @@
  * A kernel compiled with NVRTC in the test (the runtime itself never sees NVRTC), a
  * cuBLASLt GEMM with a broadcast batch, a copy and a memset, run through the model API
  * with device pointers and with host buffers; the PTX path and the PTX fallback for a
- * cubin of another architecture; GPUCC_RUNTIME_DEBUG; and the clean errors: wrong input
- * shape, a kernel name the module lacks (everything freed), an arena too big for the GPU.
+ * cubin of another architecture; GPUCC_RUNTIME_DEBUG and GPUCC_GEMM_TUNE=0; the kernels
+ * per inference; and the clean errors: wrong input shape, a kernel name the module lacks
+ * (everything freed), an arena too big for the GPU.
  *
  *   test_runtime            the tests; exit 77 ("SKIPPED") without a driver or device
  *   test_runtime --fault    a kernel that faults, in debug mode: the error must name it.
@@ -211,6 +212,12 @@ static void test_model(void) {
   CHECK(gpucc_model_input_dims(m, 1)[2] == K && gpucc_model_input_bytes(m, 1) == sizeof(float) * 12);
   CHECK(gpucc_model_output_dtype(m, 2) == GPUCC_DT_U8 && gpucc_model_output_bytes(m, 2) == 16);
   CHECK(gpucc_model_input_name(m, 2) == NULL && gpucc_model_output_rank(m, -1) == -1);
+  /* The kernel and the GEMM (one to three kernels of cuBLASLt's); the copy and the
+   * memset are no kernels. */
+  int kernels = gpucc_model_kernels(m);
+  if (kernels < 2 || kernels > 4) fprintf(stderr, "%d kernels per inference\n", kernels);
+  CHECK(kernels >= 2 && kernels <= 4);
+  CHECK(gpucc_model_kernels(NULL) == -1);
 
   /* Several runs with different inputs: the graph must read the new ones each time. */
   run_host_and_check(m, 1.0f, "run_host 1");
@@ -251,12 +258,22 @@ static void test_modules_and_debug(void) {
   gpucc_model_destroy(m);
   free(plan);
 
+  /* The heuristic's first GEMM algorithm, untimed. */
+  setenv("GPUCC_GEMM_TUNE", "0", 1);
+  plan = make_plan(MOD_CUBIN, "k_affine", 4096, &len);
+  m = create(plan, len);
+  if (m) run_host_and_check(m, 1.5f, "GPUCC_GEMM_TUNE=0");
+  gpucc_model_destroy(m);
+  free(plan);
+  unsetenv("GPUCC_GEMM_TUNE");
+
   setenv("GPUCC_RUNTIME_DEBUG", "1", 1);
   plan = make_plan(MOD_CUBIN, "k_affine", 4096, &len);
   m = create(plan, len);
   if (m) {
     run_host_and_check(m, 2.0f, "GPUCC_RUNTIME_DEBUG=1");
     run_device_and_check(m, 4.0f);
+    CHECK(gpucc_model_kernels(m) == -1); /* no graph */
   }
   gpucc_model_destroy(m);
   free(plan);
