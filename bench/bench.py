@@ -17,8 +17,10 @@ fp8 is gpucc's bf16 with e4m3 linear layers, calibrated on other inputs of the s
 inference for these modules of its own.
 Every latency is the median over N runs, each between two CUDA events and waited for
 (the way gpucc_model_time times a replay of the model's CUDA graph), after warm-up runs.
-Kernels per inference: gpucc's from its compile report; PyTorch's from torch.profiler
-(CUDA kernels in one eager inference).
+Kernels per inference: gpucc's are the kernel nodes of the model's CUDA graph (`gpucc run`
+prints them: its own kernels and every kernel cuBLASLt launches, a split-K reduction or a
+separate epilogue included); PyTorch's from torch.profiler (CUDA kernels in one eager
+inference).
 
 Prints one Markdown table row per model, batch and precision (docs/perf.md keeps them)
 and writes the same rows to --out. Not a test: nothing here passes or fails on a number.
@@ -109,7 +111,7 @@ def so_path(work, flags):
 
 
 def gpucc_compile(args, onnx_path, work, flags):
-    """Compiles model.onnx with flags: (kernels per inference, seconds)."""
+    """Compiles model.onnx with flags: (launches in the plan, seconds)."""
     t0 = time.monotonic()
     report = run([args.gpucc, onnx_path, "-o", so_path(work, flags), "-v"] + flags)
     m = re.search(r"(\d+) kernel launches", report)
@@ -117,9 +119,9 @@ def gpucc_compile(args, onnx_path, work, flags):
 
 
 def gpucc_time(args, so, given, first, want):
-    """Median ms of model.so and the error of its output named first against want: one
-    run to size the count, then the timed replays, the last of which writes the outputs.
-    given: the --input arguments."""
+    """Median ms of model.so, the error of its output named first against want, and its
+    kernels per inference: one run to size the count, then the timed replays, the last of
+    which writes the outputs. given: the --input arguments."""
     out_dir = so[:-3] + "-out"
     # Enough replays for a stable median within about 3 s of GPU time.
     text = run([args.gpucc, "run", so, "--iters", "3"] + given)
@@ -128,10 +130,12 @@ def gpucc_time(args, so, given, first, want):
     text = run([args.gpucc, "run", so, "--output-dir", out_dir, "--iters", str(iters)] + given)
     m = re.search(r"median latency ([0-9.]+) ms", text)
     ms = float(m.group(1)) if m else float("nan")
+    m = re.search(r"(\d+) kernels per inference", text)
+    kernels = int(m.group(1)) if m else -1
     path = os.path.join(out_dir, exp_name(first) + ".npy")
     err = (float(np.linalg.norm(np.load(path) - want) / np.linalg.norm(want))
            if os.path.exists(path) else float("nan"))
-    return ms, err
+    return ms, err, kernels
 
 
 def bench_one(args, name, batch):
@@ -194,11 +198,10 @@ def bench_one(args, name, batch):
             row["compiled"] = time_cuda(lambda: compiled(*gpu_args), args.iters)
             del compiled
             torch.cuda.empty_cache()
-            row["gpucc_kernels"], row["gpucc_compile_s"] = built[(prec, True)]
-            row["unfused_kernels"] = built[(prec, False)][0]
-            row["gpucc"], row["rel_err"] = gpucc_time(
+            row["planned"], row["gpucc_compile_s"] = built[(prec, True)]
+            row["gpucc"], row["rel_err"], row["gpucc_kernels"] = gpucc_time(
                 args, so_path(work, flag_sets[(prec, True)]), given, first, want)
-            row["unfused"], row["unfused_err"] = gpucc_time(
+            row["unfused"], row["unfused_err"], row["unfused_kernels"] = gpucc_time(
                 args, so_path(work, flag_sets[(prec, False)]), given, first, want)
             rows.append(row)
     return rows
@@ -250,8 +253,9 @@ def main():
                 continue
             rows += rs
             for r in rs:
-                print(md_row(r) + "  (compile: gpucc %.1f s, torch.compile %.1f s)" % (
-                    r["gpucc_compile_s"], r["compile_s"]), flush=True)
+                print(md_row(r) + "  (compile: gpucc %.1f s, torch.compile %.1f s; %d launches "
+                      "planned)" % (r["gpucc_compile_s"], r["compile_s"], r["planned"]),
+                      flush=True)
     text = HEADER + "\n" + "\n".join(md_row(r) for r in rows)
     print("\n" + text)
     if args.out:
