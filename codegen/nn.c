@@ -282,33 +282,48 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "    const %s *wr = in1 + (idx_t)(nok ? n0 + bn : 0) * %" PRId64 ";\n",
       MT, BM, MT, BN, M, q->cout, OHW, q->ow, q->sh, q->ph, q->ow, q->sw, q->pw, cg_ctype(xt),
       OHW, q->xn, cg_ctype(t), K);
-  /* tap k: its channel c and its place r in the window */
+  /* tap k: its channel c and its place r in the window; channels last orders K as (kh,
+   * kw, c), NCHW as (c, kh, kw) */
+  int64_t KHW = q->kh * q->kw;
   const char *tap = v->cl ? cg_fmt(cg, "c = k %% %" PRId64 ", r = k / %" PRId64, q->c, q->c)
-                          : cg_fmt(cg, "c = k / %" PRId64 ", r = k %% %" PRId64, q->kh * q->kw, q->kh * q->kw);
-  /* tap k's channel and its input row and column for this thread's pixel */
-  const char *pos = cg_fmt(cg, "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n",
-                           tap, q->kw, q->dh, q->kw, q->dw);
+                          : cg_fmt(cg, "c = k / %" PRId64 ", r = k %% %" PRId64, KHW, KHW);
   const char *at = cg_fmt(cg, "%s + %s + %s", affine(cg, "(idx_t)c", q->xc, 0),
                           affine(cg, "ih", q->xh, 0), affine(cg, "iw", q->xw, 0));
-  buf_printf(b,
-      "    auto ldx = [&](int k) -> unsigned {\n"
-      "      if (!mok || k >= %" PRId64 ") return 0u;\n"
-      "%s"
-      "      return (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? (unsigned)%s : 0u;\n"
-      "    };\n",
-      K, pos, q->h, q->w, cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)));
-  if (vec)
+  const char *ra;
+  if (vec) {
     buf_printf(b,
         "    /* %" PRId64 " channels of one tap (k a multiple of %" PRId64 ") as four slots, or zeros */\n"
         "    auto ldxv = [&](int k, unsigned *dst) {\n"
-        "%s"
+        "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
         "      gc_vec<unsigned, 4> u = {};\n"
         "      if (mok && k < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u) u = *(const gc_vec<unsigned, 4> *)(xb + %s);\n"
         "      dst[0] = u.e[0]; dst[1] = u.e[1]; dst[2] = u.e[2]; dst[3] = u.e[3];\n"
         "    };\n",
-        VC, VC, pos, K, q->h, q->w, at);
-  const char *ra = vec ? cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ldxv(k0 + ak + %" PRId64 " * j, ra + 4 * j);\n", KPT / VC, VC)
-                       : load_slots(cg, "ra", "ldx", "k0 + ak", KPT / P, wide);
+        VC, VC, tap, q->kw, q->dh, q->kw, q->dw, K, q->h, q->w, at);
+    ra = cg_fmt(cg, "#pragma unroll\n      for (int j = 0; j < %" PRId64 "; j++) ldxv(k0 + ak + %" PRId64 " * j, ra + 4 * j);\n", KPT / VC, VC);
+  } else {
+    /* A thread's taps are consecutive: the first's place by division, each next one's by
+     * a step of the walk (uniform across the warp), not by dividing again. */
+    const char *step = v->cl
+        ? cg_fmt(cg, "if (++c == %" PRId64 ") { c = 0; if (++kw == %" PRId64 ") { kw = 0; kh++; } }", q->c, q->kw)
+        : cg_fmt(cg, "if (++kw == %" PRId64 ") { kw = 0; if (++kh == %" PRId64 ") { kh = 0; c++; } }", q->kw, q->kh);
+    buf_printf(b,
+        "    /* taps k .. k + %" PRId64 " as slots, zeros outside the image and past K */\n"
+        "    auto ldxs = [&](int k, unsigned *dst) {\n"
+        "      int %s, kh = r / %" PRId64 ", kw = r %% %" PRId64 ";\n"
+        "#pragma unroll\n"
+        "      for (int j = 0; j < %" PRId64 "; j++) {\n"
+        "        const int ih = ih0 + kh * %" PRId64 ", iw = iw0 + kw * %" PRId64 ";\n"
+        "        const unsigned u = mok && k + j < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? (unsigned)%s : 0u;\n"
+        "        %s\n"
+        "        %s\n"
+        "      }\n"
+        "    };\n",
+        KPT - 1, tap, q->kw, q->kw, KPT, q->dh, q->dw, K, q->h, q->w,
+        cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)),
+        wide ? "dst[j] = u;" : "if (j & 1) dst[j >> 1] |= u << 16; else dst[j >> 1] = u;", step);
+    ra = "      ldxs(k0 + ak, ra);\n";
+  }
   /* a weight row's EPB taps as 16-byte (or 8-byte) vectors when K keeps them aligned */
   int64_t BW = EPB / P < 4 ? EPB / P : 4; /* slots a vector */
   bool wvec = K % EPB == 0;
@@ -330,7 +345,6 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   buf_printf(b,
       "    unsigned ra[%" PRId64 "], rb[%" PRId64 "];\n"
       "    auto load = [&](int k0) {\n"
-      "#pragma unroll\n"
       "%s"
       "#pragma unroll\n"
       "%s"
