@@ -408,14 +408,14 @@ static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
 /* ---------------------------------------------------------------- choosing GEMM algorithms
  *
  * Each GEMM's candidates run as the model's graph will run them: TUNE_REPS calls captured
- * into a graph, replayed, the least time of TUNE_RUNS replays kept. The fastest wins,
+ * into a graph, replayed, the least time of TUNE_ROUNDS replays kept. The fastest wins,
  * unless one within TUNE_SLACK of it runs fewer kernels: a launch saved is worth more to
  * the whole graph than a difference inside the noise. A GEMM the same as an earlier one
  * in everything but its addresses' offsets (types, shapes, strides, epilogue, beta,
  * alignments) takes that one's choice. GPUCC_GEMM_TUNE=0 at create keeps the heuristic's
  * first choice; =log prints each GEMM's candidates and the choice to stderr. */
 
-enum { TUNE_REPS = 4, TUNE_RUNS = 3 };
+enum { TUNE_REPS = 4, TUNE_ROUNDS = 5 };
 #define TUNE_SLACK 0.03
 
 /* The kernel nodes of graph g. */
@@ -445,28 +445,26 @@ typedef struct Trial {
   int kernels; /* per call */
 } Trial;
 
-/* Replays exec TUNE_RUNS times after one warm-up: the least milliseconds. */
+/* One replay of exec between two events: its milliseconds. */
 static GpuccStatus time_graph(const GpuccModel *m, CUgraphExec exec, CUevent ev[2], float *ms) {
   const CuApi *cu = m->cu;
   CUstream s = m->stream;
-  *ms = INFINITY;
-  for (int run = 0; run <= TUNE_RUNS; run++) {
-    float t;
-    CUresult r;
-    if ((r = cu->cuEventRecord(ev[0], s)) || (r = cu->cuGraphLaunch(exec, s)) ||
-        (r = cu->cuEventRecord(ev[1], s)) || (r = cu->cuEventSynchronize(ev[1])) ||
-        (r = cu->cuEventElapsedTime(&t, ev[0], ev[1])))
-      return gpucc_cu_fail(cu, r, "timing a GEMM candidate");
-    if (run && t < *ms) *ms = t;
-  }
+  CUresult r;
+  if ((r = cu->cuEventRecord(ev[0], s)) || (r = cu->cuGraphLaunch(exec, s)) ||
+      (r = cu->cuEventRecord(ev[1], s)) || (r = cu->cuEventSynchronize(ev[1])) ||
+      (r = cu->cuEventElapsedTime(ms, ev[0], ev[1])))
+    return gpucc_cu_fail(cu, r, "timing a GEMM candidate");
   return GPUCC_OK;
 }
 
-static GpuccStatus try_algo(GpuccModel *m, int i, const cublasLtMatmulHeuristicResult_t *h,
-                            CUevent ev[2], Trial *t) {
+/* Candidate h as TUNE_REPS calls captured and instantiated: *exec, and t's kernels per
+ * call; *exec stays NULL when cuBLASLt refuses the candidate. */
+static GpuccStatus capture_algo(GpuccModel *m, int i, const cublasLtMatmulHeuristicResult_t *h,
+                                Trial *t, CUgraphExec *exec) {
   const CuApi *cu = m->cu;
   t->us = INFINITY;
   t->kernels = 0;
+  *exec = NULL;
   CUresult r = cu->cuStreamBeginCapture(m->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
   if (r) return gpucc_cu_fail(cu, r, "cuStreamBeginCapture");
   cublasStatus_t ls = CUBLAS_STATUS_SUCCESS;
@@ -481,15 +479,31 @@ static GpuccStatus try_algo(GpuccModel *m, int i, const cublasLtMatmulHeuristicR
     st = gpucc_cu_fail(cu, r, "cuStreamEndCapture of a GEMM candidate");
   else if (!(st = count_kernels(cu, graph, &t->kernels))) {
     t->kernels /= TUNE_REPS;
-    CUgraphExec exec = NULL;
-    float ms;
-    if ((r = cu->cuGraphInstantiate(&exec, graph, 0)))
+    if ((r = cu->cuGraphInstantiate(exec, graph, 0))) {
+      *exec = NULL;
       st = gpucc_cu_fail(cu, r, "cuGraphInstantiate of a GEMM candidate");
-    else if (!(st = time_graph(m, exec, ev, &ms)))
-      t->us = ms * 1000 / TUNE_REPS;
-    if (exec) cu->cuGraphExecDestroy(exec);
+    }
   }
   if (graph) cu->cuGraphDestroy(graph);
+  return st;
+}
+
+/* Every candidate's time: the least of TUNE_ROUNDS replays after a warm-up one, the
+ * candidates taking turns so that a slow spell of the GPU falls on all of them. */
+static GpuccStatus time_algos(GpuccModel *m, int i, CUevent ev[2], Trial *t) {
+  const Gemm *G = &m->gemms[i];
+  CUgraphExec exec[TUNE_MAX] = {NULL};
+  GpuccStatus st = GPUCC_OK;
+  for (int c = 0; c < G->ncand && !st; c++) st = capture_algo(m, i, &G->cand[c], &t[c], &exec[c]);
+  for (int round = 0; round <= TUNE_ROUNDS && !st; round++)
+    for (int c = 0; c < G->ncand && !st; c++) {
+      float ms;
+      if (exec[c] && !(st = time_graph(m, exec[c], ev, &ms)) && round &&
+          ms * 1000 / TUNE_REPS < t[c].us)
+        t[c].us = ms * 1000 / TUNE_REPS;
+    }
+  for (int c = 0; c < G->ncand; c++)
+    if (exec[c]) m->cu->cuGraphExecDestroy(exec[c]);
   return st;
 }
 
@@ -525,12 +539,11 @@ static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool log) {
     return GPUCC_OK;
   }
   Trial t[TUNE_MAX];
+  GpuccStatus st = time_algos(m, i, ev, t);
+  if (st) return st;
   int best = -1, pick;
-  for (int c = 0; c < G->ncand; c++) {
-    GpuccStatus st = try_algo(m, i, &G->cand[c], ev, &t[c]);
-    if (st) return st;
+  for (int c = 0; c < G->ncand; c++)
     if (isfinite(t[c].us) && (best < 0 || t[c].us < t[best].us)) best = c;
-  }
   if (best < 0) return GPUCC_OK; /* none ran alone: keep the heuristic's first */
   pick = best; /* then the fewest kernels within the slack, the faster of equals */
   for (int c = 0; c < G->ncand; c++) {
