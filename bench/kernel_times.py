@@ -6,7 +6,9 @@ runs one inference under `ncu --metrics gpu__time_duration.sum` (every kernel of
 model's CUDA graph is profiled on its own, so the times are each kernel's alone, without
 the overlap or the launch gaps of a real replay), and prints the kernels grouped by name
 with their launches, total microseconds and share, the largest first. cuBLASLt's GEMMs
-appear under cuBLAS's kernel names. Not a benchmark: ncu serializes and flushes caches
+appear under cuBLAS's kernel names; they are its heuristic's first choices
+(GPUCC_GEMM_TUNE=0), since profiling the runtime's timing of candidates at create would
+swamp the model's own launches. Not a benchmark: ncu serializes and flushes caches
 between kernels; the shares are what it is good for. bench.py leaves a model's export
 and inputs in /tmp/gpucc-bench/MODEL-bN/ (model.onnx, in.NAME.npy) to point this at.
 
@@ -26,8 +28,9 @@ UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "mse
          "s": 1e6, "second": 1e6}
 
 
-def run(argv):
-    r = subprocess.run(argv, capture_output=True, text=True)
+def run(argv, env=None):
+    r = subprocess.run(argv, capture_output=True, text=True,
+                       env=dict(os.environ, **env) if env else None)
     if r.returncode:
         sys.exit("%s failed (%d):\n%s" % (" ".join(argv[:3]), r.returncode, r.stderr[-4000:]))
     return r.stdout
@@ -62,8 +65,10 @@ def main():
     so = os.path.join(work, "model.so")
     run([args.gpucc, args.model, "-o", so] + flags)
     given = [a for i in args.input for a in ("--input", i)]
+    # GPUCC_GEMM_TUNE=0: the runtime's timing of GEMM candidates at create would be
+    # profiled too (thousands of launches); the GEMMs are then the heuristic's first choice.
     text = run(["ncu", "--csv", "--metrics", "gpu__time_duration.sum", args.gpucc, "run", so,
-                "--output-dir", os.path.join(work, "out")] + given)
+                "--output-dir", os.path.join(work, "out")] + given, {"GPUCC_GEMM_TUNE": "0"})
     times = kernel_times(text)
     total = sum(t[1] for t in times.values())
     launches = sum(t[0] for t in times.values())

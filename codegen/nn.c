@@ -237,8 +237,11 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   const Value *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
   DType t = y->type.dtype, xt = v->src;
   int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw, OHW = q->oh * q->ow;
-  /* 8 warps as 4 x 2: BN 32 for narrow layers, BM 64 when 128 leaves SMs idle */
-  int64_t BN = q->cout <= 32 ? 32 : 64, NT = (q->cout + BN - 1) / BN;
+  /* 8 warps as 4 x 2: BN 32 for narrow layers and where 64 x 64 tiles would not fill
+   * half the SMs (twice the tiles: ResNet-50's layer3 and layer4 at batch 1), BM 64 when
+   * 128 leaves SMs idle */
+  bool few = (M + 63) / 64 * ((q->cout + 63) / 64) < MMA_SMS / 2;
+  int64_t BN = q->cout <= 32 || few ? 32 : 64, NT = (q->cout + BN - 1) / BN;
   int64_t BM = (M + 127) / 128 * NT >= 2 * MMA_SMS ? 128 : 64, MT = (M + BM - 1) / BM;
   int64_t MI = BM / 64, NJ = BN / 16, TPM = MMA_THREADS / BM, KPT = MMA_BK / TPM;
   int64_t EPB = BN * MMA_BK / MMA_THREADS, BPR = MMA_BK / EPB;
