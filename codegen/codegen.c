@@ -633,6 +633,13 @@ static const char *const preamble[] = {
     "\n",
     "// 128-bit (or narrower) vectors of contiguous elements\n"
     "template <class T, int V> struct alignas(sizeof(T) * V) gc_vec { T e[V]; };\n"
+    "// W 32-bit slots from base + at (aligned to their size) when ok, else zeros\n"
+    "template <int W, class T, class I> __device__ __forceinline__ void gc_load_slots(unsigned *dst, const T *base, I at, bool ok) {\n"
+    "  gc_vec<unsigned, W> u = {};\n"
+    "  if (ok) u = *(const gc_vec<unsigned, W> *)(base + at);\n"
+    "#pragma unroll\n"
+    "  for (int e = 0; e < W; e++) dst[e] = u.e[e];\n"
+    "}\n"
     "\n"
     "// integers wrap like the reference executor's (no undefined overflow)\n"
     "__device__ __forceinline__ long long gc_iadd(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }\n"

@@ -298,11 +298,9 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
         "    /* %" PRId64 " channels of one tap (k a multiple of %" PRId64 ") as four slots, or zeros */\n"
         "    auto ldxv = [&](int k, unsigned *dst) {\n"
         "      const int %s, ih = ih0 + r / %" PRId64 " * %" PRId64 ", iw = iw0 + r %% %" PRId64 " * %" PRId64 ";\n"
-        "      gc_vec<unsigned, 4> u = {};\n"
-        "      if (mok && k < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u) u = *(const gc_vec<unsigned, 4> *)(xb + %s);\n"
-        "      dst[0] = u.e[0]; dst[1] = u.e[1]; dst[2] = u.e[2]; dst[3] = u.e[3];\n"
+        "      gc_load_slots<4>(dst, xb, %s, mok && k < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u);\n"
         "    };\n",
-        VC, VC, tap, q->kw, q->dh, q->kw, q->dw, K, q->h, q->w, at);
+        VC, VC, tap, q->kw, q->dh, q->kw, q->dw, at, K, q->h, q->w);
     ra = cg_fmt(cg, "#pragma unroll\n      for (int j = 0; j < %" PRId64 "; j++) ldxv(k0 + ak + %" PRId64 " * j, ra + 4 * j);\n", KPT / VC, VC);
   } else {
     /* A thread's taps are consecutive: the first's place by division, each next one's by
@@ -333,17 +331,9 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   if (!wvec)
     buf_printf(b, "    auto ldw = [&](int k) -> unsigned { return nok && k < %" PRId64 " ? (unsigned)%s : 0u; };\n",
                K, wide ? "__float_as_uint(wr[k])" : "wr[k].bits");
-  else
-    buf_printf(b,
-        "    auto ldwv = [&](int k, unsigned *dst) { /* %" PRId64 " slots from tap k, or zeros */\n"
-        "      gc_vec<unsigned, %" PRId64 "> u = {};\n"
-        "      if (nok && k < %" PRId64 ") u = *(const gc_vec<unsigned, %" PRId64 "> *)(wr + k);\n"
-        "#pragma unroll\n"
-        "      for (int e = 0; e < %" PRId64 "; e++) dst[e] = u.e[e];\n"
-        "    };\n",
-        BW, BW, K, BW, BW);
-  const char *rb = wvec ? cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) ldwv(k0 + bk + %" PRId64 " * j, rb + %" PRId64 " * j);\n",
-                                 EPB / P / BW, BW * P, BW)
+  const char *rb = wvec ? cg_fmt(cg, "      for (int j = 0, k = k0 + bk; j < %" PRId64 "; j++, k += %" PRId64 ") "
+                                     "gc_load_slots<%" PRId64 ">(rb + %" PRId64 " * j, wr, k, nok && k < %" PRId64 ");\n",
+                                 EPB / P / BW, BW * P, BW, BW, K)
                         : load_slots(cg, "rb", "ldw", "k0 + bk", EPB / P, wide);
   buf_printf(b,
       "    unsigned ra[%" PRId64 "], rb[%" PRId64 "];\n"
