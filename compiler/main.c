@@ -1042,9 +1042,10 @@ static int run_model(const Options *o, const ModelApi *api, GpuccModel *m, Tenso
   else if (!rc && o->iters)
     fprintf(stderr, "gpucc: median latency %.4f ms over %d replays of the CUDA graph (after %d "
                     "warm-up replays)\n", ms, o->iters, warmup);
-  if (!rc && o->iters && api->kernels(m) >= 0)
+  int kernels = api->kernels(m);
+  if (!rc && o->iters && kernels >= 0)
     fprintf(stderr, "gpucc: %d kernels per inference (the CUDA graph's kernel nodes)\n",
-            api->kernels(m));
+            kernels);
   free(ip);
   free(op);
   return rc;

@@ -126,10 +126,6 @@ static GpuccStatus alloc_memory(GpuccModel *m, const void *weights) {
       (st = alloc_device(m, &m->weights, p->weights_bytes, "weights")) ||
       (st = alloc_device(m, &m->workspace, p->workspace_bytes, "cuBLASLt workspace")))
     return st;
-  /* A zeroed arena makes a first run deterministic, and index-reading kernels safe, even
-   * if a plan reads a slot before writing it. */
-  if (p->arena_bytes && (r = cu->cuMemsetD8(m->arena, 0, p->arena_bytes)))
-    return gpucc_cu_fail(cu, r, "cuMemsetD8 of the arena");
   if (p->weights_bytes && (r = cu->cuMemcpyHtoD(m->weights, weights, p->weights_bytes)))
     return gpucc_cu_fail(cu, r, "cuMemcpyHtoD of the weights (%llu bytes)",
                          (unsigned long long)p->weights_bytes);
@@ -587,9 +583,6 @@ static GpuccStatus tune_gemms(GpuccModel *m) {
       st = tune_gemm(m, i, ev, log);
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu->cuEventDestroy(ev[k]);
-  /* The candidates wrote their outputs: the arena is zeroed again, as create promises. */
-  if (!st && m->plan->arena_bytes && (r = cu->cuMemsetD8(m->arena, 0, m->plan->arena_bytes)))
-    st = gpucc_cu_fail(cu, r, "cuMemsetD8 of the arena");
   return st;
 }
 
@@ -660,6 +653,11 @@ static GpuccStatus build(GpuccModel *m, const void *weights) {
   if ((r = m->cu->cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING)))
     return gpucc_cu_fail(m->cu, r, "cuStreamCreate");
   if ((st = tune_gemms(m))) return st;
+  /* Zeroed after the GEMM candidates wrote into it: a zeroed arena makes a first run
+   * deterministic, and index-reading kernels safe, even if a plan reads a slot before
+   * writing it. */
+  if (m->plan->arena_bytes && (r = m->cu->cuMemsetD8(m->arena, 0, m->plan->arena_bytes)))
+    return gpucc_cu_fail(m->cu, r, "cuMemsetD8 of the arena");
   if (!m->debug && m->plan->nsteps && (st = capture_graph(m))) return st;
   return GPUCC_OK;
 }
