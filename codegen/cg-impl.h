@@ -42,6 +42,9 @@ typedef struct Cg {
                                  its group that its input is read through */
   int min_blocks; /* the next kernel's blocks per SM for __launch_bounds__ (0: none said),
                      which caps its registers; cleared by its signature */
+  int cluster;    /* the next kernel's blocks per thread block cluster (0, 1: none); cleared
+                     by its signature */
+  int sm;         /* CodegenOptions.sm */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers

@@ -388,8 +388,11 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d", CODEGEN_BLOCK);
   if (cg->min_blocks)
     buf_printf(b, ", %d", cg->min_blocks);
-  buf_printf(b, ") %s(", name);
-  cg->min_blocks = 0;
+  buf_puts(b, ")");
+  if (cg->cluster > 1)
+    buf_printf(b, " __cluster_dims__(%d, 1, 1)", cg->cluster);
+  buf_printf(b, " %s(", name);
+  cg->min_blocks = cg->cluster = 0;
   int a = 0;
   for (int k = 0; k < nin; k++)
     if (in[k])
@@ -630,6 +633,16 @@ static const char *const preamble[] = {
     "  x = hi;\n"
     "  return lo;\n"
     "}\n"
+    "\n",
+    "// thread block clusters (sm_90): a block's shared memory is declared by GC_BLOCK_SHARED\n"
+    "// (tests/lit's emulator keeps one copy per block of a cluster); gc_cluster_sync is a\n"
+    "// barrier of the cluster's threads that orders their shared memory writes before its\n"
+    "// reads; gc_cluster_map is p's place in the shared memory of the cluster's block rank\n"
+    "#ifndef GC_BLOCK_SHARED\n"
+    "#define GC_BLOCK_SHARED(T, name) __shared__ T name\n"
+    "#endif\n"
+    "__device__ __forceinline__ void gc_cluster_sync() { asm volatile(\"barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); }\n"
+    "template <class T> __device__ __forceinline__ T *gc_cluster_map(T *p, unsigned rank) { unsigned long long r; asm(\"mapa.u64 %0, %1, %2;\" : \"=l\"(r) : \"l\"(p), \"r\"(rank)); return (T *)r; }\n"
     "\n",
     "// 128-bit (or narrower) vectors of contiguous elements\n"
     "template <class T, int V> struct alignas(sizeof(T) * V) gc_vec { T e[V]; };\n"
@@ -941,8 +954,7 @@ static int gen_op(Cg *cg, const Node *n) {
 }
 
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
-  (void)opt;
-  Cg cg = {.g = g, .arena = arena_new(), .d = d};
+  Cg cg = {.g = g, .arena = arena_new(), .d = d, .sm = opt && opt->sm ? opt->sm : 90};
   if (ir_verify(g, d) || check_graph(&cg)) {
     arena_free(cg.arena);
     return NULL;

@@ -101,7 +101,9 @@ typedef struct Program {
 } Program;
 
 typedef struct CodegenOptions {
-  int reserved; /* nothing yet: every choice is made from the graph */
+  int sm; /* the target's compute capability times ten (80, 86, 89, 90); 0: 90. From 90
+             on, implicit GEMMs split K over the blocks of a thread block cluster, and f32
+             linear layers run as implicit GEMMs rather than cuBLASLt's */
 } CodegenOptions;
 
 /* Generates the program of g, which must verify and have only concrete shapes (a

@@ -206,7 +206,21 @@ static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
          q->c * q->h * q->w < INT32_MAX / 2;
 }
 
-enum { MMA_BK = 32, MMA_THREADS = 256, MMA_SMS = 132 };
+enum { MMA_BK = 32, MMA_THREADS = 256, MMA_SMS = 132, MMA_MAX_SPLIT = 8 };
+
+/* The blocks that share a tile's K steps: 1, or from sm_90 on the blocks of a thread block
+ * cluster, which sum their partial tiles through distributed shared memory. Enough of them
+ * that the tiles' blocks fill the SMs twice (two blocks an SM), at most 8 (the portable
+ * cluster size) and at least 4 steps each; then as few as give each that many steps. */
+static int64_t k_splits(const Cg *cg, int64_t tiles, int64_t steps) {
+  int64_t s = 2 * MMA_SMS / tiles;
+  s = s < MMA_MAX_SPLIT ? s : MMA_MAX_SPLIT;
+  s = s < steps / 4 ? s : steps / 4;
+  if (cg->sm < 90 || s < 2)
+    return 1;
+  int64_t per = (steps + s - 1) / s;
+  return (steps + per - 1) / per;
+}
 
 /* The statements that store slots src[0..count) at row[at..] in shared memory, as 16-byte
  * (or narrower) vectors, each rounded to TF32 first when tf32. */
@@ -245,6 +259,9 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   int64_t BM = (M + 127) / 128 * NT >= 2 * MMA_SMS ? 128 : 64, MT = (M + BM - 1) / BM;
   int64_t MI = BM / 64, NJ = BN / 16, TPM = MMA_THREADS / BM, KPT = MMA_BK / TPM;
   int64_t EPB = BN * MMA_BK / MMA_THREADS, BPR = MMA_BK / EPB;
+  /* split K: block rank r of a cluster of S sums the taps [r KS, (r + 1) KS) */
+  int64_t steps = (K + MMA_BK - 1) / MMA_BK, S = k_splits(cg, MT * NT, steps);
+  int64_t KS = (steps + S - 1) / S * MMA_BK;
   /* f32 on TF32: one tap a slot, rounded as stored (tf32 = 1) or split at the fragments */
   bool wide = t == DT_F32, split = wide && !attr_int(n, "tf32");
   int64_t P = wide ? 1 : 2, SL = MMA_BK / P, VC = 4 * P; /* taps a slot, slots a row, taps a vector */
@@ -255,16 +272,19 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
                      : t == DT_BF16 ? "gc_f2bf(%s).bits" : "gc_f2h(%s).bits";
   const char *kind = !wide ? "" : split ? ", 3xTF32 (f32 accuracy)" : ", TF32";
   const char *note = cg_fmt(cg, "implicit GEMM on tensor cores: %" PRId64 " x %" PRId64 " x %" PRId64
-                            " in %" PRId64 " x %" PRId64 " tiles%s%s%s", M, q->cout, K, BM, BN, kind,
-                            v->cl ? ", channels last" : "", xt == t ? "" : ", the input rounded as loaded");
+                            " in %" PRId64 " x %" PRId64 " tiles%s%s%s%s", M, q->cout, K, BM, BN, kind,
+                            v->cl ? ", channels last" : "", xt == t ? "" : ", the input rounded as loaded",
+                            S > 1 ? cg_fmt(cg, ", K split over the %" PRId64 " blocks of a cluster", S) : "");
   if (split)
     cg->min_blocks = 2; /* at most 128 registers (3xTF32 needs ~140 unbounded): two blocks an SM */
+  cg->cluster = (int)S;
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
   buf_printf(b,
-      "  __shared__ union alignas(16) { struct { unsigned a[%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "]; } ab; "
-      "float c[%" PRId64 "][%" PRId64 "]; } sm; /* A and B as 32-bit slots; the tile */\n",
+      "  typedef union alignas(16) { struct { unsigned a[%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "]; } ab; "
+      "float c[%" PRId64 "][%" PRId64 "]; } gc_smem; /* A and B as 32-bit slots; the tile */\n"
+      "  GC_BLOCK_SHARED(gc_smem, sm);\n",
       BM, SL + 4, BN, SL + 4, BN, BM + 4);
   buf_printf(b,
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
@@ -272,7 +292,15 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "  const int am = tid %% %" PRId64 ", ak = tid / %" PRId64 " * %" PRId64 ", bn = tid / %" PRId64 ", bk = tid %% %" PRId64 " * %" PRId64 ";\n"
       "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n",
       BM / 4, BN / 2, BM, BM, KPT, BPR, BPR, EPB);
-  buf_printf(b, "  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n", MT * NT);
+  if (S > 1)
+    buf_printf(b,
+        "  /* the cluster's blocks: rank r sums the taps [r * %" PRId64 ", (r + 1) * %" PRId64 ") and stores\n"
+        "   * the r-th share of the tile, the partial tiles summed in rank order */\n"
+        "  const int rank = (int)(blockIdx.x %% %" PRId64 "), kb = rank * %" PRId64 ", ke = kb + %" PRId64 " < %" PRId64 " ? kb + %" PRId64 " : %" PRId64 ";\n"
+        "  for (idx_t tile = blockIdx.x / %" PRId64 "; tile < %" PRId64 "; tile += gridDim.x / %" PRId64 ") {\n",
+        KS, KS, S, KS, KS, K, KS, K, S, MT * NT, S);
+  else
+    buf_printf(b, "  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n", MT * NT);
   buf_printf(b,
       "    const idx_t m0 = tile %% %" PRId64 " * %" PRId64 ";\n"
       "    const int n0 = (int)(tile / %" PRId64 ") * %" PRId64 ";\n"
@@ -335,6 +363,7 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
                                      "gc_load_slots<%" PRId64 ">(rb + %" PRId64 " * j, wr, k, nok && k < %" PRId64 ");\n",
                                  EPB / P / BW, BW * P, BW, BW, K)
                         : load_slots(cg, "rb", "ldw", "k0 + bk", EPB / P, wide);
+  const char *kbeg = S > 1 ? "kb" : "0", *kend = S > 1 ? "ke" : cg_fmt(cg, "%" PRId64, K);
   buf_printf(b,
       "    unsigned ra[%" PRId64 "], rb[%" PRId64 "];\n"
       "    auto load = [&](int k0) {\n"
@@ -343,12 +372,12 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "%s"
       "    };\n"
       "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
-      "    load(0);\n"
-      "    for (int k0 = 0; k0 < %" PRId64 "; k0 += %d) {\n"
+      "    load(%s);\n"
+      "    for (int k0 = %s; k0 < %s; k0 += %d) {\n"
       "%s"
       "%s"
       "      __syncthreads();\n"
-      "      if (k0 + %d < %" PRId64 ") load(k0 + %d);\n"
+      "      if (k0 + %d < %s) load(k0 + %d);\n"
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk += 8) { /* %s */\n"
       "        /* the fragments by ldmatrix: A's 16 rows as (rows, slots) +(0, 0) +(8, 0) +(0, 4)\n"
@@ -358,10 +387,10 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "        for (int i = 0; i < %" PRId64 "; i++) gc_ldsm4(fa[i], &sm.ab.a[wm + i * 16 + lr + (lm & 1) * 8][kk + (lm >> 1) * 4]);\n"
       "#pragma unroll\n"
       "        for (int j = 0; j < %" PRId64 "; j += 2) gc_ldsm4(fb + 2 * j, &sm.ab.b[wn + j * 8 + lr + (lm >> 1) * 8][kk + (lm & 1) * 4]);\n",
-      KPT / P, EPB / P, ra, rb, MI, NJ, K, MMA_BK,
+      KPT / P, EPB / P, ra, rb, MI, NJ, kbeg, kbeg, kend, MMA_BK,
       store_slots(cg, "sm.ab.a[am]", wide ? "ak" : "ak / 2", "ra", KPT / P, wide && !split),
       store_slots(cg, "sm.ab.b[bn]", wide ? "bk" : "bk / 2", "rb", EPB / P, wide && !split),
-      MMA_BK, K, MMA_BK, SL,
+      MMA_BK, kend, MMA_BK, SL,
       wide ? "8 taps, one mma.m16n8k8" : "16 taps as 8 pairs, one mma.m16n8k16", MI, NJ, MI, NJ);
   if (split)
     buf_printf(b,
@@ -391,6 +420,9 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "    }\n",
       NJ, split ? "          const unsigned lb[2] = {gc_tf32_split(fb[2 * j]), gc_tf32_split(fb[2 * j + 1])};\n" : "",
       MI, mma);
+  /* a cluster's blocks read each other's tiles: they wait for every one stored, and
+   * none goes on to overwrite its own until all have read */
+  const char *sync = S > 1 ? "gc_cluster_sync()" : "__syncthreads()";
   buf_printf(b,
       "    /* the tile through shared memory: the stores below are coalesced */\n"
       "#pragma unroll\n"
@@ -401,23 +433,36 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       "        sm.c[c][r] = acc[i][j][0]; sm.c[c + 1][r] = acc[i][j][1];\n"
       "        sm.c[c][r + 8] = acc[i][j][2]; sm.c[c + 1][r + 8] = acc[i][j][3];\n"
       "      }\n"
-      "    __syncthreads();\n"
-      "    for (int e = tid; e < %" PRId64 "; e += %d) { /* neighbouring threads: neighbouring outputs */\n"
+      "    %s;\n"
+      "%s"
+      "    for (int e = tid%s; e < %" PRId64 "; e += %" PRId64 ") { /* neighbouring threads: neighbouring outputs */\n"
       "      const int lm = %s, ln = %s;\n"
       "      const idx_t m = m0 + lm;\n"
       "      const int n = n0 + ln;\n"
       "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
       "      const idx_t i = %s;\n"
-      "      const float v = sm.c[ln][lm]%s;\n",
-      MI, NJ, BM * BN, MMA_THREADS,
+      "      %s;\n"
+      "%s",
+      MI, NJ, sync,
+      S > 1 ? cg_fmt(cg, "    const float *part[%" PRId64 "]; /* the blocks' tiles, by rank */\n"
+                         "#pragma unroll\n"
+                         "    for (int r = 0; r < %" PRId64 "; r++) part[r] = gc_cluster_map(&sm.c[0][0], r);\n", S, S)
+            : "",
+      S > 1 ? cg_fmt(cg, " + rank * %d", MMA_THREADS) : "", BM * BN, S * MMA_THREADS,
       v->cl ? cg_fmt(cg, "e / %" PRId64, BN) : cg_fmt(cg, "e %% %" PRId64, BM),
       v->cl ? cg_fmt(cg, "e %% %" PRId64, BN) : cg_fmt(cg, "e / %" PRId64, BM), M, q->cout,
       v->cl ? cg_fmt(cg, "m * %" PRId64 " + n", q->cout)
             : cg_fmt(cg, "m / %" PRId64 " * %" PRId64 " + (idx_t)n * %" PRId64 " + m %% %" PRId64, OHW, q->cout * OHW, OHW, OHW),
-      bias ? cg_fmt(cg, " + %s", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n]")) : "");
+      S > 1 ? cg_fmt(cg, "float v = part[0][ln * %" PRId64 " + lm];\n"
+                         "#pragma unroll\n"
+                         "      for (int r = 1; r < %" PRId64 "; r++) v += part[r][ln * %" PRId64 " + lm]",
+                     BM + 4, S, BM + 4)
+            : "float v = sm.c[ln][lm]",
+      bias ? cg_fmt(cg, "      v += %s;\n", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n]")) : "");
   cg_store_out(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "      ");
-  buf_puts(b, "    }\n    __syncthreads();\n  }\n}\n");
-  cg_kernel_step(cg, n, name, cg_blocks(MT * NT, 1), MMA_THREADS);
+  buf_printf(b, "    }\n    %s;\n  }\n}\n", sync);
+  int64_t clusters = MT * NT < CODEGEN_MAX_BLOCKS / S ? MT * NT : CODEGEN_MAX_BLOCKS / S;
+  cg_kernel_step(cg, n, name, (unsigned)(clusters * S), MMA_THREADS);
   return 0;
 }
 

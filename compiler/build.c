@@ -647,7 +647,8 @@ int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag 
     return -1;
   if (run_passes(g, opt, d))
     return -1;
-  Program *p = codegen_graph(g, NULL, d);
+  CodegenOptions co = {.sm = nvrtc_arch_sm(arch)};
+  Program *p = codegen_graph(g, &co, d);
   if (!p)
     return -1;
   int rc = build_program(g, p, opt, out, d);

@@ -45,7 +45,7 @@ typedef struct Options {
   Mode mode;
   const char *file;
   const char *emit; /* NULL, "ir", "cuda" or "cubin"; NULL with -o: a model.so */
-  const char *arch; /* --arch for --emit=cubin and model.so; NULL: the default */
+  const char *arch; /* --arch for --emit=cuda/cubin/plan and model.so; NULL: the default */
   const char *out;  /* -o */
   int iters;        /* run: --iters N, timed graph replays (0: none) */
   int device;       /* run: --device N */
@@ -150,8 +150,8 @@ static void print_help(void) {
          "  -o OUT.so               without --emit: compile a model.so, a shared library\n"
          "                          that runs the model (runtime/runtime.h declares its C\n"
          "                          API); weights over 1 GiB go to OUT.so.weights beside it\n"
-         "  --arch=sm_XX            target of --emit=cubin and model.so: sm_80, sm_86,\n"
-         "                          sm_89, sm_90 (the default) or sm_90a\n"
+         "  --arch=sm_XX            target of --emit=cuda/cubin/plan and model.so: sm_80,\n"
+         "                          sm_86, sm_89, sm_90 (the default) or sm_90a\n"
          "  --dim SYM=N             bind symbolic dim SYM (--emit=cuda/cubin, model.so)\n"
          "\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
@@ -281,8 +281,8 @@ static int check_mode(const Options *o) {
       return usage_error("unknown --emit kind '%s' (known: ir, cuda, cubin, plan)", o->emit);
     if (o->emit && !strcmp(o->emit, "cubin") && (!o->out || !strcmp(o->out, "-")))
       return usage_error("--emit=cubin needs -o FILE");
-    if (o->arch && !((o->emit && !strcmp(o->emit, "cubin")) || (!o->emit && o->out)))
-      return usage_error("option '--arch' is for --emit=cubin and model.so (-o)");
+    if (o->arch && !((o->emit && strcmp(o->emit, "ir") != 0) || (!o->emit && o->out)))
+      return usage_error("option '--arch' is for --emit=cuda/cubin/plan and model.so (-o)");
     Diag ad = {0};
     if (o->arch && nvrtc_check_arch(o->arch, &ad))
       return usage_diag(&ad);
@@ -644,7 +644,8 @@ static int emit_code(Graph *g, const Options *o) {
   free(sizes);
   if (rc)
     return diag_exit(&d, EXIT_INPUT);
-  Program *p = codegen_graph(g, NULL, &d);
+  CodegenOptions co = {.sm = nvrtc_arch_sm(o->arch ? o->arch : NVRTC_DEFAULT_ARCH)};
+  Program *p = codegen_graph(g, &co, &d);
   if (!p)
     return diag_exit(&d, EXIT_INPUT);
   if (!strcmp(o->emit, "cuda")) {

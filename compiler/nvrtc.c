@@ -24,6 +24,8 @@ int nvrtc_check_arch(const char *arch, Diag *d) {
                     arch);
 }
 
+int nvrtc_arch_sm(const char *arch) { return atoi(arch + 3); }
+
 void nvrtc_output_free(NvrtcOutput *o) {
   free(o->cubin);
   free(o->ptx);

@@ -6,7 +6,11 @@ for the fused cases: one kernel for a chain of pointwise nodes) is compiled as C
 with a small host shim: a block is 256 OS threads, __syncthreads a barrier of them,
 __shfl_*_sync an exchange through a per-warp slot and barrier, __shared__ a static (blocks
 run one after the other), and every kernel is launched on a grid of 3 blocks (the kernels
-loop grid-stride, so any grid covers the work). The outputs must match
+loop grid-stride, so any grid covers the work). A kernel of thread block clusters
+(__cluster_dims__, the implicit GEMM's split K) runs 3 clusters one after another, the
+blocks of each together, with a copy of the shared memory per block (GC_BLOCK_SHARED),
+its distributed shared memory read through those copies and a barrier of all their
+threads for the cluster's. The outputs must match
 `gpucc run G --cpu` on random inputs (floats: rtol 1e-4, atol 1e-5; others exactly).
 
 This checks the index arithmetic, the windows, the sorting network, the scans and the
@@ -46,36 +50,60 @@ using namespace std;
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)
 #define __shared__ static
 #define __restrict__ __restrict
 struct gc_dim3 { unsigned x, y, z; };
 static thread_local gc_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
-static const gc_dim3 blockDim = {256, 1, 1}, gridDim = {3, 1, 1};
-static barrier<> *gc_block_bar, *gc_warp_bar[8];
-static unsigned char gc_slot[8][32][16];
+static const gc_dim3 blockDim = {256, 1, 1};
+static gc_dim3 gridDim = {3, 1, 1};
+// the blocks of a cluster run together, GC_MAX_CLUSTER at most; a warp's slots and
+// barriers are indexed by its block's rank in the cluster and its warp in the block
+enum { GC_MAX_CLUSTER = 8 };
+static unsigned gc_cluster_size = 1;
+static barrier<> *gc_cluster_bar, *gc_warp_bars[GC_MAX_CLUSTER * 8];
+static thread_local barrier<> *gc_block_bar;
+static thread_local size_t gc_shared_stride;
+static inline unsigned gc_rank() { return blockIdx.x % gc_cluster_size; }
+static inline int gc_warp() { return (int)(gc_rank() * 8 + (threadIdx.x >> 5)); }
+static unsigned char gc_slot[GC_MAX_CLUSTER * 8][32][16];
 static inline void __syncthreads() { gc_block_bar->arrive_and_wait(); }
+// a kernel's shared memory, a copy per block of a cluster; rank r's copy of p
+template <class T> T &gc_block_shared(T *all) { gc_shared_stride = sizeof(T); return all[gc_rank()]; }
+#define GC_BLOCK_SHARED(T, name) static T name##_blocks[GC_MAX_CLUSTER]; T &name = gc_block_shared(name##_blocks)
+template <class T> T *gc_cluster_map(T *p, unsigned r) { return (T *)((char *)p + ((long)r - (long)gc_rank()) * (long)gc_shared_stride); }
+static inline void gc_cluster_sync() { gc_cluster_bar->arrive_and_wait(); }
 template <class T> T gc_exchange(T v, int src) {
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  int w = gc_warp(), l = threadIdx.x & 31;
   memcpy(gc_slot[w][l], &v, sizeof v);
-  gc_warp_bar[w]->arrive_and_wait();
+  gc_warp_bars[w]->arrive_and_wait();
   T r;
   memcpy(&r, gc_slot[w][src], sizeof r);
-  gc_warp_bar[w]->arrive_and_wait();
+  gc_warp_bars[w]->arrive_and_wait();
   return r;
 }
 template <class T> T __shfl_xor_sync(unsigned, T v, int m) { return gc_exchange(v, (threadIdx.x & 31) ^ m); }
 template <class T> T __shfl_up_sync(unsigned, T v, int d) { int l = threadIdx.x & 31; return gc_exchange(v, l >= d ? l - d : l); }
 template <class T> T __shfl_sync(unsigned, T v, int s) { return gc_exchange(v, s); }
-static void gc_launch(const function<void()> &k) {
-  for (unsigned b = 0; b < gridDim.x; b++) {
-    barrier<> bb(256);
-    gc_block_bar = &bb;
-    for (int w = 0; w < 8; w++) gc_warp_bar[w] = new barrier<>(32);
+// three clusters of `cluster` blocks, one cluster after another
+static void gc_launch(unsigned cluster, const function<void()> &k) {
+  gc_cluster_size = cluster;
+  gridDim = {3 * cluster, 1, 1};
+  for (unsigned c = 0; c < 3; c++) {
+    barrier<> cb(256 * cluster);
+    vector<barrier<> *> bbs;
+    gc_cluster_bar = &cb;
+    for (unsigned w = 0; w < 8 * cluster; w++) gc_warp_bars[w] = new barrier<>(32);
+    for (unsigned r = 0; r < cluster; r++) bbs.push_back(new barrier<>(256));
     vector<thread> ts;
-    for (unsigned t = 0; t < 256; t++)
-      ts.emplace_back([&, b, t] { blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0}; k(); });
+    for (unsigned r = 0; r < cluster; r++)
+      for (unsigned t = 0; t < 256; t++)
+        ts.emplace_back([&, r, t] {
+          blockIdx = {c * cluster + r, 0, 0}; threadIdx = {t, 0, 0}; gc_block_bar = bbs[r]; k();
+        });
     for (auto &t : ts) t.join();
-    for (int w = 0; w < 8; w++) delete gc_warp_bar[w];
+    for (unsigned w = 0; w < 8 * cluster; w++) delete gc_warp_bars[w];
+    for (auto *bb : bbs) delete bb;
   }
 }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
@@ -108,15 +136,15 @@ static inline gc_bf16 gc_f2bf(float f) {
 }
 // mma for one warp: every lane's fragments through a slot; place(s, A, B, g, t) puts lane
 // (g, t)'s values where PTX's layout has them, and D += A B over K taps
-static unsigned gc_mma_slot[8][32][6];
+static unsigned gc_mma_slot[GC_MAX_CLUSTER * 8][32][6];
 template <int K, class Place> static void gc_mma_warp(float *c, const unsigned *a, const unsigned *b, Place place) {
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  int w = gc_warp(), l = threadIdx.x & 31;
   memcpy(gc_mma_slot[w][l], a, 16);
   memcpy(gc_mma_slot[w][l] + 4, b, 8);
-  gc_warp_bar[w]->arrive_and_wait();
+  gc_warp_bars[w]->arrive_and_wait();
   float A[16][16], B[16][8];
   for (int L = 0; L < 32; L++) place(gc_mma_slot[w][L], A, B, L >> 2, L & 3);
-  gc_warp_bar[w]->arrive_and_wait();
+  gc_warp_bars[w]->arrive_and_wait();
   int g = l >> 2, t = l & 3;
   for (int j = 0; j < 4; j++) {
     float sum = 0;
@@ -153,13 +181,13 @@ static void gc_mma_tf32(float *c, const unsigned *a, const unsigned *b) {
   });
 }
 // ldmatrix.x4: every lane's row address through a slot
-static const void *gc_ldsm_row[8][32];
+static const void *gc_ldsm_row[GC_MAX_CLUSTER * 8][32];
 static void gc_ldsm4(unsigned *r, const void *p) {
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  int w = gc_warp(), l = threadIdx.x & 31;
   gc_ldsm_row[w][l] = p;
-  gc_warp_bar[w]->arrive_and_wait();
+  gc_warp_bars[w]->arrive_and_wait();
   for (int i = 0; i < 4; i++) memcpy(&r[i], (const unsigned char *)gc_ldsm_row[w][8 * i + l / 4] + 4 * (l % 4), 4);
-  gc_warp_bar[w]->arrive_and_wait();
+  gc_warp_bars[w]->arrive_and_wait();
 }
 static inline gc_bf16 gc_d2bf(double d) {
   float f = (float)d;  // to odd, as the preamble's: toward zero, then the sticky bit
@@ -176,7 +204,7 @@ DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "i
 BYTES = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
          "f16": 2, "bf16": 2}
 KERNEL = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)"
-                    r"(?:.|\n)*?__launch_bounds__\(256(?:, \d+)?\) (\w+)\(")
+                    r"(?:.|\n)*?__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\((\d+), 1, 1\) )?(\w+)\(")
 VALUE = re.compile(r"%([\w.]+): (\w+)\[([0-9, ]*)\]")
 
 
@@ -204,7 +232,7 @@ def host_main(d, src, inputs, outs, expect):
     lines = ["int main() {"]
     sizes = {}
     kernels = []
-    for ins, outv, kernel in KERNEL.findall(src):
+    for ins, outv, cluster, kernel in KERNEL.findall(src):
         names = []
         for seg in (ins, outv):
             for name, dt, dims in VALUE.findall(seg):
@@ -214,7 +242,7 @@ def host_main(d, src, inputs, outs, expect):
                 name = name.replace(".", "_dot_")  # a C identifier ("x.bf16": a cast's)
                 sizes[name] = max(sizes.get(name, 0), n * BYTES[dt])
                 names.append(name)
-        kernels.append((kernel, names))
+        kernels.append((kernel, int(cluster or 1), names))
     for name, nbytes in sizes.items():
         lines.append(f"  static unsigned char b_{name}[{nbytes} + 16];")
     for name, a in inputs.items():
@@ -223,13 +251,13 @@ def host_main(d, src, inputs, outs, expect):
         if name in sizes:
             lines.append(f'  {{ FILE *f = fopen("{d}/in_{name}.bin", "rb"); '
                          f'if (!f || fread(b_{name}, 1, {a.nbytes}, f) != {a.nbytes}) return 2; fclose(f); }}')
-    for kernel, names in kernels:
-        params = re.search(r"__launch_bounds__\(256(?:, \d+)?\) " + kernel + r"\(([^)]*)\)", src).group(1)
+    for kernel, cluster, names in kernels:
+        params = re.search(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\(\d+, 1, 1\) )?" + kernel + r"\(([^)]*)\)", src).group(1)
         args = []
         for p in params.split(","):
             m = re.match(r"\s*(const )?(\w+) \*(?:__restrict__ )?(in|out)(\d+)", p)
             args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
-        lines.append(f"  gc_launch([&] {{ {kernel}({', '.join(args)}); }});")
+        lines.append(f"  gc_launch({cluster}, [&] {{ {kernel}({', '.join(args)}); }});")
     for i, (o, e) in enumerate(zip(outs, expect)):
         lines.append(f'  {{ FILE *f = fopen("{d}/out{i}.bin", "wb"); fwrite(b_{o}, 1, {e.nbytes}, f); fclose(f); }}')
     lines.append("  return 0;\n}\n")
@@ -672,6 +700,13 @@ def cases():
         # the weights as 16-byte vectors (K a multiple of 8), two column tiles, the second partial
         ("bf16_conv_weight_vectors", {"x": f(2, 7, 6, 16), "w": f(72, 3, 3, 16), "b": f(72)},
          "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}"),
+        # K split over the blocks of a cluster (few tiles, many taps), summed in shared
+        # memory: 3 blocks, the last one's share ends inside a step; 4 blocks with the
+        # epilogue applied to the sum
+        ("conv_3xtf32_split_k", {"x": f(1, 40, 7, 7), "w": f(36, 40, 3, 3), "b": f(36)},
+         "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}"),
+        ("bf16_conv_split_k", {"x": f(1, 6, 6, 64), "w": f(24, 3, 3, 64), "r": f(1, 6, 6, 24)},
+         "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%a = add(%c, %r)\n%y = relu(%a)"),
     ]
 
 
