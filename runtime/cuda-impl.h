@@ -35,7 +35,8 @@
   X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)                               \
   X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulPreferenceCreate)                      \
   X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)                 \
-  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul) X(cublasLtMatmulAlgoConfigGetAttribute)
+  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul) X(cublasLtMatmulAlgoConfigGetAttribute)  \
+  X(cublasLtMatmulAlgoConfigSetAttribute) X(cublasLtMatmulAlgoCheck)
 
 #define GPUCC_MEMBER(f) __typeof__(&f) f;
 

@@ -26,9 +26,10 @@ typedef struct Launch {
 
 /* cuBLASLt's heuristic ranks algorithms without running them. Its first choice is often
  * not the fastest here, and may run as two or three kernels (a split-K reduction, or an
- * epilogue its main kernel lacks), so create asks for its best TUNE_MAX and times them
- * (tune_gemms). */
-enum { TUNE_MAX = 8 };
+ * epilogue its main kernel lacks), so create asks for its best TUNE_MAX, adds each one
+ * that splits K once more with K whole (one kernel, where cuBLASLt takes that), and times
+ * them all (tune_gemms). */
+enum { TUNE_MAX = 8, TUNE_CANDS = 2 * TUNE_MAX };
 
 /* A GEMM step, resolved: descriptors, layouts (A, B, C, D) and the chosen algorithm.
  * alpha and beta live here because cuBLASLt reads them through pointers. */
@@ -241,6 +242,34 @@ static GpuccStatus lt_layout(GpuccModel *m, int i, cublasLtMatrixLayout_t *out, 
   return GPUCC_OK;
 }
 
+/* The candidates res[0..n) that split K, each again with K whole (SPLITK_NUM 1, no
+ * reduction: one kernel), where cuBLASLt takes it with at most ws bytes of workspace:
+ * written to out, their count returned. */
+static int whole_k_twins(const GpuccModel *m, int i, const cublasLtMatmulHeuristicResult_t *res,
+                         int n, uint64_t ws, cublasLtMatmulHeuristicResult_t *out) {
+  const LtApi *lt = m->lt;
+  const Gemm *G = &m->gemms[i];
+  int count = 0;
+  for (int j = 0; j < n; j++) {
+    int32_t splits = 1, one = 1;
+    uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulHeuristicResult_t t = res[j];
+    if (lt->cublasLtMatmulAlgoConfigGetAttribute(&t.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                 &splits, sizeof splits, NULL) ||
+        splits <= 1 ||
+        lt->cublasLtMatmulAlgoConfigSetAttribute(&t.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
+                                                 sizeof one) ||
+        lt->cublasLtMatmulAlgoConfigSetAttribute(&t.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                 &none, sizeof none) ||
+        lt->cublasLtMatmulAlgoCheck(m->lt_handle, G->desc, G->layout[0], G->layout[1],
+                                    G->layout[2], G->layout[3], &t.algo, &t) ||
+        t.state != CUBLAS_STATUS_SUCCESS || t.workspaceSize > ws)
+      continue;
+    out[count++] = t;
+  }
+  return count;
+}
+
 static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
   const GpuccGemm *g = &m->plan->steps[i].gemm;
   Gemm *G = &m->gemms[i];
@@ -330,11 +359,14 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
   }
   G->algo = res[0].algo;
   G->workspace = res[0].workspaceSize;
-  if (n > 1) {
-    if (!(G->cand = malloc((size_t)n * sizeof *G->cand)))
+  cublasLtMatmulHeuristicResult_t cand[TUNE_CANDS];
+  memcpy(cand, res, (size_t)n * sizeof *cand);
+  int ncand = n + whole_k_twins(m, i, res, n, ws, cand + n);
+  if (ncand > 1) {
+    if (!(G->cand = malloc((size_t)ncand * sizeof *G->cand)))
       return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
-    memcpy(G->cand, res, (size_t)n * sizeof *G->cand);
-    G->ncand = n;
+    memcpy(G->cand, cand, (size_t)ncand * sizeof *G->cand);
+    G->ncand = ncand;
   }
   return GPUCC_OK;
 }
@@ -406,10 +438,13 @@ static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
  * Each GEMM's candidates run as the model's graph will run them: TUNE_REPS calls captured
  * into a graph, replayed, the least time of TUNE_ROUNDS replays kept. The fastest wins,
  * unless one within TUNE_SLACK of it runs fewer kernels: a launch saved is worth more to
- * the whole graph than a difference inside the noise. A GEMM the same as an earlier one
- * in everything but its addresses' offsets (types, shapes, strides, epilogue, beta,
- * alignments) takes that one's choice. GPUCC_GEMM_TUNE=0 at create keeps the heuristic's
- * first choice; =log prints each GEMM's candidates and the choice to stderr. */
+ * the whole graph than a difference inside the noise. GPUCC_GEMM_TUNE=fewest at create
+ * takes the fastest of those that run as the fewest kernels, however slow: every GEMM one
+ * kernel of the graph wherever cuBLASLt has one for it (f32 GEMMs of few rows then give up
+ * their split K, at up to 4x the time: docs/perf.md). A GEMM the same as an earlier one in
+ * everything but its addresses' offsets (types, shapes, strides, epilogue, beta,
+ * alignments) takes that one's choice. GPUCC_GEMM_TUNE=0 keeps the heuristic's first
+ * choice; =log prints each GEMM's candidates and the choice to stderr. */
 
 enum { TUNE_REPS = 4, TUNE_ROUNDS = 5 };
 #define TUNE_SLACK 0.03
@@ -488,7 +523,7 @@ static GpuccStatus capture_algo(GpuccModel *m, int i, const cublasLtMatmulHeuris
  * candidates taking turns so that a slow spell of the GPU falls on all of them. */
 static GpuccStatus time_algos(GpuccModel *m, int i, CUevent ev[2], Trial *t) {
   const Gemm *G = &m->gemms[i];
-  CUgraphExec exec[TUNE_MAX] = {NULL};
+  CUgraphExec exec[TUNE_CANDS] = {NULL};
   GpuccStatus st = GPUCC_OK;
   for (int c = 0; c < G->ncand && !st; c++) st = capture_algo(m, i, &G->cand[c], &t[c], &exec[c]);
   for (int round = 0; round <= TUNE_ROUNDS && !st; round++)
@@ -526,7 +561,7 @@ static int same_gemm(const GpuccModel *m, int i) {
   return -1;
 }
 
-static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool log) {
+static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool fewest, bool log) {
   Gemm *G = &m->gemms[i];
   int j = same_gemm(m, i);
   if (j >= 0) {
@@ -534,18 +569,20 @@ static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool log) {
     G->workspace = m->gemms[j].workspace;
     return GPUCC_OK;
   }
-  Trial t[TUNE_MAX];
+  Trial t[TUNE_CANDS];
   GpuccStatus st = time_algos(m, i, ev, t);
   if (st) return st;
   int best = -1, pick;
   for (int c = 0; c < G->ncand; c++)
     if (isfinite(t[c].us) && (best < 0 || t[c].us < t[best].us)) best = c;
   if (best < 0) return GPUCC_OK; /* none ran alone: keep the heuristic's first */
-  pick = best; /* then the fewest kernels within the slack, the faster of equals */
+  pick = best; /* then the fewest kernels (within the slack), the faster of equals */
   for (int c = 0; c < G->ncand; c++) {
     bool fewer = t[c].kernels < t[pick].kernels,
          equal = t[c].kernels == t[pick].kernels && t[c].us < t[pick].us;
-    if (t[c].us <= t[best].us * (1 + TUNE_SLACK) && (fewer || equal)) pick = c;
+    if (isfinite(t[c].us) && (fewest || t[c].us <= t[best].us * (1 + TUNE_SLACK)) &&
+        (fewer || equal))
+      pick = c;
   }
   G->algo = G->cand[pick].algo;
   G->workspace = G->cand[pick].workspaceSize;
@@ -570,7 +607,7 @@ static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool log) {
 static GpuccStatus tune_gemms(GpuccModel *m) {
   const char *env = getenv("GPUCC_GEMM_TUNE");
   if (env && !strcmp(env, "0")) return GPUCC_OK;
-  bool log = env && !strcmp(env, "log");
+  bool log = env && !strcmp(env, "log"), fewest = env && !strcmp(env, "fewest");
   const CuApi *cu = m->cu;
   CUevent ev[2] = {NULL, NULL};
   CUresult r;
@@ -580,7 +617,7 @@ static GpuccStatus tune_gemms(GpuccModel *m) {
     st = gpucc_cu_fail(cu, r, "cuEventCreate");
   for (int i = 0; i < m->plan->nsteps && !st; i++)
     if (m->plan->steps[i].kind == GPUCC_STEP_GEMM && m->gemms[i].ncand)
-      st = tune_gemm(m, i, ev, log);
+      st = tune_gemm(m, i, ev, fewest, log);
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu->cuEventDestroy(ev[k]);
   return st;

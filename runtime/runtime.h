@@ -283,6 +283,9 @@ static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
  * GPUCC_GEMM_TUNE=0: each GEMM keeps cuBLASLt's first heuristic choice, untimed, so two
  * loads of one model choose alike (timed choices may differ between loads, and with them
  * the order of a GEMM's sums: results may differ in the last bits);
+ * GPUCC_GEMM_TUNE=fewest: each GEMM takes the fastest of the candidates that run as the
+ * fewest kernels (a candidate that splits K is also timed with K whole), rather than the
+ * fastest: one kernel a GEMM, slower for f32 GEMMs of few rows.
  * GPUCC_GEMM_TUNE=log: each GEMM's candidates (time and kernels per call) and the choice
  * are printed to stderr.
  */

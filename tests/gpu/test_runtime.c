@@ -3,7 +3,7 @@
  * A kernel compiled with NVRTC in the test (the runtime itself never sees NVRTC), a
  * cuBLASLt GEMM with a broadcast batch, a copy and a memset, run through the model API
  * with device pointers and with host buffers; the PTX path and the PTX fallback for a
- * cubin of another architecture; GPUCC_RUNTIME_DEBUG and GPUCC_GEMM_TUNE=0; the kernels
+ * cubin of another architecture; GPUCC_RUNTIME_DEBUG, GPUCC_GEMM_TUNE=0 and =fewest; the kernels
  * per inference; and the clean errors: wrong input shape, a kernel name the module lacks
  * (everything freed), an arena too big for the GPU.
  *
@@ -263,6 +263,18 @@ static void test_modules_and_debug(void) {
   plan = make_plan(MOD_CUBIN, "k_affine", 4096, &len);
   m = create(plan, len);
   if (m) run_host_and_check(m, 1.5f, "GPUCC_GEMM_TUNE=0");
+  gpucc_model_destroy(m);
+  free(plan);
+
+  /* The fastest one-kernel candidate (a split K given up where cuBLASLt has the GEMM
+   * whole): the kernel and the GEMM, two kernels. */
+  setenv("GPUCC_GEMM_TUNE", "fewest", 1);
+  plan = make_plan(MOD_CUBIN, "k_affine", 4096, &len);
+  m = create(plan, len);
+  if (m) {
+    run_host_and_check(m, 0.5f, "GPUCC_GEMM_TUNE=fewest");
+    CHECK(gpucc_model_kernels(m) == 2);
+  }
   gpucc_model_destroy(m);
   free(plan);
   unsetenv("GPUCC_GEMM_TUNE");
