@@ -102,8 +102,7 @@ typedef struct Program {
 
 typedef struct CodegenOptions {
   int sm; /* the target's compute capability times ten (80, 86, 89, 90); 0: 90. From 90
-             on, implicit GEMMs split K over the blocks of a thread block cluster, and f32
-             linear layers run as implicit GEMMs rather than cuBLASLt's */
+             on, implicit GEMMs split K over the blocks of a thread block cluster */
 } CodegenOptions;
 
 /* Generates the program of g, which must verify and have only concrete shapes (a
