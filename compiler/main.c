@@ -644,7 +644,7 @@ static int emit_code(Graph *g, const Options *o) {
   free(sizes);
   if (rc)
     return diag_exit(&d, EXIT_INPUT);
-  CodegenOptions co = {.sm = nvrtc_arch_sm(o->arch ? o->arch : NVRTC_DEFAULT_ARCH)};
+  CodegenOptions co = {.sm = nvrtc_arch_sm(o->arch)};
   Program *p = codegen_graph(g, &co, &d);
   if (!p)
     return diag_exit(&d, EXIT_INPUT);

@@ -24,7 +24,7 @@ int nvrtc_check_arch(const char *arch, Diag *d) {
                     arch);
 }
 
-int nvrtc_arch_sm(const char *arch) { return atoi(arch + 3); }
+int nvrtc_arch_sm(const char *arch) { return atoi((arch ? arch : NVRTC_DEFAULT_ARCH) + 3); }
 
 void nvrtc_output_free(NvrtcOutput *o) {
   free(o->cubin);

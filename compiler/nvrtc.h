@@ -29,7 +29,8 @@ typedef struct NvrtcOutput {
 
 /* 0 when arch is one gpucc targets; else -1 with the list of them in d. */
 int nvrtc_check_arch(const char *arch, Diag *d);
-/* The compute capability of a known arch times ten: "sm_90a" gives 90. */
+/* The compute capability of a known arch (NULL: the default) times ten: "sm_90a" gives
+ * 90. */
 int nvrtc_arch_sm(const char *arch);
 /* Compiles source (named `name` in messages, e.g. "model.cu"). 0, or -1 with d set. */
 int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,

@@ -337,7 +337,7 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
     uint32_t a = alignment_of(ptrs[j]);
     s = lt->cublasLtMatmulPreferenceSetAttribute(pref, align_attr[j], &a, sizeof a);
   }
-  cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
+  cublasLtMatmulHeuristicResult_t res[TUNE_CANDS]; /* the heuristic's, then their twins */
   memset(res, 0, sizeof res);
   int nres = 0;
   if (!s)
@@ -359,14 +359,12 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
   }
   G->algo = res[0].algo;
   G->workspace = res[0].workspaceSize;
-  cublasLtMatmulHeuristicResult_t cand[TUNE_CANDS];
-  memcpy(cand, res, (size_t)n * sizeof *cand);
-  int ncand = n + whole_k_twins(m, i, res, n, ws, cand + n);
-  if (ncand > 1) {
-    if (!(G->cand = malloc((size_t)ncand * sizeof *G->cand)))
+  n += whole_k_twins(m, i, res, n, ws, res + n);
+  if (n > 1) {
+    if (!(G->cand = malloc((size_t)n * sizeof *G->cand)))
       return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
-    memcpy(G->cand, cand, (size_t)ncand * sizeof *G->cand);
-    G->ncand = ncand;
+    memcpy(G->cand, res, (size_t)n * sizeof *G->cand);
+    G->ncand = n;
   }
   return GPUCC_OK;
 }
