@@ -63,6 +63,207 @@ static int int_matmul(Cg *cg, const Node *n, int64_t M, int64_t K, int64_t N, in
   return 0;
 }
 
+/* ---------------------------------------------------------------- f32 GEMMs on tensor cores
+ *
+ * cuBLASLt's f32 GEMMs run on CUDA cores, and with few rows (a transformer at batch 1)
+ * they split K into a second kernel. An f32 linear layer whose weights are stored [N, K]
+ * (transpose_b = 1: passes/layout.c arranges it) runs instead as this kernel, one launch:
+ *
+ * - A block computes a 64 x 64 tile of the output, walking K in steps of 32 taps. Three
+ *   stages of shared memory are in flight: cp.async copies step s + 2's rows of A and B
+ *   while the warps multiply step s's, with no registers on the way. A row's 16-byte
+ *   chunk c is stored at chunk c ^ (row & 7), so that ldmatrix's eight rows and the
+ *   copies' stores fall in distinct banks.
+ * - Warp w multiplies the 32 x 32 quarter w & 3 of the tile over taps 16 (w >> 2) .. +16
+ *   of each step, so both halves of K run at once; the halves' tiles are summed as the
+ *   tile is stored.
+ * - 3xTF32: each fragment value is split into its TF32 rounding and the exact rest
+ *   (gc_tf32_parts), and the cross terms and the big parts' product make each product to
+ *   within about 2^-21 of f32's. A step's products are summed apart and added to the
+ *   accumulators by f32 adds: tensor cores truncate as they accumulate (see codegen/nn.c's
+ *   implicit GEMM).
+ * - From sm_90, when the tiles would not fill the SMs (tc_splits), the blocks of a
+ *   thread block cluster share a tile's K steps and sum their partial tiles through
+ *   distributed shared memory, in rank order (results repeat from run to run).
+ * - An inf or NaN input makes the split parts NaN; a NaN sum is computed again in f32 by
+ *   the thread that stores it, so non-finite inputs give f32's answer.
+ * The group's epilogue (bias, residual, activation: any pointwise chain) is applied as
+ * each element is stored. */
+enum { TC_TILE = 64, TC_BK = 32, TC_SMS = 132, TC_MAX_SPLIT = 4 };
+
+/* The blocks that share a tile's K steps, for M rows in NT column tiles. Two blocks fit an
+ * SM at once (256 threads of 128 registers); the blocks of the tiles (counted by their
+ * rows: a last tile of 5 rows weighs 5/64) should fill those slots, and while they do
+ * not, K is split at least 2 ways; at most 4 ways (more cost more in the partial tiles'
+ * sum than they gain: BERT's and ViT's GEMMs at batch 1, timed on an H100), each block
+ * at least 3 steps; then as few blocks as give each that many steps. */
+static int64_t tc_splits(const Cg *cg, int64_t M, int64_t NT, int64_t steps) {
+  int64_t slots = 2 * TC_SMS * TC_TILE, work = M * NT; /* in rows of a tile */
+  int64_t s = work < slots ? slots / work : 1;
+  s = work < slots && s < 2 ? 2 : s;
+  s = s < TC_MAX_SPLIT ? s : TC_MAX_SPLIT;
+  s = s < steps / 3 ? s : steps / 3;
+  if (cg->sm < 90 || s < 2)
+    return 1;
+  int64_t per = (steps + s - 1) / s;
+  return (steps + per - 1) / per;
+}
+
+/* Whether matmul n (rows [M, K] times b, its batch folded into M) runs as tc_gemm: f32
+ * with f32's accuracy, weights [N, K], rows of K a multiple of 4 that start 16 bytes apart
+ * (ld and offset in elements: the rows of a view, or K and 0). */
+static bool tc_gemm_fits(const Node *n, int64_t K, bool tb, bool rows, int64_t ld, int64_t off) {
+  const Value *a = n->in[0], *b = n->in[1], *y = n->out[0];
+  return tb && rows && a->type.dtype == DT_F32 && y->type.dtype == DT_F32 &&
+         !attr_int(n, "tf32") && b->type.shape.rank == 2 && K % 4 == 0 && K > 0 &&
+         ld % 4 == 0 && off % 4 == 0;
+}
+
+/* rows m of A: in0[off + m * ld + k] */
+static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64_t ld,
+                   int64_t off) {
+  int64_t MT = (M + TC_TILE - 1) / TC_TILE, NT = (N + TC_TILE - 1) / TC_TILE, tiles = MT * NT;
+  int64_t steps = (K + TC_BK - 1) / TC_BK, S = tc_splits(cg, M, NT, steps);
+  int64_t KS = (steps + S - 1) / S * TC_BK; /* rank r sums the taps [r KS, (r + 1) KS) */
+  double scale = attr_float(n, "scale");
+  const char *offs = off ? cg_fmt(cg, "%" PRId64 " + ", off) : "";
+  const char *note = cg_fmt(cg, "GEMM on tensor cores, 3xTF32 (f32 accuracy): %" PRId64 " x %" PRId64
+                            " x %" PRId64 " in 64 x 64 tiles, 3 cp.async stages%s", M, N, K,
+                            S > 1 ? cg_fmt(cg, ", K split over the %" PRId64 " blocks of a cluster", S) : "");
+  cg->min_blocks = 2; /* at most 128 registers */
+  cg->cluster = (int)S;
+  const char *name = cg_kernel_begin(cg, n, note);
+  Buf *b = &cg->src;
+  int64_t span = off + M * ld; /* A's elements as read (a view's base may be larger) */
+  int64_t most = cg_max_numel(n) > span ? cg_max_numel(n) : span;
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(most));
+  buf_printf(b,
+      "  /* three stages of A's and B's 32 taps of 64 rows (chunk c of row r at c ^ (r & 7)),\n"
+      "   * then the tile of each half of K */\n"
+      "  typedef union alignas(128) { struct { float a[64][32], b[64][32]; } st[3]; float c[2][64][68]; } gc_smem;\n"
+      "  GC_BLOCK_SHARED(gc_smem, sm);\n"
+      "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
+      "  const int wm = (warp & 1) * 32, wn = (warp >> 1 & 1) * 32, kh = warp >> 2;\n"
+      "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n");
+  if (S > 1)
+    buf_printf(b,
+        "  const int rank = (int)(blockIdx.x %% %" PRId64 "), kb = rank * %" PRId64 ", ke = kb + %" PRId64 " < %" PRId64 " ? kb + %" PRId64 " : %" PRId64 ";\n",
+        S, KS, KS, K, KS, K);
+  else
+    buf_printf(b, "  const int rank = 0, kb = 0, ke = %" PRId64 ";\n", K);
+  buf_printf(b,
+      "  const int nk = (ke - kb + 31) / 32;\n"
+      "  for (idx_t tile = blockIdx.x / %" PRId64 "; tile < %" PRId64 "; tile += gridDim.x / %" PRId64 ") {\n"
+      "    const idx_t m0 = tile %% %" PRId64 " * 64;\n"
+      "    const int n0 = (int)(tile / %" PRId64 ") * 64;\n"
+      "    auto load = [&](int s, int k0) { /* taps k0 .. k0 + 31 of the tile's rows into stage s */\n"
+      "#pragma unroll\n"
+      "      for (int q = 0; q < 2; q++) {\n"
+      "        const int e = tid + 256 * q, r = e >> 3, c = e & 7, k = k0 + 4 * c;\n"
+      "        gc_cp16(&sm.st[s].a[r][(c ^ (r & 7)) * 4], in0, %s(m0 + r) * %" PRId64 " + k, m0 + r < %" PRId64 " && k < ke);\n"
+      "        gc_cp16(&sm.st[s].b[r][(c ^ (r & 7)) * 4], in1, (idx_t)(n0 + r) * %" PRId64 " + k, n0 + r < %" PRId64 " && k < ke);\n"
+      "      }\n"
+      "    };\n"
+      "    float acc[2][4][4] = {};\n"
+      "    load(0, kb);\n"
+      "    gc_cp_commit();\n"
+      "    if (nk > 1) load(1, kb + 32);\n"
+      "    gc_cp_commit();\n"
+      "    for (int it = 0; it < nk; it++) {\n"
+      "      gc_cp_wait<1>(); /* this thread's copies of step it have landed */\n"
+      "      __syncthreads(); /* everyone's; and step it - 1's stage is free again */\n"
+      "      if (it + 2 < nk) load((it + 2) %% 3, kb + 32 * (it + 2));\n"
+      "      gc_cp_commit();\n"
+      "      const auto &s = sm.st[it %% 3];\n"
+      "      float p[2][4][4] = {}; /* this step's products */\n"
+      "#pragma unroll\n"
+      "      for (int h = 0; h < 2; h++) { /* 8 taps, one mma.m16n8k8 */\n"
+      "        const int kc = kh * 4 + h * 2; /* the taps' first chunk */\n"
+      "        unsigned fa[2][4], fb[4][2], la[2][4], lb[4][2];\n"
+      "#pragma unroll\n"
+      "        for (int i = 0; i < 2; i++) {\n"
+      "          const int r = wm + i * 16 + lr + (lm & 1) * 8, c = kc + (lm >> 1);\n"
+      "          gc_ldsm4(fa[i], &s.a[r][(c ^ (r & 7)) * 4]);\n"
+      "        }\n"
+      "#pragma unroll\n"
+      "        for (int j = 0; j < 4; j += 2) {\n"
+      "          const int r = wn + j * 8 + lr + (lm >> 1) * 8, c = kc + (lm & 1);\n"
+      "          unsigned u[4];\n"
+      "          gc_ldsm4(u, &s.b[r][(c ^ (r & 7)) * 4]);\n"
+      "          fb[j][0] = u[0]; fb[j][1] = u[1]; fb[j + 1][0] = u[2]; fb[j + 1][1] = u[3];\n"
+      "        }\n"
+      "#pragma unroll\n"
+      "        for (int e = 0; e < 8; e++) la[e >> 2][e & 3] = gc_tf32_parts(fa[e >> 2][e & 3]);\n"
+      "#pragma unroll\n"
+      "        for (int e = 0; e < 8; e++) lb[e >> 1][e & 1] = gc_tf32_parts(fb[e >> 1][e & 1]);\n"
+      "#pragma unroll\n"
+      "        for (int i = 0; i < 2; i++)\n"
+      "#pragma unroll\n"
+      "          for (int j = 0; j < 4; j++) {\n"
+      "            gc_mma_tf32(p[i][j], la[i], fb[j]);\n"
+      "            gc_mma_tf32(p[i][j], fa[i], lb[j]);\n"
+      "            gc_mma_tf32(p[i][j], fa[i], fb[j]);\n"
+      "          }\n"
+      "      }\n"
+      "#pragma unroll\n"
+      "      for (int e = 0; e < 32; e++) acc[e >> 4][e >> 2 & 3][e & 3] += p[e >> 4][e >> 2 & 3][e & 3];\n"
+      "    }\n"
+      "    gc_cp_wait<0>();\n"
+      "    __syncthreads(); /* the stages are the tile's memory too */\n"
+      "#pragma unroll\n"
+      "    for (int i = 0; i < 2; i++)\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < 4; j++) {\n"
+      "        const int r = wm + i * 16 + g, c = wn + j * 8 + 2 * t4;\n"
+      "        sm.c[kh][r][c] = acc[i][j][0]; sm.c[kh][r][c + 1] = acc[i][j][1];\n"
+      "        sm.c[kh][r + 8][c] = acc[i][j][2]; sm.c[kh][r + 8][c + 1] = acc[i][j][3];\n"
+      "      }\n",
+      S, tiles, S, MT, MT, offs, ld, M, K, N);
+  /* a cluster's blocks read each other's tiles: they wait for every one stored, and none
+   * goes on to overwrite its own until all have read */
+  const char *sync = S > 1 ? "gc_cluster_sync()" : "__syncthreads()";
+  buf_printf(b, "    %s;\n", sync);
+  if (S > 1)
+    buf_printf(b,
+        "    const float *part[%" PRId64 "]; /* the blocks' tiles, by rank */\n"
+        "#pragma unroll\n"
+        "    for (int r = 0; r < %" PRId64 "; r++) part[r] = gc_cluster_map(&sm.c[0][0][0], r);\n",
+        S, S);
+  else
+    buf_puts(b, "    const float *part[1] = {&sm.c[0][0][0]};\n");
+  buf_printf(b,
+      "    for (int e = tid + rank * 256; e < 64 * 16; e += %" PRId64 ") { /* 4 neighbouring outputs a thread */\n"
+      "      const int lm = e >> 4, ln = (e & 15) * 4;\n"
+      "      gc_vec<float, 4> v4 = {};\n"
+      "#pragma unroll\n"
+      "      for (int r = 0; r < %" PRId64 "; r++)\n"
+      "#pragma unroll\n"
+      "        for (int h = 0; h < 2; h++) {\n"
+      "          const gc_vec<float, 4> w = *(const gc_vec<float, 4> *)&part[r][(h * 64 + lm) * 68 + ln];\n"
+      "#pragma unroll\n"
+      "          for (int q = 0; q < 4; q++) v4.e[q] += w.e[q];\n"
+      "        }\n"
+      "      const idx_t m = m0 + lm;\n"
+      "#pragma unroll\n"
+      "      for (int q = 0; q < 4; q++) {\n"
+      "        const int n = n0 + ln + q;\n"
+      "        if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
+      "        float v = v4.e[q];\n"
+      "        if (v != v) { /* an inf or NaN input: the sum again, in f32 */\n"
+      "          v = 0.0f;\n"
+      "          for (int k = 0; k < %" PRId64 "; k++) v = fmaf(in0[%sm * %" PRId64 " + k], in1[(idx_t)n * %" PRId64 " + k], v);\n"
+      "        }\n"
+      "%s"
+      "        const idx_t i = m * %" PRId64 " + n;\n",
+      S * 256, S, M, N, K, offs, ld, K,
+      scale != 1 ? cg_fmt(cg, "        v *= %s;\n", cg_lit(cg, scale, DOM_F32)) : "", N);
+  cg_store_out(cg, n, "i", "v", "        ");
+  buf_printf(b, "      }\n    }\n    %s;\n  }\n}\n", sync);
+  int64_t clusters = tiles < CODEGEN_MAX_BLOCKS / S ? tiles : CODEGEN_MAX_BLOCKS / S;
+  cg_kernel_step(cg, n, name, (unsigned)(clusters * S), CODEGEN_BLOCK);
+  return 0;
+}
+
 /* The matmul n; av non-NULL: its first input is read through that view of another
  * buffer (a fuse group's view nodes before it), which must be a matrix of rows. */
 static int matmul(Cg *cg, const Node *n, const View *av) {
@@ -114,11 +315,26 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
     return cg_error(cg, n, "fuse group %lld: a matmul takes an epilogue or an input view only "
                     "as one f32, f16 or bf16 GEMM with shared weights",
                     (long long)node_fuse_group(n));
+  int64_t rows = M * nbatch, ld = K;
+  bool plain = b_shared && a_full && (!av || (view_rows(av, &rows, &ld) && rows == M * nbatch &&
+                                              av->dims[av->rank - 1] == K));
+  if (rows > 0 && N > 0 && tc_gemm_fits(n, K, tb, plain, ld, av ? av->offset : 0)) {
+    /* the kernel reads A's base buffer (av) and B as they are */
+    View vs[2];
+    if (av) {
+      vs[0] = *av;
+      view_init(&vs[1], b);
+      cg->viewed = n;
+      cg->views = vs;
+    }
+    int rc = tc_gemm(cg, n, rows, N, K, ld, av ? av->offset : 0);
+    cg->viewed = NULL;
+    return rc;
+  }
   if (b_shared && a_full) {
     g.n = M * nbatch; /* the rows of every batch are one tall matrix */
     const char *what = "", *how = "";
     if (av) {
-      int64_t rows, ld;
       if (!view_rows(av, &rows, &ld) || rows != g.n || av->dims[av->rank - 1] != K)
         return cg_error(cg, n, "fuse group %lld: the matmul's input view is no matrix of %" PRId64
                         " rows of %" PRId64, (long long)node_fuse_group(n), g.n, K);

@@ -189,6 +189,12 @@ static void gc_ldsm4(unsigned *r, const void *p) {
   for (int i = 0; i < 4; i++) memcpy(&r[i], (const unsigned char *)gc_ldsm_row[w][8 * i + l / 4] + 4 * (l % 4), 4);
   gc_warp_bars[w]->arrive_and_wait();
 }
+// cp.async: copied at once, so every wait has nothing left to wait for
+template <class T, class I> static void gc_cp16(void *dst, const T *base, I at, bool ok) {
+  if (ok) memcpy(dst, base + at, 16); else memset(dst, 0, 16);
+}
+static inline void gc_cp_commit() {}
+template <int N> static inline void gc_cp_wait() {}
 static inline gc_bf16 gc_d2bf(double d) {
   float f = (float)d;  // to odd, as the preamble's: toward zero, then the sticky bit
   if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.f);
@@ -377,6 +383,14 @@ def cases():
 
     def ints(lo, hi, shape, dt):
         return rng.integers(lo, hi, shape).astype(dt)
+
+    def inf_nan(x):  # rows 3 and 7 with an inf, row 100 with a NaN
+        x[3, 5], x[7, 0], x[100, 10] = np.inf, -np.inf, np.nan
+        return x
+
+    def exact_tap5(w):  # tap 5 of every weight row exact in TF32: inf times its cut rest is NaN
+        w[:, 5] = 0.5
+        return w
 
     edges = [0.0, -0.0, 2.0 ** -10, 3 * 2.0 ** -10, 5 * 2.0 ** -10, 2.0 ** -9, 7.5 * 2.0 ** -9,
              2.0 ** -6, 1.0625, 1.1875, 1.0, 240.0, 248.0, 440.0, 448.0, 449.0, 464.0, 480.0,
@@ -707,6 +721,17 @@ def cases():
          "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}"),
         ("bf16_conv_split_k", {"x": f(1, 6, 6, 64), "w": f(24, 3, 3, 64), "r": f(1, 6, 6, 24)},
          "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%a = add(%c, %r)\n%y = relu(%a)"),
+        # f32 linear layers (weights [N, K]) on tensor cores, 3xTF32: partial row and column
+        # tiles, K split over 2 blocks of a cluster, the second's last step partial; 4 blocks
+        # with the group's epilogue (bias, residual, ReLU) applied to their sum; one block,
+        # with an inf and a NaN among the inputs (those rows' sums again in f32)
+        ("gemm_3xtf32", {"x": f(3, 70, 200), "w": f(72, 200)}, "%y = matmul(%x, %w) {transpose_b = 1}"),
+        ("fused_gemm_3xtf32_split_k", {"x": f(2, 33, 512), "w": f(40, 512), "b": f(40), "r": f(2, 33, 40)},
+         "%m = matmul(%x, %w) {transpose_b = 1}\n%a = add(%m, %b)\n%s = add(%a, %r)\n%y = relu(%s)"),
+        # token 3 of each sequence, read where it is (rows 108 floats apart, 12 in)
+        ("fused_gemm_3xtf32_view", {"x": f(5, 9, 12), "w": f(20, 12)},
+         "%t = const i64[] 3\n%g = gather(%x, %t) {axis = 1}\n%y = matmul(%g, %w) {transpose_b = 1}"),
+        ("gemm_3xtf32_inf", {"x": inf_nan(f(130, 64)), "w": exact_tap5(f(200, 64))}, "%y = matmul(%x, %w) {transpose_b = 1, scale = 0.5}"),
     ]
 
 
