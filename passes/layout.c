@@ -17,11 +17,16 @@
  * moved to channels last (read by the first convolution's kernel through strides, see
  * fuse's conv_prologues) and a transpose back where a value leaves the convolutional
  * part; a transpose that only moves dims of size 1 (after a global pool) is a reshape.
- * Last, the 1x1 convolutions whose epilogue cuBLASLt applies become matmuls; but f32 ones
- * (3xTF32) over few pixels stay convolutions: cuBLASLt's f32 GEMMs run on CUDA cores and
- * with few rows split K into a second kernel, where the convolution's kernel splits K over
- * the blocks of a cluster in one launch (codegen/nn.c). f64 graphs keep their layout:
- * their convolutions are direct kernels either way. */
+ * Then the 1x1 convolutions whose epilogue cuBLASLt applies become matmuls; but f32 ones
+ * (3xTF32) over few pixels stay convolutions, whose kernel splits K over the blocks of a
+ * cluster in one launch (codegen/nn.c). That rule was measured against cuBLASLt's f32
+ * GEMMs, which run on CUDA cores and with few rows split K into a second kernel; f32
+ * GEMMs now run on gpucc's own kernel (below), and the rule has not been measured again.
+ * f64 graphs keep their layout: their convolutions are direct kernels either way.
+ *
+ * Last, every f32 linear layer of f32 accuracy gets its weights stored [N, K]
+ * (transpose_b = 1; the 1x1 convolutions' as stored): codegen runs those on its own GEMM
+ * on tensor cores (3xTF32, codegen/gemm.c), which reads both operands along K. */
 #include "passes/passes-impl.h"
 
 #include <stdio.h>
@@ -40,15 +45,15 @@ static bool spatial_op(const Node *n) {
   }
 }
 
-/* Constant w with its dims in the order perm, as a new constant named <w>.nhwc. */
-static Value *permuted_const(Graph *g, const Value *w, const int64_t *perm) {
+/* Constant w with its dims in the order perm, as a new constant named <w>.<suffix>. */
+static Value *permuted_const(Graph *g, const Value *w, const int64_t *perm, const char *suffix) {
   const Tensor *t = w->data;
   int64_t dims[IR_MAX_RANK];
   for (int j = 0; j < t->rank; j++)
     dims[j] = t->dims[perm[j]];
   Tensor *p = tensor_in_arena(g->arena, t->dtype, t->rank, dims);
   tensor_permute(t, perm, p);
-  return pass_add_const(g, w->name, "nhwc", p);
+  return pass_add_const(g, w->name, suffix, p);
 }
 
 /* n (a spatial op) as transpose(its channels_last twin over transposed operands). */
@@ -66,7 +71,7 @@ static int to_channels_last(Graph *g, Node *n, PassContext *ctx) {
     in[k] = n->in[k];
   if (n->op == OP_CONV) {
     Value *w = n->in[1];
-    in[1] = w->kind == VK_CONST ? permuted_const(g, w, last)
+    in[1] = w->kind == VK_CONST ? permuted_const(g, w, last, "nhwc")
                                 : pass_insert_before(g, n, OP_TRANSPOSE, &w, 1, &pl, 1, w->name,
                                                      "nhwc", ctx->diag);
     if (!in[1])
@@ -236,23 +241,32 @@ static bool gemm_epilogue_fits(const Graph *g, const Value *y) {
   return !u || !pointwise(u);
 }
 
-/* A GEMM convolution as matmul(x, w^T) + bias: [N, H, W, C] @ [C, M]. The fuse pass
- * gives the matmul its bias, residual and ReLU as cuBLASLt epilogues. */
+/* A GEMM convolution as matmul(x, w^T) + bias: [N, H, W, C] @ [C, M], or with the
+ * weights as stored, [M, C] (transpose_b = 1), where f32_linear wants them so. The fuse
+ * pass gives the matmul its bias, residual and ReLU as epilogues. */
 static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
   const Tensor *w = n->in[1]->data;
   int64_t m = w->dims[0], c = w->dims[w->rank - 1], perm[2] = {1, 0};
+  bool tf32 = attr_int(n, "tf32") != 0, nk = w->dtype == DT_F32 && !tf32 && c % 4 == 0;
   Tensor rows = {.dtype = w->dtype, .rank = 2, .dims = {m, c}, .data = w->data};
-  Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, (int64_t[]){c, m});
-  tensor_permute(&rows, perm, t);
+  Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, nk ? rows.dims : (int64_t[]){c, m});
+  if (nk)
+    tensor_permute(&rows, (int64_t[]){0, 1}, t); /* a copy */
+  else
+    tensor_permute(&rows, perm, t);
   Value *in[2] = {n->in[0], pass_add_const(g, n->in[1]->name, "gemm", t)};
-  Attr tf32 = attr_make_int("tf32", 1);
-  int na = attr_int(n, "tf32") != 0;
+  Attr attrs[2];
+  int na = 0;
+  if (tf32)
+    attrs[na++] = attr_make_int("tf32", 1);
+  if (nk)
+    attrs[na++] = attr_make_int("transpose_b", 1);
   if (n->nin < 3 || !n->in[2]) {
-    pass_rewrite(g, n, OP_MATMUL, in, 2, &tf32, na);
+    pass_rewrite(g, n, OP_MATMUL, in, 2, attrs, na);
     return 0;
   }
   Value *bias = n->in[2];
-  Value *mm = pass_insert_before(g, n, OP_MATMUL, in, 2, &tf32, na, n->out[0]->name, "gemm",
+  Value *mm = pass_insert_before(g, n, OP_MATMUL, in, 2, attrs, na, n->out[0]->name, "gemm",
                                  ctx->diag);
   if (!mm)
     return -1;
@@ -261,7 +275,37 @@ static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
   return 0;
 }
 
-static int run_layout(Graph *g, PassContext *ctx) {
+/* Whether n is an f32 linear layer of f32 accuracy (no tf32 mark) whose weights, stored
+ * [N, K] (transpose_b = 1), codegen runs on its own GEMM on tensor cores (3xTF32,
+ * codegen/gemm.c): it reads both operands along K, 16 bytes at a time (K a multiple of
+ * 4). cuBLASLt's f32 GEMMs run on CUDA cores, and with few rows split K into a second
+ * kernel. */
+static bool f32_linear(const Node *n) {
+  if (!pass_linear_layer(n) || attr_int(n, "tf32") || n->in[0]->type.dtype != DT_F32 ||
+      n->out[0]->type.dtype != DT_F32 || n->in[0]->type.shape.rank < 2)
+    return false;
+  const Tensor *w = n->in[1]->data;
+  return w->dims[0] > 0 && w->dims[0] % 4 == 0 && w->dims[1] > 0;
+}
+
+/* The f32 linear layers' weights as [N, K]; the count. */
+static int f32_linears_nk(Graph *g, PassContext *ctx) {
+  static const int64_t swap[2] = {1, 0};
+  int count = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!f32_linear(n))
+      continue;
+    n->in[1] = permuted_const(g, n->in[1], swap, "nk");
+    node_set_attr(g, n, attr_make_int("transpose_b", 1));
+    count++;
+  }
+  return count && pass_dce.run(g, ctx) ? -1 : count;
+}
+
+/* The convolutions and pools in channels last, the transposes between them cancelled, the
+ * 1x1 convolutions as GEMMs; their counts and the transposes left in note. */
+static int channels_last(Graph *g, PassContext *ctx, char *note, size_t size) {
   int converted = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
@@ -296,14 +340,26 @@ static int run_layout(Graph *g, PassContext *ctx) {
     }
   }
   ctx->changes += converted;
-  snprintf(ctx->note, sizeof ctx->note, "%d convolutions and pools in channels last, %d of "
-           "them 1x1 convolutions as GEMMs; %d transposes left", converted, gemms, left);
+  snprintf(note, size, "%d convolutions and pools in channels last, %d of them 1x1 "
+           "convolutions as GEMMs; %d transposes left; ", converted, gemms, left);
+  return 0;
+}
+
+static int run_layout(Graph *g, PassContext *ctx) {
+  char note[256] = "";
+  if (channels_last(g, ctx, note, sizeof note))
+    return -1;
+  int nk = f32_linears_nk(g, ctx);
+  if (nk < 0)
+    return -1;
+  ctx->changes += nk;
+  snprintf(ctx->note, sizeof ctx->note, "%s%d f32 linear layers' weights as [N, K]", note, nk);
   return 0;
 }
 
 const Pass pass_layout = {
     .name = "layout",
     .summary = "run convolutions and pools in channels last (NHWC), the transposes between "
-               "them cancelled, 1x1 convolutions as GEMMs",
+               "them cancelled, 1x1 convolutions as GEMMs; f32 linear layers' weights as [N, K]",
     .run = run_layout,
 };
