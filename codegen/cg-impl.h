@@ -74,6 +74,11 @@ int cg_error(Cg *cg, const Node *n, const char *fmt, ...) __attribute__((format(
 const char *cg_idx_type(int64_t n);
 /* Blocks for n threads' worth of work at CODEGEN_BLOCK threads each, capped. */
 unsigned cg_blocks(int64_t n, int64_t per_block);
+/* The blocks of a thread block cluster that share a tile's `steps` K steps, from the
+ * `want` of a generator's policy: at most `most` and steps / min_steps; 1 before sm_90 or
+ * below 2; then as few as give each block the same number of steps. */
+int64_t cg_cluster_split(const Cg *cg, int64_t want, int64_t most, int64_t steps,
+                         int64_t min_steps);
 
 /* Kernels: cg_kernel_begin writes the comment and the signature (reads are const
  * __restrict__ pointers in0.., writes out0..) and returns the kernel's name; the caller

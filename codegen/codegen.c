@@ -189,6 +189,16 @@ unsigned cg_blocks(int64_t n, int64_t per_block) {
   return (unsigned)(b < 1 ? 1 : b > CODEGEN_MAX_BLOCKS ? CODEGEN_MAX_BLOCKS : b);
 }
 
+int64_t cg_cluster_split(const Cg *cg, int64_t want, int64_t most, int64_t steps,
+                         int64_t min_steps) {
+  int64_t s = want < most ? want : most;
+  s = s < steps / min_steps ? s : steps / min_steps;
+  if (cg->sm < 90 || s < 2)
+    return 1;
+  int64_t per = (steps + s - 1) / s;
+  return (steps + per - 1) / per;
+}
+
 /* ---------------------------------------------------------------- index spaces */
 
 void space_init(Space *s, int rank, const int64_t *dims) {

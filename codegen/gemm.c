@@ -101,12 +101,7 @@ static int64_t tc_splits(const Cg *cg, int64_t M, int64_t NT, int64_t steps) {
   int64_t slots = 2 * TC_SMS * TC_TILE, work = M * NT; /* in rows of a tile */
   int64_t s = work < slots ? slots / work : 1;
   s = work < slots && s < 2 ? 2 : s;
-  s = s < TC_MAX_SPLIT ? s : TC_MAX_SPLIT;
-  s = s < steps / 3 ? s : steps / 3;
-  if (cg->sm < 90 || s < 2)
-    return 1;
-  int64_t per = (steps + s - 1) / s;
-  return (steps + per - 1) / per;
+  return cg_cluster_split(cg, s, TC_MAX_SPLIT, steps, 3);
 }
 
 /* Whether matmul n (rows [M, K] times b, its batch folded into M) runs as tc_gemm: f32
@@ -315,10 +310,11 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
     return cg_error(cg, n, "fuse group %lld: a matmul takes an epilogue or an input view only "
                     "as one f32, f16 or bf16 GEMM with shared weights",
                     (long long)node_fuse_group(n));
-  int64_t rows = M * nbatch, ld = K;
-  bool plain = b_shared && a_full && (!av || (view_rows(av, &rows, &ld) && rows == M * nbatch &&
-                                              av->dims[av->rank - 1] == K));
-  if (rows > 0 && N > 0 && tc_gemm_fits(n, K, tb, plain, ld, av ? av->offset : 0)) {
+  int64_t rows = M * nbatch, ld = K; /* A's rows, read ld elements apart */
+  if (av && (!view_rows(av, &rows, &ld) || rows != M * nbatch || av->dims[av->rank - 1] != K))
+    return cg_error(cg, n, "fuse group %lld: the matmul's input view is no matrix of %" PRId64
+                    " rows of %" PRId64, (long long)node_fuse_group(n), M * nbatch, K);
+  if (rows > 0 && N > 0 && tc_gemm_fits(n, K, tb, b_shared && a_full, ld, av ? av->offset : 0)) {
     /* the kernel reads A's base buffer (av) and B as they are */
     View vs[2];
     if (av) {
@@ -335,9 +331,6 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
     g.n = M * nbatch; /* the rows of every batch are one tall matrix */
     const char *what = "", *how = "";
     if (av) {
-      if (!view_rows(av, &rows, &ld) || rows != g.n || av->dims[av->rank - 1] != K)
-        return cg_error(cg, n, "fuse group %lld: the matmul's input view is no matrix of %" PRId64
-                        " rows of %" PRId64, (long long)node_fuse_group(n), g.n, K);
       g.b = av->base;
       g.ldb = ld;
       g.offset_b = av->offset;

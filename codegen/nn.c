@@ -213,13 +213,7 @@ enum { MMA_BK = 32, MMA_THREADS = 256, MMA_SMS = 132, MMA_MAX_SPLIT = 8 };
  * that the tiles' blocks fill the SMs twice (two blocks an SM), at most 8 (the portable
  * cluster size) and at least 4 steps each; then as few as give each that many steps. */
 static int64_t k_splits(const Cg *cg, int64_t tiles, int64_t steps) {
-  int64_t s = 2 * MMA_SMS / tiles;
-  s = s < MMA_MAX_SPLIT ? s : MMA_MAX_SPLIT;
-  s = s < steps / 4 ? s : steps / 4;
-  if (cg->sm < 90 || s < 2)
-    return 1;
-  int64_t per = (steps + s - 1) / s;
-  return (steps + per - 1) / per;
+  return cg_cluster_split(cg, 2 * MMA_SMS / tiles, MMA_MAX_SPLIT, steps, 4);
 }
 
 /* The statements that store slots src[0..count) at row[at..] in shared memory, as 16-byte

@@ -241,13 +241,22 @@ static bool gemm_epilogue_fits(const Graph *g, const Value *y) {
   return !u || !pointwise(u);
 }
 
+/* Whether a GEMM of type t over K taps, tf32 its mark, wants its weights stored [N, K]
+ * (transpose_b = 1): f32 at f32 accuracy, which codegen runs on its own GEMM on tensor
+ * cores (3xTF32, codegen/gemm.c); it reads both operands along K, 16 bytes at a time (K a
+ * multiple of 4). cuBLASLt's f32 GEMMs run on CUDA cores, and with few rows split K into
+ * a second kernel. */
+static bool weights_nk(DType t, bool tf32, int64_t K) {
+  return t == DT_F32 && !tf32 && K > 0 && K % 4 == 0;
+}
+
 /* A GEMM convolution as matmul(x, w^T) + bias: [N, H, W, C] @ [C, M], or with the
- * weights as stored, [M, C] (transpose_b = 1), where f32_linear wants them so. The fuse
+ * weights as stored, [M, C] (transpose_b = 1), where weights_nk wants them so. The fuse
  * pass gives the matmul its bias, residual and ReLU as epilogues. */
 static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
   const Tensor *w = n->in[1]->data;
   int64_t m = w->dims[0], c = w->dims[w->rank - 1], perm[2] = {1, 0};
-  bool tf32 = attr_int(n, "tf32") != 0, nk = w->dtype == DT_F32 && !tf32 && c % 4 == 0;
+  bool tf32 = attr_int(n, "tf32") != 0, nk = weights_nk(w->dtype, tf32, c);
   Tensor rows = {.dtype = w->dtype, .rank = 2, .dims = {m, c}, .data = w->data};
   Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, nk ? rows.dims : (int64_t[]){c, m});
   if (nk)
@@ -275,17 +284,14 @@ static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
   return 0;
 }
 
-/* Whether n is an f32 linear layer of f32 accuracy (no tf32 mark) whose weights, stored
- * [N, K] (transpose_b = 1), codegen runs on its own GEMM on tensor cores (3xTF32,
- * codegen/gemm.c): it reads both operands along K, 16 bytes at a time (K a multiple of
- * 4). cuBLASLt's f32 GEMMs run on CUDA cores, and with few rows split K into a second
- * kernel. */
+/* Whether n is an f32 linear layer of rows whose weights weights_nk wants as [N, K]. */
 static bool f32_linear(const Node *n) {
-  if (!pass_linear_layer(n) || attr_int(n, "tf32") || n->in[0]->type.dtype != DT_F32 ||
-      n->out[0]->type.dtype != DT_F32 || n->in[0]->type.shape.rank < 2)
+  if (!pass_linear_layer(n) || n->out[0]->type.dtype != DT_F32 ||
+      n->in[0]->type.shape.rank < 2)
     return false;
   const Tensor *w = n->in[1]->data;
-  return w->dims[0] > 0 && w->dims[0] % 4 == 0 && w->dims[1] > 0;
+  return weights_nk(n->in[0]->type.dtype, attr_int(n, "tf32") != 0, w->dims[0]) &&
+         w->dims[1] > 0;
 }
 
 /* The f32 linear layers' weights as [N, K]; the count. */
