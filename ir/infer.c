@@ -1647,12 +1647,10 @@ static int check_inputs(const Node *n, Diag *d) {
 static int check_result(const Node *n, const Type *t, Diag *d) {
   if (t->shape.rank > IR_MAX_RANK)
     return fail(n, d, "result rank %d exceeds %d", t->shape.rank, IR_MAX_RANK);
-  int64_t numel = 1;
-  for (int i = 0; i < t->shape.rank; i++)
-    if (!t->shape.dims[i].sym && !mul_ok(numel, t->shape.dims[i].n, &numel)) {
-      char b[TSTR];
-      return fail(n, d, "result %s has too many elements", ts(t, b));
-    }
+  if (!shape_size(&t->shape, t->dtype, NULL, NULL)) {
+    char b[TSTR];
+    return fail(n, d, "result %s is too large (more than 2^48 bytes)", ts(t, b));
+  }
   return 0;
 }
 

@@ -404,6 +404,87 @@ char *type_str(const Type *t, char *buf, size_t n) {
   return buf;
 }
 
+/* ---------------------------------------------------------------- checked sizes */
+
+bool size_add(int64_t a, int64_t b, int64_t *r) {
+  if (a < 0 || b < 0 || a > INT64_MAX - b)
+    return false;
+  *r = a + b;
+  return true;
+}
+
+bool size_mul(int64_t a, int64_t b, int64_t *r) {
+  if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a))
+    return false;
+  *r = a * b;
+  return true;
+}
+
+bool dims_size(int rank, const int64_t *dims, DType dt, int64_t *numel, int64_t *nbytes) {
+  int64_t n = 1, bytes;
+  bool any_zero = false;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0)
+      return false;
+    any_zero |= dims[i] == 0;
+  }
+  /* A zero dim makes the count 0 whatever the others are, but each dim alone must still
+   * be a size: the others may be used as strides or loop bounds. */
+  for (int i = 0; i < rank; i++) {
+    int64_t d = any_zero && dims[i] != 0 ? 1 : dims[i];
+    if (!size_mul(n, d, &n) || n > IR_MAX_BYTES || dims[i] > IR_MAX_BYTES)
+      return false;
+  }
+  if (!size_mul(n, (int64_t)dtype_size(dt < DT_COUNT ? dt : DT_U8), &bytes) ||
+      bytes > IR_MAX_BYTES)
+    return false;
+  if (numel)
+    *numel = n;
+  if (nbytes)
+    *nbytes = bytes;
+  return true;
+}
+
+bool shape_size(const Shape *s, DType dt, int64_t *numel, int64_t *nbytes) {
+  if (s->rank < 0 || s->rank > IR_MAX_RANK)
+    return false;
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < s->rank; i++)
+    dims[i] = s->dims[i].sym ? 1 : s->dims[i].n;
+  return dims_size(s->rank, dims, dt, numel, nbytes);
+}
+
+bool window_len(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pad_begin,
+                int64_t pad_end, bool ceil_mode, int64_t *out) {
+  int64_t span, padded, o;
+  if (k < 1 || stride < 1 || dil < 1 || in < 0 || pad_begin < 0 || pad_end < 0 ||
+      !size_mul(dil, k - 1, &span) || !size_add(span, 1, &span) ||
+      !size_add(in, pad_begin, &padded) || !size_add(padded, pad_end, &padded))
+    return false;
+  if (padded < span) {
+    *out = 0;
+    return true;
+  }
+  o = (padded - span) / stride + 1;
+  /* The extra window starts at o * stride, which must lie before the end padding. */
+  int64_t start_max = in + pad_begin - 1; /* no overflow: padded did not */
+  if (ceil_mode && (padded - span) % stride != 0 && start_max >= 0 && o <= start_max / stride)
+    o++;
+  *out = o;
+  return true;
+}
+
+bool double_to_i64(double v, int64_t lo, int64_t hi, int64_t *out) {
+  /* -2^63 and 2^63 are exact doubles; every double in between truncates into int64. */
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+    return false;
+  int64_t i = (int64_t)v;
+  if (i < lo || i > hi)
+    return false;
+  *out = i;
+  return true;
+}
+
 /* ---------------------------------------------------------------- tensors */
 
 Type tensor_type(const Tensor *t) {
@@ -453,6 +534,8 @@ static void tensor_init(Tensor *t, DType dt, int rank, const int64_t *dims) {
 }
 
 Tensor *tensor_new(DType dt, int rank, const int64_t *dims) {
+  if (rank < 0 || rank > IR_MAX_RANK || !dims_size(rank, dims, dt, NULL, NULL))
+    return NULL;
   Tensor *t = malloc(sizeof *t);
   if (!t)
     return NULL;

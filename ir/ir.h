@@ -121,6 +121,38 @@ int64_t shape_numel(const Shape *s); /* -1 if any dim is symbolic */
 /* "f32[N, 128]" into buf; returns buf. */
 char *type_str(const Type *t, char *buf, size_t n);
 
+/* ---------------------------------------------------------------- ir.c: checked sizes */
+
+/* Every size derived from a model (element and byte counts, strides, offsets, window
+ * output lengths) is computed with these, so a hostile file gets an error where plain
+ * arithmetic would wrap. No value of the IR may need more than IR_MAX_BYTES bytes: more
+ * than any GPU holds, and small enough that index arithmetic over a tensor's elements
+ * (a few products of dims and strides added together, even in bytes) cannot overflow
+ * int64 anywhere after the check. */
+#define IR_MAX_BYTES ((int64_t)1 << 48)
+
+/* a + b and a * b of non-negative counts; false (*r untouched) when an operand is
+ * negative or the result does not fit in int64. */
+bool size_add(int64_t a, int64_t b, int64_t *r);
+bool size_mul(int64_t a, int64_t b, int64_t *r);
+/* The element and byte counts of dims with elements of type dt (either pointer may be
+ * NULL); false when a dim is negative or the bytes exceed IR_MAX_BYTES. */
+bool dims_size(int rank, const int64_t *dims, DType dt, int64_t *numel, int64_t *nbytes);
+/* The same for a shape, a symbolic dim counting as 1 (the bound is checked again when
+ * the symbol is bound); false also for an unknown rank. */
+bool shape_size(const Shape *s, DType dt, int64_t *numel, int64_t *nbytes);
+/* The length of a sliding window's output: the positions of a window of k taps spread by
+ * dilation dil, moved by stride over in elements with pad (begin + end) added,
+ * floor((in + pad - dil (k - 1) - 1) / stride) + 1, rounded up instead with ceil_mode
+ * (a last window that starts in the end padding does not count; pad_begin says where
+ * that starts). false when k, stride or dil is below 1, in or a pad is negative, or a step
+ * overflows; *out is 0 when the window is longer than the padded input. */
+bool window_len(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pad_begin,
+                int64_t pad_end, bool ceil_mode, int64_t *out);
+/* The conversion of a double to int64 that C leaves undefined out of range: false for
+ * NaN and for values outside [lo, hi] (after truncation toward zero). */
+bool double_to_i64(double v, int64_t lo, int64_t hi, int64_t *out);
+
 /* ---------------------------------------------------------------- ir.c: tensors */
 
 /* A dense row-major host tensor. Owned by a graph's arena (constants) or malloc'd by
@@ -139,7 +171,8 @@ Type tensor_type(const Tensor *t);
  * equal to t's (a symbolic dim takes any size). */
 bool tensor_fits(const Tensor *t, const Type *ty);
 size_t tensor_nbytes(const Tensor *t);
-Tensor *tensor_new(DType dt, int rank, const int64_t *dims); /* malloc, zeroed; NULL on OOM */
+/* malloc, zeroed; NULL on OOM and for dims dims_size refuses. */
+Tensor *tensor_new(DType dt, int rank, const int64_t *dims);
 void tensor_free(Tensor *t);
 Tensor *tensor_in_arena(Arena *a, DType dt, int rank, const int64_t *dims);
 /* y = x with its dims in the order perm (y's dim i is x's dim perm[i]); y must have those

@@ -316,6 +316,11 @@ static int check_value_def(const Graph *g, VState *s, const Value *v, ValueKind 
     return at_error(d, n, v->loc, "%%%s has a malformed type %s", name,
                     type_str(&v->type, b, sizeof b));
   }
+  if (!shape_size(&v->type.shape, v->type.dtype, NULL, NULL)) {
+    char b[TSTR];
+    return at_error(d, n, v->loc, "%%%s of type %s is too large (more than 2^48 bytes)", name,
+                    type_str(&v->type, b, sizeof b));
+  }
   return 0;
 }
 

@@ -7,8 +7,6 @@
 #include <math.h>
 #include <string.h>
 
-
-
 static void test_f16(void) {
   /* numpy: np.float16(v).view(np.uint16) */
   CHECK(f32_to_f16(1.0f) == 0x3C00);
@@ -158,6 +156,65 @@ static void test_diag(void) {
   CHECK(!strstr(d.msg, "second")); /* the first error is kept */
 }
 
+/* The checked size helpers: each edge that plain int64 arithmetic would wrap. */
+static void test_checked_sizes(void) {
+  int64_t r = 7;
+  CHECK(size_add(INT64_MAX - 1, 1, &r) && r == INT64_MAX);
+  CHECK(!size_add(INT64_MAX, 1, &r) && r == INT64_MAX);
+  CHECK(!size_add(-1, 1, &r));
+  CHECK(size_mul(0, INT64_MAX, &r) && r == 0);
+  CHECK(size_mul((int64_t)1 << 31, (int64_t)1 << 31, &r) && r == (int64_t)1 << 62);
+  CHECK(!size_mul((int64_t)1 << 32, (int64_t)1 << 31, &r));
+  CHECK(!size_mul(-2, 3, &r));
+
+  int64_t n = -1, b = -1;
+  int64_t d1[] = {2, 3, 4};
+  CHECK(dims_size(3, d1, DT_F32, &n, &b) && n == 24 && b == 96);
+  CHECK(dims_size(0, d1, DT_F64, &n, &b) && n == 1 && b == 8);
+  int64_t wraps[] = {(int64_t)1 << 62, 8}; /* 2^65 elements: wraps to 0 unchecked */
+  CHECK(!dims_size(2, wraps, DT_F32, &n, &b));
+  int64_t bytes_wrap[] = {(int64_t)1 << 61}; /* elements fit, f64 bytes do not */
+  CHECK(!dims_size(1, bytes_wrap, DT_F64, &n, &b));
+  int64_t at_max[] = {(int64_t)1 << 46};
+  CHECK(dims_size(1, at_max, DT_F32, &n, &b) && b == IR_MAX_BYTES);
+  CHECK(!dims_size(1, at_max, DT_F64, &n, &b));
+  int64_t zero_huge[] = {0, INT64_MAX}; /* no elements, but a dim no loop may count to */
+  CHECK(!dims_size(2, zero_huge, DT_F32, &n, &b));
+  int64_t zero[] = {0, 5};
+  CHECK(dims_size(2, zero, DT_F32, &n, &b) && n == 0 && b == 0);
+  int64_t neg[] = {3, -1};
+  CHECK(!dims_size(2, neg, DT_F32, &n, &b));
+  CHECK(tensor_new(DT_F32, 2, wraps) == NULL);
+
+  Shape s = {.rank = 2, .dims = {{-1, "N"}, {(int64_t)1 << 47, NULL}}};
+  CHECK(shape_size(&s, DT_U8, &n, NULL) && n == (int64_t)1 << 47);
+  CHECK(!shape_size(&s, DT_F32, &n, NULL));
+  s.rank = -1;
+  CHECK(!shape_size(&s, DT_F32, &n, NULL));
+
+  /* conv and pool output lengths, as infer.c's window rule computes them */
+  CHECK(window_len(9, 3, 2, 2, 1, 2, false, &r) && r == 4);   /* (12 - 5) / 2 + 1 */
+  CHECK(window_len(10, 3, 2, 1, 0, 0, true, &r) && r == 5);   /* ceil(7 / 2) + 1 */
+  CHECK(window_len(5, 2, 2, 1, 0, 1, true, &r) && r == 3);
+  CHECK(window_len(4, 2, 2, 1, 0, 1, true, &r) && r == 2);    /* would start in the end pad */
+  CHECK(window_len(2, 5, 1, 1, 0, 0, false, &r) && r == 0);   /* longer than the input */
+  CHECK(!window_len(9, 3, 0, 1, 0, 0, false, &r));            /* stride 0: no division */
+  CHECK(!window_len(9, 3, 1, 0, 0, 0, false, &r));
+  CHECK(!window_len(9, 0, 1, 1, 0, 0, false, &r));
+  CHECK(!window_len(9, 3, 1, 1, -1, 0, false, &r));
+  CHECK(!window_len(9, INT64_MAX, 1, 2, 0, 0, false, &r));    /* the dilated span wraps */
+  CHECK(!window_len(INT64_MAX, 1, 1, 1, 1, 0, false, &r));    /* the padded input wraps */
+  CHECK(window_len(INT64_MAX - 2, 1, INT64_MAX, 1, 1, 1, true, &r) && r == 1); /* no wrap */
+
+  CHECK(double_to_i64(-3.9, INT64_MIN, INT64_MAX, &r) && r == -3);
+  CHECK(double_to_i64(-9223372036854775808.0, INT64_MIN, INT64_MAX, &r) && r == INT64_MIN);
+  CHECK(!double_to_i64(9223372036854775808.0, INT64_MIN, INT64_MAX, &r));
+  CHECK(!double_to_i64(NAN, INT64_MIN, INT64_MAX, &r));
+  CHECK(!double_to_i64(INFINITY, INT64_MIN, INT64_MAX, &r));
+  CHECK(!double_to_i64(1e10, 0, INT32_MAX, &r));
+  CHECK(double_to_i64(2147483647.5, 0, INT32_MAX, &r) && r == INT32_MAX);
+}
+
 int main(void) {
   test_f16();
   test_bf16();
@@ -167,6 +224,7 @@ int main(void) {
   test_schemas();
   test_builder();
   test_diag();
+  test_checked_sizes();
   if (failures) {
     fprintf(stderr, "test_ir: %d checks failed\n", failures);
     return 1;
