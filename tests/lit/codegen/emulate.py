@@ -3,7 +3,8 @@
 
 No GPU in CI, so each case's CUDA C (`gpucc G --emit=cuda --passes=`, or with the fuse pass
 for the fused cases: one kernel for a chain of pointwise nodes) is compiled as C++
-with a small host shim: a block is 256 OS threads, __syncthreads a barrier of them,
+with a small host shim: a block is 256 threads (fibers taking turns on one OS thread),
+__syncthreads a barrier of them,
 __shfl_*_sync an exchange through a per-warp slot and barrier, __shared__ a static (blocks
 run one after the other), and every kernel is launched on a grid of 3 blocks (the kernels
 loop grid-stride, so any grid covers the work). A kernel of thread block clusters
@@ -25,7 +26,10 @@ sum that cancels, one of its terms a step apart). tf32_* cases (--precision=tf32
 every product's inputs to 10-bit mantissas where the reference computes exactly: rtol
 2^-9 and atol 2^-9 of the root mean square, about five standard deviations of that error.
 
-usage: emulate.py --gpucc PATH [--tmp DIR] [-k SUBSTRING]
+usage: emulate.py --gpucc PATH [--tmp DIR] [-k SUBSTRING] [--shard K/N]
+
+ctest runs the cases in shards (codegen_emulate/K, `--shard K/N`: every Nth case from the
+Kth), so no one test runs for long and the shards share the cores.
 """
 
 import argparse
@@ -38,13 +42,13 @@ import sys
 import numpy as np
 
 HOST = r"""
-#include <barrier>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <thread>
 #include <vector>
+#include <ucontext.h>
 using namespace std;
 #define __global__
 #define __device__
@@ -54,16 +58,51 @@ using namespace std;
 #define __shared__ static
 #define __restrict__ __restrict
 struct gc_dim3 { unsigned x, y, z; };
-static thread_local gc_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
+static gc_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
 static const gc_dim3 blockDim = {256, 1, 1};
 static gc_dim3 gridDim = {3, 1, 1};
+// The threads of a launch are fibers run one at a time on one OS thread: a barrier that
+// is not complete switches to the next fiber. Barriers cost a context switch in user
+// space instead of a futex sleep per thread, and a run is deterministic.
+struct gc_barrier;
+struct gc_fiber {
+  ucontext_t ctx;
+  gc_dim3 block, thread;
+  gc_barrier *block_bar;
+  size_t shared_stride;
+  bool done;
+};
+enum { GC_STACK = 256 << 10 };
+static vector<gc_fiber> gc_fibers;
+static vector<char *> gc_stacks;
+static size_t gc_cur;
+static ucontext_t gc_sched;
+static const function<void()> *gc_kernel;
+static gc_barrier *gc_block_bar;
+static size_t gc_shared_stride;
+static void gc_yield() {
+  gc_fiber &f = gc_fibers[gc_cur];
+  f.shared_stride = gc_shared_stride;
+  swapcontext(&f.ctx, &gc_sched);
+}
+struct gc_barrier {
+  unsigned n, arrived = 0, phase = 0;
+  explicit gc_barrier(unsigned count) : n(count) {}
+  void arrive_and_wait() {
+    unsigned p = phase;
+    if (++arrived == n) {
+      arrived = 0;
+      phase++;
+      return;
+    }
+    while (phase == p) gc_yield();
+  }
+};
 // the blocks of a cluster run together, GC_MAX_CLUSTER at most; a warp's slots and
 // barriers are indexed by its block's rank in the cluster and its warp in the block
 enum { GC_MAX_CLUSTER = 8 };
 static unsigned gc_cluster_size = 1;
-static barrier<> *gc_cluster_bar, *gc_warp_bars[GC_MAX_CLUSTER * 8];
-static thread_local barrier<> *gc_block_bar;
-static thread_local size_t gc_shared_stride;
+static gc_barrier *gc_cluster_bar, *gc_warp_bars[GC_MAX_CLUSTER * 8];
 static inline unsigned gc_rank() { return blockIdx.x % gc_cluster_size; }
 static inline int gc_warp() { return (int)(gc_rank() * 8 + (threadIdx.x >> 5)); }
 static unsigned char gc_slot[GC_MAX_CLUSTER * 8][32][16];
@@ -85,25 +124,52 @@ template <class T> T gc_exchange(T v, int src) {
 template <class T> T __shfl_xor_sync(unsigned, T v, int m) { return gc_exchange(v, (threadIdx.x & 31) ^ m); }
 template <class T> T __shfl_up_sync(unsigned, T v, int d) { int l = threadIdx.x & 31; return gc_exchange(v, l >= d ? l - d : l); }
 template <class T> T __shfl_sync(unsigned, T v, int s) { return gc_exchange(v, s); }
-// three clusters of `cluster` blocks, one cluster after another
+static void gc_fiber_main() {
+  (*gc_kernel)();
+  gc_fibers[gc_cur].done = true;  // uc_link returns to the scheduler
+}
+// three clusters of `cluster` blocks, one cluster after another; within a cluster the
+// fibers take turns until every one has returned
 static void gc_launch(unsigned cluster, const function<void()> &k) {
   gc_cluster_size = cluster;
   gridDim = {3 * cluster, 1, 1};
+  gc_kernel = &k;
+  size_t nf = 256 * cluster;
+  while (gc_stacks.size() < nf) gc_stacks.push_back((char *)malloc(GC_STACK));
   for (unsigned c = 0; c < 3; c++) {
-    barrier<> cb(256 * cluster);
-    vector<barrier<> *> bbs;
+    gc_barrier cb(256 * cluster);
+    vector<gc_barrier> bbs(cluster, gc_barrier(256)), wbs(8 * cluster, gc_barrier(32));
     gc_cluster_bar = &cb;
-    for (unsigned w = 0; w < 8 * cluster; w++) gc_warp_bars[w] = new barrier<>(32);
-    for (unsigned r = 0; r < cluster; r++) bbs.push_back(new barrier<>(256));
-    vector<thread> ts;
-    for (unsigned r = 0; r < cluster; r++)
-      for (unsigned t = 0; t < 256; t++)
-        ts.emplace_back([&, r, t] {
-          blockIdx = {c * cluster + r, 0, 0}; threadIdx = {t, 0, 0}; gc_block_bar = bbs[r]; k();
-        });
-    for (auto &t : ts) t.join();
-    for (unsigned w = 0; w < 8 * cluster; w++) delete gc_warp_bars[w];
-    for (auto *bb : bbs) delete bb;
+    for (unsigned w = 0; w < 8 * cluster; w++) gc_warp_bars[w] = &wbs[w];
+    gc_fibers.assign(nf, gc_fiber());
+    for (size_t i = 0; i < nf; i++) {
+      gc_fiber &f = gc_fibers[i];
+      unsigned r = (unsigned)(i / 256);
+      f.block = {c * cluster + r, 0, 0};
+      f.thread = {(unsigned)(i % 256), 0, 0};
+      f.block_bar = &bbs[r];
+      getcontext(&f.ctx);
+      f.ctx.uc_stack.ss_sp = gc_stacks[i];
+      f.ctx.uc_stack.ss_size = GC_STACK;
+      f.ctx.uc_link = &gc_sched;
+      makecontext(&f.ctx, gc_fiber_main, 0);
+    }
+    // Each turn walks the fibers in the opposite order of the last, so a read of another
+    // thread's write that lacks a barrier between them finds the value missing either way.
+    for (size_t left = nf, turn = 0; left; turn++) {
+      left = 0;
+      for (size_t i = 0; i < nf; i++) {
+        gc_cur = turn % 2 ? nf - 1 - i : i;
+        gc_fiber &f = gc_fibers[gc_cur];
+        if (f.done) continue;
+        blockIdx = f.block;
+        threadIdx = f.thread;
+        gc_block_bar = f.block_bar;
+        gc_shared_stride = f.shared_stride;
+        swapcontext(&gc_sched, &f.ctx);
+        left += !gc_fibers[gc_cur].done;
+      }
+    }
   }
 }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
@@ -270,6 +336,24 @@ def host_main(d, src, inputs, outs, expect):
     return "\n".join(lines)
 
 
+# Every case compiles with these flags. The host shim (HOST) is the same for all of them
+# and its C++ headers are most of a case's compile time, so it is compiled once into a
+# precompiled header beside the cases (GCC uses HOST_HEADER.gch when the flags match).
+CXX = ["g++", "-std=c++20", "-O1", "-w"]
+HOST_HEADER = "gc_host.hpp"
+
+
+def precompile_host(tmp):
+    """Writes the host shim and its precompiled header into tmp; (ok, message)."""
+    os.makedirs(tmp, exist_ok=True)
+    header = os.path.join(tmp, HOST_HEADER)
+    with open(header, "w") as f:
+        f.write(HOST)
+    r = subprocess.run(CXX + ["-x", "c++-header", "-o", header + ".gch", header],
+                       capture_output=True, text=True)
+    return r.returncode == 0, r.stderr[:4000]
+
+
 def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5):
     """(ok, message) for the graph of the statements (lines) over the given inputs; the
     last statement's results are the outputs, or a last line "return %a, %b" names them. A case whose name starts with "fused_" runs
@@ -314,11 +398,10 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5):
         return False, "the fuse pass left more than one kernel"
     cpp = os.path.join(d, "k.cpp")
     with open(cpp, "w") as f:
-        f.write(HOST + host_preamble(src) + HOST16 + src[first_kernel(src):] + "\n" +
-                host_main(d, src, inputs, outs, expect))
+        f.write(f'#include "{HOST_HEADER}"\n' + host_preamble(src) + HOST16 +
+                src[first_kernel(src):] + "\n" + host_main(d, src, inputs, outs, expect))
     exe = os.path.join(d, "k")
-    r = subprocess.run(["g++", "-std=c++20", "-pthread", "-O1", "-w", "-o", exe, cpp],
-                       capture_output=True, text=True)
+    r = subprocess.run(CXX + ["-I", tmp, "-o", exe, cpp], capture_output=True, text=True)
     if r.returncode:
         return False, "g++: " + r.stderr[:4000]
     r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
@@ -740,9 +823,17 @@ def main():
     ap.add_argument("--gpucc", required=True)
     ap.add_argument("--tmp", default="/tmp/gpucc-emulate")
     ap.add_argument("-k", default="", help="only the cases whose name has this substring")
+    ap.add_argument("--shard", default="1/1", help="K/N: only every Nth case from the Kth")
     args = ap.parse_args()
-    todo = [c for c in cases() if args.k in c[0]]
+    k, n = (int(x) for x in args.shard.split("/"))
+    if not 1 <= k <= n:
+        ap.error(f"--shard {args.shard}: K must be in 1..N")
+    todo = [c for i, c in enumerate(cases()) if args.k in c[0] and i % n == k - 1]
     failed = 0
+    ok, msg = precompile_host(args.tmp)
+    if not ok:
+        print("FAIL the host shim does not compile: " + msg)
+        return 1
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         runs = [pool.submit(run_case, args.gpucc, args.tmp, *c) for c in todo]
         for c, r in zip(todo, runs):
