@@ -2103,7 +2103,8 @@ static const OnnxOp onnx_ops[] = {
     {"Einsum", OP_MATMUL, 12, 12, b_einsum, "equation"},
     {"Det", OP_DET, 11, 22, b_simple, ""},
     /* values known at load */
-    {"Constant", OP_COUNT, 1, 24, b_constant, "value,value_float,value_floats,value_int,value_ints"},
+    {"Constant", OP_COUNT, 1, 24, b_constant,
+     "value,value_float,value_floats,value_int,value_ints"},
     {"Shape", OP_COUNT, 1, 24, b_shape, "start,end"},
     {"Size", OP_COUNT, 1, 24, b_size, ""},
     {"ConstantOfShape", OP_EXPAND, 9, 24, b_constant_of_shape, "value"},
