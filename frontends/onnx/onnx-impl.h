@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { OPSET_MIN = 7, OPSET_MAX = 21 };
+/* The opsets of the default domain gpucc reads: those onnx-versions.inc covers. */
+enum { OPSET_MIN = 1, OPSET_MAX = 24 };
 
 #define S(x) ((x) ? (x) : "")
 
@@ -29,15 +30,25 @@ typedef struct OnnxOp OnnxOp;
 typedef int (*BuildFn)(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e);
 
 /* One row of the op table: the ONNX op, the IR op it maps to (when one does), the
- * opsets it exists in here, its builder and the attributes gpucc understands (any other
- * attribute makes the node unsupported). */
+ * versions of the op its builder implements (since_versions, as onnx-versions.inc lists
+ * them: a node whose version is outside is unsupported), its builder and the attributes
+ * gpucc understands (any other attribute makes the node unsupported). */
 struct OnnxOp {
   const char *name;
   Op op;
-  int min_opset;
+  int first_version, last_version;
   BuildFn build;
   const char *attrs; /* comma-separated */
 };
+
+/* One version of an op of the default domain (onnx-versions.inc, from ONNX's schemas). */
+typedef enum { VS_RELEASED, VS_DEPRECATED, VS_EXPERIMENTAL } VersionStatus;
+typedef struct OnnxVersion {
+  const char *op;
+  int since;            /* the opset it appeared in */
+  VersionStatus status; /* VS_DEPRECATED: the op does not exist from `since` on */
+  const char *attrs;    /* the attributes its schema declares, comma-separated */
+} OnnxVersion;
 
 struct Loader {
   const char *path; /* the model, for messages */
@@ -46,7 +57,7 @@ struct Loader {
   Diag *d;
   Onnx__ModelProto *model;
   Onnx__GraphProto *gp;
-  int64_t opset;
+  int64_t opset;     /* of the default domain */
   Graph *g;
   size_t model_bytes;
   uint64_t weight_bytes, weight_limit, external_bytes;
@@ -55,6 +66,7 @@ struct Loader {
   NameMap uses;      /* value name -> uses by nodes and graph outputs */
   bool *const_node;  /* per node: every output is known before run time (folded at load) */
   int cur;           /* the node being built (-1: none), for messages */
+  int ver;           /* its op's version (since_version), which its builder keys on */
   const char *origin;
 };
 
@@ -82,6 +94,13 @@ bool onnx_value_is_const(const Loader *L, const char *name);
 
 /* The op table (onnx-ops.c). */
 const OnnxOp *onnx_find_op(const char *name);
+/* The version of op `op` that a model at `opset` uses: the newest whose since_version is
+ * at most opset (ONNX's rule). NULL when the op is not one of the default domain's, has
+ * not appeared by that opset, or is deprecated by then. */
+const OnnxVersion *onnx_op_version(const char *op, int64_t opset);
+/* The whole op table and version table, for tests that check them against each other. */
+const OnnxOp *onnx_op_table(size_t *n);
+const OnnxVersion *onnx_versions_table(size_t *n);
 /* Why node np cannot be compiled, in a few words naming the op; NULL when it can. The
  * text is also the grouping key of onnx_check_ops. Needs L->const_node. */
 const char *onnx_unsupported(const Loader *L, const Onnx__NodeProto *np, char *why, size_t n);

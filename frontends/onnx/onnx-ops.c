@@ -3,6 +3,7 @@
  * node cannot be compiled. docs/onnx.md lists what is supported. */
 #include "onnx-impl.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -262,6 +263,23 @@ static int plain_inputs(Loader *L, const Onnx__NodeProto *np, Op op, Value **in,
 
 /* ---------------------------------------------------------------- op builders */
 
+/* Attributes of old op versions that change nothing here: consumed_inputs told the
+ * runtimes of opsets 1 to 5 which inputs an op could overwrite. */
+static const char *const ignored_attrs = "consumed_inputs";
+
+static bool in_list(const char *list, const char *name);
+
+/* Attribute defaults of old op versions that differ from the IR op's (which are the
+ * newest version's): b_simple passes them when the node leaves the attribute out. */
+static const struct {
+  const char *op, *attr;
+  int before; /* the versions before this one had the default */
+  double value;
+} old_defaults[] = {
+    {"Selu", "alpha", 6, 1.67320001125335693359375}, /* 1.6732f */
+    {"Selu", "gamma", 6, 1.0506999492645263671875},  /* 1.0507f */
+};
+
 /* Ops that map one to one, copying the attributes the table lists by the same name. */
 static int b_simple(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *in[8];
@@ -270,8 +288,14 @@ static int b_simple(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     return -1;
   Attr at[4];
   int na = 0;
+  for (size_t k = 0; k < sizeof old_defaults / sizeof *old_defaults && na < 4; k++)
+    if (!strcmp(S(np->op_type), old_defaults[k].op) && L->ver < old_defaults[k].before &&
+        !find_attr(np, old_defaults[k].attr))
+      at[na++] = attr_make_float(old_defaults[k].attr, old_defaults[k].value);
   for (size_t i = 0; i < np->n_attribute && na < 4; i++) {
     const Onnx__AttributeProto *a = np->attribute[i];
+    if (in_list(ignored_attrs, S(a->name)))
+      continue;
     const char *name = arena_strdup(L->g->arena, S(a->name));
     switch (attr_type(a)) {
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: at[na++] = attr_make_float(name, a->f); break;
@@ -291,6 +315,58 @@ static int b_simple(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return emit(L, np, e->op, in, nin, at, na, output_name(np, 0)) ? 0 : -1;
 }
 
+/* Versions before 7 of the binary ops broadcast only with broadcast=1, and then B onto
+ * A: by suffix (numpy's rule, which the IR applies), or with `axis`, B's dims matching A's
+ * from that axis on, so B gets trailing dims of 1. Without broadcast=1 the shapes must
+ * agree, which numpy's rule accepts too. Returns B as the IR should take it. */
+static Value *legacy_broadcast(Loader *L, const Onnx__NodeProto *np, Value *a, Value *b) {
+  int64_t bc, axis;
+  if (L->ver >= 7 || !find_attr(np, "axis"))
+    return b;
+  if (get_int(L, np, "broadcast", 0, &bc) || get_int(L, np, "axis", 0, &axis))
+    return NULL;
+  if (!bc)
+    return b;
+  int ra = a->type.shape.rank, rb = b->type.shape.rank;
+  if (axis < -ra || axis >= ra || (axis < 0 ? axis + ra : axis) + rb > ra) {
+    FAIL("broadcast axis %" PRId64 ": B of rank %d does not fit into A of rank %d there",
+         axis, rb, ra);
+    return NULL;
+  }
+  int n = ra - rb - (int)(axis < 0 ? axis + ra : axis);
+  int64_t axes[IR_MAX_RANK];
+  for (int i = 0; i < n; i++)
+    axes[i] = rb + i;
+  Attr at = attr_make_ints("axes", axes, n);
+  return n ? emit(L, np, OP_UNSQUEEZE, &b, 1, &at, 1, NULL) : b;
+}
+
+/* Add, Sub, Mul, Div, the comparisons and the logical ops. */
+static int b_binary(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[2];
+  if (plain_inputs(L, np, e->op, in, 2) < 0 || !(in[1] = legacy_broadcast(L, np, in[0], in[1])))
+    return -1;
+  return emit(L, np, e->op, in, 2, NULL, 0, output_name(np, 0)) ? 0 : -1;
+}
+
+/* PRelu before version 7 has one slope per channel (dim 1 of X) or one for all; from 7 the
+ * slope broadcasts onto X by numpy's rule, which would put a 1-D slope on the last dim. */
+static int b_prelu(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
+  Value *in[2];
+  if (plain_inputs(L, np, e->op, in, 2) < 0)
+    return -1;
+  int r = in[0]->type.shape.rank;
+  if (L->ver < 7 && in[1]->type.shape.rank == 1 && r > 2) {
+    int64_t axes[IR_MAX_RANK];
+    for (int i = 0; i < r - 2; i++)
+      axes[i] = i + 1;
+    Attr at = attr_make_ints("axes", axes, r - 2);
+    if (!(in[1] = emit(L, np, OP_UNSQUEEZE, &in[1], 1, &at, 1, NULL)))
+      return -1;
+  }
+  return emit(L, np, e->op, in, 2, NULL, 0, output_name(np, 0)) ? 0 : -1;
+}
+
 /* v as dtype dt: v itself, or a cast node named `name` (NULL: a fresh name). */
 static Value *cast_to(Loader *L, const Onnx__NodeProto *np, Value *v, DType dt,
                       const char *name) {
@@ -308,6 +384,8 @@ static int b_pow(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *x = input(L, np, 0), *y = input(L, np, 1);
   if (!x || !y)
     return FAIL("expects 2 inputs");
+  if (!(y = legacy_broadcast(L, np, x, y)))
+    return -1;
   DType dt = x->type.dtype, ct = dtype_is_float(dt) ? dt : DT_F64;
   Value *in[2] = {cast_to(L, np, x, ct, NULL), cast_to(L, np, y, ct, NULL)};
   if (!in[0] || !in[1])
@@ -345,7 +423,8 @@ static int b_identity(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *x = input(L, np, 0);
   if (!x)
     return FAIL("input 0 is missing");
-  if (!strcmp(S(np->op_type), "Dropout") && L->opset >= 12) {
+  bool dropout = !strcmp(S(np->op_type), "Dropout");
+  if (dropout && L->ver >= 12) {
     double training = 0;
     if (const_scalar(L, np, 2, "training_mode", &training))
       return -1;
@@ -356,11 +435,12 @@ static int b_identity(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     return -1;
   if (!output_name(np, 1))
     return 0;
-  /* Dropout's mask in inference: all true, of the input's (static) shape. */
+  /* Dropout's mask in inference: all kept, of the input's (static) shape; bool from
+   * version 10, the input's type before. */
   int64_t dims[IR_MAX_RANK];
   if (static_dims(L, x, dims, "Dropout's mask output"))
     return -1;
-  Value *t = scalar_const(L, np, DT_BOOL, 1);
+  Value *t = scalar_const(L, np, dropout && L->ver < 10 ? x->type.dtype : DT_BOOL, 1);
   Attr at = attr_make_ints("shape", dims, x->type.shape.rank);
   return emit(L, np, OP_EXPAND, &t, 1, &at, 1, output_name(np, 1)) ? 0 : -1;
 }
@@ -378,8 +458,9 @@ static int b_clip(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   if (!x)
     return FAIL("input 0 is missing");
   double lo = -INFINITY, hi = INFINITY;
-  if (L->opset < 11) {
-    if (get_float(L, np, "min", -INFINITY, &lo) || get_float(L, np, "max", INFINITY, &hi))
+  if (L->ver < 11) { /* attributes; version 6 gave them float's limits as defaults */
+    double lim = L->ver >= 6 ? FLT_MAX : INFINITY;
+    if (get_float(L, np, "min", -lim, &lo) || get_float(L, np, "max", lim, &hi))
       return -1;
   } else if (!input_const(L, np, 1) || !input_const(L, np, 2)) {
     return b_clip_computed(L, np, x);
@@ -390,33 +471,53 @@ static int b_clip(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return emit(L, np, e->op, &x, 1, at, 2, output_name(np, 0)) ? 0 : -1;
 }
 
+/* Cast's target, a TensorProto DataType: an int attribute from version 6, the type's
+ * name ("FLOAT") in version 1. -1 when absent or not a type. */
+static int64_t cast_type(const Onnx__NodeProto *np, int ver) {
+  const Onnx__AttributeProto *a = find_attr(np, "to");
+  if (!a)
+    return -1;
+  if (ver >= 6)
+    return attr_type(a) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT ? a->i : -1;
+  if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
+    return -1;
+  for (int32_t t = 1; t < 64; t++) {
+    const char *nm = onnx_type_name(t);
+    if (strlen(nm) == a->s.len && !memcmp(nm, a->s.data, a->s.len))
+      return t;
+  }
+  return -1;
+}
+
 static int b_cast(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
-  int64_t to;
   DType dt;
   Value *x = input(L, np, 0);
   if (!x)
     return FAIL("input 0 is missing");
-  if (need_int(L, np, "to", &to))
-    return -1;
-  if (to < INT32_MIN || to > INT32_MAX || dtype_from_onnx((int32_t)to, &dt))
+  if (!find_attr(np, "to"))
+    return FAIL("missing attribute 'to'");
+  int64_t to = cast_type(np, L->ver);
+  if (to < 0)
+    return FAIL("attribute 'to' must be %s", L->ver >= 6 ? "an int" : "the name of a type");
+  if (to > INT32_MAX || dtype_from_onnx((int32_t)to, &dt))
     return FAIL("cast to %s is not supported", onnx_type_name((int32_t)to));
   Attr at = attr_make_string("to", dtype_name(dt));
   return emit(L, np, e->op, &x, 1, &at, 1, output_name(np, 0)) ? 0 : -1;
 }
 
-/* Before opset 13, Softmax flattens its input to 2-D at axis, normalizes each row and
+/* Before version 13, Softmax flattens its input to 2-D at axis, normalizes each row and
  * reshapes back: the same as a plain softmax only when axis is the last dim. */
 static int b_softmax(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *x = input(L, np, 0);
   int64_t axis;
   if (!x)
     return FAIL("input 0 is missing");
-  if (get_int(L, np, "axis", L->opset >= 13 ? -1 : 1, &axis))
+  if (get_int(L, np, "axis", L->ver >= 13 ? -1 : 1, &axis))
     return -1;
   int r = x->type.shape.rank;
   int64_t a = axis < 0 ? axis + r : axis;
-  if (L->opset >= 13 || (r > 0 && a == r - 1)) {
-    Attr at = attr_make_int("axis", L->opset >= 13 ? axis : -1);
+  if (L->ver >= 13 || (r > 0 && a == r - 1)) {
+    Attr at = attr_make_int("axis", L->ver >= 13 ? axis : -1);
     return emit(L, np, e->op, &x, 1, &at, 1, output_name(np, 0)) ? 0 : -1;
   }
   if (a < 0 || a >= r)
@@ -429,7 +530,7 @@ static int b_softmax(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     nsym += dm.sym != NULL;
   }
   if (nsym > 1)
-    return FAIL("softmax before opset 13 over axis %" PRId64 " needs at most one symbolic dim",
+    return FAIL("softmax before version 13 over axis %" PRId64 " needs at most one symbolic dim",
                 axis);
   Attr fa = attr_make_int("axis", a), sa = attr_make_int("axis", -1);
   Attr ra = attr_make_ints("shape", shape, r);
@@ -438,11 +539,11 @@ static int b_softmax(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return s && emit(L, np, OP_RESHAPE, &s, 1, &ra, 1, output_name(np, 0)) ? 0 : -1;
 }
 
-/* Ops whose ints attribute comes from a constant input from some opset on (before it,
- * from the attribute of the same name). */
-static int ints_arg(Loader *L, const Onnx__NodeProto *np, int input_from_opset, size_t i,
+/* Ops whose ints attribute became a constant input in some version of the op (before
+ * it, the attribute of the same name). */
+static int ints_arg(Loader *L, const Onnx__NodeProto *np, int input_from_version, size_t i,
                     const char *name, const int64_t **v, int *n) {
-  if (L->opset >= input_from_opset) {
+  if (L->ver >= input_from_version) {
     int64_t *c;
     int rc = const_ints(L, np, i, name, &c, n);
     *v = c;
@@ -457,10 +558,12 @@ static int b_reshape(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   int n;
   if (!x)
     return FAIL("input 0 is missing");
-  if (ints_arg(L, np, 0, 1, "shape", &shape, &n))
+  /* Reshape-1 takes the shape as an attribute; Expand always as an input */
+  bool attr = e->op == OP_RESHAPE && L->ver < 5;
+  if (ints_arg(L, np, attr ? INT32_MAX : 0, 1, "shape", &shape, &n))
     return -1;
   if (n < 0)
-    return FAIL("input 'shape' is missing");
+    return FAIL(attr ? "missing attribute 'shape'" : "input 'shape' is missing");
   int64_t allowzero = 0;
   if (e->op == OP_RESHAPE && get_int(L, np, "allowzero", 0, &allowzero))
     return -1;
@@ -510,7 +613,7 @@ static int b_squeeze(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   if (ints_arg(L, np, 13, 1, "axes", &axes, &n))
     return -1;
   if (n < 0 && e->op == OP_UNSQUEEZE)
-    return FAIL(L->opset >= 13 ? "input 'axes' is missing" : "missing attribute 'axes'");
+    return FAIL(L->ver >= 13 ? "input 'axes' is missing" : "missing attribute 'axes'");
   int64_t ones[IR_MAX_RANK];
   if (n < 0) { /* every dim of size 1, which must then be known */
     n = 0;
@@ -546,8 +649,9 @@ static int b_flatten(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
 static int b_gather(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return b_axis_op(L, np, e, false, 0);
 }
+/* Concat's axis is required from version 4; before, it defaults to 1. */
 static int b_concat(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
-  return b_axis_op(L, np, e, true, 0);
+  return b_axis_op(L, np, e, L->ver >= 4, 1);
 }
 
 static int b_slice(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
@@ -557,11 +661,11 @@ static int b_slice(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   static const char *const names[4] = {"starts", "ends", "axes", "steps"};
   if (!x)
     return FAIL("input 0 is missing");
-  for (int i = 0; i < (L->opset >= 10 ? 4 : 3); i++)
+  for (int i = 0; i < (L->ver >= 10 ? 4 : 3); i++)
     if (ints_arg(L, np, 10, (size_t)i + 1, names[i], &v[i], &n[i]))
       return -1;
   if (n[0] < 0 || n[1] < 0)
-    return FAIL("%s 'starts' and 'ends' are required", L->opset >= 10 ? "inputs" : "attributes");
+    return FAIL("%s 'starts' and 'ends' are required", L->ver >= 10 ? "inputs" : "attributes");
   Attr at[4];
   int na = 0;
   for (int i = 0; i < 4; i++)
@@ -569,6 +673,9 @@ static int b_slice(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
       at[na++] = attr_make_ints(names[i], v[i], n[i]);
   return emit(L, np, e->op, &x, 1, at, na, output_name(np, 0)) ? 0 : -1;
 }
+
+static int const_floats(Loader *L, const Onnx__NodeProto *np, size_t i, const char *what,
+                        double **out, int *n);
 
 static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *x = input(L, np, 0);
@@ -580,12 +687,28 @@ static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   int nout = (int)np->n_output;
   if (nout < 1 || nout > 64)
     return FAIL("has %d outputs; gpucc supports 1 to 64", nout);
-  if (get_int(L, np, "axis", 0, &axis) || ints_arg(L, np, 13, 1, "split", &split, &n))
+  if (get_int(L, np, "axis", 0, &axis))
     return -1;
-  if (L->opset >= 18 && get_int(L, np, "num_outputs", -1, &parts))
+  /* the sizes: an input from version 13, an attribute from 2 to 11, and either in 1,
+   * whose input has the data's type */
+  if (L->ver < 2 && input(L, np, 1)) {
+    double *f;
+    if (const_floats(L, np, 1, "split", &f, &n))
+      return -1;
+    int64_t *sz = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) {
+      if (!(f[i] >= 0 && f[i] <= INT32_MAX && f[i] == floor(f[i])))
+        return FAIL("split size %g is not a whole number of elements", f[i]);
+      sz[i] = (int64_t)f[i];
+    }
+    split = sz;
+  } else if (ints_arg(L, np, L->ver >= 13 ? 0 : INT32_MAX, 1, "split", &split, &n)) {
+    return -1;
+  }
+  if (L->ver >= 18 && get_int(L, np, "num_outputs", -1, &parts))
     return -1;
   int64_t sizes[64];
-  if (n < 0) { /* equal parts; from opset 18 the last may be smaller */
+  if (n < 0) { /* equal parts; from version 18 the last may be smaller */
     int r = x->type.shape.rank;
     int64_t a = axis < 0 ? axis + r : axis;
     if (a < 0 || a >= r)
@@ -597,8 +720,8 @@ static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
       parts = nout;
     if (parts != nout)
       return FAIL("num_outputs is %" PRId64 ", but the node has %d outputs", parts, nout);
-    int64_t chunk = L->opset >= 18 ? (dm.n + parts - 1) / parts : dm.n / parts;
-    if (L->opset < 18 && dm.n % parts)
+    int64_t chunk = L->ver >= 18 ? (dm.n + parts - 1) / parts : dm.n / parts;
+    if (L->ver < 18 && dm.n % parts)
       return FAIL("dim %" PRId64 " of size %" PRId64 " does not split into %" PRId64
                   " equal parts", a, dm.n, parts);
     for (int i = 0; i < nout; i++)
@@ -968,7 +1091,7 @@ static int b_clip_computed(Loader *L, const Onnx__NodeProto *np, Value *x) {
   return y ? 0 : -1;
 }
 
-/* The reduce family: axes from an attribute, or from a constant input from opset 18
+/* The reduce family: axes from an attribute, or from a constant input from version 18
  * (ReduceSum: 13). ReduceLogSum is the log of a ReduceSum. */
 static int b_reduce(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *x = input(L, np, 0);
@@ -976,7 +1099,7 @@ static int b_reduce(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     return FAIL("input 0 is missing");
   bool log_sum = !strcmp(S(np->op_type), "ReduceLogSum");
   Op op = log_sum ? OP_REDUCE_SUM : e->op;
-  bool axes_input = !strcmp(S(np->op_type), "ReduceSum") ? L->opset >= 13 : L->opset >= 18;
+  bool axes_input = L->ver >= (!strcmp(S(np->op_type), "ReduceSum") ? 13 : 18);
   int64_t keepdims, noop;
   const int64_t *axes;
   int n;
@@ -1246,8 +1369,8 @@ static int b_pad(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   double value = 0;
   if (get_string(L, np, "mode", "constant", mode, sizeof mode))
     return -1;
-  if (L->opset < 11) {
-    if (get_ints(L, np, L->opset < 2 ? "paddings" : "pads", &pads, &n) ||
+  if (L->ver < 11) { /* attributes; Pad-1 names the pads `paddings` (the same layout) */
+    if (get_ints(L, np, L->ver < 2 ? "paddings" : "pads", &pads, &n) ||
         get_float(L, np, "value", 0, &value))
       return -1;
   } else {
@@ -1282,8 +1405,8 @@ static int b_pad(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return emit(L, np, e->op, &x, 1, at, 3, output_name(np, 0)) ? 0 : -1;
 }
 
-/* Resize (opset 10 on), and Upsample before it: output sizes from `sizes` or from the
- * scales (floor(in x scale)). Before opset 11 the coordinates are asymmetric and nearest
+/* Resize, and Upsample (7 and 9) before it: output sizes from `sizes` or from the scales
+ * (floor(in x scale)). Upsample and Resize-10 take asymmetric coordinates, and nearest
  * rounds down. */
 static int b_resize(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *x = input(L, np, 0);
@@ -1291,11 +1414,11 @@ static int b_resize(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     return FAIL("input 0 is missing");
   int r = x->type.shape.rank;
   bool upsample = !strcmp(S(np->op_type), "Upsample");
-  bool old = upsample || L->opset < 11;
+  bool old = upsample || L->ver < 11;
   double *scales = NULL;
   int ns = -1, nz = -1;
   int64_t *sizes = NULL;
-  if (upsample && L->opset < 9) {
+  if (upsample && L->ver < 9) { /* Upsample-7: scales is an attribute */
     const float *f;
     if (get_floats(L, np, "scales", &f, &ns))
       return -1;
@@ -1390,7 +1513,7 @@ static int b_topk(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   int64_t k, axis, largest, sorted;
   if (!x)
     return FAIL("input 0 is missing");
-  if (L->opset < 10) {
+  if (L->ver < 10) {
     if (need_int(L, np, "k", &k))
       return -1;
   } else {
@@ -1456,8 +1579,23 @@ static int b_tile(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   int n;
   if (!x)
     return FAIL("input 0 is missing");
-  if (const_ints(L, np, 1, "repeats", &rep, &n))
+  if (L->ver < 6) { /* Tile-1: `tiles` copies along one `axis` */
+    int64_t tiles, axis;
+    int r = x->type.shape.rank;
+    if (!input(L, np, 1) || !input(L, np, 2))
+      return FAIL("inputs 'tiles' and 'axis' are required");
+    if (scalar_arg(L, np, 1, "tiles", 1, &tiles) || scalar_arg(L, np, 2, "axis", 0, &axis))
+      return -1;
+    if (axis < -r || axis >= r)
+      return FAIL("axis %" PRId64 " is out of range for rank %d", axis, r);
+    rep = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(r ? r : 1));
+    for (int i = 0; i < r; i++)
+      rep[i] = 1;
+    rep[axis < 0 ? axis + r : axis] = tiles;
+    n = r;
+  } else if (const_ints(L, np, 1, "repeats", &rep, &n)) {
     return -1;
+  }
   if (n < 0)
     return FAIL("input 'repeats' is required");
   Attr at = attr_make_ints("repeats", rep, n);
@@ -1471,6 +1609,14 @@ static int b_one_hot(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     return FAIL("inputs 'indices', 'depth' and 'values' are required");
   if (scalar_arg(L, np, 1, "depth", 0, &depth) || get_int(L, np, "axis", -1, &axis))
     return -1;
+  if (L->ver < 11) { /* OneHot-9: a negative index is out of range (all off), not wrapped */
+    DType wide = dtype_is_float(idx->type.dtype) ? DT_F64 : DT_I64;
+    Value *lt[2] = {cast_to(L, np, idx, wide, NULL), scalar_const(L, np, wide, 0)};
+    Value *neg = lt[0] ? emit(L, np, OP_LESS, lt, 2, NULL, 0, NULL) : NULL;
+    Value *w[3] = {neg, scalar_const(L, np, wide, (double)depth), lt[0]};
+    if (!neg || !(idx = emit(L, np, OP_WHERE, w, 3, NULL, 0, NULL)))
+      return -1;
+  }
   Attr at[2] = {attr_make_int("depth", depth), attr_make_int("axis", axis)};
   Value *in[2] = {idx, vals};
   return emit(L, np, e->op, in, 2, at, 2, output_name(np, 0)) ? 0 : -1;
@@ -1537,7 +1683,7 @@ static int b_compress(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   return iv && emit(L, np, OP_GATHER, in, 2, &at, 1, output_name(np, 0)) ? 0 : -1;
 }
 
-/* RoiAlign before opset 16 has no coordinate_transformation_mode and behaves as
+/* RoiAlign before version 16 has no coordinate_transformation_mode and behaves as
  * output_half_pixel; from 16 the default is half_pixel. */
 static int b_roi_align(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *in[3];
@@ -1546,7 +1692,7 @@ static int b_roi_align(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   double scale;
   if (plain_inputs(L, np, e->op, in, 3) < 0 || get_string(L, np, "mode", "avg", mode, sizeof mode) ||
       get_string(L, np, "coordinate_transformation_mode",
-                 L->opset >= 16 ? "half_pixel" : "output_half_pixel", coord, sizeof coord) ||
+                 L->ver >= 16 ? "half_pixel" : "output_half_pixel", coord, sizeof coord) ||
       get_int(L, np, "output_height", 1, &oh) || get_int(L, np, "output_width", 1, &ow) ||
       get_int(L, np, "sampling_ratio", 0, &ratio) || get_float(L, np, "spatial_scale", 1, &scale))
     return -1;
@@ -1830,130 +1976,144 @@ static int b_einsum(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
 
 /* ---------------------------------------------------------------- the op table */
 
-/* An op that maps one to one, with no attributes, from opset 1. */
-#define SIMPLE(onnx, op) {onnx, op, 1, b_simple, ""}
-#define REDUCE(onnx, op) {onnx, op, 1, b_reduce, "axes,keepdims,noop_with_empty_axes"}
+/* Each row names the op's versions its builder implements, as since_versions of
+ * onnx-versions.inc: a node of a version outside [first, last] is reported as
+ * unsupported. A version that ONNX adds later is thus refused until someone checks what
+ * it changed and raises `last`. */
+#define SIMPLE(onnx, op, first, last) {onnx, op, first, last, b_simple, ""}
+#define REDUCE(onnx, op, last) {onnx, op, 1, last, b_reduce, "axes,keepdims,noop_with_empty_axes"}
+/* Binary ops whose versions before 7 broadcast B onto A by the legacy rule. */
+#define BINARY(onnx, op, last) {onnx, op, 1, last, b_binary, "axis,broadcast"}
 static const OnnxOp onnx_ops[] = {
     /* pointwise */
-    SIMPLE("Neg", OP_NEG), SIMPLE("Abs", OP_ABS), SIMPLE("Sign", OP_SIGN), SIMPLE("Exp", OP_EXP),
-    SIMPLE("Log", OP_LOG), SIMPLE("Sqrt", OP_SQRT), SIMPLE("Reciprocal", OP_RECIP),
-    SIMPLE("Floor", OP_FLOOR), SIMPLE("Ceil", OP_CEIL), SIMPLE("Round", OP_ROUND),
-    SIMPLE("Sin", OP_SIN), SIMPLE("Cos", OP_COS), SIMPLE("Tan", OP_TAN), SIMPLE("Asin", OP_ASIN),
-    SIMPLE("Acos", OP_ACOS), SIMPLE("Atan", OP_ATAN), SIMPLE("Sinh", OP_SINH),
-    SIMPLE("Cosh", OP_COSH), SIMPLE("Asinh", OP_ASINH), SIMPLE("Acosh", OP_ACOSH),
-    SIMPLE("Atanh", OP_ATANH), SIMPLE("Tanh", OP_TANH), SIMPLE("Erf", OP_ERF),
-    SIMPLE("Sigmoid", OP_SIGMOID), SIMPLE("Relu", OP_RELU), SIMPLE("Softplus", OP_SOFTPLUS),
-    SIMPLE("Softsign", OP_SOFTSIGN), SIMPLE("Not", OP_NOT), SIMPLE("IsNaN", OP_IS_NAN),
-    SIMPLE("Add", OP_ADD), SIMPLE("Sub", OP_SUB), SIMPLE("Mul", OP_MUL), SIMPLE("Div", OP_DIV),
-    SIMPLE("Equal", OP_EQUAL), SIMPLE("Less", OP_LESS), SIMPLE("LessOrEqual", OP_LESS_EQUAL),
-    SIMPLE("Greater", OP_GREATER), SIMPLE("GreaterOrEqual", OP_GREATER_EQUAL),
-    SIMPLE("And", OP_AND), SIMPLE("Or", OP_OR), SIMPLE("Xor", OP_XOR), SIMPLE("Where", OP_WHERE),
-    SIMPLE("PRelu", OP_PRELU), SIMPLE("MatMul", OP_MATMUL),
-    {"Mish", OP_MISH, 18, b_simple, ""},
-    {"BitwiseNot", OP_BITWISE_NOT, 18, b_simple, ""},
-    {"BitwiseAnd", OP_BITWISE_AND, 18, b_simple, ""},
-    {"BitwiseOr", OP_BITWISE_OR, 18, b_simple, ""},
-    {"BitwiseXor", OP_BITWISE_XOR, 18, b_simple, ""},
-    {"BitShift", OP_BIT_SHIFT, 11, b_simple, "direction"},
-    {"Mod", OP_MOD, 10, b_simple, "fmod"},
-    {"IsInf", OP_IS_INF, 10, b_simple, "detect_negative,detect_positive"},
-    {"HardSwish", OP_HARD_SWISH, 14, b_simple, ""},
-    {"Gelu", OP_GELU, 20, b_simple, "approximate"},
-    {"LeakyRelu", OP_LEAKY_RELU, 1, b_simple, "alpha"},
-    {"Elu", OP_ELU, 1, b_simple, "alpha"},
-    {"Celu", OP_CELU, 12, b_simple, "alpha"},
-    {"Selu", OP_SELU, 1, b_simple, "alpha,gamma"},
-    {"ThresholdedRelu", OP_THRESHOLDED_RELU, 10, b_simple, "alpha"},
-    {"Shrink", OP_SHRINK, 9, b_simple, "bias,lambd"},
-    {"HardSigmoid", OP_HARD_SIGMOID, 1, b_simple, "alpha,beta"},
-    {"Pow", OP_POW, 1, b_pow, ""},
-    {"Max", OP_MAX, 1, b_variadic, ""},
-    {"Min", OP_MIN, 1, b_variadic, ""},
-    {"Sum", OP_ADD, 1, b_variadic, ""},
-    {"Mean", OP_ADD, 1, b_mean, ""},
-    {"Identity", OP_IDENTITY, 1, b_identity, ""},
-    {"Dropout", OP_IDENTITY, 1, b_identity, "ratio,seed"},
-    {"Clip", OP_CLIP, 1, b_clip, "min,max"},
-    {"Cast", OP_CAST, 1, b_cast, "to,saturate"},
-    {"CastLike", OP_CAST, 15, b_cast_like, "saturate"},
+    SIMPLE("Neg", OP_NEG, 1, 13), SIMPLE("Abs", OP_ABS, 1, 13), SIMPLE("Sign", OP_SIGN, 9, 13),
+    SIMPLE("Exp", OP_EXP, 1, 13), SIMPLE("Log", OP_LOG, 1, 13), SIMPLE("Sqrt", OP_SQRT, 1, 13),
+    SIMPLE("Reciprocal", OP_RECIP, 1, 13), SIMPLE("Floor", OP_FLOOR, 1, 13),
+    SIMPLE("Ceil", OP_CEIL, 1, 13), SIMPLE("Round", OP_ROUND, 11, 22),
+    SIMPLE("Sin", OP_SIN, 7, 22), SIMPLE("Cos", OP_COS, 7, 22), SIMPLE("Tan", OP_TAN, 7, 22),
+    SIMPLE("Asin", OP_ASIN, 7, 22), SIMPLE("Acos", OP_ACOS, 7, 22),
+    SIMPLE("Atan", OP_ATAN, 7, 22), SIMPLE("Sinh", OP_SINH, 9, 22),
+    SIMPLE("Cosh", OP_COSH, 9, 22), SIMPLE("Asinh", OP_ASINH, 9, 22),
+    SIMPLE("Acosh", OP_ACOSH, 9, 22), SIMPLE("Atanh", OP_ATANH, 9, 22),
+    SIMPLE("Tanh", OP_TANH, 1, 13), SIMPLE("Erf", OP_ERF, 9, 13),
+    SIMPLE("Sigmoid", OP_SIGMOID, 1, 13), SIMPLE("Relu", OP_RELU, 1, 14),
+    SIMPLE("Softplus", OP_SOFTPLUS, 1, 22), SIMPLE("Softsign", OP_SOFTSIGN, 1, 22),
+    SIMPLE("Not", OP_NOT, 1, 1), SIMPLE("IsNaN", OP_IS_NAN, 9, 20),
+    BINARY("Add", OP_ADD, 14), BINARY("Sub", OP_SUB, 14), BINARY("Mul", OP_MUL, 14),
+    BINARY("Div", OP_DIV, 14), BINARY("Equal", OP_EQUAL, 19), BINARY("Less", OP_LESS, 13),
+    BINARY("Greater", OP_GREATER, 13), BINARY("And", OP_AND, 7), BINARY("Or", OP_OR, 7),
+    BINARY("Xor", OP_XOR, 7),
+    SIMPLE("LessOrEqual", OP_LESS_EQUAL, 12, 16),
+    SIMPLE("GreaterOrEqual", OP_GREATER_EQUAL, 12, 16), SIMPLE("Where", OP_WHERE, 9, 16),
+    {"PRelu", OP_PRELU, 1, 16, b_prelu, ""},
+    SIMPLE("MatMul", OP_MATMUL, 1, 13), SIMPLE("Mish", OP_MISH, 18, 22),
+    SIMPLE("BitwiseNot", OP_BITWISE_NOT, 18, 18), SIMPLE("BitwiseAnd", OP_BITWISE_AND, 18, 18),
+    SIMPLE("BitwiseOr", OP_BITWISE_OR, 18, 18), SIMPLE("BitwiseXor", OP_BITWISE_XOR, 18, 18),
+    {"BitShift", OP_BIT_SHIFT, 11, 11, b_simple, "direction"},
+    {"Mod", OP_MOD, 10, 13, b_simple, "fmod"},
+    {"IsInf", OP_IS_INF, 10, 20, b_simple, "detect_negative,detect_positive"},
+    SIMPLE("HardSwish", OP_HARD_SWISH, 14, 22),
+    {"Gelu", OP_GELU, 20, 20, b_simple, "approximate"},
+    {"LeakyRelu", OP_LEAKY_RELU, 1, 16, b_simple, "alpha"},
+    {"Elu", OP_ELU, 1, 22, b_simple, "alpha"},
+    {"Celu", OP_CELU, 12, 12, b_simple, "alpha"},
+    {"Selu", OP_SELU, 1, 22, b_simple, "alpha,gamma"},
+    {"ThresholdedRelu", OP_THRESHOLDED_RELU, 10, 22, b_simple, "alpha"},
+    {"Shrink", OP_SHRINK, 9, 9, b_simple, "bias,lambd"},
+    {"HardSigmoid", OP_HARD_SIGMOID, 1, 22, b_simple, "alpha,beta"},
+    {"Pow", OP_POW, 1, 15, b_pow, "axis,broadcast"},
+    {"Max", OP_MAX, 1, 13, b_variadic, ""},
+    {"Min", OP_MIN, 1, 13, b_variadic, ""},
+    {"Sum", OP_ADD, 1, 13, b_variadic, ""},
+    {"Mean", OP_ADD, 1, 13, b_mean, ""},
+    {"Identity", OP_IDENTITY, 1, 24, b_identity, ""},
+    {"Dropout", OP_IDENTITY, 1, 22, b_identity, "is_test,ratio,seed"},
+    {"Clip", OP_CLIP, 1, 13, b_clip, "min,max"},
+    {"Cast", OP_CAST, 1, 24, b_cast, "round_mode,saturate,to"},
+    {"CastLike", OP_CAST, 15, 24, b_cast_like, "round_mode,saturate"},
     /* reductions and normalizations */
-    REDUCE("ReduceSum", OP_REDUCE_SUM), REDUCE("ReduceMean", OP_REDUCE_MEAN),
-    REDUCE("ReduceMax", OP_REDUCE_MAX), REDUCE("ReduceMin", OP_REDUCE_MIN),
-    REDUCE("ReduceProd", OP_REDUCE_PROD), REDUCE("ReduceL1", OP_REDUCE_L1),
-    REDUCE("ReduceL2", OP_REDUCE_L2), REDUCE("ReduceSumSquare", OP_REDUCE_SUM_SQUARE),
-    REDUCE("ReduceLogSumExp", OP_REDUCE_LOG_SUM_EXP), REDUCE("ReduceLogSum", OP_REDUCE_SUM),
-    {"ArgMax", OP_ARGMAX, 1, b_argmax, "axis,keepdims,select_last_index"},
-    {"ArgMin", OP_ARGMIN, 1, b_argmax, "axis,keepdims,select_last_index"},
-    {"Softmax", OP_SOFTMAX, 1, b_softmax, "axis"},
-    {"LogSoftmax", OP_LOG_SOFTMAX, 1, b_softmax, "axis"},
-    {"Hardmax", OP_HARDMAX, 1, b_softmax, "axis"},
-    {"LayerNormalization", OP_LAYER_NORM, 17, b_layer_norm, "axis,epsilon,stash_type"},
-    {"BatchNormalization", OP_BATCH_NORM, 1, b_batch_norm,
-     "epsilon,momentum,spatial,training_mode"},
-    {"InstanceNormalization", OP_INSTANCE_NORM, 1, b_simple, "epsilon"},
-    {"LRN", OP_LRN, 1, b_simple, "alpha,beta,bias,size"},
-    {"LpNormalization", OP_LP_NORM, 1, b_simple, "axis,p"},
-    {"MeanVarianceNormalization", OP_MEAN_VARIANCE_NORM, 9, b_simple, "axes"},
-    {"NegativeLogLikelihoodLoss", OP_NLL_LOSS, 12, b_sce, "reduction,ignore_index"},
-    {"SoftmaxCrossEntropyLoss", OP_SOFTMAX_CROSS_ENTROPY, 12, b_sce, "reduction,ignore_index"},
+    REDUCE("ReduceSum", OP_REDUCE_SUM, 13), REDUCE("ReduceMean", OP_REDUCE_MEAN, 18),
+    REDUCE("ReduceMax", OP_REDUCE_MAX, 20), REDUCE("ReduceMin", OP_REDUCE_MIN, 20),
+    REDUCE("ReduceProd", OP_REDUCE_PROD, 18), REDUCE("ReduceL1", OP_REDUCE_L1, 18),
+    REDUCE("ReduceL2", OP_REDUCE_L2, 18), REDUCE("ReduceSumSquare", OP_REDUCE_SUM_SQUARE, 18),
+    REDUCE("ReduceLogSumExp", OP_REDUCE_LOG_SUM_EXP, 18),
+    REDUCE("ReduceLogSum", OP_REDUCE_SUM, 18),
+    {"ArgMax", OP_ARGMAX, 1, 13, b_argmax, "axis,keepdims,select_last_index"},
+    {"ArgMin", OP_ARGMIN, 1, 13, b_argmax, "axis,keepdims,select_last_index"},
+    {"Softmax", OP_SOFTMAX, 1, 13, b_softmax, "axis"},
+    {"LogSoftmax", OP_LOG_SOFTMAX, 1, 13, b_softmax, "axis"},
+    {"Hardmax", OP_HARDMAX, 1, 13, b_softmax, "axis"},
+    {"LayerNormalization", OP_LAYER_NORM, 17, 17, b_layer_norm, "axis,epsilon,stash_type"},
+    {"BatchNormalization", OP_BATCH_NORM, 1, 15, b_batch_norm,
+     "epsilon,is_test,momentum,spatial,training_mode"},
+    {"InstanceNormalization", OP_INSTANCE_NORM, 1, 22, b_simple, "epsilon"},
+    {"LRN", OP_LRN, 1, 13, b_simple, "alpha,beta,bias,size"},
+    {"LpNormalization", OP_LP_NORM, 1, 22, b_simple, "axis,p"},
+    {"MeanVarianceNormalization", OP_MEAN_VARIANCE_NORM, 9, 13, b_simple, "axes"},
+    {"NegativeLogLikelihoodLoss", OP_NLL_LOSS, 12, 22, b_sce, "reduction,ignore_index"},
+    {"SoftmaxCrossEntropyLoss", OP_SOFTMAX_CROSS_ENTROPY, 12, 13, b_sce,
+     "reduction,ignore_index"},
     /* convolutions and pools */
-    {"Conv", OP_CONV, 1, b_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
-    {"ConvTranspose", OP_CONV_TRANSPOSE, 1, b_conv_transpose,
+    {"Conv", OP_CONV, 1, 22, b_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
+    {"ConvTranspose", OP_CONV_TRANSPOSE, 1, 22, b_conv_transpose,
      "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
-    {"MaxPool", OP_MAX_POOL, 1, b_pool,
+    {"MaxPool", OP_MAX_POOL, 1, 22, b_pool,
      "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
-    {"AveragePool", OP_AVERAGE_POOL, 1, b_pool,
+    {"AveragePool", OP_AVERAGE_POOL, 1, 22, b_pool,
      "auto_pad,ceil_mode,count_include_pad,dilations,kernel_shape,pads,strides"},
-    SIMPLE("GlobalAveragePool", OP_GLOBAL_AVERAGE_POOL),
-    SIMPLE("GlobalMaxPool", OP_GLOBAL_MAX_POOL),
+    SIMPLE("GlobalAveragePool", OP_GLOBAL_AVERAGE_POOL, 1, 22),
+    SIMPLE("GlobalMaxPool", OP_GLOBAL_MAX_POOL, 1, 22),
     /* shapes and layout */
-    {"Reshape", OP_RESHAPE, 1, b_reshape, "allowzero"},
-    {"Transpose", OP_TRANSPOSE, 1, b_transpose, "perm"},
-    {"Squeeze", OP_SQUEEZE, 1, b_squeeze, "axes"},
-    {"Unsqueeze", OP_UNSQUEEZE, 1, b_squeeze, "axes"},
-    {"Flatten", OP_FLATTEN, 1, b_flatten, "axis"},
-    {"Expand", OP_EXPAND, 1, b_expand, ""},
-    {"Concat", OP_CONCAT, 1, b_concat, "axis"},
-    {"Slice", OP_SLICE, 1, b_slice, "starts,ends,axes"},
-    {"Split", OP_SPLIT, 1, b_split, "axis,split,num_outputs"},
-    {"Gather", OP_GATHER, 1, b_gather, "axis"},
-    {"GatherElements", OP_GATHER_ELEMENTS, 11, b_gather, "axis"},
-    {"ScatterElements", OP_SCATTER_ELEMENTS, 11, b_scatter_elements, "axis,reduction"},
-    {"GatherND", OP_GATHER_ND, 11, b_simple, "batch_dims"},
-    {"ScatterND", OP_SCATTER_ND, 11, b_simple, "reduction"},
-    {"ReverseSequence", OP_REVERSE_SEQUENCE, 10, b_simple, "batch_axis,time_axis"},
-    {"GridSample", OP_GRID_SAMPLE, 16, b_simple, "align_corners,mode,padding_mode"},
-    {"RoiAlign", OP_ROI_ALIGN, 10, b_roi_align,
+    {"Reshape", OP_RESHAPE, 1, 24, b_reshape, "allowzero,shape"},
+    {"Transpose", OP_TRANSPOSE, 1, 24, b_transpose, "perm"},
+    {"Squeeze", OP_SQUEEZE, 1, 24, b_squeeze, "axes"},
+    {"Unsqueeze", OP_UNSQUEEZE, 1, 24, b_squeeze, "axes"},
+    {"Flatten", OP_FLATTEN, 1, 24, b_flatten, "axis"},
+    {"Expand", OP_EXPAND, 8, 13, b_expand, ""},
+    {"Concat", OP_CONCAT, 1, 13, b_concat, "axis"},
+    {"Slice", OP_SLICE, 1, 13, b_slice, "starts,ends,axes"},
+    {"Split", OP_SPLIT, 1, 18, b_split, "axis,split,num_outputs"},
+    {"Gather", OP_GATHER, 1, 13, b_gather, "axis"},
+    {"GatherElements", OP_GATHER_ELEMENTS, 11, 13, b_gather, "axis"},
+    {"ScatterElements", OP_SCATTER_ELEMENTS, 11, 18, b_scatter_elements, "axis,reduction"},
+    {"GatherND", OP_GATHER_ND, 11, 13, b_simple, "batch_dims"},
+    {"ScatterND", OP_SCATTER_ND, 11, 18, b_simple, "reduction"},
+    {"ReverseSequence", OP_REVERSE_SEQUENCE, 10, 10, b_simple, "batch_axis,time_axis"},
+    {"GridSample", OP_GRID_SAMPLE, 16, 22, b_simple, "align_corners,mode,padding_mode"},
+    {"RoiAlign", OP_ROI_ALIGN, 10, 22, b_roi_align,
      "coordinate_transformation_mode,mode,output_height,output_width,sampling_ratio,spatial_scale"},
-    {"MaxUnpool", OP_MAX_UNPOOL, 9, b_max_unpool, "kernel_shape,pads,strides"},
-    {"Scatter", OP_SCATTER_ELEMENTS, 9, b_scatter_elements, "axis"},
-    {"Compress", OP_GATHER, 9, b_compress, "axis"},
-    {"Tile", OP_TILE, 1, b_tile, ""},
-    {"Pad", OP_PAD, 1, b_pad, "mode,pads,value"},
-    {"Resize", OP_RESIZE, 10, b_resize,
+    {"MaxUnpool", OP_MAX_UNPOOL, 9, 22, b_max_unpool, "kernel_shape,pads,strides"},
+    {"Scatter", OP_SCATTER_ELEMENTS, 9, 9, b_scatter_elements, "axis"},
+    {"Compress", OP_GATHER, 9, 11, b_compress, "axis"},
+    {"Tile", OP_TILE, 1, 13, b_tile, ""},
+    {"Pad", OP_PAD, 1, 24, b_pad, "mode,paddings,pads,value"},
+    {"Resize", OP_RESIZE, 10, 19, b_resize,
      "antialias,axes,coordinate_transformation_mode,cubic_coeff_a,exclude_outside,"
      "extrapolation_value,keep_aspect_ratio_policy,mode,nearest_mode"},
-    {"Upsample", OP_RESIZE, 7, b_resize, "mode,scales"},
-    {"DepthToSpace", OP_DEPTH_TO_SPACE, 1, b_simple, "blocksize,mode"},
-    {"SpaceToDepth", OP_SPACE_TO_DEPTH, 1, b_simple, "blocksize"},
-    {"TopK", OP_TOPK, 1, b_topk, "axis,k,largest,sorted"},
-    {"CumSum", OP_CUMSUM, 11, b_cumsum, "exclusive,reverse"},
-    {"Trilu", OP_TRILU, 14, b_trilu, "upper"},
-    {"OneHot", OP_ONE_HOT, 9, b_one_hot, "axis"},
-    {"Range", OP_RANGE, 11, b_simple, ""},
-    {"Gemm", OP_MATMUL, 1, b_gemm, "alpha,beta,transA,transB"},
-    {"Einsum", OP_MATMUL, 12, b_einsum, "equation"},
-    {"Det", OP_DET, 11, b_simple, ""},
+    /* Upsample-1 (height_scale, width_scale) was experimental, never in a released opset */
+    {"Upsample", OP_RESIZE, 7, 9, b_resize, "mode,scales"},
+    {"DepthToSpace", OP_DEPTH_TO_SPACE, 1, 13, b_simple, "blocksize,mode"},
+    {"SpaceToDepth", OP_SPACE_TO_DEPTH, 1, 13, b_simple, "blocksize"},
+    {"TopK", OP_TOPK, 1, 24, b_topk, "axis,k,largest,sorted"},
+    {"CumSum", OP_CUMSUM, 11, 14, b_cumsum, "exclusive,reverse"},
+    {"Trilu", OP_TRILU, 14, 14, b_trilu, "upper"},
+    {"OneHot", OP_ONE_HOT, 9, 11, b_one_hot, "axis"},
+    {"Range", OP_RANGE, 11, 11, b_simple, ""},
+    {"Gemm", OP_MATMUL, 1, 13, b_gemm, "alpha,beta,broadcast,transA,transB"},
+    {"Einsum", OP_MATMUL, 12, 12, b_einsum, "equation"},
+    {"Det", OP_DET, 11, 22, b_simple, ""},
     /* values known at load */
-    {"Constant", OP_COUNT, 1, b_constant, "value,value_float,value_floats,value_int,value_ints"},
-    {"Shape", OP_COUNT, 1, b_shape, "start,end"},
-    {"Size", OP_COUNT, 1, b_size, ""},
-    {"ConstantOfShape", OP_EXPAND, 9, b_constant_of_shape, "value"},
-    {"EyeLike", OP_COUNT, 9, b_eye_like, "dtype,k"},
-    {"HannWindow", OP_COUNT, 17, b_window, "output_datatype,periodic"},
-    {"HammingWindow", OP_COUNT, 17, b_window, "output_datatype,periodic"},
-    {"BlackmanWindow", OP_COUNT, 17, b_window, "output_datatype,periodic"},
+    {"Constant", OP_COUNT, 1, 24, b_constant,
+     "value,value_float,value_floats,value_int,value_ints"},
+    {"Shape", OP_COUNT, 1, 24, b_shape, "start,end"},
+    {"Size", OP_COUNT, 1, 24, b_size, ""},
+    {"ConstantOfShape", OP_EXPAND, 9, 24, b_constant_of_shape, "value"},
+    {"EyeLike", OP_COUNT, 9, 22, b_eye_like, "dtype,k"},
+    {"HannWindow", OP_COUNT, 17, 17, b_window, "output_datatype,periodic"},
+    {"HammingWindow", OP_COUNT, 17, 17, b_window, "output_datatype,periodic"},
+    {"BlackmanWindow", OP_COUNT, 17, 17, b_window, "output_datatype,periodic"},
 };
+#undef BINARY
 #undef REDUCE
 #undef SIMPLE
 
@@ -1962,6 +2122,49 @@ const OnnxOp *onnx_find_op(const char *name) {
     if (!strcmp(onnx_ops[i].name, name))
       return &onnx_ops[i];
   return NULL;
+}
+
+const OnnxOp *onnx_op_table(size_t *n) {
+  *n = sizeof onnx_ops / sizeof *onnx_ops;
+  return onnx_ops;
+}
+
+/* ---------------------------------------------------------------- op versions */
+
+#include "onnx-versions.inc"
+
+_Static_assert(ONNX_VERSIONS_OPSET_MAX == OPSET_MAX,
+               "onnx-versions.inc must cover the opsets gpucc reads (gen_versions.py --max-opset)");
+
+/* The rows of op `op` in onnx_versions (sorted by op, then since_version); *n = 0 when
+ * ONNX's default domain has no such op. */
+static const OnnxVersion *op_history(const char *op, size_t *n) {
+  size_t lo = 0, hi = sizeof onnx_versions / sizeof *onnx_versions, end;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (strcmp(onnx_versions[mid].op, op) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (end = lo; end < sizeof onnx_versions / sizeof *onnx_versions &&
+                 !strcmp(onnx_versions[end].op, op); end++)
+    ;
+  *n = end - lo;
+  return &onnx_versions[lo];
+}
+
+const OnnxVersion *onnx_op_version(const char *op, int64_t opset) {
+  size_t n;
+  const OnnxVersion *h = op_history(op, &n), *v = NULL;
+  for (size_t i = 0; i < n && h[i].since <= opset; i++)
+    v = &h[i];
+  return v && v->status != VS_DEPRECATED ? v : NULL;
+}
+
+const OnnxVersion *onnx_versions_table(size_t *n) {
+  *n = sizeof onnx_versions / sizeof *onnx_versions;
+  return onnx_versions;
 }
 
 static bool in_list(const char *list, const char *name) {
@@ -2034,19 +2237,20 @@ static const struct {
     {"BatchNormalization", "spatial", "1"},
 };
 
-/* The first input of op `op` that must be constant from opset `from`, and the last. */
+/* The first input of op `op` that must be constant from its version `from` on, and the
+ * last. */
 static const struct {
   const char *op;
   int from, first, last;
 } const_inputs[] = {
-    {"Reshape", 1, 1, 1},    {"Expand", 1, 1, 1},      {"Squeeze", 13, 1, 1},
-    {"Unsqueeze", 13, 1, 1}, {"Slice", 10, 1, 4},      {"Split", 13, 1, 1},
+    {"Reshape", 5, 1, 1},    {"Expand", 8, 1, 1},      {"Squeeze", 13, 1, 1},
+    {"Unsqueeze", 13, 1, 1}, {"Slice", 10, 1, 4},      {"Split", 1, 1, 1},
     {"ReduceSum", 13, 1, 1}, {"ReduceMean", 18, 1, 1}, {"ReduceMax", 18, 1, 1},
     {"ReduceMin", 18, 1, 1}, {"ReduceProd", 18, 1, 1}, {"ReduceL1", 18, 1, 1},
     {"ReduceL2", 18, 1, 1},  {"ReduceSumSquare", 18, 1, 1}, {"ReduceLogSum", 18, 1, 1},
     {"ReduceLogSumExp", 18, 1, 1}, {"Dropout", 12, 1, 2}, {"Pad", 11, 1, 3},
     {"Resize", 10, 1, 3},    {"Upsample", 9, 1, 1},    {"TopK", 10, 1, 1},
-    {"CumSum", 11, 1, 1},    {"Trilu", 14, 1, 1},      {"Tile", 1, 1, 1},
+    {"CumSum", 11, 1, 1},    {"Trilu", 14, 1, 1},      {"Tile", 1, 1, 2},
     {"OneHot", 9, 1, 1},     {"ConstantOfShape", 9, 0, 0}, {"Range", 11, 0, 2},
     {"Compress", 9, 1, 1},   {"HannWindow", 17, 0, 0}, {"HammingWindow", 17, 0, 0},
     {"BlackmanWindow", 17, 0, 0}, {"MaxUnpool", 9, 2, 2},
@@ -2056,6 +2260,45 @@ static bool output_used(const Loader *L, const Onnx__NodeProto *np, size_t i) {
   const char *o = output_name(np, i);
   const int *u = o ? onnx_map_get(&L->uses, o) : NULL;
   return u && *u > 0;
+}
+
+/* Why a BatchNormalization or Dropout node of version `ver` runs in training mode, which
+ * gpucc does not compile; NULL in inference mode. Before version 7 both say so with
+ * is_test, 0 (training) by default, though a Dropout of ratio 0 changes nothing either
+ * way; BatchNormalization 7 to 9 trains when it has outputs beyond Y. Later versions
+ * take a training_mode attribute (attr_values) or input (its builder). */
+static const char *training(const Onnx__NodeProto *np, const char *op, int ver) {
+  bool bn = !strcmp(op, "BatchNormalization");
+  if (!bn && strcmp(op, "Dropout") != 0)
+    return NULL;
+  if (ver < 7) {
+    const Onnx__AttributeProto *t = find_attr(np, "is_test"), *r = find_attr(np, "ratio");
+    if ((t && t->i) || (!bn && r && r->f == 0))
+      return NULL;
+    return "is_test=0";
+  }
+  for (size_t i = 1; bn && ver < 14 && i < np->n_output; i++)
+    if (output_name(np, i))
+      return "outputs beyond Y";
+  return NULL;
+}
+
+/* Why op `op`, which gpucc knows, does not exist at `opset`. */
+static const char *absent_op(const char *op, int64_t opset, char *why, size_t n) {
+  size_t nh;
+  const OnnxVersion *h = op_history(op, &nh);
+  int gone = 0;
+  for (size_t i = 0; i < nh && h[i].since <= opset; i++)
+    gone = h[i].status == VS_DEPRECATED ? h[i].since : 0;
+  if (gone)
+    snprintf(why, n, "op %s does not exist in opset %" PRId64 " (ONNX deprecated it in opset %d)",
+             op, opset, gone);
+  else if (nh)
+    snprintf(why, n, "op %s does not exist in opset %" PRId64 " (ONNX added it in opset %d)", op,
+             opset, h[0].since);
+  else
+    snprintf(why, n, "op %s is not an op of ONNX's default domain", op);
+  return why;
 }
 
 /* Why a node cannot be compiled, in a few words naming the op ("op Conv is not
@@ -2074,12 +2317,22 @@ const char *onnx_unsupported(const Loader *L, const Onnx__NodeProto *np, char *w
     snprintf(why, n, "op %s is not supported", op);
     return why;
   }
-  if (L->opset < e->min_opset) {
-    snprintf(why, n, "op %s does not exist before opset %d", op, e->min_opset);
+  const OnnxVersion *v = onnx_op_version(op, L->opset);
+  if (!v)
+    return absent_op(op, L->opset, why, n);
+  if (v->since < e->first_version || v->since > e->last_version) {
+    snprintf(why, n, "op %s version %d is not supported (gpucc implements versions %d to %d)",
+             op, v->since, e->first_version, e->last_version);
     return why;
   }
   for (size_t i = 0; i < np->n_attribute; i++) {
     const Onnx__AttributeProto *a = np->attribute[i];
+    if (!in_list(v->attrs, S(a->name))) {
+      snprintf(why, n, "op %s version %d has no attribute '%s'", op, v->since, S(a->name));
+      return why;
+    }
+    if (in_list(ignored_attrs, S(a->name)))
+      continue;
     if (!in_list(e->attrs, S(a->name))) {
       snprintf(why, n, "op %s with attribute '%s' is not supported", op, S(a->name));
       return why;
@@ -2100,17 +2353,22 @@ const char *onnx_unsupported(const Loader *L, const Onnx__NodeProto *np, char *w
         return why;
       }
   }
-  if (!strcmp(op, "Cast")) {
-    const Onnx__AttributeProto *a = find_attr(np, "to");
+  const char *train = training(np, op, v->since);
+  if (train) {
+    snprintf(why, n, "op %s in training mode (%s) is not supported", op, train);
+    return why;
+  }
+  if (!strcmp(op, "Cast") && find_attr(np, "to")) {
+    int64_t to = cast_type(np, v->since);
     DType dt;
-    if (a && (a->i < INT32_MIN || a->i > INT32_MAX || dtype_from_onnx((int32_t)a->i, &dt))) {
+    if (to < 0 || to > INT32_MAX || dtype_from_onnx((int32_t)to, &dt)) {
       snprintf(why, n, "op Cast to %s is not supported",
-               onnx_type_name(a->i < 0 || a->i > 64 ? -1 : (int32_t)a->i));
+               onnx_type_name(to < 0 || to > 64 ? -1 : (int32_t)to));
       return why;
     }
   }
   for (size_t k = 0; k < sizeof const_inputs / sizeof *const_inputs; k++) {
-    if (strcmp(op, const_inputs[k].op) != 0 || L->opset < const_inputs[k].from)
+    if (strcmp(op, const_inputs[k].op) != 0 || v->since < const_inputs[k].from)
       continue;
     int first = -1, found = 0, at = 0;
     for (int i = const_inputs[k].first; i <= const_inputs[k].last; i++) {

@@ -386,13 +386,18 @@ static int read_model(Loader *L, const void *data, size_t len) {
   bool found = false;
   for (size_t i = 0; i < L->model->n_opset_import; i++) {
     const Onnx__OperatorSetIdProto *o = L->model->opset_import[i];
-    if (is_default_domain(o->domain)) {
-      L->opset = o->version;
-      found = true;
-    }
+    if (!is_default_domain(o->domain))
+      continue;
+    if (found && o->version != L->opset)
+      return onnx_model_error(L, "the model imports the default domain twice, as opsets %" PRId64
+                              " and %" PRId64, L->opset, o->version);
+    L->opset = o->version;
+    found = true;
   }
   if (!found)
     return onnx_model_error(L, "the model imports no opset of the default ONNX domain");
+  /* Each node then uses its op's version at this opset (onnx-versions.inc); beyond the
+   * newest opset the table knows, an op may have changed in ways gpucc cannot tell. */
   if (L->opset < OPSET_MIN || L->opset > OPSET_MAX)
     return onnx_model_error(L, "opset %" PRId64 " of the default domain is not supported (gpucc "
                        "reads opsets %d to %d)", L->opset, OPSET_MIN, OPSET_MAX);
@@ -853,6 +858,8 @@ static Graph *load(Loader *L) {
     L->cur = i;
     L->origin = arena_strdup(L->g->arena, onnx_node_label(np, i, lb, sizeof lb));
     const OnnxOp *e = onnx_find_op(S(np->op_type));
+    const OnnxVersion *v = onnx_op_version(S(np->op_type), L->opset);
+    L->ver = v ? v->since : 0; /* onnx_unsupported has checked it */
     rc = e->build(L, np, e);
   }
   L->cur = -1;
