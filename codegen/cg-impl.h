@@ -60,7 +60,8 @@ const char *cg_ctype(DType t);  /* the storage type of the preamble: "gc_f16", "
  * goes through double). */
 const char *cg_load(Cg *cg, DType t, Dom dom, const char *e);
 const char *cg_store(Cg *cg, DType t, Dom dom, const char *v);
-/* A literal of domain dom ("((float)0.5)", "(-GC_INF)"). */
+/* A literal of domain dom that always parses and holds exactly v rounded to it:
+ * "((float)0.5)", "((double)-1.0)", "((float)-GC_INF)", "(-3LL)". */
 const char *cg_lit(Cg *cg, double v, Dom dom);
 /* The value v stored as t by dtype_store_f64, as a C expression of type cg_ctype(t):
  * the exact bits the reference executor would hold. */
