@@ -156,8 +156,11 @@ const char *cg_lit(Cg *cg, double v, Dom dom) {
   }
   if (v != v)
     return cg_fmt(cg, "((%s)GC_NAN)", ty);
-  /* past float's range an f32 literal is inf, which NVRTC warns about as a literal */
-  if (dom == DOM_F32 ? isinf((float)v) : isinf(v))
+  /* past float's range an f32 literal is inf, which NVRTC warns about as a literal (and
+   * C leaves (float)v undefined: the executor's rounding says where it is inf) */
+  float f;
+  dtype_store_f64(DT_F32, &f, v);
+  if (dom == DOM_F32 ? isinf(f) : isinf(v))
     return cg_fmt(cg, "((%s)%sGC_INF)", ty, v < 0 ? "-" : "");
   /* A double literal always, never "1f" (no literal at all) or "1" (an integer, which
    * drops the sign of -0): the shortest that reads back as v rounded to the domain, which
