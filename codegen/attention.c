@@ -91,8 +91,7 @@ static int operand(Cg *cg, const Node *const *nodes, int n, const Value *v, Oper
       if (o->nscale == MAX_SCALES)
         return cg_error(cg, d, "fuse group %lld: more than %d scales of one attention operand",
                         (long long)node_fuse_group(d), MAX_SCALES);
-      o->scale[o->nscale++] =
-          cg_fmt(cg, "%.9gf", dtype_load_f64(c->type.dtype, c->data->data));
+      o->scale[o->nscale++] = cg_lit(cg, dtype_load_f64(c->type.dtype, c->data->data), DOM_F32);
       continue;
     }
     View next;

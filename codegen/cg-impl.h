@@ -60,7 +60,8 @@ const char *cg_ctype(DType t);  /* the storage type of the preamble: "gc_f16", "
  * goes through double). */
 const char *cg_load(Cg *cg, DType t, Dom dom, const char *e);
 const char *cg_store(Cg *cg, DType t, Dom dom, const char *v);
-/* A literal of domain dom ("((float)0.5)", "(-GC_INF)"). */
+/* A literal of domain dom that always parses and holds exactly v rounded to it:
+ * "((float)0.5)", "((double)-1.0)", "((float)-GC_INF)", "(-3LL)". */
 const char *cg_lit(Cg *cg, double v, Dom dom);
 /* The value v stored as t by dtype_store_f64, as a C expression of type cg_ctype(t):
  * the exact bits the reference executor would hold. */
@@ -104,6 +105,11 @@ int64_t cg_max_numel(const Node *n);
 void cg_loop_begin(Cg *cg, const Node *n, int64_t count);
 void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count);
 
+/* Sizes, strides and offsets in codegen are plain int64 arithmetic: codegen_graph runs
+ * the verifier first, which holds every value to IR_MAX_BYTES (2^48) bytes with every dim
+ * included, so a product of a value's dims, or of a coordinate and a stride, and the sum
+ * of a few such cannot overflow. What divides by a dim must still check for 0: empty
+ * values are valid. */
 static inline int64_t cg_numel(const Value *v) { return shape_numel(&v->type.shape); }
 static inline int64_t cg_dim(const Value *v, int i) { return v->type.shape.dims[i].n; }
 

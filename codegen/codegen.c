@@ -5,6 +5,7 @@
 #include "codegen/cg-impl.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,13 +149,25 @@ const char *cg_store(Cg *cg, DType t, Dom dom, const char *v) {
 
 const char *cg_lit(Cg *cg, double v, Dom dom) {
   const char *ty = cg_dom_type(dom);
-  if (dom == DOM_I64)
-    return cg_fmt(cg, "%lldLL", (long long)v);
+  if (dom == DOM_I64) { /* converted like a cast in the executor: saturating, NaN 0 */
+    int64_t i;
+    dtype_store_f64(DT_I64, &i, v);
+    return i == INT64_MIN ? "(-9223372036854775807LL - 1)" : cg_fmt(cg, "(%" PRId64 "LL)", i);
+  }
   if (v != v)
     return cg_fmt(cg, "((%s)GC_NAN)", ty);
-  if (v > 1.7976931348623157e308 || v < -1.7976931348623157e308)
+  /* past float's range an f32 literal is inf, which NVRTC warns about as a literal (and
+   * C leaves (float)v undefined: the executor's rounding says where it is inf) */
+  float f;
+  dtype_store_f64(DT_F32, &f, v);
+  if (dom == DOM_F32 ? isinf(f) : isinf(v))
     return cg_fmt(cg, "((%s)%sGC_INF)", ty, v < 0 ? "-" : "");
-  return cg_fmt(cg, "((%s)%.17g)", ty, v);
+  /* A double literal always, never "1f" (no literal at all) or "1" (an integer, which
+   * drops the sign of -0): the shortest that reads back as v rounded to the domain, which
+   * the cast then does exactly as the executor rounds. */
+  char buf[64];
+  ir_format_float(buf, sizeof buf, v, dom == DOM_F32 ? DT_F32 : DT_F64);
+  return cg_fmt(cg, "((%s)%s)", ty, buf);
 }
 
 const char *cg_const_of(Cg *cg, DType t, double v) {

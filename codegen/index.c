@@ -235,7 +235,9 @@ static int gen_scatter_elements(Cg *cg, const Node *n) {
   contiguous_strides(r, xd, xs);
   contiguous_strides(r, ud, us);
   copy_kernel(cg, n);
-  int64_t len = ud[axis], lines = cg_numel(u) / len;
+  int64_t len = ud[axis], lines = len ? cg_numel(u) / len : 0;
+  if (lines == 0) /* no updates: the copy is the result */
+    return 0;
   /* the lines: the update dims without the axis */
   int64_t ld[IR_MAX_RANK];
   memcpy(ld, ud, sizeof ld);

@@ -30,14 +30,6 @@ static const Type *in_type(const Node *n, int i) {
   return i < n->nin && n->in[i] ? &n->in[i]->type : NULL;
 }
 
-/* a * b for non-negative sizes; false on int64 overflow. */
-static bool mul_ok(int64_t a, int64_t b, int64_t *r) {
-  if (a != 0 && b > INT64_MAX / a)
-    return false;
-  *r = a * b;
-  return true;
-}
-
 /* Maps a possibly negative axis into [0, rank); false when out of range. */
 static bool norm_axis(int64_t axis, int rank, int *out) {
   if (axis < -(int64_t)rank || axis >= rank)
@@ -382,7 +374,7 @@ static int infer_reshape(const Node *n, Type *out, Diag *d) {
       copied[i] = true;
     }
     out->shape.dims[i] = dm;
-    if (!dm.sym && !mul_ok(out_static, dm.n, &out_static))
+    if (!dm.sym && !size_mul(out_static, dm.n, &out_static))
       return fail(n, d, "shape %s has too many elements", bs);
   }
   int nsym = 0;
@@ -394,7 +386,7 @@ static int infer_reshape(const Node *n, Type *out, Diag *d) {
         nsym++;
         sym = dm;
       }
-    } else if (!mul_ok(in_static, dm.n, &in_static)) {
+    } else if (!size_mul(in_static, dm.n, &in_static)) {
       return fail(n, d, "input %s has too many elements", ts(x, bx));
     }
   }
@@ -514,7 +506,7 @@ static bool fold_dims(const Shape *s, int from, int to, Dim *out) {
       if (r.sym)
         return false;
       r.sym = dm.sym;
-    } else if (!mul_ok(r.n, dm.n, &r.n)) {
+    } else if (!size_mul(r.n, dm.n, &r.n)) {
       return false;
     }
   }
@@ -592,9 +584,8 @@ static int infer_concat(const Node *n, Type *out, Diag *d) {
     if (dm.sym)
       return fail(n, d, "dim %d of input %%%s (%s) is symbolic; concat needs static sizes "
                   "on its axis", ax, n->in[k]->name, ts(b, bb));
-    if (dm.n > INT64_MAX - sum)
+    if (!size_add(sum, dm.n, &sum))
       return fail(n, d, "the sizes on axis %d overflow", ax);
-    sum += dm.n;
   }
   out->shape.dims[ax] = (Dim){sum, NULL};
   return 0;
@@ -673,9 +664,8 @@ static int infer_split(const Node *n, Type *out, Diag *d) {
   for (int i = 0; i < len; i++) {
     if (sizes[i] <= 0)
       return fail(n, d, "split sizes must be positive, got %" PRId64, sizes[i]);
-    if (sizes[i] > INT64_MAX - sum)
+    if (!size_add(sum, sizes[i], &sum))
       return fail(n, d, "split sizes overflow");
-    sum += sizes[i];
   }
   if (sum != dm.n)
     return fail(n, d, "split sizes add up to %" PRId64 ", but dim %d of %s is %" PRId64, sum,
@@ -748,8 +738,8 @@ static int window_list(const Node *n, Diag *d, const char *name, int want, int64
     return fail(n, d, "%s %s has %d entries, expected %d", name, bv, len, want);
   for (int i = 0; i < len; i++) {
     if (v[i] < lo || v[i] > WINDOW_MAX)
-      return fail(n, d, "%s %s: entry %" PRId64 " is out of range (at least %" PRId64 ")",
-                  name, bv, v[i], lo);
+      return fail(n, d, "%s %s: entry %" PRId64 " is out of range (%" PRId64 " to %d)", name,
+                  bv, v[i], lo, WINDOW_MAX);
     dst[i] = v[i];
   }
   return 0;
@@ -773,23 +763,11 @@ static int window_params(const Node *n, Diag *d, int k, Window *w) {
   return 0;
 }
 
-/* The number of window positions over a padded dim; false when the window does not fit.
- * ceil_mode counts a last partial window, unless it would start in the end padding. */
+/* The number of window positions over a padded dim; false when the window does not fit
+ * (a window longer than the padded input has no position at all). */
 static bool window_out(const Window *w, int i, int64_t in, bool ceil_mode, int64_t *out) {
-  if (in > INT64_MAX / 4)
-    return false;
-  int64_t span = w->dil[i] * (w->kernel[i] - 1) + 1;
-  int64_t padded = in + w->pad_begin[i] + w->pad_end[i];
-  if (padded < span)
-    return false;
-  int64_t o = (padded - span) / w->stride[i] + 1;
-  if (ceil_mode && (padded - span) % w->stride[i] != 0) {
-    o++;
-    if ((o - 1) * w->stride[i] >= in + w->pad_begin[i])
-      o--;
-  }
-  *out = o;
-  return true;
+  return window_len(in, w->kernel[i], w->stride[i], w->dil[i], w->pad_begin[i],
+                    w->pad_end[i], ceil_mode, out) && *out > 0;
 }
 
 /* x must be [N, C, spatial...] with at least one spatial dim. */
@@ -834,11 +812,11 @@ static int infer_conv(const Node *n, Type *out, Diag *d) {
   int64_t want_c, m;
   if (tr) {
     want_c = w->shape.dims[0].n;
-    if (!mul_ok(w->shape.dims[1].n, group, &m))
+    if (!size_mul(w->shape.dims[1].n, group, &m))
       return fail(n, d, "w %s with group %" PRId64 " has too many channels", ts(w, bw), group);
   } else {
     m = w->shape.dims[0].n;
-    if (!mul_ok(w->shape.dims[1].n, group, &want_c))
+    if (!size_mul(w->shape.dims[1].n, group, &want_c))
       return fail(n, d, "w %s with group %" PRId64 " has too many channels", ts(w, bw), group);
   }
   if (c.n != want_c)
@@ -864,12 +842,16 @@ static int infer_conv(const Node *n, Type *out, Diag *d) {
     if (win.kernel[i] < 1 || win.kernel[i] > WINDOW_MAX)
       return fail(n, d, "kernel dim %d of w %s is out of range", i, ts(w, bw));
     if (tr) {
-      int64_t span = win.dil[i] * (win.kernel[i] - 1) + 1;
-      if (in < 1 || !mul_ok(win.stride[i], in - 1, &o) || o > INT64_MAX / 4)
+      /* stride (in - 1) + output_padding + dil (kernel - 1) + 1, less the pads; the pads
+       * are at most WINDOW_MAX each, so their sum does not overflow */
+      int64_t span, pads = win.pad_begin[i] + win.pad_end[i];
+      if (in < 1 || !size_mul(win.stride[i], in - 1, &o) ||
+          !size_mul(win.dil[i], win.kernel[i] - 1, &span) || !size_add(o, span, &o) ||
+          !size_add(o, win.out_pad[i] + 1, &o))
         return fail(n, d, "spatial dim %d of %s is out of range", i, ts(x, bx));
-      o += win.out_pad[i] + span - win.pad_begin[i] - win.pad_end[i];
-      if (o < 0)
+      if (o < pads)
         return fail(n, d, "pads remove more than the whole output on spatial dim %d", i);
+      o -= pads;
     } else if (!window_out(&win, i, in, false, &o)) {
       return fail(n, d, "the kernel (%" PRId64 " with dilation %" PRId64 ") is bigger than "
                   "the padded input (%" PRId64 ") on spatial dim %d", win.kernel[i],
@@ -1068,8 +1050,10 @@ static int infer_resize(const Node *n, Type *out, Diag *d) {
   *out = *x;
   for (int i = 0; i < r; i++) {
     Dim dm = x->shape.dims[i];
-    if (sc && !(sc->floats[i] > 0))
-      return fail(n, d, "scales must be positive, got %g on dim %d", sc->floats[i], i);
+    /* the executor and the kernels divide coordinates by the scale */
+    if (sc && !(sc->floats[i] > 0 && sc->floats[i] < INFINITY))
+      return fail(n, d, "scales must be positive and finite, got %g on dim %d", sc->floats[i],
+                  i);
     if (sizes[i] == -1) {
       if (sc && sc->floats[i] != 1)
         return fail(n, d, "sizes keeps dim %d (-1), but its scale is %g, not 1", i,
@@ -1145,7 +1129,7 @@ static int infer_tile(const Node *n, Type *out, Diag *d) {
     if (dm.sym)
       return fail(n, d, "dim %d of %s is symbolic; tile can only repeat it once", i,
                   ts(x, bx));
-    if (!mul_ok(dm.n, rep[i], &out->shape.dims[i].n))
+    if (!size_mul(dm.n, rep[i], &out->shape.dims[i].n))
       return fail(n, d, "repeats %s overflow dim %d of %s", br, i, ts(x, bx));
   }
   return 0;
@@ -1272,7 +1256,7 @@ static int infer_space_depth(const Node *n, Type *out, Diag *d) {
       if (dm.n % by)
         return fail(n, d, "dim %d of %s is not divisible by %" PRId64, i, ts(x, bx), by);
       out->shape.dims[i].n = dm.n / by;
-    } else if (!mul_ok(dm.n, by, &out->shape.dims[i].n)) {
+    } else if (!size_mul(dm.n, by, &out->shape.dims[i].n)) {
       return fail(n, d, "dim %d of %s times %" PRId64 " overflows", i, ts(x, bx), by);
     }
   }
@@ -1548,11 +1532,11 @@ static int infer_max_unpool(const Node *n, Type *out, Diag *d) {
     if (static_spatial(n, d, x, i))
       return -1;
     int64_t in = x->shape.dims[2 + i].n, o;
-    if (in < 1 || !mul_ok(win.stride[i], in - 1, &o) || o > INT64_MAX / 4)
+    if (in < 1 || !size_mul(win.stride[i], in - 1, &o) || !size_add(o, win.kernel[i], &o))
       return fail(n, d, "spatial dim %d of %s is out of range", i, ts(x, bx));
-    o += win.kernel[i] - pads[i] - pads[k + i];
-    if (o < 0)
+    if (o < pads[i] + pads[k + i]) /* each pad at most WINDOW_MAX */
       return fail(n, d, "pads remove more than the whole output on spatial dim %d", i);
+    o -= pads[i] + pads[k + i];
     out->shape.dims[2 + i] = (Dim){o, NULL};
   }
   const Attr *os = attr_find(n, "output_shape");

@@ -32,6 +32,11 @@ static int node_error(const Node *n, Diag *d, const char *fmt, ...) {
   return diag_error(d, n->loc, "%s: %s", op_info[n->op].name, msg);
 }
 
+/* Counts, offsets and strides below are plain int64 arithmetic: ir_eval_node infers every
+ * output first, and inference holds each value to IR_MAX_BYTES (2^48) bytes with every
+ * dim included, so products of one tensor's dims, strides and coordinates, and sums of a
+ * few, cannot overflow. Attributes are another matter (a window's size, a scale): those
+ * are clipped before they bound a loop or become an index. */
 static char *elem(const Tensor *t, int64_t i) {
   return (char *)t->data + (size_t)i * dtype_size(t->dtype);
 }
@@ -1178,9 +1183,10 @@ static int eval_norm(const Node *n, Tensor *const *in, Tensor *y) {
         if (n->op == OP_LRN) {
           int64_t size = attr_int(n, "size");
           double sq = 0;
-          for (int64_t c2 = c - (size - 1) / 2; c2 <= c + size / 2; c2++)
-            if (c2 >= 0 && c2 < ch)
-              sq += ld(x, (b * ch + c2) * inner + i) * ld(x, (b * ch + c2) * inner + i);
+          /* the window clipped to the channels first: size may be any positive int64 */
+          int64_t lo = c - (size - 1) / 2, hi = size / 2 < ch - c ? c + size / 2 : ch - 1;
+          for (int64_t c2 = lo < 0 ? 0 : lo; c2 <= hi; c2++)
+            sq += ld(x, (b * ch + c2) * inner + i) * ld(x, (b * ch + c2) * inner + i);
           v /= pow(attr_float(n, "bias") + attr_float(n, "alpha") / (double)size * sq,
                    attr_float(n, "beta"));
         } else {
@@ -1281,7 +1287,9 @@ static int eval_resize(const Node *n, const Tensor *x, Tensor *y) {
         bool half = xi - f == 0.5;
         double v = !strcmp(nm, "floor") ? f : !strcmp(nm, "ceil") ? ceil(xi)
                  : half ? (!strcmp(nm, "round_prefer_ceil") ? f + 1 : f) : floor(xi + 0.5);
-        idx[j][0] = v < 0 ? 0 : v > (double)(in - 1) ? in - 1 : (int64_t)v;
+        /* a NaN coordinate (a scale so small that inf - inf appears) takes element 0,
+         * as the kernel's conversion does */
+        idx[j][0] = !(v >= 0) ? 0 : v > (double)(in - 1) ? in - 1 : (int64_t)v;
         wt[j][0] = 1;
         cnt[j] = 1;
         continue;
@@ -1290,7 +1298,7 @@ static int eval_resize(const Node *n, const Tensor *x, Tensor *y) {
        * int64 conversion defined for absurd scales */
       xi = xi < -8 ? -8 : xi > (double)in + 8 ? (double)in + 8 : xi;
       double f = floor(xi), t = xi - f;
-      int64_t i0 = (int64_t)f;
+      int64_t i0 = isnan(f) ? 0 : (int64_t)f; /* NaN weights then make the result NaN */
       double total = 0;
       cnt[j] = linear ? 2 : 4;
       for (int q = 0; q < cnt[j]; q++) {

@@ -80,7 +80,8 @@ void *arena_alloc(Arena *a, size_t n) {
 
 char *arena_strndup(Arena *a, const char *s, size_t n) {
   char *p = arena_alloc(a, n + 1);
-  memcpy(p, s, n);
+  if (n) /* an empty protobuf string has no data pointer */
+    memcpy(p, s, n);
   p[n] = 0;
   return p;
 }

@@ -468,6 +468,10 @@ int ir_print_file(Graph *g, const char *path, Diag *d);
 char *ir_print_str(const Graph *g);
 /* Prints a double so it reads back as the same value (the shortest such "%.*g"). */
 void ir_print_double(FILE *f, double v);
+/* Into buf (64 bytes are enough): the shortest "%.*g" of v that strtod reads back as v
+ * rounded to float type t, always with a '.' or an exponent ("1.0", "0.1", "-0.0",
+ * "5e-324"), or "inf", "-inf", "nan": a C floating literal when v is finite. */
+void ir_format_float(char *buf, size_t n, double v, DType t);
 /* "%name", or %"..." with C escapes when the name is not plain: as the parser reads it. */
 void ir_print_value_name(FILE *f, const char *name);
 void ir_print_float32(FILE *f, float v);

@@ -59,7 +59,7 @@ static void fmt_real(char *buf, size_t n, double v, DType t) {
 }
 
 /* A float that must stay a float when parsed back: "1" becomes "1.0". */
-static void fmt_float_kind(char *buf, size_t n, double v, DType t) {
+void ir_format_float(char *buf, size_t n, double v, DType t) {
   fmt_real(buf, n, v, t);
   if (!strpbrk(buf, ".en")) /* 'n': inf and nan */
     strncat(buf, ".0", n - strlen(buf) - 1);
@@ -67,13 +67,13 @@ static void fmt_float_kind(char *buf, size_t n, double v, DType t) {
 
 void ir_print_double(FILE *f, double v) {
   char buf[64];
-  fmt_float_kind(buf, sizeof buf, v, DT_F64);
+  ir_format_float(buf, sizeof buf, v, DT_F64);
   fputs(buf, f);
 }
 
 void ir_print_float32(FILE *f, float v) {
   char buf[64];
-  fmt_float_kind(buf, sizeof buf, v, DT_F32);
+  ir_format_float(buf, sizeof buf, v, DT_F32);
   fputs(buf, f);
 }
 

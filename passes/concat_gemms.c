@@ -16,10 +16,12 @@
 
 enum { MAX_JOIN = 16 };
 
+/* Empty weights join nothing: their columns would be a split of size 0, and with K = 0
+ * concat_const would divide by it. */
 static bool const_weights(const Node *m) {
   const Value *w = m->in[1];
   return pass_linear_layer(m) && w->data && m->in[0]->type.shape.rank >= 1 &&
-         dtype_is_float(w->type.dtype);
+         dtype_is_float(w->type.dtype) && tensor_numel(w->data) > 0;
 }
 
 /* The add that is the only user of m's output, with a constant bias of m's N: the bias,

@@ -229,8 +229,9 @@ static int transpose_above_gemm(Graph *g, Node *t, Diag *d) {
   const Shape *ts = &t->out[0]->type.shape;
   int r = ts->rank, np = 0;
   const int64_t *perm = attr_ints(t, "perm", &np);
+  /* an empty t moves nothing (and its last dim divides below) */
   if (!perm || np != r || r < 2 || perm[r - 1] != r - 1 || !shape_is_static(ts) ||
-      pass_is_output(g, t->out[0]))
+      shape_numel(ts) == 0 || pass_is_output(g, t->out[0]))
     return 0;
   Node *u = NULL;
   int uses = 0;

@@ -78,12 +78,18 @@ int dsl_add_dim(DslCtx *ctx, DslType *t, const DslDim *dim) {
       return -1;
     if (n < 0)
       return diag_error(ctx->d, dim->loc, "negative dim %" PRId64, n);
-    int64_t prod = 1;
+    /* Elements counted as bytes: the bound on a value's bytes, which the verifier checks
+     * again with the dtype, already holds for its elements. */
+    int64_t dims[IR_MAX_RANK];
+    int k = 0;
     for (int i = 0; i < s->rank; i++)
       if (!s->dims[i].sym)
-        prod *= s->dims[i].n;
-    if (n > 0 && prod > INT64_MAX / n)
-      return diag_error(ctx->d, dim->loc, "the shape's element count overflows int64");
+        dims[k++] = s->dims[i].n;
+    dims[k++] = n;
+    if (n > IR_MAX_BYTES)
+      return diag_error(ctx->d, dim->loc, "dim %" PRId64 " is larger than 2^48", n);
+    if (!dims_size(k, dims, DT_U8, NULL, NULL))
+      return diag_error(ctx->d, dim->loc, "the shape has more than 2^48 elements");
     d.n = n;
   }
   s->dims[s->rank++] = d;

@@ -580,6 +580,9 @@ static int b_reshape(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
       return FAIL("the shape has rank %d; gpucc supports at most %d", n, IR_MAX_RANK);
     if (shape_numel(&x->type.shape) != 0)
       return FAIL("reshape of '%s' to an empty shape: the element counts differ", x->name);
+    /* no elements, but each dim may still be a loop bound or a stride later */
+    if (!dims_size(n, shape, x->type.dtype, NULL, NULL))
+      return FAIL("the shape is too large: leaving out its 0s, it has more than 2^48 bytes");
     Tensor *t = tensor_in_arena(L->g->arena, x->type.dtype, n, shape);
     return graph_add_const(L->g, out ? out : tmp_name(L, np, buf, sizeof buf), t)
                ? 0 : FAIL("value '%s' is already defined", out);
@@ -847,9 +850,12 @@ static int get_string(Loader *L, const Onnx__NodeProto *np, const char *name, co
     return 0;
   if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
     return FAIL("attribute '%s' must be a string", name);
-  if (a->s.len >= n || memchr(a->s.data, 0, a->s.len))
+  /* An empty string (Einsum's equation "") has no data pointer at all: memchr and
+   * memcpy must not see it. */
+  if (a->s.len >= n || (a->s.len && memchr(a->s.data, 0, a->s.len)))
     return FAIL("attribute '%s' is not a valid name", name);
-  memcpy(buf, a->s.data, a->s.len);
+  if (a->s.len)
+    memcpy(buf, a->s.data, a->s.len);
   buf[a->s.len] = 0;
   return 0;
 }
@@ -945,13 +951,13 @@ static int b_shape(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
 static int b_size(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   (void)e;
   Value *x = input(L, np, 0);
-  int64_t dims[IR_MAX_RANK], n = 1;
+  int64_t dims[IR_MAX_RANK], n;
   if (!x)
     return FAIL("input 0 is missing");
   if (static_dims(L, x, dims, "Size"))
     return -1;
-  for (int i = 0; i < x->type.shape.rank; i++)
-    n *= dims[i];
+  if (!dims_size(x->type.shape.rank, dims, x->type.dtype, &n, NULL))
+    return FAIL("input '%s' is too large (more than 2^48 bytes)", x->name);
   return ints_const(L, np, &n, 1, 0, output_name(np, 0)) ? 0 : -1;
 }
 
@@ -1006,12 +1012,22 @@ static int b_eye_like(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     dt = x->type.dtype;
   else if (dt_onnx > INT32_MAX || dtype_from_onnx((int32_t)dt_onnx, &dt))
     return FAIL("dtype %s is not supported", onnx_type_name((int32_t)dt_onnx));
-  if (onnx_charge_weights(L, "EyeLike", (uint64_t)dims[0] * (uint64_t)dims[1] * dtype_size(dt)))
+  int64_t nbytes;
+  if (!dims_size(2, dims, dt, NULL, &nbytes))
+    return FAIL("EyeLike of %" PRId64 " x %" PRId64 " %s is too large (more than 2^48 bytes)",
+                dims[0], dims[1], dtype_name(dt));
+  if (onnx_charge_weights(L, "EyeLike", (uint64_t)nbytes))
     return -1;
   Tensor *t = tensor_in_arena(L->g->arena, dt, 2, dims);
-  for (int64_t i = 0; i < dims[0]; i++)
-    if (i + k >= 0 && i + k < dims[1])
-      dtype_store_f64(dt, (char *)t->data + (i * dims[1] + i + k) * (int64_t)dtype_size(dt), 1);
+  /* The ones are at (i, i + k) for the rows i where that column exists. k may be any
+   * int64: past the matrix there are none, and within it, it is small enough to add. */
+  int64_t first = 0, end = 0;
+  if (k < dims[1] && k > -dims[0]) {
+    first = k < 0 ? -k : 0;
+    end = dims[1] - k < dims[0] ? dims[1] - k : dims[0];
+  }
+  for (int64_t i = first; i < end; i++)
+    dtype_store_f64(dt, (char *)t->data + (i * dims[1] + i + k) * (int64_t)dtype_size(dt), 1);
   const char *out = output_name(np, 0);
   return graph_add_const(L->g, out ? out : tmp_name(L, np, buf, sizeof buf), t)
              ? 0 : FAIL("value '%s' is already defined", out);
@@ -1211,6 +1227,21 @@ static int window_ints(Loader *L, const Onnx__NodeProto *np, const char *name, i
   return 0;
 }
 
+/* The length dil * (kernel - 1) + 1 that the window of spatial dim i covers, for the
+ * padding rules of auto_pad and output_shape (`why`), which divide by the stride: the
+ * stride, dilation and kernel must be at least 1 before any of that arithmetic. */
+static int window_span(Loader *L, const Window *win, int i, const char *why, int64_t *span) {
+  int64_t k = win->kernel[i], s = win->strides[i], dl = win->dil[i];
+  if (k < 1 || s < 1 || dl < 1)
+    return FAIL("%s needs kernel sizes, strides and dilations of at least 1, but spatial dim "
+                "%d has kernel %" PRId64 ", stride %" PRId64 " and dilation %" PRId64, why, i,
+                k, s, dl);
+  if (!size_mul(dl, k - 1, span) || !size_add(*span, 1, span))
+    return FAIL("%s: the window of spatial dim %d (kernel %" PRId64 ", dilation %" PRId64
+                ") overflows int64", why, i, k, dl);
+  return 0;
+}
+
 /* kernel: the weight's spatial dims for convolutions (NULL for pools: the attribute). */
 static int read_window(Loader *L, const Onnx__NodeProto *np, const Value *x, const Value *w,
                        bool transpose, Window *win) {
@@ -1252,13 +1283,25 @@ static int read_window(Loader *L, const Onnx__NodeProto *np, const Value *x, con
     return FAIL("auto_pad '%s' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", ap);
   if (transpose)
     return 0; /* ConvTranspose computes its own, from the output shape */
+  char why[48];
+  snprintf(why, sizeof why, "auto_pad %s", ap);
   for (int i = 0; i < nsp; i++) {
     Dim dm = x->type.shape.dims[i + 2];
+    int64_t span, need, total = 0;
     if (dm.sym)
       return FAIL("auto_pad %s needs static spatial dims, but dim %d is '%s'", ap, i + 2, dm.sym);
-    int64_t out = (dm.n + win->strides[i] - 1) / win->strides[i];
-    int64_t total = (out - 1) * win->strides[i] + (win->kernel[i] - 1) * win->dil[i] + 1 - dm.n;
-    total = total < 0 ? 0 : total;
+    if (window_span(L, win, i, why, &span))
+      return -1;
+    /* ONNX: out = ceil(in / stride) windows, which need (out - 1) * stride + span of
+     * input; whatever of that is not there is padding. An empty dim gets none (and no
+     * window fits it, which inference reports). */
+    int64_t out = dm.n / win->strides[i] + (dm.n % win->strides[i] != 0);
+    if (out > 0) {
+      if (!size_mul(out - 1, win->strides[i], &need) || !size_add(need, span, &need))
+        return FAIL("auto_pad %s: the padding of spatial dim %d overflows int64 (stride %"
+                    PRId64 ", window %" PRId64 ")", ap, i, win->strides[i], span);
+      total = need > dm.n ? need - dm.n : 0;
+    }
     win->pads[i] = upper ? total / 2 : total - total / 2;
     win->pads[i + nsp] = total - win->pads[i];
   }
@@ -1299,14 +1342,28 @@ static int b_conv_transpose(Loader *L, const Onnx__NodeProto *np, const OnnxOp *
      * with the odd one at the end for SAME_UPPER and at the start otherwise. */
     if (nos >= 0 && nos != w.nsp && nos != w.nsp + 2)
       return FAIL("output_shape has %d values for %d spatial dims", nos, w.nsp);
+    char why[48];
+    if (nos >= 0)
+      snprintf(why, sizeof why, "output_shape");
+    else
+      snprintf(why, sizeof why, "auto_pad %s", ap);
     for (int i = 0; i < w.nsp; i++) {
       Dim dm = in[0]->type.shape.dims[i + 2];
+      int64_t span, full;
       if (dm.sym)
         return FAIL("output_shape and auto_pad need static spatial dims, but dim %d is '%s'",
                     i + 2, dm.sym);
-      oshape[i] = nos >= 0 ? os[nos - w.nsp + i] : dm.n * w.strides[i];
-      int64_t total = w.strides[i] * (dm.n - 1) + outpad[i] + (w.kernel[i] - 1) * w.dil[i] + 1 -
-                      oshape[i];
+      if (window_span(L, &w, i, why, &span))
+        return -1;
+      /* full: the output the windows reach, stride * (in - 1) + output_padding + span */
+      oshape[i] = nos >= 0 ? os[nos - w.nsp + i] : -1;
+      if (dm.n < 1 || outpad[i] < 0 || (nos < 0 && !size_mul(dm.n, w.strides[i], &oshape[i])) ||
+          oshape[i] < 0 || !size_mul(w.strides[i], dm.n - 1, &full) ||
+          !size_add(full, outpad[i], &full) || !size_add(full, span, &full))
+        return FAIL("%s: the output size of spatial dim %d is out of range (input %" PRId64
+                    ", stride %" PRId64 ", output_padding %" PRId64 ", window %" PRId64 ")",
+                    why, i, dm.n, w.strides[i], outpad[i], span);
+      int64_t total = full - oshape[i]; /* both non-negative: no overflow */
       if (total < 0) { /* a bigger output than the kernel reaches: extra output padding */
         outpad[i] -= total;
         total = 0;
@@ -1462,7 +1519,9 @@ static int b_resize(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
       osc[a] = scales[k];
       if (dm.sym && scales[k] != 1)
         return FAIL("resizing symbolic dim '%s' needs it bound: --dim %s=<size>", dm.sym, dm.sym);
-      osz[a] = dm.sym ? -1 : (int64_t)floor((double)dm.n * scales[k]);
+      if (!dm.sym && !double_to_i64(floor((double)dm.n * scales[k]), 0, IR_MAX_BYTES, &osz[a]))
+        return FAIL("scale %g on dim %" PRId64 " (of size %" PRId64 ") gives a size out of "
+                    "range", scales[k], a, dm.n);
     } else {
       if (dm.sym)
         return FAIL("resizing symbolic dim '%s' needs it bound: --dim %s=<size>", dm.sym, dm.sym);
@@ -1664,6 +1723,9 @@ static int b_compress(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     return FAIL("input 'condition' must be a 1-D constant: gpucc does not compute output "
                 "shapes at run time");
   int64_t n = tensor_numel(c->data), m = 0, axis;
+  if (n > INT32_MAX) /* the indices become a constant of at most INT_MAX elements */
+    return FAIL("input 'condition' has %" PRId64 " elements; gpucc supports at most 2^31 - 1",
+                n);
   int64_t *idx = arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
   for (int64_t i = 0; i < n; i++)
     if (dtype_load_f64(c->data->dtype, (char *)c->data->data + i * (int64_t)dtype_size(c->data->dtype)))
@@ -2341,7 +2403,7 @@ const char *onnx_unsupported(const Loader *L, const Onnx__NodeProto *np, char *w
     char val[48];
     if (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
       snprintf(val, sizeof val, "%.*s", (int)(a->s.len > 40 ? 40 : a->s.len),
-               (const char *)a->s.data);
+               a->s.len ? (const char *)a->s.data : "");
     else if (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)
       snprintf(val, sizeof val, "%" PRId64, a->i);
     else

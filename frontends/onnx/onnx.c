@@ -710,6 +710,13 @@ static int add_input(Loader *L, const Onnx__ValueInfoProto *vi, bool *dim_used) 
     return onnx_model_error(L, "graph input '%s' has no shape; give it with --shape %s=AxBxC", name,
                        name);
   }
+  /* Builders read input dims before any node is inferred (Size, EyeLike, Split): they
+   * may rely on every input's size being bounded like a value's. */
+  if (!shape_size(&t.shape, t.dtype, NULL, NULL)) {
+    char ts[256];
+    return onnx_model_error(L, "graph input '%s' of type %s is too large (more than 2^48 "
+                            "bytes)", name, type_str(&t, ts, sizeof ts));
+  }
   if (!graph_add_input(L->g, name, t))
     return onnx_model_error(L, "graph input '%s' is declared twice", name);
   return 0;

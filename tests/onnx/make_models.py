@@ -46,7 +46,7 @@ def f_packed_ints(field, vs):
     return f_bytes(field, b"".join(varint(v) for v in vs))
 
 
-FLOAT, INT64, BOOL = 1, 7, 9
+FLOAT, INT64, BOOL, DOUBLE = 1, 7, 9, 11
 
 
 def tensor(name, dims, dtype, values=None, raw=None):
@@ -70,6 +70,14 @@ def attr_float(name, v):
 
 def attr_ints(name, vs):
     return f_bytes(1, name) + f_int(20, 7) + b"".join(f_int(8, v) for v in vs)
+
+
+def attr_string(name, s):
+    return f_bytes(1, name) + f_int(20, 3) + f_bytes(4, s)
+
+
+def attr_tensor(name, t):
+    return f_bytes(1, name) + f_int(20, 4) + f_bytes(5, t)
 
 
 def node(op, inputs, outputs, name="", attrs=(), domain=None):
@@ -158,6 +166,124 @@ MODELS = {
          node("Relu", ["b"], ["y"], "n2")],
         [value_info("x", FLOAT, [2])], [value_info("y", FLOAT, [2])]),
 }
+
+
+# ---------------------------------------------------------------- sizes
+# Hostile sizes for tests/lit/onnx/sizes.gir: each is one node ("n") whose attributes,
+# constant inputs or input shape make a size wrap, divide by zero, or ask for more memory
+# than any GPU has. gpucc must refuse each with one message naming the node.
+
+I64_MAX = (1 << 63) - 1
+
+
+def one_node(op, ins, attrs=(), inputs=((FLOAT, [1, 1, 4, 4]),), inits=(), opset=17,
+             nout=1):
+    """A model of one node n: graph inputs x0, x1, ... of the given (dtype, dims), then
+    initializers, outputs y0, y1, ..."""
+    names = ["x%d" % i for i in range(len(inputs))]
+    outs = ["y%d" % i for i in range(nout)]
+    return model([node(op, ins, outs, "n", attrs)],
+                 [value_info(nm, dt, dims) for nm, (dt, dims) in zip(names, inputs)],
+                 [value_info(o, FLOAT, []) for o in outs], inits, opset)
+
+
+def conv(attrs, w_dims=(1, 1, 3, 3)):
+    n = 1
+    for d in w_dims:
+        n *= d
+    return one_node("Conv", ["x0", "w"], attrs,
+                    inits=[tensor("w", list(w_dims), FLOAT, [0.5] * n)])
+
+
+def i64s(name, vs):
+    return tensor(name, [len(vs)], INT64, vs)
+
+
+SIZE_MODELS = {
+    # auto_pad works out pads from the stride: a stride of 0 must not be divided by.
+    "conv_same_stride0": lambda: conv([attr_string("auto_pad", "SAME_UPPER"),
+                                       attr_ints("strides", [0, 0])]),
+    "conv_valid_stride0": lambda: conv([attr_string("auto_pad", "VALID"),
+                                        attr_ints("strides", [0, 0])]),
+    "avgpool_same_stride0": lambda: one_node(
+        "AveragePool", ["x0"], [attr_string("auto_pad", "SAME_LOWER"),
+                                attr_ints("kernel_shape", [2, 2]), attr_ints("strides", [0, 0])]),
+    "avgpool_valid_stride0": lambda: one_node(
+        "AveragePool", ["x0"], [attr_string("auto_pad", "VALID"),
+                                attr_ints("kernel_shape", [2, 2]), attr_ints("strides", [0, 0])]),
+    # (in + stride - 1), (kernel - 1) * dilation and in * stride overflow int64
+    "conv_same_huge_stride": lambda: conv([attr_string("auto_pad", "SAME_UPPER"),
+                                           attr_ints("strides", [I64_MAX, 1])]),
+    "conv_same_huge_dilation": lambda: conv([attr_string("auto_pad", "SAME_LOWER"),
+                                             attr_ints("dilations", [1 << 62, 1])]),
+    "maxpool_same_huge_kernel": lambda: one_node(
+        "MaxPool", ["x0"], [attr_string("auto_pad", "SAME_UPPER"),
+                            attr_ints("kernel_shape", [I64_MAX, 1])]),
+    "conv_transpose_same_huge_stride": lambda: one_node(
+        "ConvTranspose", ["x0", "w"], [attr_string("auto_pad", "SAME_UPPER"),
+                                       attr_ints("strides", [1 << 62, 1])],
+        inits=[tensor("w", [1, 1, 3, 3], FLOAT, [0.5] * 9)]),
+    # valid auto_pad and output_shape arithmetic, for the pads it gives
+    "conv_same_stride2": lambda: conv([attr_string("auto_pad", "SAME_UPPER"),
+                                       attr_ints("strides", [2, 1])]),
+    "conv_transpose_same": lambda: one_node(
+        "ConvTranspose", ["x0", "w"], [attr_string("auto_pad", "SAME_LOWER"),
+                                       attr_ints("strides", [2, 3])],
+        inits=[tensor("w", [1, 1, 3, 3], FLOAT, [0.5] * 9)]),
+    "conv_transpose_output_shape_negative": lambda: one_node(
+        "ConvTranspose", ["x0", "w"], [attr_ints("output_shape", [-5, 4])],
+        inits=[tensor("w", [1, 1, 3, 3], FLOAT, [0.5] * 9)]),
+    # EyeLike: i + k wraps; rows x cols x element size wraps (f32 and f64)
+    "eyelike_k_max": lambda: one_node("EyeLike", ["x0"], [attr_int("k", I64_MAX)],
+                                      inputs=[(FLOAT, [3, 3])]),
+    "eyelike_k_min": lambda: one_node("EyeLike", ["x0"], [attr_int("k", -I64_MAX - 1)],
+                                      inputs=[(FLOAT, [3, 3])]),
+    "eyelike_k1": lambda: one_node("EyeLike", ["x0"], [attr_int("k", 1)],
+                                   inputs=[(FLOAT, [3, 4])]),
+    "eyelike_k_neg2": lambda: one_node("EyeLike", ["x0"], [attr_int("k", -2)],
+                                       inputs=[(FLOAT, [4, 3])]),
+    "eyelike_wrap_f32": lambda: one_node("EyeLike", ["x0"], inputs=[(FLOAT, [1 << 31, 1 << 31])]),
+    "eyelike_wrap_f64": lambda: one_node("EyeLike", ["x0"], [attr_int("dtype", DOUBLE)],
+                                         inputs=[(FLOAT, [1 << 30, 1 << 31])]),
+    # the input fits (2^48 bools), the f64 identity of its shape does not
+    "eyelike_dtype_wrap": lambda: one_node("EyeLike", ["x0"], [attr_int("dtype", DOUBLE)],
+                                           inputs=[(BOOL, [1 << 24, 1 << 24])]),
+    # a 1 TB identity: no wrap, but more than --max-weight-bytes
+    "eyelike_big": lambda: one_node("EyeLike", ["x0"], inputs=[(FLOAT, [1 << 20, 1 << 18])]),
+    # ConstantOfShape and Expand to shapes whose bytes wrap
+    "constant_of_shape_wrap_f32": lambda: one_node(
+        "ConstantOfShape", ["s"], inputs=[], inits=[i64s("s", [1 << 31, 1 << 31])]),
+    "constant_of_shape_wrap_f64": lambda: one_node(
+        "ConstantOfShape", ["s"],
+        [attr_tensor("value", tensor("", [1], DOUBLE, raw=struct.pack("<d", 2)))],
+        inputs=[], inits=[i64s("s", [1 << 30, 1 << 31])]),
+    "constant_of_shape_negative": lambda: one_node(
+        "ConstantOfShape", ["s"], inputs=[], inits=[i64s("s", [2, -3])]),
+    "expand_wrap": lambda: one_node(
+        "Expand", ["x0", "s"], inputs=[(DOUBLE, [1])], inits=[i64s("s", [1 << 30, 1 << 31])]),
+    # Reshape with allowzero: no elements, but a dim no loop may count to
+    "reshape_allowzero_huge": lambda: one_node(
+        "Reshape", ["x0", "s"], [attr_int("allowzero", 1)], inputs=[(FLOAT, [0, 4])],
+        inits=[i64s("s", [0, I64_MAX])]),
+    # inputs whose element count wraps: Size multiplied the dims unchecked
+    "size_wrap": lambda: one_node("Size", ["x0"], inputs=[(FLOAT, [1 << 32, 1 << 32])]),
+    "input_huge": lambda: one_node("Relu", ["x0"], inputs=[(FLOAT, [I64_MAX, 2])]),
+    # empty strings: a protobuf string of length 0 has no data pointer
+    "gridsample_empty_mode": lambda: one_node(
+        "GridSample", ["x0", "x1"], [attr_string("padding_mode", "")],
+        inputs=[(FLOAT, [1, 1, 4, 4]), (FLOAT, [1, 2, 2, 2])], opset=16),
+    # Einsum with an empty equation
+    "einsum_empty": lambda: one_node("Einsum", ["x0"], [attr_string("equation", "")],
+                                     inputs=[(FLOAT, [2])], opset=12),
+    # Resize: floor(in x scale) does not fit an int64
+    "resize_huge_scale": lambda: one_node(
+        "Resize", ["x0", "", "sc"], inputs=[(FLOAT, [1, 1, 2, 2])],
+        inits=[tensor("sc", [4], FLOAT, [1, 1, 1e30, 1e30])]),
+    "resize_inf_scale": lambda: one_node(
+        "Resize", ["x0", "", "sc"], inputs=[(FLOAT, [1, 1, 2, 2])],
+        inits=[tensor("sc", [4], FLOAT, [1, 1, float("inf"), 1])]),
+}
+MODELS.update(SIZE_MODELS)
 
 
 def main():

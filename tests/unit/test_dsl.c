@@ -407,7 +407,9 @@ static void test_errors(void) {
   check_error("graph g(%x: f32[2]) {\n  %c = const i64[2] [1, 9223372036854775808]\n"
               "  return %c\n}\n", 2, 25, "integer literal out of range");
   check_error("graph g(%x: f32[4294967296, 4294967296]) {\n  return %x\n}\n", 1, 29,
-              "overflows int64");
+              "the shape has more than 2^48 elements");
+  check_error("graph g(%x: f32[0, 281474976710657]) {\n  return %x\n}\n", 1, 20,
+              "dim 281474976710657 is larger than 2^48");
   check_error("graph g(%x: f32[-1]) {\n  return %x\n}\n", 1, 17, "negative dim");
   check_error("graph g(%x: f33[4]) {\n  return %x\n}\n", 1, 13, "unknown dtype 'f33'");
   check_error("graph g(%x: f32[4]) {\n  %y = relu(%x)\n}\n", 3, 1, "missing 'return'");

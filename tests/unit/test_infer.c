@@ -4,6 +4,7 @@
  * both sides. */
 #include "ir/ir.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -554,6 +555,105 @@ static void test_range(void) {
   CHECK(OP_RANGE, V(scalar(DT_I64, 0), scalar(DT_I32, 1), scalar(DT_I64, 1)), "!operand types differ");
 }
 
+/* Sizes at their edges, op by op: zero dims, dims and attributes up to INT64_MAX, products
+ * that would wrap, and the 2^48-byte bound on every value. Each is a result or one
+ * error, never arithmetic that wraps (the sanitizer build would stop at it). */
+static void test_sizes(void) {
+  /* 2^48 bytes is the most a value may have, and no dim may be longer, even when another
+   * dim is 0 (loops and strides would still count to it) */
+  CHECK(OP_RELU, V(in("u8[281474976710656]")), "u8[281474976710656]");
+  CHECK(OP_RELU, V(in("f32[281474976710656]")), "!relu: result f32[281474976710656] is too large (more than 2^48 bytes)");
+  CHECK(OP_RELU, V(in("f32[0, 281474976710657]")), "!too large");
+  CHECK(OP_RELU, V(in("f32[0, 4]")), "f32[0, 4]");
+  CHECK(OP_ADD, V(in("f64[35184372088832, 1]"), in("f64[1, 2]")), "!too large");
+  CHECK(OP_MATMUL, V(in("f32[2147483648, 2]"), in("f32[2, 2147483648]")), "!too large");
+  /* reshape: the products of the shape and of the input */
+  Value *x = in("f32[2, 3]"), *e = in("f32[0]");
+  CHECKA(OP_RESHAPE, V(x), A(INTS("shape", INT64_MAX, INT64_MAX)), "!shape [9223372036854775807, 9223372036854775807] has too many elements");
+  CHECKA(OP_RESHAPE, V(e), A(INTS("shape", INT64_MAX, -1)), "!too large");
+  CHECKA(OP_RESHAPE, V(e), A(INTS("shape", 0, -1)), "!element counts do not divide");
+  CHECKA(OP_RESHAPE, V(e), A(INTS("shape", 3, 0, 5)), "!copies dim 1 with 0");
+  CHECKA(OP_RESHAPE, V(in("f32[0, 5]")), A(INTS("shape", 0, 7)), "f32[0, 7]");
+  CHECKA(OP_EXPAND, V(in("f32[1]")), A(INTS("shape", INT64_MAX)), "!too large");
+  CHECKA(OP_EXPAND, V(in("f32[1]")), A(INTS("shape", 0, INT64_MAX)), "!too large");
+  CHECKA(OP_EXPAND, V(in("f32[3]")), A(INTS("shape", 0, 3)), "f32[0, 3]");
+  CHECKA(OP_TILE, V(in("f32[2]")), A(INTS("repeats", (int64_t)1 << 62)), "!repeats [4611686018427387904] overflow dim 0");
+  CHECKA(OP_TILE, V(in("f32[2]")), A(INTS("repeats", (int64_t)1 << 47)), "!too large");
+  CHECKA(OP_TILE, V(in("f32[0]")), A(INTS("repeats", INT64_MAX)), "f32[0]");
+  CHECKA(OP_TILE, V(in("f32[2]")), A(INTS("repeats", -1)), "!negative entry");
+  /* concat, split and slice along an axis */
+  Value *half = in("u8[4611686018427387904]");
+  CHECKA(OP_CONCAT, V(half, half), A(INT("axis", 0)), "!the sizes on axis 0 overflow");
+  Attr sp[] = {INTS("split", INT64_MAX, 1)};
+  check_node(__LINE__, OP_SPLIT, V(in("f32[8]")), 1, sp, 1, 2, 0, "!split sizes overflow");
+  Value *s10 = in("f32[10]");
+  CHECKA(OP_SLICE, V(s10), A(INTS("starts", -1), INTS("ends", -INT64_MAX), INTS("steps", INT64_MIN)), "f32[1]");
+  CHECKA(OP_SLICE, V(s10), A(INTS("starts", INT64_MIN), INTS("ends", INT64_MAX), INTS("steps", INT64_MAX)), "f32[1]");
+  CHECKA(OP_SLICE, V(s10), A(INTS("starts", INT64_MAX), INTS("ends", INT64_MIN)), "f32[0]");
+  CHECKA(OP_SLICE, V(in("f32[0]")), A(INTS("starts", 0), INTS("ends", 1)), "f32[0]");
+  /* pad */
+  CHECKA(OP_PAD, V(in("f32[2]")), A(INTS("pads", INT64_MAX, 0)), "!pads [9223372036854775807, 0] are out of range");
+  CHECKA(OP_PAD, V(in("f32[2]")), A(INTS("pads", INT64_MIN, 0)), "!out of range");
+  CHECKA(OP_PAD, V(in("f32[2]")), A(INTS("pads", 2147483647, 2147483647)), "f32[4294967296]");
+  /* the windows: strides, dilations, kernels, groups and pads past WINDOW_MAX, and spans
+   * that do not fit */
+  Value *x1 = in("f32[1, 1, 10]"), *w3 = in("f32[1, 1, 3]");
+  CHECKA(OP_CONV, V(x1, w3), A(INTS("strides", 0)), "!strides [0]: entry 0 is out of range (1 to 2147483647)");
+  CHECKA(OP_CONV, V(x1, w3), A(INTS("strides", INT64_MAX)), "!strides [9223372036854775807]: entry 9223372036854775807 is out of range");
+  CHECKA(OP_CONV, V(x1, w3), A(INTS("strides", 2147483647)), "f32[1, 1, 1]");
+  CHECKA(OP_CONV, V(x1, w3), A(INTS("dilations", 2147483647)), "!the kernel (3 with dilation 2147483647) is bigger than the padded input (10)");
+  CHECKA(OP_CONV, V(x1, w3), A(INTS("dilations", -1)), "!out of range");
+  CHECKA(OP_CONV, V(x1, w3), A(INTS("pads", INT64_MAX, 0)), "!out of range");
+  CHECKA(OP_CONV, V(x1, w3), A(INT("group", INT64_MAX)), "!group must be positive");
+  CHECKA(OP_CONV, V(x1, w3), A(INT("group", 0)), "!group must be positive");
+  CHECK(OP_CONV, V(x1, in("f32[1, 1, 2147483648]")), "!kernel dim 0 of w f32[1, 1, 2147483648] is out of range");
+  CHECK(OP_CONV, V(in("f32[1, 0, 10]"), in("f32[4, 0, 3]")), "f32[1, 4, 8]");
+  CHECK(OP_CONV, V(in("f32[1, 1, 0]"), w3), "!bigger than the padded input (0)");
+  CHECK(OP_CONV, V(in("f32[1, 1, 1099511627776]"), w3), "f32[1, 1, 1099511627774]");
+  Value *xt = in("f32[1, 1, 1099511627776]");
+  CHECKA(OP_CONV_TRANSPOSE, V(xt, w3), A(INTS("strides", 2147483647)), "!spatial dim 0 of f32[1, 1, 1099511627776] is out of range");
+  CHECKA(OP_CONV_TRANSPOSE, V(in("f32[1, 1, 1048576]"), w3), A(INTS("strides", 2147483647)), "!too large");
+  CHECKA(OP_CONV_TRANSPOSE, V(in("f32[1, 1, 0]"), w3), A(INTS("strides", 2)), "!spatial dim 0 of f32[1, 1, 0] is out of range");
+  CHECKA(OP_CONV_TRANSPOSE, V(in("f32[1, 1, 1]"), w3), A(INTS("pads", 2, 1)), "f32[1, 1, 0]");
+  CHECKA(OP_CONV_TRANSPOSE, V(in("f32[1, 1, 1]"), w3), A(INTS("pads", 2, 2)), "!pads remove more than the whole output");
+  CHECKA(OP_CONV_TRANSPOSE, V(in("f32[1, 1, 2]"), w3), A(INTS("dilations", 2147483647)), "f32[1, 1, 4294967296]");
+  CHECKA(OP_CONV_TRANSPOSE, V(in("f32[1, 1, 2]"), w3), A(INTS("output_padding", INT64_MAX)), "!out of range");
+  CHECKA(OP_MAX_POOL, V(in("f32[1, 1, 5]")), A(INTS("kernel_shape", 2), INTS("strides", 2147483647), INTS("pads", 0, 1), INT("ceil_mode", 1)), "f32[1, 1, 1]");
+  CHECKA(OP_MAX_POOL, V(in("f32[1, 1, 5]")), A(INTS("kernel_shape", INT64_MAX)), "!kernel_shape [9223372036854775807]: entry 9223372036854775807 is out of range");
+  CHECKA(OP_MAX_POOL, V(in("f32[1, 1, 5]")), A(INTS("kernel_shape", 0)), "!out of range");
+  CHECKA(OP_AVERAGE_POOL, V(in("f32[1, 1, 5]")), A(INTS("kernel_shape", 2147483647), INTS("pads", 2147483646, 2147483646)), "f32[1, 1, 2147483651]");
+  CHECKA(OP_AVERAGE_POOL, V(in("f32[1, 1, 0]")), A(INTS("kernel_shape", 1)), "!bigger than the padded input (0)");
+  CHECKA(OP_MAX_UNPOOL, V(xt, in("i64[1, 1, 1099511627776]")), A(INTS("kernel_shape", 2), INTS("strides", 2147483647)), "!spatial dim 0 of f32[1, 1, 1099511627776] is out of range");
+  CHECKA(OP_MAX_UNPOOL, V(in("f32[1, 1, 1048576]"), in("i64[1, 1, 1048576]")), A(INTS("kernel_shape", 2), INTS("strides", 2147483647)), "!too large");
+  CHECKA(OP_MAX_UNPOOL, V(in("f32[1, 1, 0]"), in("i64[1, 1, 0]")), A(INTS("kernel_shape", 2)), "!spatial dim 0 of f32[1, 1, 0] is out of range");
+  CHECKA(OP_MAX_UNPOOL, V(in("f32[1, 1, 1]"), in("i64[1, 1, 1]")), A(INTS("kernel_shape", 2), INTS("pads", 1, 2)), "!pads remove more than the whole output");
+  /* resize: the scales divide coordinates, so they are finite; sizes are the output */
+  Value *r4 = in("f32[1, 1, 2, 2]");
+  CHECKA(OP_RESIZE, V(r4), A(INTS("sizes", -1, -1, 4, 4), attr_make_floats("scales", (double[]){1, 1, INFINITY, 2}, 4)), "!scales must be positive and finite, got inf on dim 2");
+  CHECKA(OP_RESIZE, V(r4), A(INTS("sizes", -1, -1, 4, 4), attr_make_floats("scales", (double[]){1, 1, NAN, 2}, 4)), "!scales must be positive and finite");
+  CHECKA(OP_RESIZE, V(r4), A(INTS("sizes", -1, -1, 4, 4), attr_make_floats("scales", (double[]){1, 1, 1e-310, 2}, 4)), "f32[1, 1, 4, 4]");
+  CHECKA(OP_RESIZE, V(r4), A(INTS("sizes", -1, -1, INT64_MAX, 4)), "!too large");
+  CHECKA(OP_RESIZE, V(in("f32[1, 1, 0, 2]")), A(INTS("sizes", -1, -1, 0, 4)), "f32[1, 1, 0, 4]");
+  /* the rest, where an attribute sets a size */
+  Value *d4 = in("f32[1, 4, 2147483647, 2147483647]");
+  CHECKA(OP_SPACE_TO_DEPTH, V(d4), A(INT("blocksize", 2147483647)), "!dim 1 of f32[1, 4, 2147483647, 2147483647] times 4611686014132420609 overflows");
+  CHECKA(OP_DEPTH_TO_SPACE, V(in("f32[1, 4, 2, 2]")), A(INT("blocksize", 2147483647)), "!is not divisible by 4611686014132420609");
+  CHECKA(OP_DEPTH_TO_SPACE, V(in("f32[1, 4, 2, 2]")), A(INT("blocksize", INT64_MAX)), "!blocksize must be positive");
+  Value *oh = in("i64[2]"), *ov = in("f32[2]");
+  Attr oh_big[] = {INT("depth", INT64_MAX)};
+  check_node(__LINE__, OP_ONE_HOT, V(oh, ov), 2, oh_big, 1, 1, 0, "!too large");
+  Attr tk[] = {INT("k", INT64_MAX)};
+  check_node(__LINE__, OP_TOPK, V(in("f32[5]")), 1, tk, 1, 2, 0, "!k 9223372036854775807 is out of range");
+  CHECKA(OP_TRILU, V(in("f32[3, 3]")), A(INT("k", INT64_MIN)), "f32[3, 3]");
+  CHECKA(OP_ROI_ALIGN, V(in("f32[1, 1, 4, 4]"), in("f32[2, 4]"), in("i64[2]")), A(INT("output_height", INT64_MAX)), "!must be positive");
+  CHECKA(OP_ROI_ALIGN, V(in("f32[1, 1, 4, 4]"), in("f32[2, 4]"), in("i64[2]")), A(INT("sampling_ratio", INT64_MAX)), "!sampling_ratio must be 0");
+  CHECKA(OP_LRN, V(in("f32[1, 3, 2]")), A(INT("size", INT64_MAX)), "f32[1, 3, 2]");
+  CHECK(OP_RANGE, V(scalar(DT_I64, INT64_MIN), scalar(DT_I64, INT64_MAX), scalar(DT_I64, 1)), "!the range is too long");
+  CHECK(OP_RANGE, V(scalar(DT_F64, 0), scalar(DT_F64, INFINITY), scalar(DT_F64, 1)), "!too long");
+  CHECK(OP_RANGE, V(scalar(DT_F64, 0), scalar(DT_F64, 1), scalar(DT_F64, NAN)), "!too long");
+  CHECK(OP_RANGE, V(scalar(DT_F64, 0), scalar(DT_F64, 1), scalar(DT_F64, 1e-300)), "!too long");
+}
+
 static void test_attrs_and_inputs(void) {
   Value *x = in("f32[2, 3]");
   CHECKA(OP_SOFTMAX, V(x), A(INTS("axes", 1)), "!softmax has no attribute 'axes' (it has: axis)");
@@ -631,6 +731,7 @@ int main(void) {
   test_nn();
   test_nn_layout();
   test_range();
+  test_sizes();
   test_onnx_ops();
   test_onnx_ops3();
   test_attrs_and_inputs();

@@ -305,6 +305,35 @@ static void test_nn_layout(void) {
   CHECK(strstr(d2.msg, "index 3 is out of range for axis 0 of size 3") != NULL);
 }
 
+/* Attributes at the edges of their range: the executor's loops and conversions stay
+ * bounded and defined. */
+static void test_sizes(void) {
+  Diag d = {0};
+  int64_t s3[3] = {1, 3, 1}, s2[1] = {2}, s4[1] = {4};
+  /* lrn over more channels than there are: the window is clipped before it is walked
+   * (it used to count to size); alpha / size = 1, so y = x / the sum of squares, 14 */
+  Attr lrn[4] = {attr_make_int("size", INT64_MAX), attr_make_float("alpha", 9223372036854775807.0),
+                 attr_make_float("beta", 1), attr_make_float("bias", 0)};
+  Tensor *x = tens(DT_F64, 3, s3, (double[]){1, 2, 3});
+  EXPECT(run_op(OP_LRN, 1, &x, lrn, 4, &d), DT_F64, 3, s3, ((double[]){1.0 / 14, 2.0 / 14, 3.0 / 14}), 1e-15);
+  /* resize with a scale so small that half_pixel_symmetric's coordinate is inf - inf: a
+   * NaN, which must not be converted to an index (nearest takes element 0, as the kernel's
+   * conversion does; linear's weights are NaN) */
+  int64_t sz4[1] = {4};
+  double tiny[1] = {1e-310};
+  Attr rs[4] = {attr_make_ints("sizes", sz4, 1), attr_make_floats("scales", tiny, 1),
+                attr_make_string("coordinate_transformation_mode", "half_pixel_symmetric"),
+                attr_make_string("mode", "nearest")};
+  x = tens(DT_F32, 1, s2, (double[]){7, 9});
+  EXPECT(run_op(OP_RESIZE, 1, &x, rs, 4, &d), DT_F32, 1, s4, ((double[]){7, 7, 7, 7}), 0);
+  rs[3] = attr_make_string("mode", "linear");
+  x = tens(DT_F32, 1, s2, (double[]){7, 9});
+  EXPECT(run_op(OP_RESIZE, 1, &x, rs, 4, &d), DT_F32, 1, s4, ((double[]){NAN, NAN, NAN, NAN}), 0);
+  CHECK(!d.failed);
+  if (d.failed)
+    fprintf(stderr, "%s\n", d.msg);
+}
+
 /* topk has two outputs and range constant operands: whole graphs. */
 static void test_topk_range(void) {
   Graph *g = graph_new("t");
@@ -701,6 +730,7 @@ int main(void) {
   test_nn();
   test_nn_layout();
   test_topk_range();
+  test_sizes();
   test_onnx_ops();
   test_onnx_ops3();
   test_graph();
