@@ -961,6 +961,12 @@ static const ModelApi linked_api = {MODEL_API(LINKED)};
 
 /* Binds api to the model.so at path (kept open: *lib). */
 static int open_model_so(const char *path, ModelApi *api, void **lib) {
+  /* dlopen would block on a FIFO as any open does: only a regular file is loaded. */
+  char why[256];
+  FILE *so = fopen_regular(path, NULL, why, sizeof why);
+  if (!so)
+    return input_error("%s: cannot load: %s", path, why);
+  fclose(so);
   /* dlopen searches the library path for a name without a slash. */
   char *p = malloc(strlen(path) + 3);
   if (!p)

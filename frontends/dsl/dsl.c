@@ -690,9 +690,10 @@ Graph *dsl_parse(const char *file, const char *text, size_t len, Diag *d) {
 
 Graph *dsl_parse_file(const char *path, Diag *d) {
   bool is_stdin = !strcmp(path, "-");
-  FILE *f = is_stdin ? stdin : fopen(path, "rb");
+  char why[256];
+  FILE *f = is_stdin ? stdin : fopen_regular(path, NULL, why, sizeof why);
   if (!f) {
-    diag_error(d, (SrcLoc){0}, "cannot open '%s': %s", path, strerror(errno));
+    diag_error(d, (SrcLoc){0}, "cannot open '%s': %s", path, why);
     return NULL;
   }
   size_t cap = 1 << 16, len = 0;

@@ -205,6 +205,8 @@ static int read_external(Loader *L, const Onnx__TensorProto *tp, const char *wha
   char *real = NULL;
   FILE *f = NULL;
   int rc = -1;
+  char why[256];
+  struct stat st;
   if (!path || !real_dir) {
     FAIL("%s: cannot resolve the model's folder '%s': %s", what, L->dir, strerror(errno));
     goto out;
@@ -221,14 +223,8 @@ static int read_external(Loader *L, const Onnx__TensorProto *tp, const char *wha
          real);
     goto out;
   }
-  f = fopen(real, "rb");
-  struct stat st;
-  if (!f || fstat(fileno(f), &st) != 0) {
-    FAIL("%s: cannot open external data '%s': %s", what, path, strerror(errno));
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    FAIL("%s: external data '%s' is not a regular file", what, path);
+  if (!(f = fopen_regular(real, NULL, why, sizeof why)) || fstat(fileno(f), &st) != 0) {
+    FAIL("%s: cannot open external data '%s': %s", what, path, f ? strerror(errno) : why);
     goto out;
   }
   int64_t size = (int64_t)st.st_size;
@@ -892,24 +888,21 @@ Graph *onnx_load_bytes(const void *data, size_t len, const char *name, const Onn
 
 /* Reads the whole file; *dir receives its folder (caller frees both). */
 static void *read_file(const char *path, size_t *len, char **dir, Diag *d) {
-  FILE *f = fopen(path, "rb");
-  struct stat st;
+  char why[256];
+  uint64_t size = 0;
+  FILE *f = fopen_regular(path, &size, why, sizeof why);
   void *buf = NULL;
   *dir = NULL;
-  if (!f || fstat(fileno(f), &st) != 0) {
-    diag_error(d, (SrcLoc){.file = path}, "cannot open: %s", strerror(errno));
+  if (!f) {
+    diag_error(d, (SrcLoc){.file = path}, "cannot open: %s", why);
     goto fail;
   }
-  if (!S_ISREG(st.st_mode)) {
-    diag_error(d, (SrcLoc){.file = path}, "not a regular file: not an ONNX model");
+  if (size > MODEL_MAX_BYTES) {
+    diag_error(d, (SrcLoc){.file = path}, "the file has %" PRIu64 " bytes, more than the 2 GiB a "
+               "protobuf may have: not an ONNX model", size);
     goto fail;
   }
-  if ((uint64_t)st.st_size > MODEL_MAX_BYTES) {
-    diag_error(d, (SrcLoc){.file = path}, "the file has %lld bytes, more than the 2 GiB a "
-               "protobuf may have: not an ONNX model", (long long)st.st_size);
-    goto fail;
-  }
-  *len = (size_t)st.st_size;
+  *len = (size_t)size;
   buf = malloc(*len + 1);
   if (!buf || fread(buf, 1, *len, f) != *len) {
     diag_error(d, (SrcLoc){.file = path}, "cannot read: %s", buf ? strerror(errno) : "out of memory");
