@@ -100,9 +100,13 @@ static inline const char *output_name(const Onnx__NodeProto *np, size_t i) {
   return i < np->n_output && np->output[i] && *np->output[i] ? np->output[i] : NULL;
 }
 
-/* Strips the "error: " that a located-nowhere Diag message starts with. */
+/* A Diag's message without its "file: error: " or "error: " prefix, for quoting inside
+ * a message of the loader's own (which names the model and the node itself). */
 static inline const char *bare_message(const Diag *d) {
-  return strncmp(d->msg, "error: ", 7) ? d->msg : d->msg + 7;
+  if (!strncmp(d->msg, "error: ", 7))
+    return d->msg + 7;
+  const char *e = strstr(d->msg, ": error: "), *nl = strchr(d->msg, '\n');
+  return e && (!nl || e < nl) ? e + 9 : d->msg;
 }
 
 #endif

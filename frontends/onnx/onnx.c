@@ -859,8 +859,7 @@ static const OnnxBinding *find_binding(const OnnxBinding *b, int n, const char *
   return NULL;
 }
 
-/* "1x3x224x224" into dims; returns the rank or -1. */
-static int parse_shape(const char *s, int64_t *dims) {
+int onnx_parse_shape(const char *s, int64_t *dims) {
   int r = 0;
   if (!strcmp(s, "scalar"))
     return 0;
@@ -895,7 +894,7 @@ static int add_input(Loader *L, const Onnx__ValueInfoProto *vi, bool *dim_used) 
   const OnnxBinding *sb = find_binding(L->opt->shapes, L->opt->nshapes, name);
   int64_t given[IR_MAX_RANK];
   int grank = -1;
-  if (sb && (grank = parse_shape(sb->value, given)) < 0)
+  if (sb && (grank = onnx_parse_shape(sb->value, given)) < 0)
     return onnx_model_error(L, "--shape %s=%s: expected sizes like 1x3x224x224", sb->name, sb->value);
   if (tt->shape) {
     if (tt->shape->n_dim > IR_MAX_RANK)
