@@ -195,7 +195,9 @@ static const char *base_name(const char *path) {
   return s ? s + 1 : path;
 }
 
-static GpuccStatus write_weights_file(const char *path, const void *w, size_t n) {
+/* *made: the file was created or replaced (not written in place), so it is ours to
+ * remove if the model.so that names it cannot be written. */
+static GpuccStatus write_weights_file(const char *path, const void *w, size_t n, bool *made) {
   Out o;
   GpuccStatus st = out_open(&o, path, 0644);
   if (st) return st;
@@ -203,7 +205,9 @@ static GpuccStatus write_weights_file(const char *path, const void *w, size_t n)
     out_abort(&o);
     return st;
   }
-  return out_commit(&o);
+  bool in_place = o.in_place;
+  if (!(st = out_commit(&o))) *made = !in_place;
+  return st;
 }
 
 static GpuccStatus write_so(const char *out_path, const unsigned char *stub, size_t stub_len,
@@ -253,6 +257,7 @@ static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
                       "the model stub already carries a model: give the libgpucc_model.so stub");
   GpuccStatus st = GPUCC_OK;
   char *wpath = NULL;
+  bool made = false;
   struct stat ost;
   if (weights_len > threshold && stat(out_path, &ost) == 0 && !S_ISREG(ost.st_mode))
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: the weights go to a file beside the "
@@ -264,11 +269,12 @@ static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
     if (!st && strlen(base_name(wpath)) > GPUCC_MAX_WEIGHTS_FILE)
       st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: file name too long", wpath);
     /* The weights first: a model.so must never name a file that does not exist. */
-    if (!st) st = write_weights_file(wpath, weights, weights_len);
+    if (!st) st = write_weights_file(wpath, weights, weights_len, &made);
   }
   if (!st)
     st = write_so(out_path, stub, stub_len, plan, plan_len, weights, weights_len,
                   wpath ? base_name(wpath) : NULL);
+  if (st && made) unlink(wpath); /* no weights file without its model.so */
   free(wpath);
   return st;
 }
