@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -702,6 +703,15 @@ Graph *dsl_parse_file(const char *path, Diag *d) {
     abort();
   for (;;) {
     if (len == cap) {
+      /* The parser takes at most INT_MAX / 2 bytes: no reason to read on (standard input
+       * may be endless, /dev/zero say) until the allocation fails. */
+      if (len > (size_t)INT_MAX / 2) {
+        if (!is_stdin)
+          fclose(f);
+        free(buf);
+        diag_error(d, (SrcLoc){.file = is_stdin ? "<stdin>" : path}, "file too large");
+        return NULL;
+      }
       cap *= 2;
       char *nb = realloc(buf, cap);
       if (!nb)
