@@ -604,10 +604,42 @@ static bool has_gemms(const Program *p) {
   return false;
 }
 
+/* What the plan format or cuBLASLt cannot take comes from the model, not from a bug of
+ * gpucc: said as such, naming the value or node, before anything is compiled (rather
+ * than as a plan that does not validate). */
+static int check_limits(const Graph *g, const Program *p, Diag *d) {
+  for (int k = 0; k < 2; k++) {
+    Value *const *vs = k ? g->outputs : g->inputs;
+    for (int i = 0; i < (k ? g->noutputs : g->ninputs); i++) {
+      size_t n = strlen(vs[i]->name);
+      /* An ONNX value has no position; the node that makes it names the model. */
+      SrcLoc loc = !vs[i]->loc.file && vs[i]->def ? vs[i]->def->loc : vs[i]->loc;
+      if (n > GPUCC_MAX_NAME)
+        return diag_error(d, loc, "%s '%.32s...' has a name of %zu bytes; a model's "
+                          "inputs and outputs have names of at most %d bytes",
+                          k ? "output" : "input", vs[i]->name, n, GPUCC_MAX_NAME);
+    }
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    const GemmStep *s = &p->steps[i].gemm;
+    if (p->steps[i].kind != STEP_GEMM ||
+        (s->m <= INT32_MAX && s->n <= INT32_MAX && s->k <= INT32_MAX && s->batch <= INT32_MAX))
+      continue;
+    const Node *n = p->steps[i].node;
+    diag_error(d, n ? n->loc : (SrcLoc){0}, "%s: its GEMM has m = %" PRId64 ", n = %" PRId64
+               ", k = %" PRId64 " and batch %" PRId64 "; cuBLASLt takes at most 2^31 - 1 in "
+               "each", n ? op_info[n->op].name : "matmul", s->m, s->n, s->k, s->batch);
+    if (n)
+      ir_note_node(d, n);
+    return -1;
+  }
+  return 0;
+}
+
 static int build_program(const Graph *g, const Program *p, const GpuccCompileOptions *opt,
                          GpuccBuild *out, Diag *d) {
   MemPlan mp;
-  if (memplan_build(g, p, &mp, d))
+  if (check_limits(g, p, d) || memplan_build(g, p, &mp, d))
     return -1;
   NvrtcOutput bin = {0};
   NvrtcOptions nopt = {.arch = out->arch, .no_cache = opt->no_cache, .cache_dir = opt->cache_dir};

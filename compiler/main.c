@@ -209,7 +209,7 @@ static const char *option_value(const char *arg, const char *name, int argc, cha
 
 static int add_binding(Binding *list, int *n, const char *opt, const char *arg) {
   const char *eq = strchr(arg, '=');
-  if (!eq || eq == arg)
+  if (!eq || eq == arg || !eq[1])
     return usage_error("%s expects NAME=VALUE, got '%s'", opt, arg);
   Binding *b = &list[(*n)++];
   b->arg = arg;
@@ -299,6 +299,12 @@ static int check_mode(const Options *o) {
                        "are for ONNX models (FILE.onnx)");
   if (o->check_ops && o->mode == MODE_RUN)
     return usage_error("option '--check-ops' is not for 'gpucc run'");
+  for (int i = 0; i < o->nshapes; i++) {
+    int64_t dims[IR_MAX_RANK];
+    if (onnx_parse_shape(o->shapes[i].value, dims) < 0)
+      return usage_error("--shape %s: expected sizes like 1x3x224x224 (at most %d), or 'scalar'",
+                         o->shapes[i].arg, IR_MAX_RANK);
+  }
   for (int i = 0; i < o->ndims; i++) {
     char *end;
     errno = 0;
@@ -884,34 +890,78 @@ static char *output_path(const char *dir, const char *name) {
   return path;
 }
 
-/* Writes every output; if one fails, the ones already written are removed again. */
+typedef struct OutPath {
+  const char *path;
+  int index;
+} OutPath;
+
+static int compare_out_paths(const void *a, const void *b) {
+  const OutPath *x = a, *y = b;
+  int c = strcmp(x->path, y->path);
+  return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Two outputs whose names escape to one file name would overwrite each other: an error
+ * naming both, before anything is written. An output listed twice (one value returned
+ * twice) is written once: skip[i] for the repeats. */
+static int check_output_paths(const char *const *names, int n, char *const *paths, bool *skip) {
+  OutPath *sorted = malloc(sizeof *sorted * ((size_t)n + 1));
+  if (!sorted)
+    return input_error("out of memory");
+  for (int i = 0; i < n; i++)
+    sorted[i] = (OutPath){paths[i], i};
+  qsort(sorted, (size_t)n, sizeof *sorted, compare_out_paths);
+  int rc = 0;
+  for (int k = 1; k < n && !rc; k++) {
+    int a = sorted[k - 1].index, b = sorted[k].index;
+    if (strcmp(paths[a], paths[b]) != 0)
+      continue;
+    if (!strcmp(names[a], names[b]))
+      skip[b] = true;
+    else
+      rc = input_error("--output-dir: outputs '%%%s' and '%%%s' would both be written to '%s' "
+                       "(their names differ only in bytes that file names escape)",
+                       names[a], names[b], paths[a]);
+  }
+  free(sorted);
+  return rc;
+}
+
+/* Writes every output; if one fails, the ones already written are removed again (files
+ * only: a device or FIFO already there was written in place, and a symlink stays). */
 static int write_outputs(const char *const *names, int n, Tensor *const *out, const char *dir) {
   Diag dd = {0};
-  int rc = make_dirs(dir, &dd) ? diag_exit(&dd, EXIT_INPUT) : 0;
-  if (rc)
-    return rc;
-  char **written = calloc((size_t)n + 1, sizeof *written);
-  if (!written)
-    return input_error("out of memory");
-  int nwritten = 0;
-  for (int i = 0; i < n && !rc; i++) {
-    char *path = output_path(dir, names[i]);
-    Diag d = {0};
-    if (!path)
+  int rc = 0;
+  char **paths = calloc((size_t)n + 1, sizeof *paths);
+  bool *skip = calloc((size_t)n + 1, sizeof *skip), *made = calloc((size_t)n + 1, sizeof *made);
+  if (!paths || !skip || !made)
+    rc = input_error("out of memory");
+  for (int i = 0; i < n && !rc; i++)
+    if (!(paths[i] = output_path(dir, names[i])))
       rc = input_error("out of memory");
-    else if (npy_write(path, out[i], &d))
-      rc = diag_exit(&d, EXIT_INPUT);
-    if (rc)
-      free(path); /* npy_write leaves nothing behind itself */
+  if (!rc)
+    rc = check_output_paths(names, n, paths, skip);
+  if (!rc && make_dirs(dir, &dd))
+    rc = diag_exit(&dd, EXIT_INPUT);
+  for (int i = 0; i < n && !rc; i++) {
+    if (skip[i])
+      continue;
+    struct stat st;
+    bool file = lstat(paths[i], &st) != 0 || S_ISREG(st.st_mode);
+    Diag d = {0};
+    if (npy_write(paths[i], out[i], &d))
+      rc = diag_exit(&d, EXIT_INPUT); /* npy_write leaves nothing behind itself */
     else
-      written[nwritten++] = path;
+      made[i] = file;
   }
-  for (int i = 0; i < nwritten; i++) {
-    if (rc)
-      unlink(written[i]);
-    free(written[i]);
+  for (int i = 0; paths && i < n; i++) {
+    if (rc && made && made[i])
+      unlink(paths[i]);
+    free(paths[i]);
   }
-  free(written);
+  free(paths);
+  free(skip);
+  free(made);
   return rc;
 }
 
@@ -961,6 +1011,12 @@ static const ModelApi linked_api = {MODEL_API(LINKED)};
 
 /* Binds api to the model.so at path (kept open: *lib). */
 static int open_model_so(const char *path, ModelApi *api, void **lib) {
+  /* dlopen would block on a FIFO as any open does: only a regular file is loaded. */
+  char why[256];
+  FILE *so = fopen_regular(path, NULL, why, sizeof why);
+  if (!so)
+    return input_error("%s: cannot load: %s", path, why);
+  fclose(so);
   /* dlopen searches the library path for a name without a slash. */
   char *p = malloc(strlen(path) + 3);
   if (!p)

@@ -175,7 +175,8 @@ static char *cache_folder(const NvrtcOptions *opt) {
 }
 
 static void *read_all(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
+  char why[256];
+  FILE *f = fopen_regular(path, NULL, why, sizeof why); /* a FIFO there must not hang us */
   if (!f)
     return NULL;
   char *data = NULL;

@@ -38,6 +38,10 @@ Graph *onnx_load(const char *path, const OnnxOptions *opt, Diag *d);
 /* The same from memory; `name` names the model in messages ("<memory>" when NULL). */
 Graph *onnx_load_bytes(const void *data, size_t len, const char *name, const OnnxOptions *opt,
                        Diag *d);
+/* The value of --shape NAME=VALUE: "1x3x224x224" into dims (at most IR_MAX_RANK
+ * non-negative sizes), or "scalar" for rank 0. Returns the rank, or -1 when VALUE is not
+ * of that form. */
+int onnx_parse_shape(const char *s, int64_t *dims);
 /* Lists every unsupported op of a model: *report (malloc'd, caller frees) gets one line
  * per distinct reason with its node count and first node. Returns the number of lines
  * (0: every op is supported), or -1 with d set when the model cannot be read. */

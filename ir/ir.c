@@ -1,10 +1,14 @@
 /* ir.c: the IR's data structures: arena, diagnostics, element types and their
  * conversions, shapes, tensors, the op table and attribute schemas, and the graph
  * builder. Everything else in ir/ (inference, verifier, printer, executor) builds on it. */
+/* realpath() is X/Open, beyond the POSIX level the build asks for. */
+#define _XOPEN_SOURCE 700
+
 #include "ir/ir.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -1101,25 +1105,118 @@ void ir_note_node(Diag *d, const Node *n) {
             n->origin ? "\")" : "");
 }
 
-/* ---------------------------------------------------------------- output files */
+/* ---------------------------------------------------------------- files */
 
 static int file_error(Diag *d, const char *path, const char *what, int err) {
   return diag_error(d, (SrcLoc){.file = path}, "%s: %s", what, strerror(err));
 }
 
+/* What a file that is not a regular one is, for messages. */
+static const char *file_kind(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+FILE *fopen_regular(const char *path, uint64_t *size, char *why, size_t n) {
+  /* stat first, so a device is refused without being opened (opening some has effects);
+   * then O_NONBLOCK, so a FIFO put in place between the two cannot block the open, and
+   * fstat to see that what was opened is what was checked. */
+  struct stat st;
+  int fd = -1;
+  if (stat(path, &st) != 0) {
+    snprintf(why, n, "%s", strerror(errno));
+    return NULL;
+  }
+  if (S_ISREG(st.st_mode))
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && S_ISREG(st.st_mode)) {
+    snprintf(why, n, "%s", strerror(errno));
+    return NULL;
+  }
+  if (fd >= 0 && fstat(fd, &st) != 0) {
+    snprintf(why, n, "%s", strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, n, "it is %s, not a regular file", file_kind(st.st_mode));
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    snprintf(why, n, "%s", strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  if (size)
+    *size = (uint64_t)st.st_size;
+  return f;
+}
+
+/* A character device or a FIFO named as an output (/dev/null, /dev/stdout, a pipe) is
+ * written as it is: the caller asked for the bytes to go there, and renaming a file over
+ * it would replace the device or the FIFO with a regular file. O_NONBLOCK, so a FIFO that
+ * nothing reads is an error rather than a hang; the writes themselves block as usual. */
+static FILE *open_in_place(OutFile *o, const char *path, const struct stat *st, Diag *d) {
+  int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ENXIO && S_ISFIFO(st->st_mode))
+      diag_error(d, (SrcLoc){.file = path}, "cannot write: it is a FIFO that no process "
+                                            "reads from");
+    else
+      file_error(d, path, "cannot write", e);
+    return NULL;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1 || !(o->f = fdopen(fd, "wb"))) {
+    int e = errno;
+    close(fd);
+    file_error(d, path, "cannot write", e);
+    return NULL;
+  }
+  o->in_place = true;
+  o->path = strdup(path); /* for messages only; NULL is survivable */
+  return o->f;
+}
+
 FILE *outfile_open(OutFile *o, const char *path, Diag *d) {
   memset(o, 0, sizeof *o);
-  size_t n = strlen(path);
+  struct stat st, lst;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+      return open_in_place(o, path, &st, d);
+    diag_error(d, (SrcLoc){.file = path}, "cannot write: it is %s, not a regular file",
+               file_kind(st.st_mode));
+    return NULL;
+  }
+  /* A symlink to a regular file: the file it names is replaced, not the link. */
+  char *target = NULL;
+  if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0 &&
+      !(target = realpath(path, NULL))) {
+    file_error(d, path, "cannot write", errno);
+    return NULL;
+  }
+  const char *real = target ? target : path;
+  size_t n = strlen(real);
   o->path = malloc(n + 1);
   o->tmp = malloc(n + 12);
   if (!o->path || !o->tmp) {
+    free(target);
     outfile_abort(o);
     file_error(d, path, "cannot write", ENOMEM);
     return NULL;
   }
-  memcpy(o->path, path, n + 1);
-  memcpy(o->tmp, path, n);
+  memcpy(o->path, real, n + 1);
+  memcpy(o->tmp, real, n);
   memcpy(o->tmp + n, ".tmpXXXXXX", 11);
+  free(target);
   int fd = mkstemp(o->tmp);
   if (fd < 0) {
     int e = errno;
@@ -1149,10 +1246,10 @@ int outfile_commit(OutFile *o, Diag *d) {
   if (fclose(o->f) != 0 && !e)
     e = errno;
   o->f = NULL;
-  if (!e && rename(o->tmp, o->path) != 0)
+  if (!e && !o->in_place && rename(o->tmp, o->path) != 0)
     e = errno;
   if (e) {
-    file_error(d, o->path, "cannot write", e);
+    file_error(d, o->path ? o->path : "<output>", "cannot write", e);
     outfile_abort(o);
     return -1;
   }

@@ -383,17 +383,30 @@ int graph_count_uses(const Graph *g, const Value *v);        /* node inputs + gr
  * keep all). Order is preserved. */
 void graph_retain(Graph *g, const bool *keep_node, const bool *keep_const);
 
-/* ---------------------------------------------------------------- ir.c: output files */
+/* ---------------------------------------------------------------- ir.c: files */
+
+/* Opens path for reading when it is a regular file, its size into *size (may be NULL).
+ * Anything else a model or a user names where a file belongs (a FIFO, a device, a
+ * directory) is refused without blocking: a FIFO would hang the reader and a device could
+ * feed it without end. NULL with the reason in why ("No such file or directory", "it is a
+ * FIFO, not a regular file"). */
+FILE *fopen_regular(const char *path, uint64_t *size, char *why, size_t n);
 
 /* An output file is written under a temporary name beside its path and renamed into
  * place on success, so no reader ever sees half a file and a failure leaves nothing
- * behind. The file gets mode 0644, like a file most tools make. */
+ * behind. The file gets mode 0644, like a file most tools make. A symlink to a regular
+ * file gets the file it names replaced. Only regular files are replaced: a character
+ * device or a FIFO (/dev/null, /dev/stdout, a pipe) is written in place (in_place), and
+ * anything else (a directory) is refused, so an output never replaces what is not a
+ * file. A FIFO that no process reads is refused rather than waited on. */
 typedef struct OutFile {
   FILE *f;
   char *path, *tmp;
+  bool in_place; /* written straight into a device or FIFO: tmp is NULL, nothing to remove */
 } OutFile;
 FILE *outfile_open(OutFile *o, const char *path, Diag *d); /* NULL with d set */
-/* Flushes, closes and renames; on any failure removes the temporary. 0 or -1. */
+/* Flushes, closes and renames (in place: flushes and closes); on any failure removes the
+ * temporary. 0 or -1. */
 int outfile_commit(OutFile *o, Diag *d);
 void outfile_abort(OutFile *o); /* closes and removes the temporary */
 int make_dirs(const char *dir, Diag *d); /* mkdir -p */
@@ -460,9 +473,11 @@ void ir_print(const Graph *g, FILE *f);
  * printed file rather than inline (a model's weights would be gigabytes of text). */
 #define IR_INLINE_MAX_ELEMENTS 4096
 /* Prints g into the file at path (temp + rename). Constants with inline data of more
- * than IR_INLINE_MAX_ELEMENTS elements go first to <path without .gir>.safetensors and
- * become load("that file", "name") constants of g from then on (their data stays in
- * memory), so later dumps of the same graph reference the file rather than rewriting it. */
+ * than IR_INLINE_MAX_ELEMENTS elements go to <path without .gir>.safetensors and become
+ * load("that file", "name") constants of g from then on (their data stays in memory), so
+ * later dumps of the same graph reference the file rather than rewriting it. A failure
+ * leaves neither file, and g as it was. Into a device or a FIFO (in place: see OutFile)
+ * everything is printed inline, as on standard output. */
 int ir_print_file(Graph *g, const char *path, Diag *d);
 /* Into a malloc'd string (caller frees); NULL on OOM. */
 char *ir_print_str(const Graph *g);
@@ -506,6 +521,9 @@ Tensor *safetensors_read(const char *path, const char *key, Diag *d);
 /* Writes n tensors under the given names (via a temp file + rename). */
 int safetensors_write(const char *path, const char *const *names, const Tensor *const *ts,
                       int n, Diag *d);
+/* The same into an open stream; path names it in messages. */
+int safetensors_fwrite(FILE *f, const char *path, const char *const *names,
+                       const Tensor *const *ts, int n, Diag *d);
 /* Picks by extension (.npy or .safetensors; key NULL for .npy). */
 Tensor *tensor_load(const char *path, const char *key, Diag *d);
 

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- numbers */
 
@@ -338,53 +339,99 @@ static bool big_inline(const Value *v) {
          tensor_numel(v->data) > IR_INLINE_MAX_ELEMENTS;
 }
 
+/* The absolute form of path, a file that need not exist yet: its folder resolved. */
+static char *absolute_path(const char *path, Diag *d) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  char *real = dir ? realpath(dir, NULL) : NULL;
+  const char *base = slash ? slash + 1 : path;
+  char *abs = real ? malloc(strlen(real) + strlen(base) + 2) : NULL;
+  if (abs)
+    sprintf(abs, "%s/%s", strcmp(real, "/") ? real : "", base);
+  else
+    diag_error(d, (SrcLoc){.file = path}, "cannot resolve the path: %s",
+               dir ? strerror(errno) : "out of memory");
+  free(dir);
+  free(real);
+  return abs;
+}
+
+/* Both files are written to temporaries first and renamed only when both are whole; if
+ * the second rename fails, the first file is removed again, so a failure leaves neither.
+ * Into a device or a FIFO (-o /dev/stdout) there is no folder to put a side file in:
+ * everything is printed inline there, as on standard output. */
 int ir_print_file(Graph *g, const char *path, Diag *d) {
-  int nbig = 0;
-  for (int i = 0; i < g->nconsts; i++)
-    nbig += big_inline(g->consts[i]);
-  if (nbig) {
-    /* The side file: the path without its extension, then ".safetensors", absolute so the
-     * printed load(...) finds it from anywhere (as the printer writes every load path). */
-    size_t n = strlen(path);
-    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
-    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - path) : n;
-    char *rel = malloc(stem + 16), *abs = NULL;
-    const char **names = malloc(sizeof *names * (size_t)nbig);
-    const Tensor **ts = malloc(sizeof *ts * (size_t)nbig);
-    int rc = -1;
-    if (rel && names && ts) {
-      memcpy(rel, path, stem);
-      strcpy(rel + stem, ".safetensors");
-      int k = 0;
-      for (int i = 0; i < g->nconsts; i++)
-        if (big_inline(g->consts[i])) {
-          names[k] = g->consts[i]->name;
-          ts[k++] = g->consts[i]->data;
-        }
-      rc = safetensors_write(rel, names, ts, nbig, d);
-      if (!rc && !(abs = realpath(rel, NULL)))
-        rc = diag_error(d, (SrcLoc){.file = rel}, "cannot resolve the path: %s",
-                        strerror(errno));
-    } else {
-      rc = diag_error(d, (SrcLoc){.file = path}, "out of memory");
-    }
-    if (!rc) {
-      const char *p = graph_intern(g, abs);
-      for (int i = 0; i < g->nconsts; i++)
-        if (big_inline(g->consts[i])) {
-          g->consts[i]->init = CI_FILE;
-          g->consts[i]->path = p;
-          g->consts[i]->key = g->consts[i]->name;
-        }
-    }
-    free(rel), free(abs), free(names), free(ts);
-    if (rc)
-      return -1;
-  }
-  OutFile o;
+  OutFile o, so = {0};
   FILE *f = outfile_open(&o, path, d);
   if (!f)
     return -1;
+  int nbig = 0;
+  for (int i = 0; i < g->nconsts; i++)
+    nbig += big_inline(g->consts[i]);
+  if (!nbig || o.in_place) {
+    ir_print(g, f);
+    return outfile_commit(&o, d);
+  }
+  /* The side file: the path without its extension, then ".safetensors", absolute so the
+   * printed load(...) finds it from anywhere (as the printer writes every load path). */
+  size_t n = strlen(o.path);
+  const char *dot = strrchr(o.path, '.'), *slash = strrchr(o.path, '/');
+  size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - o.path) : n;
+  char *side = malloc(stem + 16), *abs = NULL;
+  const char **names = malloc(sizeof *names * (size_t)nbig);
+  const Tensor **ts = malloc(sizeof *ts * (size_t)nbig);
+  Value **moved = malloc(sizeof *moved * (size_t)nbig);
+  int rc = -1, k = 0;
+  if (!side || !names || !ts || !moved) {
+    diag_error(d, (SrcLoc){.file = path}, "out of memory");
+    goto out;
+  }
+  memcpy(side, o.path, stem);
+  strcpy(side + stem, ".safetensors");
+  if (!outfile_open(&so, side, d))
+    goto out;
+  if (so.in_place) {
+    diag_error(d, (SrcLoc){.file = side}, "cannot write the large constants there: it is not "
+                                          "a regular file");
+    goto out;
+  }
+  if (!(abs = absolute_path(so.path, d)))
+    goto out;
+  for (int i = 0; i < g->nconsts; i++)
+    if (big_inline(g->consts[i])) {
+      names[k] = g->consts[i]->name;
+      ts[k] = g->consts[i]->data;
+      moved[k++] = g->consts[i];
+    }
+  if (safetensors_fwrite(so.f, side, names, ts, nbig, d))
+    goto out;
+  const char *p = graph_intern(g, abs);
+  for (int i = 0; i < k; i++) {
+    moved[i]->init = CI_FILE;
+    moved[i]->path = p;
+    moved[i]->key = moved[i]->name;
+  }
   ir_print(g, f);
-  return outfile_commit(&o, d);
+  char *side_real = strdup(so.path);
+  if (!side_real || outfile_commit(&so, d)) {
+    if (!side_real)
+      diag_error(d, (SrcLoc){.file = path}, "out of memory");
+  } else if (outfile_commit(&o, d)) {
+    unlink(side_real);
+  } else {
+    rc = 0;
+  }
+  free(side_real);
+out:
+  if (rc)
+    for (int i = 0; i < k; i++) { /* the graph as it was: nothing was written */
+      moved[i]->init = CI_DATA;
+      moved[i]->path = moved[i]->key = NULL;
+    }
+  if (rc && so.f)
+    outfile_abort(&so);
+  if (rc && o.f)
+    outfile_abort(&o);
+  free(side), free(abs), free(names), free(ts), free(moved);
+  return rc;
 }

@@ -38,20 +38,12 @@ static int file_error(Diag *d, const char *path, const char *fmt, ...) {
   return -1;
 }
 
-/* Opens path and finds its size. */
+/* Opens path, a regular file, and finds its size. */
 static FILE *open_sized(const char *path, uint64_t *size, Diag *d) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    file_error(d, path, "cannot open: %s", strerror(errno));
-    return NULL;
-  }
-  struct stat st;
-  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    file_error(d, path, "not a regular file");
-    return NULL;
-  }
-  *size = (uint64_t)st.st_size;
+  char why[256];
+  FILE *f = fopen_regular(path, size, why, sizeof why);
+  if (!f)
+    file_error(d, path, "cannot open: %s", why);
   return f;
 }
 
@@ -901,8 +893,8 @@ static int json_printf(char **b, size_t *len, size_t *cap, const char *fmt, ...)
   return 0;
 }
 
-int safetensors_write(const char *path, const char *const *names, const Tensor *const *ts,
-                      int n, Diag *d) {
+int safetensors_fwrite(FILE *f, const char *path, const char *const *names,
+                       const Tensor *const *ts, int n, Diag *d) {
   if (!host_is_little())
     return file_error(d, path, "writing .safetensors needs a little-endian host");
   size_t len = 0, cap = 256;
@@ -938,12 +930,6 @@ int safetensors_write(const char *path, const char *const *names, const Tensor *
     free(h);
     return file_error(d, path, "out of memory");
   }
-  OutFile o;
-  FILE *f = outfile_open(&o, path, d);
-  if (!f) {
-    free(h);
-    return -1;
-  }
   unsigned char lenb[8];
   for (int i = 0; i < 8; i++)
     lenb[i] = (unsigned char)((uint64_t)len >> (8 * i));
@@ -951,9 +937,18 @@ int safetensors_write(const char *path, const char *const *names, const Tensor *
   for (int i = 0; i < n && ok; i++)
     ok = fwrite(ts[i]->data, 1, tensor_nbytes(ts[i]), f) == tensor_nbytes(ts[i]);
   free(h);
-  if (!ok) {
+  return ok ? 0 : file_error(d, path, "cannot write: %s", strerror(errno));
+}
+
+int safetensors_write(const char *path, const char *const *names, const Tensor *const *ts,
+                      int n, Diag *d) {
+  OutFile o;
+  FILE *f = outfile_open(&o, path, d);
+  if (!f)
+    return -1;
+  if (safetensors_fwrite(f, path, names, ts, n, d)) {
     outfile_abort(&o);
-    return file_error(d, path, "cannot write: %s", strerror(errno));
+    return -1;
   }
   return outfile_commit(&o, d);
 }

@@ -27,7 +27,8 @@ typedef struct Mapping {
 static GpuccStatus map_file(const char *path, Mapping *m) {
   m->p = NULL;
   m->len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO put where the weights belong must not hang the load. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return gpucc_fail(GPUCC_ERR_IO, "cannot open %s: %s", path, strerror(errno));
   struct stat st;
   GpuccStatus s = GPUCC_OK;

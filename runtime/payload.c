@@ -5,9 +5,13 @@
  * the file's size, and a checksum over the trailer's fields catches a damaged one before
  * its offsets are trusted.
  */
+/* realpath() is X/Open, beyond the POSIX level the build asks for. */
+#define _XOPEN_SOURCE 700
+
 #include "runtime/runtime-impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +86,9 @@ GpuccStatus gpucc_trailer_parse(const void *file, size_t file_len, GpuccTrailer 
 
 typedef struct Out {
   FILE *f;
-  char *path, *tmp;
+  const char *path; /* where the bytes end up: the path given, or real */
+  char *real, *tmp; /* real: the file a symlink names */
+  bool in_place;    /* a device or FIFO written as it is: no temporary */
   uint64_t pos;
 } Out;
 
@@ -90,28 +96,61 @@ static GpuccStatus io_fail(const char *what, const char *path) {
   return gpucc_fail(GPUCC_ERR_IO, "%s %s: %s", what, path, strerror(errno));
 }
 
-/* A temporary beside path, renamed over it by out_commit. */
+/* As compiler outputs are written (ir.h, outfile_open): a temporary beside path, renamed
+ * over it by out_commit, where path is a regular file or nothing; through a symlink, the
+ * file it names. A character device or a FIFO (/dev/null, a pipe) is written in place,
+ * since renaming a file over it would replace it; anything else is refused. */
 static GpuccStatus out_open(Out *o, const char *path, mode_t mode) {
   memset(o, 0, sizeof *o);
-  size_t n = strlen(path);
-  if (!(o->tmp = malloc(n + 16))) return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
-  snprintf(o->tmp, n + 16, "%s.tmpXXXXXX", path);
+  struct stat st, lst;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+      return gpucc_fail(GPUCC_ERR_IO, "cannot write %s: it is %s, not a regular file", path,
+                        S_ISDIR(st.st_mode) ? "a directory" : "neither a device nor a FIFO");
+    /* O_NONBLOCK: a FIFO that nothing reads is an error, not a hang. */
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY), fl;
+    if (fd < 0 && errno == ENXIO)
+      return gpucc_fail(GPUCC_ERR_IO, "cannot write %s: it is a FIFO that no process reads from",
+                        path);
+    if (fd < 0) return io_fail("cannot open", path);
+    if ((fl = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1 ||
+        !(o->f = fdopen(fd, "wb"))) {
+      GpuccStatus st2 = io_fail("cannot open", path);
+      close(fd);
+      return st2;
+    }
+    o->path = path;
+    o->in_place = true;
+    return GPUCC_OK;
+  }
+  if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0 &&
+      !(o->real = realpath(path, NULL)))
+    return io_fail("cannot resolve", path);
+  o->path = o->real ? o->real : path;
+  size_t n = strlen(o->path);
+  if (!(o->tmp = malloc(n + 16))) {
+    free(o->real);
+    o->real = NULL;
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  snprintf(o->tmp, n + 16, "%s.tmpXXXXXX", o->path);
   int fd = mkstemp(o->tmp);
   if (fd < 0) {
-    GpuccStatus st = io_fail("cannot create a temporary file for", path);
+    GpuccStatus st2 = io_fail("cannot create a temporary file for", path);
     free(o->tmp);
-    o->tmp = NULL;
-    return st;
+    free(o->real);
+    memset(o, 0, sizeof *o);
+    return st2;
   }
   if (fchmod(fd, mode) || !(o->f = fdopen(fd, "wb"))) {
-    GpuccStatus st = io_fail("cannot open", o->tmp);
+    GpuccStatus st2 = io_fail("cannot open", o->tmp);
     close(fd);
     unlink(o->tmp);
     free(o->tmp);
-    o->tmp = NULL;
-    return st;
+    free(o->real);
+    memset(o, 0, sizeof *o);
+    return st2;
   }
-  o->path = (char *)path;
   return GPUCC_OK;
 }
 
@@ -121,11 +160,12 @@ static void out_abort(Out *o) {
     unlink(o->tmp);
     free(o->tmp);
   }
+  free(o->real);
   memset(o, 0, sizeof *o);
 }
 
 static GpuccStatus out_write(Out *o, const void *p, size_t n) {
-  if (n && fwrite(p, 1, n, o->f) != n) return io_fail("cannot write", o->tmp);
+  if (n && fwrite(p, 1, n, o->f) != n) return io_fail("cannot write", o->tmp ? o->tmp : o->path);
   o->pos += n;
   return GPUCC_OK;
 }
@@ -140,11 +180,13 @@ static GpuccStatus out_commit(Out *o) {
   bad |= fclose(o->f) != 0;
   o->f = NULL;
   GpuccStatus st = GPUCC_OK;
-  if (bad) st = io_fail("cannot write", o->tmp);
-  else if (rename(o->tmp, o->path)) st = io_fail("cannot rename the temporary to", o->path);
-  if (st) unlink(o->tmp);
+  if (bad) st = io_fail("cannot write", o->tmp ? o->tmp : o->path);
+  else if (o->tmp && rename(o->tmp, o->path))
+    st = io_fail("cannot rename the temporary to", o->path);
+  if (st && o->tmp) unlink(o->tmp);
   free(o->tmp);
-  o->tmp = NULL;
+  free(o->real);
+  memset(o, 0, sizeof *o);
   return st;
 }
 
@@ -153,7 +195,9 @@ static const char *base_name(const char *path) {
   return s ? s + 1 : path;
 }
 
-static GpuccStatus write_weights_file(const char *path, const void *w, size_t n) {
+/* *made: the file was created or replaced (not written in place), so it is ours to
+ * remove if the model.so that names it cannot be written. */
+static GpuccStatus write_weights_file(const char *path, const void *w, size_t n, bool *made) {
   Out o;
   GpuccStatus st = out_open(&o, path, 0644);
   if (st) return st;
@@ -161,7 +205,9 @@ static GpuccStatus write_weights_file(const char *path, const void *w, size_t n)
     out_abort(&o);
     return st;
   }
-  return out_commit(&o);
+  bool in_place = o.in_place;
+  if (!(st = out_commit(&o))) *made = !in_place;
+  return st;
 }
 
 static GpuccStatus write_so(const char *out_path, const unsigned char *stub, size_t stub_len,
@@ -211,6 +257,11 @@ static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
                       "the model stub already carries a model: give the libgpucc_model.so stub");
   GpuccStatus st = GPUCC_OK;
   char *wpath = NULL;
+  bool made = false;
+  struct stat ost;
+  if (weights_len > threshold && stat(out_path, &ost) == 0 && !S_ISREG(ost.st_mode))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: the weights go to a file beside the "
+                      "model.so, and this is not a regular file", out_path);
   if (weights_len > threshold) {
     size_t n = strlen(out_path) + sizeof ".weights";
     if (!(wpath = malloc(n))) st = gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -218,11 +269,12 @@ static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
     if (!st && strlen(base_name(wpath)) > GPUCC_MAX_WEIGHTS_FILE)
       st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: file name too long", wpath);
     /* The weights first: a model.so must never name a file that does not exist. */
-    if (!st) st = write_weights_file(wpath, weights, weights_len);
+    if (!st) st = write_weights_file(wpath, weights, weights_len, &made);
   }
   if (!st)
     st = write_so(out_path, stub, stub_len, plan, plan_len, weights, weights_len,
                   wpath ? base_name(wpath) : NULL);
+  if (st && made) unlink(wpath); /* no weights file without its model.so */
   free(wpath);
   return st;
 }

@@ -12,7 +12,10 @@ A test is a .gir file whose `// RUN:` lines are shell commands. Each line runs w
 
 A line ending in `\\` continues on the next RUN line. The first failing line fails the
 test, printing the command with its stdout and stderr. A file without RUN lines is an
-error, so a typo in `RUN:` cannot make a test pass by running nothing.
+error, so a typo in `RUN:` cannot make a test pass by running nothing. So is an option
+through which gpucc writes (-o, --output-dir, --dump-ir) naming anything but a path
+under %t or "-": a test run as root must not replace /dev/null or any other file outside
+its scratch folder.
 
 usage: lit.py --gpucc PATH --filecheck PATH --not PATH [--tmp DIR] TESTFILE
 """
@@ -49,6 +52,21 @@ def read_run_lines(path):
     if pending is not None:
         raise SystemExit(f"{path}: the last RUN line ends in '\\'")
     return commands
+
+
+# Options that name a file or folder gpucc writes. A test writes only inside its scratch
+# folder (%t...), or to standard output ("-"): never to /dev/null or any path of the
+# machine, which a test run as root (as CI runs) could replace.
+WRITES = re.compile(r"(?:^|\s)(-o|--output-dir|--dump-ir)(?:=|\s+)(?!\d*[<>|])(\S*)")
+
+
+def outside_scratch(cmd):
+    """The first option of cmd that writes outside the scratch folder, or None."""
+    for m in WRITES.finditer(cmd):
+        value = m.group(2).strip("'\"")
+        if value != "-" and not value.startswith("%t"):
+            return f"{m.group(1)} {m.group(2)}"
+    return None
 
 
 def substitute_percent(cmd, subst):
@@ -129,6 +147,13 @@ def main():
     if not commands:
         print(f"lit.py: error: {args.test} has no RUN line", file=sys.stderr)
         return 2
+
+    for raw in commands:
+        bad = outside_scratch(raw)
+        if bad:
+            print(f"lit.py: error: {args.test}: '{bad}' writes outside the test's scratch "
+                  f"folder; write under %t (or to '-')", file=sys.stderr)
+            return 2
 
     # Scratch space per test, named after its path inside the repository, so tests
     # can run in parallel without touching each other's files.

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -696,9 +697,10 @@ Graph *dsl_parse(const char *file, const char *text, size_t len, Diag *d) {
 
 Graph *dsl_parse_file(const char *path, Diag *d) {
   bool is_stdin = !strcmp(path, "-");
-  FILE *f = is_stdin ? stdin : fopen(path, "rb");
+  char why[256];
+  FILE *f = is_stdin ? stdin : fopen_regular(path, NULL, why, sizeof why);
   if (!f) {
-    diag_error(d, (SrcLoc){0}, "cannot open '%s': %s", path, strerror(errno));
+    diag_error(d, (SrcLoc){0}, "cannot open '%s': %s", path, why);
     return NULL;
   }
   size_t cap = 1 << 16, len = 0;
@@ -707,6 +709,15 @@ Graph *dsl_parse_file(const char *path, Diag *d) {
     abort();
   for (;;) {
     if (len == cap) {
+      /* The parser takes at most INT_MAX / 2 bytes: no reason to read on (standard input
+       * may be endless, /dev/zero say) until the allocation fails. */
+      if (len > (size_t)INT_MAX / 2) {
+        if (!is_stdin)
+          fclose(f);
+        free(buf);
+        diag_error(d, (SrcLoc){.file = is_stdin ? "<stdin>" : path}, "file too large");
+        return NULL;
+      }
       cap *= 2;
       char *nb = realloc(buf, cap);
       if (!nb)

@@ -60,7 +60,9 @@ struct Loader {
   int64_t opset;     /* of the default domain */
   Graph *g;
   size_t model_bytes;
-  uint64_t weight_bytes, weight_limit, external_bytes;
+  uint64_t weight_bytes, weight_limit;
+  uint64_t memory_bytes; /* the host's memory: no weights beyond it (0: unknown) */
+  NameMap external_files; /* "dev:ino" of each external data file credited to the limit */
   uint64_t folded_bytes; /* constants made by folding at load, bounded by weight_limit */
   NameMap producers; /* value name -> index of the node defining it; -1 input, -2 initializer */
   NameMap uses;      /* value name -> uses by nodes and graph outputs */
@@ -83,7 +85,8 @@ const char *onnx_node_label(const Onnx__NodeProto *np, int idx, char *buf, size_
 
 const char *onnx_type_name(int32_t t); /* "FLOAT", "STRING", ... */
 int dtype_from_onnx(int32_t t, DType *out);  /* -1 for types gpucc does not carry */
-/* Counts bytes of constant data against the weight limit before they are allocated. */
+/* Counts bytes of constant data against the weight limit and the host's memory before
+ * they are allocated; an error naming `what` when they do not fit. */
 int onnx_charge_weights(Loader *L, const char *what, uint64_t nbytes);
 /* Decodes a TensorProto into a tensor in the graph's arena; `what` names it in errors. */
 Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const char *what);
@@ -116,9 +119,13 @@ static inline const char *output_name(const Onnx__NodeProto *np, size_t i) {
   return i < np->n_output && np->output[i] && *np->output[i] ? np->output[i] : NULL;
 }
 
-/* Strips the "error: " that a located-nowhere Diag message starts with. */
+/* A Diag's message without its "file: error: " or "error: " prefix, for quoting inside
+ * a message of the loader's own (which names the model and the node itself). */
 static inline const char *bare_message(const Diag *d) {
-  return strncmp(d->msg, "error: ", 7) ? d->msg : d->msg + 7;
+  if (!strncmp(d->msg, "error: ", 7))
+    return d->msg + 7;
+  const char *e = strstr(d->msg, ": error: "), *nl = strchr(d->msg, '\n');
+  return e && (!nl || e < nl) ? e + 9 : d->msg;
 }
 
 #endif

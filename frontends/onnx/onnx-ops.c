@@ -1048,7 +1048,11 @@ static int b_window(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
     return FAIL("size must be between 0 and 2^24");
   if (dt_onnx > INT32_MAX || dtype_from_onnx((int32_t)dt_onnx, &dt))
     return FAIL("output_datatype %s is not supported", onnx_type_name((int32_t)dt_onnx));
-  int64_t n = (int64_t)size;
+  /* size is at most 2^24, so the byte count cannot fail; charged like any weight. */
+  int64_t n = (int64_t)size, bytes = 0;
+  dims_size(1, &n, dt, NULL, &bytes);
+  if (onnx_charge_weights(L, S(np->op_type), (uint64_t)bytes))
+    return -1;
   Tensor *t = tensor_in_arena(L->g->arena, dt, 1, &n);
   double den = periodic ? (double)n : (double)(n - 1), pi = 3.14159265358979323846;
   const char *op = S(np->op_type);

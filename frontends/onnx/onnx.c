@@ -1,6 +1,7 @@
 /* onnx.c: the ONNX frontend. Reads a ModelProto with protobuf-c (the bindings are
  * generated at build time from onnx.proto beside this file) and builds an IR graph:
- *   1. read and unpack the model; find the opset of the default domain,
+ *   1. read and unpack the model; check that no name holds a NUL byte (protobuf-c's C
+ *      strings would end there); find the opset of the default domain,
  *   2. scan every node for support, so an unsupported op or attribute value is reported
  *      before any other work (and onnx_check_ops can list them all at once),
  *   3. check the names (each value defined once, every input defined) and order the
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "raw_data is little-endian; this reader copies it as it is"
@@ -141,12 +143,22 @@ int dtype_from_onnx(int32_t t, DType *out) {
 
 /* ---------------------------------------------------------------- weights */
 
-/* Counts bytes of constant data against the limit before they are allocated. */
+/* Counts bytes of constant data against the limits before they are allocated: the
+ * weight limit (--max-weight-bytes, or the default that grows with the external data
+ * found), and the host's memory, which no limit can raise. */
 int onnx_charge_weights(Loader *L, const char *what, uint64_t nbytes) {
   if (nbytes > L->weight_limit || L->weight_bytes > L->weight_limit - nbytes)
     return FAIL("%s needs %" PRIu64 " bytes, which takes the weights past the limit of %" PRIu64
-                " bytes (--max-weight-bytes)",
-                what, nbytes, L->weight_limit);
+                " bytes (%s)",
+                what, nbytes, L->weight_limit,
+                L->opt->max_weight_bytes ? "--max-weight-bytes"
+                                         : "by default 8 times the model's size plus its "
+                                           "external data files; --max-weight-bytes=N sets it");
+  if (L->memory_bytes &&
+      (nbytes > L->memory_bytes || L->weight_bytes > L->memory_bytes - nbytes))
+    return FAIL("%s needs %" PRIu64 " bytes, which takes the weights past the %" PRIu64
+                " bytes of memory this machine has",
+                what, nbytes, L->memory_bytes);
   L->weight_bytes += nbytes;
   return 0;
 }
@@ -163,12 +175,35 @@ static int parse_i64(const char *s, int64_t *out) {
   return 0;
 }
 
-/* Reads `nbytes` of external data for tensor `what` into dst. The location must stay
- * inside the model's folder: no absolute path, no "..", and no symlink leading out. */
-static int read_external(Loader *L, const Onnx__TensorProto *tp, const char *what, void *dst,
-                         uint64_t nbytes) {
+/* Without --max-weight-bytes the limit grows with the external data, by each file's size
+ * the first time the file is met (known by device and inode, so neither a second name
+ * nor a hard link counts it twice): tensors that read one region again and again cannot
+ * make the loader allocate more than the files hold. */
+static int credit_external_file(Loader *L, const struct stat *st) {
+  if (L->opt->max_weight_bytes)
+    return 0;
+  char key[64];
+  snprintf(key, sizeof key, "%ju:%ju", (uintmax_t)st->st_dev, (uintmax_t)st->st_ino);
+  if (onnx_map_get(&L->external_files, key))
+    return 0;
+  if (L->external_files.n + 1 >= L->external_files.cap / 2)
+    return FAIL("the model names more external data files than it has tensors");
+  map_put(&L->external_files, arena_strdup(L->g->arena, key), 0);
+  uint64_t size = (uint64_t)st->st_size;
+  L->weight_limit = size > UINT64_MAX - L->weight_limit ? UINT64_MAX : L->weight_limit + size;
+  return 0;
+}
+
+/* Opens the external data of tensor `what` (nbytes long) and checks it, all before
+ * anything is allocated for it: the location stays inside the model's folder (no
+ * absolute path, no "..", no symlink leading out), names a regular file (a FIFO would
+ * hang the read), holds offset + length, and length is what the tensor's type needs;
+ * then the bytes are charged to the weights. *f is left at the data. */
+static int open_external(Loader *L, const Onnx__TensorProto *tp, const char *what,
+                         uint64_t nbytes, FILE **fp) {
   const char *loc = NULL;
   int64_t offset = 0, length = -1;
+  *fp = NULL;
   for (size_t i = 0; i < tp->n_external_data; i++) {
     const Onnx__StringStringEntryProto *e = tp->external_data[i];
     const char *k = S(e->key), *v = S(e->value);
@@ -205,6 +240,8 @@ static int read_external(Loader *L, const Onnx__TensorProto *tp, const char *wha
   char *real = NULL;
   FILE *f = NULL;
   int rc = -1;
+  char why[256];
+  struct stat st;
   if (!path || !real_dir) {
     FAIL("%s: cannot resolve the model's folder '%s': %s", what, L->dir, strerror(errno));
     goto out;
@@ -221,14 +258,8 @@ static int read_external(Loader *L, const Onnx__TensorProto *tp, const char *wha
          real);
     goto out;
   }
-  f = fopen(real, "rb");
-  struct stat st;
-  if (!f || fstat(fileno(f), &st) != 0) {
-    FAIL("%s: cannot open external data '%s': %s", what, path, strerror(errno));
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    FAIL("%s: external data '%s' is not a regular file", what, path);
+  if (!(f = fopen_regular(real, NULL, why, sizeof why)) || fstat(fileno(f), &st) != 0) {
+    FAIL("%s: cannot open external data '%s': %s", what, path, f ? strerror(errno) : why);
     goto out;
   }
   int64_t size = (int64_t)st.st_size;
@@ -245,15 +276,14 @@ static int read_external(Loader *L, const Onnx__TensorProto *tp, const char *wha
          what, length, nbytes);
     goto out;
   }
-  if (!L->opt->max_weight_bytes)
-    L->weight_limit += nbytes; /* the default limit includes the external data */
-  if (onnx_charge_weights(L, what, nbytes))
+  if (credit_external_file(L, &st) || onnx_charge_weights(L, what, nbytes))
     goto out;
-  if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, nbytes, f) != nbytes) {
-    FAIL("%s: cannot read external data '%s': %s", what, path,
-         ferror(f) ? strerror(errno) : "unexpected end of file");
+  if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
+    FAIL("%s: cannot read external data '%s': %s", what, path, strerror(errno));
     goto out;
   }
+  *fp = f;
+  f = NULL;
   rc = 0;
 out:
   if (f)
@@ -283,7 +313,9 @@ static void store_int32_field(Tensor *t, int64_t i, int32_t v) {
 }
 
 /* Decodes a TensorProto (an initializer or a Constant's value) into a tensor in the
- * graph's arena. `what` names it in messages. */
+ * graph's arena. `what` names it in messages. Every size the proto states is checked
+ * against the data there is (and the weights against their limits) before the tensor is
+ * allocated. */
 Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const char *what) {
   DType dt;
   if (!tp->has_data_type || dtype_from_onnx(tp->data_type, &dt)) {
@@ -295,25 +327,21 @@ Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const cha
     FAIL("%s has rank %zu; gpucc supports at most %d", what, tp->n_dims, IR_MAX_RANK);
     return NULL;
   }
-  int64_t numel = 1;
+  int64_t dims[IR_MAX_RANK];
   for (size_t i = 0; i < tp->n_dims; i++) {
-    int64_t n = tp->dims[i];
-    if (n < 0) {
-      FAIL("%s has a negative dim (%" PRId64 ")", what, n);
+    if (tp->dims[i] < 0) {
+      FAIL("%s has a negative dim (%" PRId64 ")", what, tp->dims[i]);
       return NULL;
     }
-    if (n && numel > INT64_MAX / n) {
-      FAIL("%s: the element count of its dims overflows", what);
-      return NULL;
-    }
-    numel *= n;
+    dims[i] = tp->dims[i];
   }
-  size_t es = dtype_size(dt);
-  if (numel > (int64_t)(SIZE_MAX / 2 / es)) {
-    FAIL("%s: its byte size overflows", what);
+  int64_t numel, size;
+  if (!dims_size((int)tp->n_dims, dims, dt, &numel, &size)) {
+    FAIL("%s is too large: more than %" PRId64 " bytes", what, IR_MAX_BYTES);
     return NULL;
   }
-  uint64_t nbytes = (uint64_t)numel * es;
+  uint64_t nbytes = (uint64_t)size;
+  size_t es = dtype_size(dt);
   bool external = tp->has_data_location &&
                   tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   size_t typed = tp->n_float_data + tp->n_int32_data + tp->n_int64_data + tp->n_double_data +
@@ -327,14 +355,33 @@ Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const cha
          tp->raw_data.len, dtype_name(dt), numel, nbytes);
     return NULL;
   }
-  if (!external && onnx_charge_weights(L, what, nbytes))
+  const char *field = NULL;
+  size_t have = 0;
+  if (!external && !tp->has_raw_data) {
+    switch (dt) {
+    case DT_F32: field = "float_data"; have = tp->n_float_data; break;
+    case DT_F64: field = "double_data"; have = tp->n_double_data; break;
+    case DT_I64: field = "int64_data"; have = tp->n_int64_data; break;
+    default: field = "int32_data"; have = tp->n_int32_data; break;
+    }
+    if (have != (uint64_t)numel || typed != have) {
+      FAIL("%s: %s has %zu elements, but its dims need %" PRId64 "%s", what, field, have, numel,
+           typed != have ? " (and the data is in another field)" : "");
+      return NULL;
+    }
+  }
+  FILE *f = NULL;
+  if (external ? open_external(L, tp, what, nbytes, &f) : onnx_charge_weights(L, what, nbytes))
     return NULL;
-  int64_t dims[IR_MAX_RANK];
-  for (size_t i = 0; i < tp->n_dims; i++)
-    dims[i] = tp->dims[i];
   Tensor *t = tensor_in_arena(L->g->arena, dt, (int)tp->n_dims, dims);
-  if (external)
-    return read_external(L, tp, what, t->data, nbytes) ? NULL : t;
+  if (external) {
+    bool ok = !nbytes || fread(t->data, 1, nbytes, f) == nbytes;
+    if (!ok)
+      FAIL("%s: cannot read its external data: %s", what,
+           ferror(f) ? strerror(errno) : "unexpected end of file");
+    fclose(f);
+    return ok ? t : NULL;
+  }
   if (tp->has_raw_data) {
     if (nbytes)
       memcpy(t->data, tp->raw_data.data, nbytes);
@@ -342,19 +389,6 @@ Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const cha
       for (int64_t i = 0; i < numel; i++)
         ((uint8_t *)t->data)[i] = ((uint8_t *)t->data)[i] != 0;
     return t;
-  }
-  const char *field;
-  size_t have;
-  switch (dt) {
-  case DT_F32: field = "float_data"; have = tp->n_float_data; break;
-  case DT_F64: field = "double_data"; have = tp->n_double_data; break;
-  case DT_I64: field = "int64_data"; have = tp->n_int64_data; break;
-  default: field = "int32_data"; have = tp->n_int32_data; break;
-  }
-  if (have != (uint64_t)numel || typed != have) {
-    FAIL("%s: %s has %zu elements, but its dims need %" PRId64 "%s", what, field, have, numel,
-         typed != have ? " (and the data is in another field)" : "");
-    return NULL;
   }
   for (int64_t i = 0; i < numel; i++) {
     char *p = (char *)t->data + (size_t)i * es;
@@ -366,6 +400,207 @@ Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const cha
     }
   }
   return t;
+}
+
+/* ---------------------------------------------------------------- names, by their length */
+
+/* protobuf strings carry their length, but protobuf-c hands them over as C strings,
+ * which end at the first NUL: an initializer named "x\0y" would read as "x" and take the
+ * place of graph input x, and a model that passes onnx.checker would compute something
+ * else. So the wire bytes of every string gpucc reads (value, node, op, domain and dim
+ * names, attribute names and strings, external data entries) are walked with their
+ * lengths, and one holding a NUL is refused. Only onnx.proto's messages are entered,
+ * never a subgraph, so the walk is no deeper than the schema. It runs after protobuf-c
+ * accepted the bytes; whatever it does not understand ends the walk. */
+
+typedef struct Wire {
+  const uint8_t *p, *end;
+} Wire;
+
+static bool wire_varint(Wire *w, uint64_t *v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && w->p < w->end; shift += 7) {
+    uint8_t b = *w->p++;
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80))
+      return true;
+  }
+  return false;
+}
+
+/* The next field of w: its number and, when it is length-delimited, its bytes in *sub
+ * (sub->p NULL otherwise). false at the end. */
+static bool wire_field(Wire *w, uint64_t *field, Wire *sub) {
+  uint64_t key, v;
+  *sub = (Wire){NULL, NULL};
+  if (w->p >= w->end || !wire_varint(w, &key))
+    return false;
+  *field = key >> 3;
+  switch (key & 7) {
+  case 0: return wire_varint(w, &v);
+  case 1: return w->end - w->p >= 8 ? (w->p += 8, true) : false;
+  case 5: return w->end - w->p >= 4 ? (w->p += 4, true) : false;
+  case 2:
+    if (!wire_varint(w, &v) || v > (uint64_t)(w->end - w->p))
+      return false;
+    *sub = (Wire){w->p, w->p + v};
+    w->p += v;
+    return true;
+  default: return false; /* groups, which protobuf-c refuses */
+  }
+}
+
+/* what: "initializer #0's name" and so on. */
+static int check_string(Loader *L, Wire s, const char *what) {
+  size_t n = s.p ? (size_t)(s.end - s.p) : 0;
+  if (!n || !memchr(s.p, 0, n))
+    return 0;
+  char shown[256];
+  size_t at = 0;
+  for (size_t i = 0; i < n && i < 48; i++) {
+    unsigned char c = s.p[i];
+    int k = c >= 0x20 && c < 0x7f && c != '"' && c != '\\'
+                ? snprintf(shown + at, sizeof shown - at, "%c", c)
+                : snprintf(shown + at, sizeof shown - at, "\\x%02x", c);
+    at += (size_t)k;
+  }
+  return onnx_model_error(L, "%s \"%s%s\" contains a NUL byte: a name or string may not", what,
+                          shown, n > 48 ? "..." : "");
+}
+
+static int walk_tensor(Loader *L, Wire m, const char *owner) {
+  char what[256];
+  uint64_t f;
+  Wire s, e;
+  while (wire_field(&m, &f, &s)) {
+    if (f == 8) {
+      snprintf(what, sizeof what, "%s's name", owner);
+      if (check_string(L, s, what))
+        return -1;
+    } else if (f == 13 && s.p) {
+      snprintf(what, sizeof what, "an external data entry of %s", owner);
+      for (uint64_t g; wire_field(&s, &g, &e);)
+        if ((g == 1 || g == 2) && check_string(L, e, what))
+          return -1;
+    }
+  }
+  return 0;
+}
+
+/* TypeProto: tensor_type (1) -> shape (2) -> dim (1) -> dim_param (2). */
+static int walk_type(Loader *L, Wire type, const char *what) {
+  uint64_t f1, f2, f3, f4;
+  Wire tt, sh, dm, dp;
+  while (wire_field(&type, &f1, &tt)) {
+    while (f1 == 1 && tt.p && wire_field(&tt, &f2, &sh)) {
+      while (f2 == 2 && sh.p && wire_field(&sh, &f3, &dm)) {
+        while (f3 == 1 && dm.p && wire_field(&dm, &f4, &dp))
+          if (f4 == 2 && check_string(L, dp, what))
+            return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+static int walk_value_info(Loader *L, Wire m, const char *owner) {
+  char what[256];
+  uint64_t f;
+  Wire s;
+  while (wire_field(&m, &f, &s)) {
+    if (f == 1) {
+      snprintf(what, sizeof what, "%s's name", owner);
+      if (check_string(L, s, what))
+        return -1;
+    } else if (f == 2 && s.p) {
+      snprintf(what, sizeof what, "a dim name of %s", owner);
+      if (walk_type(L, s, what))
+        return -1;
+    }
+  }
+  return 0;
+}
+
+static int walk_node(Loader *L, Wire m, size_t idx) {
+  char what[128];
+  size_t nin = 0, nout = 0;
+  uint64_t f;
+  Wire s;
+  while (wire_field(&m, &f, &s)) {
+    int rc = 0;
+    switch (f) {
+    case 1: snprintf(what, sizeof what, "input #%zu of node #%zu", nin++, idx); break;
+    case 2: snprintf(what, sizeof what, "output #%zu of node #%zu", nout++, idx); break;
+    case 3: snprintf(what, sizeof what, "node #%zu's name", idx); break;
+    case 4: snprintf(what, sizeof what, "node #%zu's op type", idx); break;
+    case 7: snprintf(what, sizeof what, "node #%zu's domain", idx); break;
+    case 5: /* AttributeProto: name (1), s (4), t (5), strings (9), tensors (10) */
+      snprintf(what, sizeof what, "an attribute of node #%zu", idx);
+      for (Wire a; s.p && !rc && wire_field(&s, &f, &a);)
+        rc = f == 1 || f == 4 || f == 9 ? check_string(L, a, what)
+             : (f == 5 || f == 10) && a.p ? walk_tensor(L, a, what)
+                                          : 0;
+      if (rc)
+        return -1;
+      continue;
+    default: continue;
+    }
+    if (check_string(L, s, what))
+      return -1;
+  }
+  return 0;
+}
+
+/* Counts of the graph's repeated fields, kept across the whole walk: protobuf-c merges a
+ * message field given twice, so its lists run on. */
+typedef struct GraphCounts {
+  size_t node, init, input, output, info;
+} GraphCounts;
+
+static int walk_graph(Loader *L, Wire m, GraphCounts *c) {
+  char what[128];
+  uint64_t f;
+  Wire s;
+  while (wire_field(&m, &f, &s)) {
+    int rc = 0;
+    if (!s.p)
+      continue;
+    if (f == 1) {
+      rc = walk_node(L, s, c->node++);
+    } else if (f == 2) {
+      rc = check_string(L, s, "the graph's name");
+    } else if (f == 5) {
+      snprintf(what, sizeof what, "initializer #%zu", c->init++);
+      rc = walk_tensor(L, s, what);
+    } else if (f == 11 || f == 12 || f == 13) {
+      size_t k = f == 11 ? c->input++ : f == 12 ? c->output++ : c->info++;
+      snprintf(what, sizeof what, "%s #%zu",
+               f == 11 ? "graph input" : f == 12 ? "graph output" : "value_info", k);
+      rc = walk_value_info(L, s, what);
+    }
+    if (rc)
+      return -1;
+  }
+  return 0;
+}
+
+static int check_names(Loader *L, const void *data, size_t len) {
+  Wire m = {data, (const uint8_t *)data + len}, s;
+  GraphCounts c = {0};
+  size_t nopset = 0;
+  uint64_t f;
+  while (wire_field(&m, &f, &s)) {
+    char what[128];
+    if (f == 7 && s.p && walk_graph(L, s, &c))
+      return -1;
+    if (f != 8 || !s.p)
+      continue;
+    snprintf(what, sizeof what, "the domain of opset import #%zu", nopset++);
+    for (Wire d; wire_field(&s, &f, &d);)
+      if (f == 1 && check_string(L, d, what))
+        return -1;
+  }
+  return 0;
 }
 
 /* ---------------------------------------------------------------- model and names */
@@ -383,6 +618,8 @@ static int read_model(Loader *L, const void *data, size_t len) {
     return onnx_model_error(L, "not an ONNX model (it has no %s)",
                        L->model->graph ? "ir_version" : "graph");
   L->gp = L->model->graph;
+  if (check_names(L, data, len))
+    return -1;
   bool found = false;
   for (size_t i = 0; i < L->model->n_opset_import; i++) {
     const Onnx__OperatorSetIdProto *o = L->model->opset_import[i];
@@ -427,7 +664,12 @@ static int index_names(Loader *L) {
     const char *nm = S(gp->input[i]->name);
     if (!*nm)
       return onnx_model_error(L, "graph input #%zu has no name", i);
-    map_put(&L->producers, nm, -1); /* an input may have a default initializer */
+    /* An input may have a default initializer of its name (-2 until now); two inputs of
+     * one name are two values. */
+    int *p = onnx_map_get(&L->producers, nm);
+    if (p && *p == -1)
+      return onnx_model_error(L, "graph input '%s' is declared twice", nm);
+    map_put(&L->producers, nm, -1);
   }
   for (size_t i = 0; i < gp->n_node; i++) {
     const Onnx__NodeProto *np = gp->node[i];
@@ -622,8 +864,7 @@ static const OnnxBinding *find_binding(const OnnxBinding *b, int n, const char *
   return NULL;
 }
 
-/* "1x3x224x224" into dims; returns the rank or -1. */
-static int parse_shape(const char *s, int64_t *dims) {
+int onnx_parse_shape(const char *s, int64_t *dims) {
   int r = 0;
   if (!strcmp(s, "scalar"))
     return 0;
@@ -658,7 +899,7 @@ static int add_input(Loader *L, const Onnx__ValueInfoProto *vi, bool *dim_used) 
   const OnnxBinding *sb = find_binding(L->opt->shapes, L->opt->nshapes, name);
   int64_t given[IR_MAX_RANK];
   int grank = -1;
-  if (sb && (grank = parse_shape(sb->value, given)) < 0)
+  if (sb && (grank = onnx_parse_shape(sb->value, given)) < 0)
     return onnx_model_error(L, "--shape %s=%s: expected sizes like 1x3x224x224", sb->name, sb->value);
   if (tt->shape) {
     if (tt->shape->n_dim > IR_MAX_RANK)
@@ -817,6 +1058,7 @@ static void loader_free(Loader *L) {
     onnx__model_proto__free_unpacked(L->model, NULL);
   map_free(&L->producers);
   map_free(&L->uses);
+  map_free(&L->external_files);
   free(L->const_node);
   free(L->dir);
 }
@@ -835,7 +1077,15 @@ static int loader_open(Loader *L, const void *data, size_t len, const char *name
    * decode to 8 bytes per byte (int64 zeros), plus the external data it names. */
   L->weight_limit = L->opt->max_weight_bytes > 0 ? (uint64_t)L->opt->max_weight_bytes
                                                  : (uint64_t)len * 8;
-  return read_model(L, data, len);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && (uint64_t)pages <= UINT64_MAX / (uint64_t)page)
+    L->memory_bytes = (uint64_t)pages * (uint64_t)page;
+  if (read_model(L, data, len))
+    return -1;
+  /* Each external data file belongs to a tensor: initializers, or Constant nodes. */
+  if (map_init(&L->external_files, L->gp->n_initializer + L->gp->n_node))
+    return onnx_model_error(L, "out of memory");
+  return 0;
 }
 
 static Graph *load(Loader *L) {
@@ -906,24 +1156,21 @@ Graph *onnx_load_bytes(const void *data, size_t len, const char *name, const Onn
 
 /* Reads the whole file; *dir receives its folder (caller frees both). */
 static void *read_file(const char *path, size_t *len, char **dir, Diag *d) {
-  FILE *f = fopen(path, "rb");
-  struct stat st;
+  char why[256];
+  uint64_t size = 0;
+  FILE *f = fopen_regular(path, &size, why, sizeof why);
   void *buf = NULL;
   *dir = NULL;
-  if (!f || fstat(fileno(f), &st) != 0) {
-    diag_error(d, (SrcLoc){.file = path}, "cannot open: %s", strerror(errno));
+  if (!f) {
+    diag_error(d, (SrcLoc){.file = path}, "cannot open: %s", why);
     goto fail;
   }
-  if (!S_ISREG(st.st_mode)) {
-    diag_error(d, (SrcLoc){.file = path}, "not a regular file: not an ONNX model");
+  if (size > MODEL_MAX_BYTES) {
+    diag_error(d, (SrcLoc){.file = path}, "the file has %" PRIu64 " bytes, more than the 2 GiB a "
+               "protobuf may have: not an ONNX model", size);
     goto fail;
   }
-  if ((uint64_t)st.st_size > MODEL_MAX_BYTES) {
-    diag_error(d, (SrcLoc){.file = path}, "the file has %lld bytes, more than the 2 GiB a "
-               "protobuf may have: not an ONNX model", (long long)st.st_size);
-    goto fail;
-  }
-  *len = (size_t)st.st_size;
+  *len = (size_t)size;
   buf = malloc(*len + 1);
   if (!buf || fread(buf, 1, *len, f) != *len) {
     diag_error(d, (SrcLoc){.file = path}, "cannot read: %s", buf ? strerror(errno) : "out of memory");

@@ -49,9 +49,13 @@ def f_packed_ints(field, vs):
 FLOAT, INT64, BOOL, DOUBLE = 1, 7, 9, 11
 
 
-def tensor(name, dims, dtype, values=None, raw=None):
+def tensor(name, dims, dtype, values=None, raw=None, external=None):
+    """external: {"location": ..., "offset": ..., "length": ...} (the data lives there)."""
     b = f_packed_ints(1, dims) + f_int(2, dtype) + f_bytes(8, name)
-    if raw is not None:
+    if external is not None:
+        b += b"".join(f_bytes(13, f_bytes(1, k) + f_bytes(2, str(v))) for k, v in external.items())
+        b += f_int(14, 1)  # data_location = EXTERNAL
+    elif raw is not None:
         b += f_bytes(9, raw)
     elif dtype == FLOAT:
         b += f_bytes(4, struct.pack("<%df" % len(values), *values))
@@ -127,6 +131,21 @@ def deep_nesting(depth=100000):
     return f_int(1, 8) + f_bytes(7, g) + f_bytes(8, opset_id)
 
 
+def add_weight(w_init):
+    """y = x + w for an input x of f32[2], w given by the initializer w_init."""
+    return model([node("Add", ["x", "w"], ["y"], "add")],
+                 [value_info("x", FLOAT, [2])], [value_info("y", FLOAT, [2])], [w_init])
+
+
+def external_repeat(copies=64):
+    """`copies` initializers, each the whole of one 1 MiB external file, summed: a model of
+    a few KiB that would have the loader allocate 64 MiB (or any multiple) from one file."""
+    inits = [tensor("w%d" % i, [1 << 18], FLOAT, external={"location": "ext_repeat.bin"})
+             for i in range(copies)]
+    return model([node("Sum", ["w%d" % i for i in range(copies)], ["y"], "sum")],
+                 [], [value_info("y", FLOAT, [1 << 18])], inits)
+
+
 MODELS = {
     "deep_nesting": deep_nesting,
     # y = relu(x @ w + b) with a symbolic batch dim; w in raw_data, b in float_data.
@@ -161,6 +180,50 @@ MODELS = {
     "unknown_op": lambda: model(
         [node("Relu", ["x"], ["r"]), node("Frobnicate", ["r"], ["y"], "frob")],
         [value_info("x", FLOAT, [2])], [value_info("y", FLOAT, [2])]),
+    # External data: a valid model (y = x + w, w = [1, 2] in ext_ok.bin beside it), and
+    # hostile ones. The test writes the data files (or FIFOs) beside the model.
+    "external_ok": lambda: add_weight(tensor("w", [2], FLOAT, external={"location": "ext_ok.bin"})),
+    # dims of 2^46 bytes whose data file holds 8: refused before anything is allocated.
+    "external_huge_dims": lambda: add_weight(
+        tensor("w", [1 << 22, 1 << 22], FLOAT, external={"location": "ext_ok.bin"})),
+    # 10 GB stated twice over (dims and length) for a file of 8 bytes.
+    "external_huge_length": lambda: add_weight(
+        tensor("w", [2500000000], FLOAT,
+               external={"location": "ext_ok.bin", "length": 10000000000})),
+    "external_fifo": lambda: add_weight(tensor("w", [2], FLOAT, external={"location": "ext_fifo.bin"})),
+    "external_dir": lambda: add_weight(tensor("w", [2], FLOAT, external={"location": "ext_dir"})),
+    "external_repeat": external_repeat,
+    # An initializer named "x\0evil": to a reader of C strings it is "x", a default value
+    # for graph input x, so y = x + 1 would silently ignore the input.
+    "name_nul": lambda: model(
+        [node("Add", ["x", "one"], ["y"], "add")],
+        [value_info("x", FLOAT, [2])], [value_info("y", FLOAT, [2])],
+        [tensor("x\0evil", [2], FLOAT, [5, 5]), tensor("one", [2], FLOAT, [1, 1])]),
+    # A node output named "y\0" beside a node output named "y".
+    "name_nul_output": lambda: model(
+        [node("Relu", ["x"], ["y"], "first"), node("Neg", ["x"], ["y\0"], "second")],
+        [value_info("x", FLOAT, [2])], [value_info("y", FLOAT, [2])]),
+    "dup_input": lambda: model(
+        [node("Relu", ["x"], ["y"], "r")],
+        [value_info("x", FLOAT, [2]), value_info("x", FLOAT, [3])], [value_info("y", FLOAT, [2])]),
+    # A HannWindow of 2^24 f32 (64 MiB) made at load: a weight like any other.
+    "hann_window": lambda: model(
+        [node("HannWindow", ["n"], ["y"], "hann")], [], [value_info("y", FLOAT, [1 << 24])],
+        [tensor("n", [], INT64, [1 << 24])]),
+    # An output whose name is 1 MiB long: more than a model.so's 4096 bytes.
+    "long_name": lambda: model(
+        [node("Relu", ["x"], ["n" * (1 << 20)], "r")],
+        [value_info("x", FLOAT, [2])], [value_info("n" * (1 << 20), FLOAT, [2])]),
+    # A MatMul of 2^31 + 8 rows: more than cuBLASLt's 2^31 - 1.
+    "huge_matmul": lambda: model(
+        [node("MatMul", ["x", "w"], ["y"], "mm")],
+        [value_info("x", FLOAT, [(1 << 31) + 8, 2])], [value_info("y", FLOAT, [(1 << 31) + 8, 2])],
+        [tensor("w", [2, 2], FLOAT, [1, 2, 3, 4])]),
+    # inner dims 3 and 2: a shape error from inference, quoted inside the node's message.
+    "matmul_mismatch": lambda: model(
+        [node("MatMul", ["x", "w"], ["y"], "mm")],
+        [value_info("x", FLOAT, [2, 3])], [value_info("y", FLOAT, [2, 2])],
+        [tensor("w", [2, 2], FLOAT, [1, 2, 3, 4])]),
     "cycle": lambda: model(
         [node("Relu", ["x", "b"], ["a"], "n0"), node("Relu", ["a"], ["b"], "n1"),
          node("Relu", ["b"], ["y"], "n2")],

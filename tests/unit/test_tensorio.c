@@ -1,12 +1,16 @@
 /* Unit tests of ir/tensorio.c: .npy round trips for every dtype numpy has, files numpy
  * would write (built byte by byte here, from the format's definition), malformed and
- * hostile files that must fail with an error naming the file, and .safetensors files
- * written by hand. Everything goes to a fresh folder under /tmp. */
+ * hostile files that must fail with an error naming the file, .safetensors files
+ * written by hand, and what is not a regular file (FIFOs, directories, devices) where a
+ * file is read or written. Everything goes to a fresh folder under /tmp. */
 #include "ir/ir.h"
 #include "tests/unit/check.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -332,6 +336,96 @@ static void test_safetensors(void) {
   CHECK(tensor_load(path, NULL, &d7) == NULL && d7.failed);
 }
 
+/* Whether any temporary (NAME.tmpXXXXXX) is left in the folder. */
+static bool temporaries_left(void) {
+  DIR *dp = opendir(dir);
+  bool found = false;
+  for (struct dirent *e; dp && (e = readdir(dp));)
+    found |= strstr(e->d_name, ".tmp") != NULL;
+  if (dp)
+    closedir(dp);
+  return found;
+}
+
+static bool is_kind(const char *path, mode_t kind, bool follow) {
+  struct stat st;
+  return (follow ? stat(path, &st) : lstat(path, &st)) == 0 && (st.st_mode & S_IFMT) == kind;
+}
+
+/* A FIFO or a directory where a file is read is refused without blocking; where one is
+ * written, a FIFO or a device is written in place and a directory refused, and neither is
+ * ever replaced by a regular file. SIGALRM ends a run that would hang instead. */
+static void test_not_regular_files(void) {
+  alarm(60);
+  int64_t dims[1] = {3};
+  Tensor *x = tensor_new(DT_F32, 1, dims);
+  const char *fifo = tmp_path("fifo.npy"), *sub = tmp_path("sub.npy");
+  CHECK(mkfifo(fifo, 0600) == 0 && mkdir(sub, 0700) == 0);
+
+  Diag d1 = {0}, d2 = {0}, d3 = {0};
+  CHECK(npy_read(fifo, &d1) == NULL && strstr(d1.msg, "it is a FIFO, not a regular file"));
+  CHECK(safetensors_read(sub, "k", &d2) == NULL && strstr(d2.msg, "it is a directory"));
+  char why[256];
+  CHECK(fopen_regular(fifo, NULL, why, sizeof why) == NULL && strstr(why, "FIFO"));
+  CHECK(fopen_regular(sub, NULL, why, sizeof why) == NULL && strstr(why, "directory"));
+
+  /* No reader: an error; the FIFO stays. */
+  CHECK(npy_write(fifo, x, &d3) == -1 && strstr(d3.msg, "no process reads from"));
+  CHECK(is_kind(fifo, S_IFIFO, false));
+  /* A reader: the bytes go through it, and it stays a FIFO. */
+  int r = open(fifo, O_RDONLY | O_NONBLOCK);
+  Diag d4 = {0};
+  CHECK(r >= 0 && npy_write(fifo, x, &d4) == 0);
+  unsigned char got[256];
+  ssize_t n = r >= 0 ? read(r, got, sizeof got) : -1;
+  CHECK(n == 128 + 12 && !memcmp(got, "\x93NUMPY", 6)); /* header 128, 3 x f32 */
+  if (r >= 0)
+    close(r);
+  CHECK(is_kind(fifo, S_IFIFO, false));
+  /* A directory: refused, untouched. */
+  Diag d5 = {0};
+  CHECK(npy_write(sub, x, &d5) == -1 && strstr(d5.msg, "it is a directory"));
+  CHECK(is_kind(sub, S_IFDIR, false));
+  /* A symlink to a device: written in place, the link stays a link. /dev/zero discards
+   * what is written to it as /dev/null does, and /dev/full fails every write; /dev/null
+   * itself is left alone, since an older gpucc run as root may have replaced it. */
+  const char *zero = tmp_path("zero.npy"), *full = tmp_path("full.npy");
+  Diag d6 = {0}, d6f = {0};
+  CHECK(symlink("/dev/zero", zero) == 0 && npy_write(zero, x, &d6) == 0);
+  CHECK(is_kind(zero, S_IFLNK, false) && is_kind(zero, S_IFCHR, true));
+  CHECK(symlink("/dev/full", full) == 0 && npy_write(full, x, &d6f) == -1);
+  CHECK(strstr(d6f.msg, "full.npy: error: cannot write") && is_kind(full, S_IFLNK, false));
+  /* A symlink to a file: the file is replaced, the link stays. */
+  const char *file = tmp_path("target.npy"), *link = tmp_path("link.npy");
+  write_bytes(file, "old", 3);
+  Diag d7 = {0}, d8 = {0};
+  CHECK(symlink("target.npy", link) == 0 && npy_write(link, x, &d7) == 0);
+  CHECK(is_kind(link, S_IFLNK, false));
+  Tensor *back = npy_read(file, &d8);
+  CHECK(back && back->rank == 1 && back->dims[0] == 3);
+  tensor_free(back);
+  CHECK(!temporaries_left());
+
+  /* A printed graph whose big constants go to a .safetensors beside it: when the .gir
+   * cannot be written (here a directory), the .safetensors is not left behind either. */
+  Graph *g = graph_new("big");
+  int64_t big = IR_INLINE_MAX_ELEMENTS + 1;
+  Value *c = graph_add_const(g, "c", tensor_in_arena(g->arena, DT_F32, 1, &big));
+  graph_add_output(g, c);
+  const char *gdir = tmp_path("out.gir"), *side = tmp_path("out.safetensors");
+  Diag d9 = {0};
+  CHECK(mkdir(gdir, 0700) == 0 && ir_print_file(g, gdir, &d9) == -1);
+  CHECK(access(side, F_OK) != 0 && !temporaries_left());
+  CHECK(c->init == CI_DATA && !c->path); /* nothing refers to a file that is not there */
+  Diag d10 = {0};
+  const char *gir = tmp_path("ok.gir");
+  CHECK(ir_print_file(g, gir, &d10) == 0 && access(tmp_path("ok.safetensors"), F_OK) == 0);
+  CHECK(c->init == CI_FILE && c->path && strstr(c->path, "/ok.safetensors"));
+  graph_free(g);
+  tensor_free(x);
+  alarm(0);
+}
+
 /* Removes the temp folder (its files all have known, flat names). */
 static void cleanup(void) {
   char cmd[128];
@@ -350,6 +444,7 @@ int main(void) {
   test_npy_variants();
   test_npy_malformed();
   test_safetensors();
+  test_not_regular_files();
   cleanup();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
