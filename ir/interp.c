@@ -2141,6 +2141,65 @@ static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d)
   return node_error(n, d, "the reference executor does not know this op");
 }
 
+static double type_numel(const Type *t) {
+  double e = 1;
+  for (int i = 0; i < t->shape.rank; i++)
+    e *= t->shape.dims[i].sym ? INFINITY : (double)t->shape.dims[i].n;
+  return t->shape.rank < 0 ? INFINITY : e;
+}
+
+double ir_eval_work(const Node *n, const Type *out) {
+  double in_el = 0, out_el = 0, per_out = 0;
+  const Type *x = n->nin > 0 && n->in[0] ? &n->in[0]->type : NULL;
+  const Type *w = n->nin > 1 && n->in[1] ? &n->in[1]->type : NULL;
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i])
+      in_el += type_numel(&n->in[i]->type);
+  for (int i = 0; i < n->nout; i++)
+    out_el += type_numel(out ? &out[i] : &n->out[i]->type);
+  /* The ops whose work grows faster than their inputs and outputs: per output element,
+   * the taps or terms each sums. */
+  switch (n->op) {
+  case OP_MATMUL:
+    if (x && x->shape.rank >= 1) { /* K */
+      Dim k = x->shape.dims[x->shape.rank - 1];
+      per_out = k.sym ? INFINITY : (double)k.n;
+    }
+    break;
+  case OP_CONV:
+  case OP_CONV_TRANSPOSE: /* x [N, C, ...] by w [M, C/group, k...] (either layout) */
+    if (w && w->shape.rank >= 1)
+      per_out = type_numel(w) / fmax(1, (double)w->shape.dims[0].n);
+    if (n->op == OP_CONV_TRANSPOSE && x) /* each input element scatters its taps */
+      return in_el + out_el + type_numel(x) * per_out;
+    break;
+  case OP_MAX_POOL:
+  case OP_AVERAGE_POOL: {
+    int len;
+    const int64_t *k = attr_ints(n, "kernel_shape", &len);
+    per_out = 1;
+    for (int i = 0; i < len; i++)
+      per_out *= (double)k[i];
+    break;
+  }
+  case OP_LRN: /* the window is clipped to the channels */
+    per_out = x && x->shape.rank >= 2 ? fmin((double)attr_int(n, "size"), type_numel(x)) : 1;
+    break;
+  case OP_RESIZE:
+  case OP_GRID_SAMPLE: per_out = x ? pow(4, x->shape.rank) : 1; break; /* cubic's taps */
+  case OP_DET:
+    if (x && x->shape.rank >= 1)
+      per_out = pow((double)x->shape.dims[x->shape.rank - 1].n, 3);
+    break;
+  case OP_TOPK:
+    per_out = x ? log2(in_el + 2) * in_el / fmax(1, out_el) : 1;
+    break;
+  case OP_ROI_ALIGN: return INFINITY; /* samples per bin follow the boxes' values */
+  default: break;
+  }
+  return in_el + out_el + out_el * per_out;
+}
+
 int ir_eval_node(const Node *n, Tensor *const *in, Tensor **out, Diag *d) {
   int nin = n->nin, nout = n->nout;
   for (int k = 0; k < nout; k++)

@@ -507,6 +507,17 @@ typedef void (*IrEvalSeen)(const Value *v, const Tensor *t, void *arg);
 int ir_eval_seen(const Graph *g, Tensor *const *inputs, Tensor **outputs, IrEvalSeen seen,
                  void *arg, Diag *d);
 
+/* About how much work ir_eval_node does for n (in the executor's inner steps, a
+ * multiply-add or an element visited), from its input types and out[] (n->nout output
+ * types; NULL: its outputs' own types); INFINITY when shapes alone do not bound it (roi_align's adaptive sampling) or a
+ * shape is symbolic. Folding runs the executor at compile time, so both folders (the
+ * ONNX loader and the constfold pass) leave a node whose work passes IR_FOLD_NODE_WORK,
+ * or would take the total past IR_FOLD_TOTAL_WORK, as a node: a small hostile model
+ * (a convolution of two constant vectors with huge pads) cannot stall the compiler. */
+double ir_eval_work(const Node *n, const Type *out);
+#define IR_FOLD_NODE_WORK 3e7
+#define IR_FOLD_TOTAL_WORK 3e8
+
 /* ---------------------------------------------------------------- tensorio.c: tensor files */
 
 /* .npy: formats 1.0, 2.0 and 3.0, little-endian, C order only, and the dtypes of

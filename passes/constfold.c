@@ -131,12 +131,19 @@ static int run_constfold(Graph *g, PassContext *ctx) {
     return diag_error(ctx->diag, g->loc, "constfold: out of memory");
   for (int i = 0; i < g->next_node_id; i++)
     keep[i] = true;
-  int folded = 0, too_big = 0, declined = 0;
+  int folded = 0, too_big = 0, costly = 0, declined = 0;
+  double spent = 0; /* ir_eval_work of what this run evaluated */
   /* make_const only appends to g->consts; g->nodes stays as it is until graph_retain. */
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     if (!all_inputs_const(n))
       continue;
+    double work = ir_eval_work(n, NULL);
+    if (!(work <= IR_FOLD_NODE_WORK && work <= IR_FOLD_TOTAL_WORK - spent)) {
+      costly++;
+      continue;
+    }
+    spent += work;
     bool small = outputs_small(n);
     int r = small ? fold_node(g, n, ctx) : fold_gather_row(g, n, ctx);
     if (r == 0) {
@@ -166,18 +173,19 @@ static int run_constfold(Graph *g, PassContext *ctx) {
   graph_retain(g, keep, NULL);
   free(keep);
   ctx->changes += folded;
-  if (too_big && declined)
-    snprintf(ctx->note, sizeof ctx->note,
-             "not folded: %d node(s) with more than %d output elements, %d the executor "
-             "rejected",
-             too_big, FOLD_MAX_ELEMENTS, declined);
-  else if (too_big)
-    snprintf(ctx->note, sizeof ctx->note,
-             "not folded: %d node(s) with more than %d output elements", too_big,
+  /* "not folded: " and a clause for each reason there was */
+  char big[80] = "", cost[80] = "", rej[80] = "";
+  if (too_big)
+    snprintf(big, sizeof big, "%d node(s) with more than %d output elements", too_big,
              FOLD_MAX_ELEMENTS);
-  else if (declined)
-    snprintf(ctx->note, sizeof ctx->note, "not folded: %d node(s) the executor rejected",
+  if (costly)
+    snprintf(cost, sizeof cost, "%s%d too costly to evaluate at compile time",
+             too_big ? ", " : "", costly);
+  if (declined)
+    snprintf(rej, sizeof rej, "%s%d the executor rejected", too_big || costly ? ", " : "",
              declined);
+  if (too_big || costly || declined)
+    snprintf(ctx->note, sizeof ctx->note, "not folded: %s%s%s", big, cost, rej);
   return 0;
 }
 

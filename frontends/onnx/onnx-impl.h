@@ -64,6 +64,7 @@ struct Loader {
   uint64_t memory_bytes; /* the host's memory: no weights beyond it (0: unknown) */
   NameMap external_files; /* "dev:ino" of each external data file credited to the limit */
   uint64_t folded_bytes; /* constants made by folding at load, bounded by weight_limit */
+  double folded_work;    /* ir_eval_work of the nodes folded, bounded by IR_FOLD_TOTAL_WORK */
   NameMap producers; /* value name -> index of the node defining it; -1 input, -2 initializer */
   NameMap uses;      /* value name -> uses by nodes and graph outputs */
   bool *const_node;  /* per node: every output is known before run time (folded at load) */

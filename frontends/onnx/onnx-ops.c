@@ -135,11 +135,15 @@ static int fold(Loader *L, const Node *probe, const Type *types, const char *con
     out_bytes += (uint64_t)numel * dtype_size(types[i].dtype);
   }
   /* Folded results count against their own budget, the size of the weight limit, so a
-   * model cannot make the loader allocate without bound by folding. */
+   * model cannot make the loader allocate without bound by folding; and the work of
+   * evaluating them against the executor's budget, so it cannot stall the loader. */
+  double work = ir_eval_work(probe, types);
   if (!probe->nin || out_bytes > in_bytes + FOLD_GROWTH_BYTES ||
-      out_bytes > L->weight_limit - L->folded_bytes)
+      out_bytes > L->weight_limit - L->folded_bytes || !(work <= IR_FOLD_NODE_WORK) ||
+      !(work <= IR_FOLD_TOTAL_WORK - L->folded_work))
     return 0;
   L->folded_bytes += out_bytes;
+  L->folded_work += work;
   Tensor *in[64] = {0}, *out[64] = {0};
   Diag local = {0};
   for (int i = 0; i < probe->nin && i < 64; i++)

@@ -345,6 +345,13 @@ SIZE_MODELS = {
     "resize_inf_scale": lambda: one_node(
         "Resize", ["x0", "", "sc"], inputs=[(FLOAT, [1, 1, 2, 2])],
         inits=[tensor("sc", [4], FLOAT, [1, 1, float("inf"), 1])]),
+    # a convolution of two constant 65536-vectors with 65535 pads each side: 2^33
+    # multiply-adds if folded at load, a small node otherwise
+    "fold_costly_conv": lambda: model(
+        [node("Conv", ["c", "w"], ["y0"], "n", [attr_ints("pads", [65535, 65535])])], [],
+        [value_info("y0", FLOAT, [1, 1, 131071])],
+        [tensor("c", [1, 1, 65536], FLOAT, raw=struct.pack("<f", 0.5) * 65536),
+         tensor("w", [1, 1, 65536], FLOAT, raw=struct.pack("<f", 0.25) * 65536)]),
 }
 MODELS.update(SIZE_MODELS)
 
