@@ -3,13 +3,14 @@
  *
  * Beyond "no crash, no hang, no leak": a refused input carries a message, and a graph that
  * parses prints to text that parses back and prints to the same bytes (the round trip
- * docs/ir.md promises for every graph). The file name lies in a folder that does not
- * exist, so load("relative.npy") fails the same way wherever the fuzzer runs. */
+ * docs/ir.md promises for every graph). The input is named as a file of tests/data,
+ * relative to the repository's root, where scripts/fuzz.sh and ctest run the harness, so
+ * that load("small.npy") and load("small.safetensors", "fc.weight") read real tensors. */
 #include "fuzz.h"
 
 #include "frontends/frontends.h"
 
-#define FUZZ_FILE "/gpucc-fuzz-no-such-dir/input.gir"
+#define FUZZ_FILE "tests/data/input.gir"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Diag d = {0};

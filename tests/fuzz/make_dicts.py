@@ -5,7 +5,8 @@ they name every op, attribute and type the sources know today.
 usage: make_dicts.py OUTDIR      writes OUTDIR/dsl.dict and OUTDIR/onnx.dict
 
 dsl.dict:  op names and attribute names of ir/ops.def, dtype names of ir/dtypes.def, the
-           words the DSL's parser and lowering compare identifiers with, and punctuation.
+           words the DSL's parser and lowering compare identifiers with, punctuation, and
+           load(...) of the files of tests/data.
 onnx.dict: the names frontends/onnx compares with (op types, attribute names, domains).
            Protobuf's field keys are single bytes, which libFuzzer's mutations find alone.
 """
@@ -54,6 +55,9 @@ def dsl_tokens():
     toks |= literals(read("frontends/dsl/parser.y")) | literals(read("frontends/dsl/dsl.c"))
     toks |= {"graph ", "const ", "return ", "%x", "%\"", "@\"", " = ", "[N, ", "]", "{", "}",
              "(", ")", ", ", " -> ", "inf", "nan", "-1", "1e38", "9223372036854775807"}
+    # The files fuzz_dsl's load(...) finds (tests/data), and the keys of the .safetensors.
+    toks |= {'load("small.npy")', 'load("ids.npy")', 'load("small.safetensors", "fc.weight")',
+             '"fc.bias"'}
     return toks
 
 
