@@ -2,9 +2,10 @@
 # Installs what gpucc needs to build and test on a fresh Debian/Ubuntu machine (one with
 # the CUDA toolkit, which this script leaves alone): cmake, make, gcc, flex, bison,
 # FileCheck and not (llvm-N-tools), python3 with numpy, protobuf-c for the ONNX
-# frontend, and for the ONNX conformance test Debian's libonnx-testdata and python3's
-# onnx package. Installs only what is missing, so running it again is a no-op; uses sudo
-# only when not root.
+# frontend, for the ONNX conformance test Debian's libonnx-testdata and python3's
+# onnx package, and for the fuzzers (scripts/fuzz.sh) clang with its libFuzzer and
+# sanitizer runtimes (libclang-rt-N-dev). Installs only what is missing, so running it
+# again is a no-op; uses sudo only when not root.
 set -euo pipefail
 
 missing=()
@@ -23,6 +24,33 @@ fi
 have protoc-c || need_pkg protobuf-c-compiler
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || need_pkg libprotobuf-c-dev
 [ -d /usr/share/libonnx-testdata/data ] || need_pkg libonnx-testdata
+
+# clang for the fuzzers. Debian's clang links -fsanitize=fuzzer only with the runtimes of
+# its version, libclang-rt-N-dev, which it merely recommends (and older releases ship
+# inside libclang-common-N-dev): whether a fuzzer links is the test.
+have clang || need_pkg clang
+fuzzer_links() {
+  have clang || return 1
+  local dir rc
+  dir=$(mktemp -d) || return 1
+  printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) {\n'\
+'  (void)d; (void)n; return 0;\n}\n' |
+    clang -x c - -fsanitize=fuzzer,address,undefined -o "$dir/f" >/dev/null 2>&1
+  rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+# The libclang-rt-N-dev of the installed clang, when the release has it.
+clang_rt_pkg() {
+  local n
+  n=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -n 1)
+  [ -n "$n" ] && apt-cache show "libclang-rt-$n-dev" >/dev/null 2>&1 && echo "libclang-rt-$n-dev"
+  return 0
+}
+want_clang_rt=0
+if have clang && ! fuzzer_links; then
+  want_clang_rt=1
+fi
 
 # onnx for python3: Debian's python3-onnx serves the system python3 (whose pip refuses to
 # install: PEP 668); any other python3 (pyenv, a venv) gets it from PyPI after apt.
@@ -86,7 +114,21 @@ python_onnxruntime() {
          "tests/models will skip that oracle"
 }
 
-if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ]; then
+# After clang is installed: its runtimes, if a fuzzer does not link yet.
+clang_rt() {
+  fuzzer_links && return 0
+  local pkg
+  pkg=$(clang_rt_pkg)
+  if [ -z "$pkg" ]; then
+    echo "install-deps: clang cannot link a libFuzzer harness, and there is no" \
+         "libclang-rt-N-dev for it here" >&2
+    exit 1
+  fi
+  echo "install-deps: installing $pkg (libFuzzer for clang)"
+  "${SUDO[@]}" apt-get install -y -q --no-install-recommends "$pkg"
+}
+
+if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ] && [ $want_clang_rt -eq 0 ]; then
   python_onnx
   python_onnxruntime
   echo "install-deps: everything gpucc needs is installed"
@@ -123,8 +165,11 @@ if [ $want_llvm_tools -eq 1 ]; then
   fi
 fi
 
-echo "install-deps: installing ${missing[*]}"
-"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+clang_rt
 
 python_numpy
 python_onnx

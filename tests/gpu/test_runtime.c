@@ -169,7 +169,7 @@ static void run_device_and_check(GpuccModel *m, float seed) {
   Data d;
   memset(&d, 0, sizeof d);
   fill_inputs(&d, seed);
-  CUdeviceptr dx, da, dy, dc, dm;
+  CUdeviceptr dx = 0, da = 0, dy = 0, dc = 0, dm = 0; /* a failed CHECK goes on */
   CUstream s;
   CHECK(cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
   CHECK(cu->cuMemAlloc(&dx, sizeof d.x) == CUDA_SUCCESS && cu->cuMemAlloc(&da, sizeof d.a) == CUDA_SUCCESS);
