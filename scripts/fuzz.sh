@@ -46,9 +46,12 @@ mkdir -p "$work/seeds"/{dsl,onnx,npy,safetensors} "$work/crashes"
 while IFS= read -r f; do
   cp "$f" "$work/seeds/dsl/$(echo "$f" | tr / _)"
 done < <(find tests examples -name '*.gir' -type f)
-# tests/onnx's hand-made models, but deep_nesting: 3 MB that only tests the depth limit.
+# tests/onnx's hand-made models, but the few of more than 64 KiB (deep_nesting, 3 MB, only
+# tests the depth limit), as for libonnx-testdata below.
 for m in $(python3 tests/onnx/make_models.py --list); do
-  [ "$m" = deep_nesting ] || python3 tests/onnx/make_models.py "$m" "$work/seeds/onnx/$m.onnx"
+  [ "$m" = deep_nesting ] && continue
+  python3 tests/onnx/make_models.py "$m" "$work/seeds/onnx/$m.onnx"
+  [ "$(stat -c %s "$work/seeds/onnx/$m.onnx")" -le 65536 ] || rm "$work/seeds/onnx/$m.onnx"
 done
 # The models of ONNX's own tests (libonnx-testdata, which scripts/install-deps.sh
 # installs for the conformance test), but the few of more than 64 KiB.
