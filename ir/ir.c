@@ -32,15 +32,16 @@ struct Arena {
 
 enum { CHUNK_SIZE = 64 * 1024 };
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
+/* Out of host memory while building IR: there is no sane way to continue. */
+static void *oom_unless(void *p) {
   if (!p) {
-    /* Out of host memory while building IR: there is no sane way to continue. */
     fputs("gpucc: out of memory\n", stderr);
     abort();
   }
   return p;
 }
+
+static void *xmalloc(size_t n) { return oom_unless(malloc(n ? n : 1)); }
 
 Arena *arena_new(void) {
   Arena *a = xmalloc(sizeof *a);
@@ -59,27 +60,38 @@ void arena_free(Arena *a) {
 }
 
 void *arena_alloc(Arena *a, size_t n) {
+  if (n > SIZE_MAX / 2) /* no allocation succeeds at that size; the rounding must not wrap */
+    oom_unless(NULL);
   n = (n + 15) & ~(size_t)15;
   Chunk *c = a->head;
-  if (!c || c->size - c->used < n) {
-    size_t size = n > CHUNK_SIZE / 4 ? n : CHUNK_SIZE;
-    c = xmalloc(sizeof(Chunk) + size);
-    c->used = 0;
-    c->size = size;
-    if (n > CHUNK_SIZE / 4 && a->head) {
-      /* A big block gets a chunk of its own behind the current one, so the small
-       * allocations keep filling the current chunk. */
-      c->next = a->head->next;
-      a->head->next = c;
-    } else {
-      c->next = a->head;
-      a->head = c;
-    }
+  if (c && c->size - c->used >= n) {
+    void *p = c->data + c->used;
+    c->used += n;
+    memset(p, 0, n);
+    return p;
   }
-  void *p = c->data + c->used;
-  c->used += n;
-  memset(p, 0, n);
-  return p;
+  if (n <= CHUNK_SIZE / 4) {
+    c = xmalloc(sizeof(Chunk) + CHUNK_SIZE);
+    c->next = a->head;
+    c->size = CHUNK_SIZE;
+    c->used = n;
+    a->head = c;
+    memset(c->data, 0, n);
+    return c->data;
+  }
+  /* A big block gets a chunk of its own behind the current one, so the small allocations
+   * keep filling the current chunk. It is calloc'd: fresh pages are zero already, so a
+   * constant of zeros costs no memory until it is written. */
+  c = oom_unless(calloc(1, sizeof(Chunk) + n));
+  c->size = c->used = n;
+  if (a->head) {
+    c->next = a->head->next;
+    a->head->next = c;
+  } else {
+    c->next = NULL;
+    a->head = c;
+  }
+  return c->data;
 }
 
 char *arena_strndup(Arena *a, const char *s, size_t n) {

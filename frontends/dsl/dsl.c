@@ -21,7 +21,9 @@
 #include <string.h>
 
 /* Constants are materialized at parse time; past this a typo in a shape (an extra
- * zero) would take the machine down instead of giving an error. */
+ * zero) would take the machine down instead of giving an error. The bound holds for
+ * each constant, and for all the ones a file makes from a few words (zeros, ones,
+ * full, random) together; data written out or loaded from a file is bounded by that. */
 #define DSL_MAX_CONST_BYTES ((int64_t)1 << 32)
 
 /* ---------------------------------------------------------------- helpers for the grammar */
@@ -165,6 +167,7 @@ typedef struct Lower {
   char *dir;         /* where load() paths are relative to */
   long *reserved;    /* numeric names the source defines, sorted: not for intermediates */
   int nreserved;
+  int64_t made_bytes; /* constants made from a few words so far (DSL_MAX_CONST_BYTES) */
 } Lower;
 
 static int cmp_long(const void *a, const void *b) {
@@ -379,6 +382,15 @@ static int lower_const(Lower *L, const DslStmt *s) {
     dims[i] = ty->t.shape.dims[i].n;
   Tensor *t = NULL;
   const char *abs = NULL;
+  if (in->kind != CI_FILE && in->kind != CI_DATA) {
+    int64_t bytes;
+    shape_size(&ty->t.shape, ty->t.dtype, NULL, &bytes); /* check_size passed */
+    if (bytes > DSL_MAX_CONST_BYTES - L->made_bytes)
+      return diag_error(L->d, s->init.loc, "constants made by zeros, ones, full or random "
+                        "total more than %" PRId64 " bytes; load() big ones from a file",
+                        DSL_MAX_CONST_BYTES);
+    L->made_bytes += bytes;
+  }
   if (in->kind == CI_FILE) {
     t = load_file(L, in, ty, &abs);
     if (!t)
