@@ -309,7 +309,8 @@ static int b_simple(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: {
       int64_t *v = arena_alloc(L->g->arena, sizeof(int64_t) * (a->n_ints + 1));
-      memcpy(v, a->ints, sizeof(int64_t) * a->n_ints);
+      if (a->n_ints) /* protobuf-c leaves an empty list NULL, which memcpy must not see */
+        memcpy(v, a->ints, sizeof(int64_t) * a->n_ints);
       at[na++] = attr_make_ints(name, v, (int)a->n_ints);
       break;
     }
