@@ -12,7 +12,10 @@ compiles again with each lowered --precision (tf32, bf16, fp16, and fp8 calibrat
 model's recorded inputs).
 Prints one line per file and a summary.
 
-usage: cubin_all.py --gpucc PATH [--tmp DIR]
+usage: cubin_all.py --gpucc PATH [--tmp DIR] [--shard K/N]
+
+ctest runs it in shards (codegen_cubin/K, `--shard K/N`: every Nth file from the Kth, with
+all of a model's precisions), so the cores share the work.
 """
 
 import argparse
@@ -58,12 +61,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpucc", required=True)
     ap.add_argument("--tmp", default="/tmp/gpucc-cubin-all")
+    ap.add_argument("--shard", default="1/1", help="K/N: only every Nth file from the Kth")
     args = ap.parse_args()
+    k, n = (int(x) for x in args.shard.split("/"))
+    if not 1 <= k <= n:
+        ap.error(f"--shard {args.shard}: K must be in 1..N")
     os.makedirs(args.tmp, exist_ok=True)
     counts = {"ok": 0, "skip": 0, "fail": 0}
     models = sorted(glob.glob(os.path.join(REPO_ROOT, "tests", "models", "data", "*.onnx")))
     models = [os.path.relpath(m, REPO_ROOT) for m in models]
     graphs = [g for g in find_graphs() if not expects_failure(g)]
+    mine = set((graphs + models)[k - 1::n])
+    graphs = [g for g in graphs if g in mine]
+    models = [m for m in models if m in mine]
     todo = [(p, ()) for p in graphs + models]
     todo += [(m, ("--precision=" + p,)) for m in models for p in ("tf32", "bf16", "fp16")]
     for m in models:  # fp8, calibrated on the recorded inputs (data/<model>.in.<name>.npy)
