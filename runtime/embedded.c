@@ -63,10 +63,14 @@ static GpuccStatus load(const char *so_path, int device, GpuccModel **out) {
   if ((st = gpucc_trailer_parse(so.p, so.len, &t))) {
     st = about(st, so_path);
   } else if (t.flags & GPUCC_TRAILER_EXTERNAL_WEIGHTS) {
-    const char *slash = strrchr(so_path, '/');
-    int dir = slash ? (int)(slash - so_path + 1) : 0;
+    /* The weights lie beside the model.so's own file, wherever a symlink to it is (the
+     * writer puts them there too). */
+    char *real = realpath(so_path, NULL);
+    const char *at = real ? real : so_path, *slash = strrchr(at, '/');
+    int dir = slash ? (int)(slash - at + 1) : 0;
     char path[4096 + GPUCC_MAX_WEIGHTS_FILE + 2];
-    snprintf(path, sizeof path, "%.*s%s", dir, so_path, t.weights_file);
+    snprintf(path, sizeof path, "%.*s%s", dir, at, t.weights_file);
+    free(real);
     if (!(st = map_file(path, &wf)) && wf.len != t.weights_len)
       st = gpucc_fail(GPUCC_ERR_BAD_PLAN, "%s: %zu bytes, the model wants %llu", path, wf.len,
                       (unsigned long long)t.weights_len);

@@ -263,9 +263,17 @@ static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: the weights go to a file beside the "
                       "model.so, and this is not a regular file", out_path);
   if (weights_len > threshold) {
-    size_t n = strlen(out_path) + sizeof ".weights";
+    /* Through a symlink, the model.so replaces the file it names (out_open), and its
+     * weights go beside that file, where the loader looks for them. */
+    char *real = NULL;
+    struct stat lst;
+    if (lstat(out_path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(out_path, &ost) == 0)
+      real = realpath(out_path, NULL);
+    const char *at = real ? real : out_path;
+    size_t n = strlen(at) + sizeof ".weights";
     if (!(wpath = malloc(n))) st = gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
-    else snprintf(wpath, n, "%s.weights", out_path);
+    else snprintf(wpath, n, "%s.weights", at);
+    free(real);
     if (!st && strlen(base_name(wpath)) > GPUCC_MAX_WEIGHTS_FILE)
       st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: file name too long", wpath);
     /* The weights first: a model.so must never name a file that does not exist. */

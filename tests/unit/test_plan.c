@@ -518,6 +518,32 @@ static void test_payload(void) {
   free(f);
   free(w);
 
+  /* Through a symlink in another folder, the model.so replaces the file the link names
+   * and its weights go beside that file, not beside the link. */
+  char sub[300], link[320], target[320], twfile[340], lwfile[340];
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  snprintf(link, sizeof link, "%s/link.so", dir);
+  snprintf(target, sizeof target, "%s/real.so", sub);
+  snprintf(twfile, sizeof twfile, "%s/real.so.weights", sub);
+  snprintf(lwfile, sizeof lwfile, "%s/link.so.weights", dir);
+  CHECK(mkdir(sub, 0755) == 0);
+  FILE *tf = fopen(target, "wb");
+  CHECK(tf && fclose(tf) == 0);
+  CHECK(symlink(target, link) == 0);
+  CHECK(gpucc_write_model_so(fake, sizeof fake, link, plan, plan_len, weights, sizeof weights,
+                             100, err, sizeof err) == GPUCC_OK);
+  struct stat lst;
+  CHECK(lstat(link, &lst) == 0 && S_ISLNK(lst.st_mode));
+  CHECK(access(twfile, F_OK) == 0 && access(lwfile, F_OK) != 0);
+  f = slurp(target, &len);
+  CHECK(f && gpucc_trailer_parse(f, len, &t) == GPUCC_OK &&
+        !strcmp(t.weights_file, "real.so.weights"));
+  free(f);
+  unlink(link);
+  unlink(target);
+  unlink(twfile);
+  CHECK(rmdir(sub) == 0);
+
   /* Refusals: a stub that already carries a model, a stub that is not ELF, an output
    * folder that does not exist. Each leaves no file behind. */
   size_t so_len = 0;
