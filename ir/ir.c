@@ -141,8 +141,13 @@ static void format_at(Diag *d, size_t at, SrcLoc loc, const char *what, const ch
   at = append(buf, at, cap, "%s: ", what);
   if (at < cap) {
     int k = vsnprintf(buf + at, cap - at, fmt, ap);
-    if (k > 0)
-      at = at + (size_t)k < cap ? at + (size_t)k : cap - 1;
+    size_t end = k > 0 ? (at + (size_t)k < cap ? at + (size_t)k : cap - 1) : at;
+    /* A name from a model may hold any byte: a terminal's escape sequences (ESC, CR) in
+     * it must not reach the terminal that shows the message. */
+    for (; at < end; at++)
+      if (((unsigned char)buf[at] < 0x20 && buf[at] != '\n' && buf[at] != '\t') ||
+          buf[at] == 0x7f)
+        buf[at] = '?';
   }
   if (!loc.src || loc.line <= 0)
     return;
