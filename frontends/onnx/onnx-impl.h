@@ -56,6 +56,10 @@ struct Loader {
   bool *const_node;  /* per node: every output is known before run time (folded at load) */
   int cur;           /* the node being built (-1: none), for messages */
   const char *origin;
+  /* The next suffix tmp_name tries: for node tmp_node's temporaries, and for those of
+   * nodes without an output name (all "tmp.K"). */
+  const Onnx__NodeProto *tmp_node;
+  int tmp_next, tmp_anon;
 };
 
 /* Messages: "model.onnx: error: ..." and, for node idx, "node 'name' (#idx, Op, opset
