@@ -20,13 +20,35 @@ bool pass_linear_layer(const Node *n);
 /* The one node that reads v (maybe as several of its inputs), or NULL: none, several,
  * or v is one of g's outputs. */
 Node *pass_sole_user(const Graph *g, const Value *v);
+/* Who reads each value, for passes that ask it of many values: built in one walk over
+ * g, so asking costs the value's readers rather than the whole graph (a pass that asked
+ * graph_count_uses of every node would be quadratic). It describes g as it was built:
+ * a pass that changes node inputs must build it again, or keep it up to date. */
+typedef struct Users {
+  int *start; /* by value id: the readers of v are at[start[id] .. start[id + 1]) */
+  int *at;    /* positions in g->nodes, ascending; a node once per input it reads v as */
+  int *outputs; /* by value id: how often v is a graph output */
+  int nid;      /* g->next_value_id when built */
+} Users;
+int users_build(const Graph *g, Users *u); /* 0, or -1 on out of memory */
+void users_free(Users *u);
+/* graph_count_uses: the inputs that read v plus the times it is a graph output. */
+int users_count(const Users *u, const Value *v);
+/* The readers of v and their number (node inputs only). */
+const int *users_of(const Users *u, const Value *v, int *n);
+
 /* Turns n into op(in[0..nin)) with these attributes (copied into g's arena), keeping its
  * output values, location and origin. */
 void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
                   int nattr);
-/* A new node op(in[0..nin)) placed just before node `before` (whose inputs are defined
- * earlier), with one output named <like>.<suffix> (a fresh number if that is taken), its
- * type inferred. NULL with d set when inference fails. */
+/* A new node op(in[0..nin)) with one output named <like>.<suffix> (a fresh number if
+ * that is taken), its type inferred, at the end of g->nodes: the caller moves it where
+ * it belongs. NULL with d set when inference fails (the node is then left there). */
+Value *pass_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
+                     const char *like, const char *suffix, Diag *d);
+/* The same node placed just before node `before` (whose inputs are defined earlier).
+ * It finds and shifts the nodes after it: a pass that adds many should place them
+ * itself, once, at the end. */
 Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
                           const Attr *attrs, int nattr, const char *like, const char *suffix,
                           Diag *d);

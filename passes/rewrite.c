@@ -2,6 +2,7 @@
 #include "passes/passes-impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool pass_is_output(const Graph *g, const Value *v) {
@@ -75,9 +76,8 @@ void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Att
   n->nattr = nattr;
 }
 
-Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
-                          const Attr *attrs, int nattr, const char *like, const char *suffix,
-                          Diag *d) {
+Value *pass_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
+                     const char *like, const char *suffix, Diag *d) {
   char name[512];
   snprintf(name, sizeof name, "%s.%s", like, suffix);
   const char *names[1] = {graph_find_value(g, name) ? NULL : name};
@@ -86,12 +86,21 @@ Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int n
   if (ir_infer_node(n, &t, d))
     return NULL;
   n->out[0]->type = t;
+  return n->out[0];
+}
+
+Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
+                          const Attr *attrs, int nattr, const char *like, const char *suffix,
+                          Diag *d) {
+  Value *v = pass_add_node(g, op, in, nin, attrs, nattr, like, suffix, d);
+  if (!v)
+    return NULL;
   int at = 0;
   while (g->nodes[at] != before)
     at++;
   memmove(g->nodes + at + 1, g->nodes + at, sizeof *g->nodes * (size_t)(g->nnodes - 1 - at));
-  g->nodes[at] = n;
-  return n->out[0];
+  g->nodes[at] = v->def;
+  return v;
 }
 
 Value *pass_add_const(Graph *g, const char *like, const char *suffix, Tensor *t) {
@@ -119,4 +128,47 @@ bool pass_reshape_attr(const Value *x, const Type *to, int64_t *shape) {
   Type t;
   Diag ignored = {0};
   return !ir_infer_node(&probe, &t, &ignored) && type_eq(&t, to);
+}
+
+int users_build(const Graph *g, Users *u) {
+  int nid = g->next_value_id;
+  size_t nedges = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    nedges += (size_t)g->nodes[i]->nin;
+  *u = (Users){calloc((size_t)nid + 2, sizeof *u->start), malloc((nedges + 1) * sizeof *u->at),
+               calloc((size_t)nid + 1, sizeof *u->outputs), nid};
+  if (!u->start || !u->at || !u->outputs) {
+    users_free(u);
+    return -1;
+  }
+  /* counts at start[id + 2], prefix sums, then each reader placed at start[id + 1]++ */
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k])
+        u->start[g->nodes[i]->in[k]->id + 2]++;
+  for (int id = 2; id <= nid + 1; id++)
+    u->start[id] += u->start[id - 1];
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k])
+        u->at[u->start[g->nodes[i]->in[k]->id + 1]++] = i;
+  for (int i = 0; i < g->noutputs; i++)
+    u->outputs[g->outputs[i]->id]++;
+  return 0;
+}
+
+void users_free(Users *u) {
+  free(u->start);
+  free(u->at);
+  free(u->outputs);
+  memset(u, 0, sizeof *u);
+}
+
+const int *users_of(const Users *u, const Value *v, int *n) {
+  *n = u->start[v->id + 1] - u->start[v->id];
+  return u->at + u->start[v->id];
+}
+
+int users_count(const Users *u, const Value *v) {
+  return u->start[v->id + 1] - u->start[v->id] + u->outputs[v->id];
 }
