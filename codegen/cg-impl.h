@@ -52,6 +52,7 @@ typedef struct Cg {
    * .. start[id + 1]), and whether it is a graph output */
   int *reader_start, *reader;
   bool *output;
+  bool failed; /* a step was refused (cg_kernel_step_values): cg->d says why */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers

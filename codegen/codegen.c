@@ -530,6 +530,15 @@ void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count) {
 void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned grid,
                            unsigned block, const Value *const *in, int nin,
                            const Value *const *out, int nout) {
+  int params = nout;
+  for (int i = 0; i < nin; i++)
+    params += in[i] != NULL;
+  if (params > CODEGEN_MAX_PARAMS) {
+    cg_error(cg, n, "%s (node %d): its kernel %s would take %d parameters (%d bytes); CUDA "
+             "allows a kernel %d bytes of parameters (%d pointers)", op_info[n->op].name,
+             n->id, name, params, params * 8, CODEGEN_MAX_PARAM_BYTES, CODEGEN_MAX_PARAMS);
+    cg->failed = true;
+  }
   Step *s = cg_add_step(cg, STEP_KERNEL, n);
   KernelStep *k = &s->kernel;
   k->name = name;
@@ -1022,7 +1031,7 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   for (int i = 0; preamble[i]; i++)
     buf_puts(&cg.src, preamble[i]);
   for (int i = 0; i < g->nnodes; i++)
-    if (gen_node(&cg, i)) {
+    if (gen_node(&cg, i) || cg.failed) {
       free(cg.src.s);
       arena_free(cg.arena);
       return NULL;

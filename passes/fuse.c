@@ -52,6 +52,11 @@
  * FUSE_MAX_ROUNDS, with the groups made so far. */
 enum { FUSE_MAX_INPUTS = 7, FUSE_MAX_ROUNDS = 16 };
 
+/* A concat of more inputs is no anchor: its group's kernel would take all of them, one
+ * kernel (codegen's CODEGEN_PART_OPERANDS, which parts a lone concat of more: NVRTC's
+ * time for a kernel grows faster than the inputs it picks from). */
+enum { FUSE_MAX_CONCAT_INPUTS = 128 };
+
 typedef struct Fuse {
   const Graph *g;
   Users users;
@@ -93,7 +98,7 @@ static bool anchor(const Node *n) {
     return axis == -1 || axis == rank - 1;
   }
   return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_SLICE ||
-         n->op == OP_CONCAT ||
+         (n->op == OP_CONCAT && n->nin <= FUSE_MAX_CONCAT_INPUTS) ||
          n->op == OP_GATHER || n->op == OP_LAYER_NORM;
 }
 
@@ -385,7 +390,7 @@ static void concat_operands(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *c = g->nodes[i];
-    if (c->op != OP_CONCAT || closed[find(f, i)])
+    if (c->op != OP_CONCAT || c->nin > FUSE_MAX_CONCAT_INPUTS || closed[find(f, i)])
       continue;
     for (int k = 0; k < c->nin; k++) {
       const Node *chain[8];
