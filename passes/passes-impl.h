@@ -37,6 +37,45 @@ int users_count(const Users *u, const Value *v);
 /* The readers of v and their number (node inputs only). */
 const int *users_of(const Users *u, const Value *v, int *n);
 
+/* An editor for passes that rewrite many nodes: it keeps how often each value is used and
+ * by which nodes, so asking costs about the answer rather than the graph, and it places
+ * the nodes it adds when the edit ends, so adding one shifts no nodes. From
+ * pass_edit_begin to pass_edit_end every change to node inputs goes through it, and
+ * g->nodes holds the nodes of the start in their order, then the added ones in the order
+ * they came (no topological order: nothing may walk g->nodes for that meanwhile). Its
+ * tables grow as nodes and values are added; out of memory aborts, like arena_alloc. */
+typedef struct EditUse EditUse;
+typedef struct Edit {
+  Graph *g;
+  int norig;          /* g->nnodes at the start */
+  int nval, nnode;    /* the capacities of the tables below */
+  int *uses, *outs;   /* by value id: graph_count_uses, and the graph outputs among it */
+  int *head;          /* by value id: its readers, a list through use[] (entries go stale
+                         when an input changes, and are dropped when met) */
+  EditUse *use;
+  int nuse, capuse;
+  int *kid, *last_kid, *sibling; /* by node id: the nodes added just before it, in order */
+} Edit;
+void pass_edit_begin(Edit *e, Graph *g);
+/* Puts every added node just before the node it was added before (after the ones added
+ * there earlier, each with the ones added before it in front), and frees e. */
+void pass_edit_end(Edit *e);
+int pass_edit_count(const Edit *e, const Value *v); /* graph_count_uses */
+bool pass_edit_is_output(const Edit *e, const Value *v);
+/* The readers of v, in no order, a node once per input that reads v: *cursor starts at
+ * -1; NULL at the end. */
+Node *pass_edit_next_user(Edit *e, const Value *v, int *cursor);
+/* pass_sole_user: the one node reading v, or NULL (none, several, or a graph output). */
+Node *pass_edit_sole_user(Edit *e, const Value *v);
+void pass_edit_replace_uses(Edit *e, Value *old, Value *repl); /* graph_replace_uses */
+void pass_edit_set_input(Edit *e, Node *n, int k, Value *v);
+void pass_edit_rewrite(Edit *e, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
+                       int nattr); /* pass_rewrite */
+/* pass_insert_before, the node placed when the edit ends. */
+Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, int nin,
+                               const Attr *attrs, int nattr, const char *like,
+                               const char *suffix, Diag *d);
+
 /* Turns n into op(in[0..nin)) with these attributes (copied into g's arena), keeping its
  * output values, location and origin. */
 void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,

@@ -172,3 +172,191 @@ const int *users_of(const Users *u, const Value *v, int *n) {
 int users_count(const Users *u, const Value *v) {
   return u->start[v->id + 1] - u->start[v->id] + u->outputs[v->id];
 }
+
+/* ---------------------------------------------------------------- the editor */
+
+struct EditUse {
+  Node *node;
+  int slot, next;
+};
+
+static void *edit_grow(void *p, size_t n, size_t elem) {
+  void *q = realloc(p, n * elem);
+  if (!q)
+    abort(); /* like arena_alloc: out of memory is not an error a pass can report */
+  return q;
+}
+
+/* Room in the tables for every value and node id of the graph. */
+static void edit_room(Edit *e) {
+  Graph *g = e->g;
+  if (g->next_value_id > e->nval) {
+    int cap = 2 * g->next_value_id + 16;
+    e->uses = edit_grow(e->uses, (size_t)cap, sizeof *e->uses);
+    e->outs = edit_grow(e->outs, (size_t)cap, sizeof *e->outs);
+    e->head = edit_grow(e->head, (size_t)cap, sizeof *e->head);
+    for (int i = e->nval; i < cap; i++)
+      e->uses[i] = e->outs[i] = 0, e->head[i] = -1;
+    e->nval = cap;
+  }
+  if (g->next_node_id > e->nnode) {
+    int cap = 2 * g->next_node_id + 16;
+    e->kid = edit_grow(e->kid, (size_t)cap, sizeof *e->kid);
+    e->last_kid = edit_grow(e->last_kid, (size_t)cap, sizeof *e->last_kid);
+    e->sibling = edit_grow(e->sibling, (size_t)cap, sizeof *e->sibling);
+    for (int i = e->nnode; i < cap; i++)
+      e->kid[i] = e->last_kid[i] = e->sibling[i] = -1;
+    e->nnode = cap;
+  }
+}
+
+/* Input k of n reads v: one use more. */
+static void edit_note(Edit *e, Node *n, int k) {
+  const Value *v = n->in[k];
+  if (!v)
+    return;
+  if (e->nuse == e->capuse) {
+    e->capuse = 2 * e->capuse + 64;
+    e->use = edit_grow(e->use, (size_t)e->capuse, sizeof *e->use);
+  }
+  e->use[e->nuse] = (EditUse){n, k, e->head[v->id]};
+  e->head[v->id] = e->nuse++;
+  e->uses[v->id]++;
+}
+
+void pass_edit_begin(Edit *e, Graph *g) {
+  *e = (Edit){.g = g, .norig = g->nnodes};
+  edit_room(e);
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      edit_note(e, g->nodes[i], k);
+  for (int i = 0; i < g->noutputs; i++) {
+    e->uses[g->outputs[i]->id]++;
+    e->outs[g->outputs[i]->id]++;
+  }
+}
+
+void pass_edit_end(Edit *e) {
+  Graph *g = e->g;
+  if (g->nnodes > e->norig) {
+    /* each node of the start, with the nodes added before it in front: a walk that
+     * goes down the first added node's own added ones first */
+    Node **by_id = edit_grow(NULL, (size_t)e->nnode, sizeof *by_id);
+    Node **order = edit_grow(NULL, (size_t)g->nnodes + 1, sizeof *order);
+    int *stack = edit_grow(NULL, (size_t)g->nnodes + 1, sizeof *stack);
+    for (int i = 0; i < g->nnodes; i++)
+      by_id[g->nodes[i]->id] = g->nodes[i];
+    int n = 0;
+    for (int i = 0; i < e->norig; i++) {
+      int depth = 0, k = e->kid[g->nodes[i]->id];
+      stack[depth++] = g->nodes[i]->id;
+      for (;;) {
+        if (k >= 0) {
+          stack[depth++] = k;
+          k = e->kid[k];
+          continue;
+        }
+        int done = stack[--depth];
+        order[n++] = by_id[done];
+        if (!depth)
+          break;
+        k = e->sibling[done];
+      }
+    }
+    memcpy(g->nodes, order, sizeof *order * (size_t)n);
+    free(by_id);
+    free(order);
+    free(stack);
+  }
+  free(e->uses), free(e->outs), free(e->head), free(e->use);
+  free(e->kid), free(e->last_kid), free(e->sibling);
+  memset(e, 0, sizeof *e);
+}
+
+int pass_edit_count(const Edit *e, const Value *v) { return e->uses[v->id]; }
+
+bool pass_edit_is_output(const Edit *e, const Value *v) { return e->outs[v->id] > 0; }
+
+Node *pass_edit_next_user(Edit *e, const Value *v, int *cursor) {
+  int *link = *cursor < 0 ? &e->head[v->id] : &e->use[*cursor].next;
+  while (*link >= 0) {
+    EditUse *u = &e->use[*link];
+    if (u->slot < u->node->nin && u->node->in[u->slot] == v) {
+      *cursor = *link;
+      return u->node;
+    }
+    *link = u->next; /* stale: dropped */
+  }
+  return NULL;
+}
+
+Node *pass_edit_sole_user(Edit *e, const Value *v) {
+  if (e->outs[v->id])
+    return NULL;
+  int c = -1;
+  Node *u = pass_edit_next_user(e, v, &c), *w;
+  while (u && (w = pass_edit_next_user(e, v, &c)))
+    if (w != u)
+      return NULL;
+  return u;
+}
+
+void pass_edit_replace_uses(Edit *e, Value *old, Value *repl) {
+  if (old == repl)
+    return;
+  for (int c = e->head[old->id]; c >= 0;) {
+    EditUse *u = &e->use[c];
+    int next = u->next;
+    if (u->slot < u->node->nin && u->node->in[u->slot] == old) {
+      u->node->in[u->slot] = repl;
+      e->uses[old->id]--;
+      edit_note(e, u->node, u->slot);
+    }
+    c = next;
+  }
+  e->head[old->id] = -1;
+  if (e->outs[old->id]) {
+    for (int i = 0; i < e->g->noutputs; i++)
+      if (e->g->outputs[i] == old) {
+        e->g->outputs[i] = repl;
+        e->uses[repl->id]++, e->outs[repl->id]++;
+      }
+    e->uses[old->id] -= e->outs[old->id];
+    e->outs[old->id] = 0;
+  }
+}
+
+void pass_edit_set_input(Edit *e, Node *n, int k, Value *v) {
+  if (n->in[k])
+    e->uses[n->in[k]->id]--;
+  n->in[k] = v;
+  edit_note(e, n, k);
+}
+
+void pass_edit_rewrite(Edit *e, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
+                       int nattr) {
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k])
+      e->uses[n->in[k]->id]--;
+  pass_rewrite(e->g, n, op, in, nin, attrs, nattr);
+  for (int k = 0; k < n->nin; k++)
+    edit_note(e, n, k);
+}
+
+Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, int nin,
+                               const Attr *attrs, int nattr, const char *like,
+                               const char *suffix, Diag *d) {
+  Value *v = pass_add_node(e->g, op, in, nin, attrs, nattr, like, suffix, d);
+  edit_room(e);
+  Node *n = e->g->nodes[e->g->nnodes - 1];
+  for (int k = 0; k < n->nin; k++)
+    edit_note(e, n, k);
+  if (!v)
+    return NULL;
+  if (e->kid[before->id] < 0)
+    e->kid[before->id] = n->id;
+  else
+    e->sibling[e->last_kid[before->id]] = n->id;
+  e->last_kid[before->id] = n->id;
+  return v;
+}
