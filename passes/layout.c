@@ -33,33 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The constants the pass makes from others, by the id of their source: a weight that
- * several nodes read (tied weights) is permuted once, not once per node (which would cost
- * its bytes, and a name search, each time). One table per kind of permutation. */
-typedef struct Made {
-  Value **by_source;
-  int n;
-} Made;
-
-static Value *made_get(const Made *m, const Value *w) {
-  return w->id < m->n ? m->by_source[w->id] : NULL;
-}
-
-static Value *made_put(Made *m, const Value *w, Value *c) {
-  if (w->id >= m->n) {
-    int n = 2 * w->id + 16;
-    Value **p = realloc(m->by_source, sizeof *p * (size_t)n);
-    if (!p)
-      abort(); /* like arena_alloc */
-    memset(p + m->n, 0, sizeof *p * (size_t)(n - m->n));
-    m->by_source = p;
-    m->n = n;
-  }
-  return m->by_source[w->id] = c;
-}
-
 /* What the pass keeps while it runs: the uses and readers of values (Edit, while one is
- * open), and the constants it made from others (Made). */
+ * open), and the constants it made from others (Made): a weight that several nodes read
+ * (tied weights) is permuted once, not once per node. */
 typedef struct Layout {
   Graph *g;
   PassContext *ctx;
@@ -85,15 +61,15 @@ static bool spatial_op(const Node *n) {
  * one made before from w, when there is one in made). */
 static Value *permuted_const(Graph *g, Made *made, const Value *w, const int64_t *perm,
                              const char *suffix) {
-  if (made_get(made, w))
-    return made_get(made, w);
+  if (pass_made_get(made, w))
+    return pass_made_get(made, w);
   const Tensor *t = w->data;
   int64_t dims[IR_MAX_RANK];
   for (int j = 0; j < t->rank; j++)
     dims[j] = t->dims[perm[j]];
   Tensor *p = tensor_in_arena(g->arena, t->dtype, t->rank, dims);
   tensor_permute(t, perm, p);
-  return made_put(made, w, pass_add_const(g, w->name, suffix, p));
+  return pass_made_put(made, w, pass_add_const(g, w->name, suffix, p));
 }
 
 /* n (a spatial op) as transpose(its channels_last twin over transposed operands). */
@@ -301,7 +277,7 @@ static int conv_as_gemm(Layout *L, Node *n) {
   const Tensor *w = n->in[1]->data;
   int64_t m = w->dims[0], c = w->dims[w->rank - 1], perm[2] = {1, 0};
   bool tf32 = attr_int(n, "tf32") != 0, nk = weights_nk(w->dtype, tf32, c);
-  Value *wg = made_get(&L->gemm[nk], n->in[1]);
+  Value *wg = pass_made_get(&L->gemm[nk], n->in[1]);
   if (!wg) {
     Tensor rows = {.dtype = w->dtype, .rank = 2, .dims = {m, c}, .data = w->data};
     Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, nk ? rows.dims : (int64_t[]){c, m});
@@ -309,7 +285,7 @@ static int conv_as_gemm(Layout *L, Node *n) {
       tensor_permute(&rows, (int64_t[]){0, 1}, t); /* a copy */
     else
       tensor_permute(&rows, perm, t);
-    wg = made_put(&L->gemm[nk], n->in[1], pass_add_const(g, n->in[1]->name, "gemm", t));
+    wg = pass_made_put(&L->gemm[nk], n->in[1], pass_add_const(g, n->in[1]->name, "gemm", t));
   }
   Value *in[2] = {n->in[0], wg};
   Attr attrs[2];
@@ -416,8 +392,8 @@ static int run_layout(Graph *g, PassContext *ctx) {
   char note[256] = "";
   Layout L = {.g = g, .ctx = ctx};
   int nk = channels_last(&L, note, sizeof note) ? -1 : f32_linears_nk(&L);
-  free(L.nhwc.by_source), free(L.nk.by_source), free(L.gemm[0].by_source);
-  free(L.gemm[1].by_source);
+  pass_made_free(&L.nhwc), pass_made_free(&L.nk), pass_made_free(&L.gemm[0]);
+  pass_made_free(&L.gemm[1]);
   if (nk < 0)
     return -1;
   ctx->changes += nk;

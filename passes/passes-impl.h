@@ -76,6 +76,18 @@ Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, i
                                const Attr *attrs, int nattr, const char *like,
                                const char *suffix, Diag *d);
 
+/* The constants a pass makes from others (permuted, padded), by the id of their source,
+ * so that a constant several nodes read (tied weights) is made into one, not one per
+ * node: each copy would cost its bytes, and a search for a free name. One table per
+ * kind of copy; growing it aborts on out of memory, like arena_alloc. */
+typedef struct Made {
+  Value **by_source;
+  int n;
+} Made;
+Value *pass_made_get(const Made *m, const Value *src); /* NULL: none made yet */
+Value *pass_made_put(Made *m, const Value *src, Value *made); /* returns made */
+void pass_made_free(Made *m);
+
 /* Turns n into op(in[0..nin)) with these attributes (copied into g's arena), keeping its
  * output values, location and origin. */
 void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,

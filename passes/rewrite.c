@@ -360,3 +360,24 @@ Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, i
   e->last_kid[before->id] = n->id;
   return v;
 }
+
+/* ---------------------------------------------------------------- constants made once */
+
+Value *pass_made_get(const Made *m, const Value *src) {
+  return src->id < m->n ? m->by_source[src->id] : NULL;
+}
+
+Value *pass_made_put(Made *m, const Value *src, Value *made) {
+  if (src->id >= m->n) {
+    int n = 2 * src->id + 16;
+    m->by_source = edit_grow(m->by_source, (size_t)n, sizeof *m->by_source);
+    memset(m->by_source + m->n, 0, sizeof *m->by_source * (size_t)(n - m->n));
+    m->n = n;
+  }
+  return m->by_source[src->id] = made;
+}
+
+void pass_made_free(Made *m) {
+  free(m->by_source);
+  memset(m, 0, sizeof *m);
+}
