@@ -45,6 +45,14 @@ typedef struct Cg {
   int cluster;    /* the next kernel's blocks per thread block cluster (0, 1: none); cleared
                      by its signature */
   int sm;         /* CodegenOptions.sm */
+  /* by node position: the first node of its fuse group and the next one after it
+   * (ir_fuse_groups) */
+  int *group_first, *group_next;
+  /* by value id: the positions of the nodes reading it, ascending, at reader[start[id]
+   * .. start[id + 1]), and whether it is a graph output */
+  int *reader_start, *reader;
+  bool *output;
+  bool failed; /* a step was refused (cg_kernel_step_values): cg->d says why */
 } Cg;
 
 /* The domain an op computes in: f32 for f32/f16/bf16, f64 for f64, int64 for integers
@@ -147,7 +155,7 @@ void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next
                           const Value *const **out, const Node *const **nodes, int *n);
 /* Where v is used outside fuse group `group`: -2 as a graph output, else the position of
  * the first node outside the group that reads it, or -1 (nowhere). */
-int cg_use_outside(const Graph *g, const Value *v, int64_t group);
+int cg_use_outside(const Cg *cg, const Value *v, int64_t group);
 /* The outputs: the group's (out0), then the anchor's when it is read outside the group
  * (out1, stored by cg_store_out beside the epilogue's result): 1 or 2. */
 int cg_epilogue_nout(const PwKernel *k);

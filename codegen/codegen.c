@@ -487,18 +487,21 @@ const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const
       pre = cg_fmt(cg, "%s%s_", pre, op);
     }
     ops = cg_fmt(cg, "%s%s", pre, ops);
-    head = cg_fmt(cg, "%s%d %s", head, n->id, op_info[n->op].name);
     const Value *const *ext;
     const Node *const *nodes = NULL;
     int next, nn = 0;
     if (k)
       cg_epilogue_operands(k, &ext, &next, &out, &nodes, &nn);
+    Buf h = {0}; /* an epilogue may hold any number of nodes: no cg_fmt per node */
+    buf_printf(&h, "%s%d %s", head, n->id, op_info[n->op].name);
     for (int j = 0; j < nn; j++) {
-      head = cg_fmt(cg, "%s, %d %s", head, nodes[j]->id, op_info[nodes[j]->op].name);
+      buf_printf(&h, ", %d %s", nodes[j]->id, op_info[nodes[j]->op].name);
       if (j < 5)
         ops = cg_fmt(cg, "%s_%s", ops, op_info[nodes[j]->op].name);
     }
-    head = cg_fmt(cg, "%s: ", head);
+    buf_puts(&h, ": ");
+    head = arena_strdup(cg->arena, h.s);
+    free(h.s);
     named = nn ? nodes[nn - 1] : n;
   }
   const char *name = kernel_name(cg, named, ops);
@@ -540,6 +543,15 @@ void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count) {
 void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned grid,
                            unsigned block, const Value *const *in, int nin,
                            const Value *const *out, int nout) {
+  int params = nout;
+  for (int i = 0; i < nin; i++)
+    params += in[i] != NULL;
+  if (params > CODEGEN_MAX_PARAMS) {
+    cg_error(cg, n, "%s (node %d): its kernel %s would take %d parameters (%d bytes); CUDA "
+             "allows a kernel %d bytes of parameters (%d pointers)", op_info[n->op].name,
+             n->id, name, params, params * 8, CODEGEN_MAX_PARAM_BYTES, CODEGEN_MAX_PARAMS);
+    cg->failed = true;
+  }
   Step *s = cg_add_step(cg, STEP_KERNEL, n);
   KernelStep *k = &s->kernel;
   k->name = name;
@@ -841,15 +853,43 @@ static int check_graph(Cg *cg) {
 
 static int gen_op(Cg *cg, const Node *n);
 
-int cg_use_outside(const Graph *g, const Value *v, int64_t group) {
-  for (int i = 0; i < g->noutputs; i++)
-    if (g->outputs[i] == v)
-      return -2;
+int cg_use_outside(const Cg *cg, const Value *v, int64_t group) {
+  if (cg->output[v->id])
+    return -2;
+  for (int k = cg->reader_start[v->id]; k < cg->reader_start[v->id + 1]; k++)
+    if (node_fuse_group(cg->g->nodes[cg->reader[k]]) != group)
+      return cg->reader[k];
+  return -1;
+}
+
+/* The tables of Cg that say where each node's group and each value's readers are. */
+static int index_graph(Cg *cg) {
+  const Graph *g = cg->g;
+  int nid = g->next_value_id;
+  size_t nedges = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    nedges += (size_t)g->nodes[i]->nin;
+  cg->group_first = arena_alloc(cg->arena, sizeof(int) * (size_t)(g->nnodes + 1));
+  cg->group_next = arena_alloc(cg->arena, sizeof(int) * (size_t)(g->nnodes + 1));
+  cg->reader_start = arena_alloc(cg->arena, sizeof(int) * (size_t)(nid + 2));
+  cg->reader = arena_alloc(cg->arena, sizeof(int) * (nedges + 1));
+  cg->output = arena_alloc(cg->arena, sizeof(bool) * (size_t)(nid + 1));
+  if (ir_fuse_groups(g, cg->group_first, cg->group_next))
+    return diag_error(cg->d, g->loc, "out of memory");
+  /* counts at start[id + 2], prefix sums, then each reader placed at start[id + 1]++ */
   for (int i = 0; i < g->nnodes; i++)
     for (int a = 0; a < g->nodes[i]->nin; a++)
-      if (g->nodes[i]->in[a] == v && node_fuse_group(g->nodes[i]) != group)
-        return i;
-  return -1;
+      if (g->nodes[i]->in[a])
+        cg->reader_start[g->nodes[i]->in[a]->id + 2]++;
+  for (int id = 2; id <= nid + 1; id++)
+    cg->reader_start[id] += cg->reader_start[id - 1];
+  for (int i = 0; i < g->nnodes; i++)
+    for (int a = 0; a < g->nodes[i]->nin; a++)
+      if (g->nodes[i]->in[a])
+        cg->reader[cg->reader_start[g->nodes[i]->in[a]->id + 1]++] = i;
+  for (int i = 0; i < g->noutputs; i++)
+    cg->output[g->outputs[i]->id] = true;
+  return 0;
 }
 
 /* The cast and transpose nodes (at most two) a group starts with when each only feeds the
@@ -893,21 +933,22 @@ static int prologue_of(const Node *const *m, int n, Prologue *p) {
 static int gen_group(Cg *cg, int at) {
   const Graph *g = cg->g;
   int64_t k = node_fuse_group(g->nodes[at]);
-  for (int i = at + 1; i < g->nnodes; i++)
-    if (node_fuse_group(g->nodes[i]) == k)
-      return 0; /* not the root */
-  const Node **members = arena_alloc(cg->arena, sizeof *members * (size_t)(at + 1));
+  if (cg->group_next[at] >= 0)
+    return 0; /* not the root */
   int n = 0;
-  for (int i = 0; i <= at; i++)
-    if (node_fuse_group(g->nodes[i]) == k)
-      members[n++] = g->nodes[i];
+  for (int i = cg->group_first[at]; i >= 0; i = cg->group_next[i])
+    n++;
+  const Node **members = arena_alloc(cg->arena, sizeof *members * (size_t)n);
+  n = 0;
+  for (int i = cg->group_first[at]; i >= 0; i = cg->group_next[i])
+    members[n++] = g->nodes[i];
   /* The verifier lets only the root's output and a non-pointwise first node's leave a
    * group; an epilogue's anchor stores its output too (a side output), these kinds of
    * group do not. */
   bool special = cg_is_attention(members, n) || cg_is_gemm_group(members, n) ||
                  cg_is_concat_group(members, n);
   const Value *v = members[0]->out[0];
-  int use = special && n > 1 && members[0]->nout == 1 ? cg_use_outside(g, v, k) : -1;
+  int use = special && n > 1 && members[0]->nout == 1 ? cg_use_outside(cg, v, k) : -1;
   if (use == -2)
     return cg_error(cg, members[0], "fuse group %lld: graph output %%%s is made inside the "
                     "group; this kind of group writes only its last node's output",
@@ -996,14 +1037,14 @@ static int gen_op(Cg *cg, const Node *n) {
 
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   Cg cg = {.g = g, .arena = arena_new(), .d = d, .sm = opt && opt->sm ? opt->sm : 90};
-  if (ir_verify(g, d) || check_graph(&cg)) {
+  if (ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
     arena_free(cg.arena);
     return NULL;
   }
   for (int i = 0; preamble[i]; i++)
     buf_puts(&cg.src, preamble[i]);
   for (int i = 0; i < g->nnodes; i++)
-    if (gen_node(&cg, i)) {
+    if (gen_node(&cg, i) || cg.failed) {
       free(cg.src.s);
       arena_free(cg.arena);
       return NULL;

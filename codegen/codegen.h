@@ -25,6 +25,20 @@
  * at CODEGEN_MAX_BLOCKS blocks with grid-stride loops doing the rest. */
 enum { CODEGEN_BLOCK = 256, CODEGEN_MAX_BLOCKS = 4096 };
 
+/* A kernel's parameters take at most CODEGEN_MAX_PARAM_BYTES: 32,764 bytes from CUDA
+ * 12.1 on Volta and newer (every GPU gpucc targets, and the NVRTC and driver a cubin of
+ * it needs), 4,096 before. Every parameter of gpucc's kernels is an 8-byte device
+ * pointer, so a kernel takes at most CODEGEN_MAX_PARAMS values; one of more is an error
+ * naming its node, never NVRTC's. A split or concat of more than CODEGEN_PART_OPERANDS
+ * outputs or inputs is several kernels, each of a part of them: NVRTC's time for a kernel
+ * grows faster than the operands it picks from (a split into 1,000 outputs as one
+ * kernel: 13 s; in parts: under a second). */
+enum {
+  CODEGEN_MAX_PARAM_BYTES = 32764,
+  CODEGEN_MAX_PARAMS = CODEGEN_MAX_PARAM_BYTES / 8,
+  CODEGEN_PART_OPERANDS = 128
+};
+
 typedef enum StepKind {
   STEP_KERNEL, /* launch a kernel of the translation unit */
   STEP_GEMM,   /* one cuBLASLt matmul; no kernel */

@@ -177,6 +177,87 @@ static void emit_oli(Cg *cg, int64_t len, int64_t inner) {
   buf_printf(&cg->src, "    const idx_t ax = t %% %" PRId64 ", o = t / %" PRId64 ";\n", len, len);
 }
 
+/* One operand of a part (below): where its elements are along the axis. */
+typedef struct PartOperand {
+  int param;
+  int64_t at, len;
+} PartOperand;
+
+/* Statements that set p, a and l to the parameter, first axis index and length of the
+ * operand holding axis index ax: a balanced tree of comparisons over ops[0..n), so that
+ * neither NVRTC's time nor a thread's grows with n as a chain's would. */
+static void emit_pick(Cg *cg, const PartOperand *ops, int n, const char *p, const char *ind) {
+  Buf *b = &cg->src;
+  if (n == 1) {
+    buf_printf(b, "%sp = %s%d, a = %" PRId64 ", l = %" PRId64 ";\n", ind, p, ops[0].param,
+               ops[0].at, ops[0].len);
+    return;
+  }
+  const char *in2 = cg_fmt(cg, "%s  ", ind);
+  buf_printf(b, "%sif (ax < %" PRId64 ") {\n", ind, ops[n / 2].at);
+  emit_pick(cg, ops, n / 2, p, in2);
+  buf_printf(b, "%s} else {\n", ind);
+  emit_pick(cg, ops + n / 2, n - n / 2, p, in2);
+  buf_printf(b, "%s}\n", ind);
+}
+
+/* A concat or split of more than CODEGEN_PART_OPERANDS inputs or outputs: one kernel per
+ * part of that many of them, over the elements of the slab [at, at + span) of the axis
+ * that they fill. The many operands are the inputs of a concat, the outputs of a split. */
+static void gen_parts(Cg *cg, const Node *n, int axis, int64_t outer, int64_t len,
+                      int64_t inner) {
+  bool concat = n->op == OP_CONCAT;
+  const Value *const *many = (const Value *const *)(concat ? n->in : n->out);
+  const Value *one = concat ? n->out[0] : n->in[0];
+  int count = concat ? n->nin : n->nout, per = CODEGEN_PART_OPERANDS;
+  Buf *b = &cg->src;
+  PartOperand ops[CODEGEN_PART_OPERANDS];
+  int64_t at = 0;
+  for (int k0 = 0, part = 0; k0 < count; k0 += per, part++) {
+    int k1 = count - k0 > per ? k0 + per : count, nops = 0;
+    int64_t start = at;
+    for (int k = k0; k < k1; k++) {
+      int64_t l = cg_dim(many[k], axis);
+      if (l) /* an empty operand holds no index */
+        ops[nops++] = (PartOperand){k - k0, at, l};
+      at += l;
+    }
+    int64_t span = at - start;
+    if (!span)
+      continue; /* empty operands: nothing to move */
+    int64_t elems = outer * span * inner;
+    const char *ops_name = cg_fmt(cg, "%s_part%d", op_info[n->op].name, part);
+    const char *head = cg_fmt(cg, "node %d: %s", n->id, op_info[n->op].name);
+    const char *note = cg_fmt(cg, "part %d: %s %d..%d of %d, elements %" PRId64 "..%" PRId64
+                              " of axis %d", part, concat ? "inputs" : "outputs", k0, k1 - 1,
+                              count, start, at - 1, axis);
+    const char *name = concat ? cg_kernel_begin_values(cg, n, ops_name, head, many + k0,
+                                                       k1 - k0, &one, 1, note)
+                              : cg_kernel_begin_values(cg, n, ops_name, head, &one, 1,
+                                                       many + k0, k1 - k0, note);
+    buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_numel(one)));
+    buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", elems);
+    buf_printf(b, "    const idx_t k = i %% %" PRId64 ", t = i / %" PRId64 ";\n", inner, inner);
+    buf_printf(b, "    const idx_t ax = %" PRId64 " + t %% %" PRId64 ", o = t / %" PRId64 ";\n",
+               start, span, span);
+    buf_printf(b, "    %s%s *p;\n    idx_t a, l;\n", concat ? "const " : "",
+               cg_ctype(one->type.dtype));
+    emit_pick(cg, ops, nops, concat ? "in" : "out", "    ");
+    if (concat)
+      buf_printf(b, "    out0[(o * %" PRId64 " + ax) * %" PRId64 " + k] = p[(o * l + ax - a) * %" PRId64 " + k];\n",
+                 len, inner, inner);
+    else
+      buf_printf(b, "    p[(o * l + ax - a) * %" PRId64 " + k] = in0[(o * %" PRId64 " + ax) * %" PRId64 " + k];\n",
+                 inner, len, inner);
+    buf_puts(b, "  }\n}\n");
+    unsigned grid = cg_blocks(elems, CODEGEN_BLOCK);
+    if (concat)
+      cg_kernel_step_values(cg, n, name, grid, CODEGEN_BLOCK, many + k0, k1 - k0, &one, 1);
+    else
+      cg_kernel_step_values(cg, n, name, grid, CODEGEN_BLOCK, &one, 1, many + k0, k1 - k0);
+  }
+}
+
 static int gen_concat(Cg *cg, const Node *n) {
   const Value *y = n->out[0];
   int r = y->type.shape.rank;
@@ -184,6 +265,10 @@ static int gen_concat(Cg *cg, const Node *n) {
   axis = axis < 0 ? axis + r : axis;
   int64_t outer, len, inner, numel = cg_numel(y);
   outer_len_inner(y, (int)axis, &outer, &len, &inner);
+  if (n->nin > CODEGEN_PART_OPERANDS && cg->viewed != n && !cg_epilogue_of(cg, n)) {
+    gen_parts(cg, n, (int)axis, outer, len, inner);
+    return 0;
+  }
   const char *name = cg_kernel_begin(cg, n, NULL);
   cg_loop_begin(cg, n, numel);
   emit_oli(cg, len, inner);
@@ -276,6 +361,10 @@ static int gen_split(Cg *cg, const Node *n) {
   axis = axis < 0 ? axis + r : axis;
   int64_t outer, len, inner, numel = cg_numel(x);
   outer_len_inner(x, (int)axis, &outer, &len, &inner);
+  if (n->nout > CODEGEN_PART_OPERANDS) {
+    gen_parts(cg, n, (int)axis, outer, len, inner);
+    return 0;
+  }
   const char *name = cg_kernel_begin(cg, n, "one pass over the input, each element to its output");
   cg_loop_begin(cg, n, numel);
   emit_oli(cg, len, inner);

@@ -8,6 +8,7 @@
 #include "codegen/cg-impl.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The domain node n computes in: its first input's, except that shrink takes integers
@@ -166,12 +167,18 @@ static const char *result_expr(Cg *cg, const Node *n, Dom dom, const char *const
   return binary_expr(cg, n, dom, x[0], x[1]);
 }
 
+/* A node id and where a kernel's node[] has it. */
+struct IdAt {
+  int id, j;
+};
+
 /* What one kernel of pointwise nodes computes: the nodes in order (a fuse group, or one
  * node), the last one's output being the kernel's; the values they read from outside,
  * in kernel-parameter order (in0, in1, ...). */
 struct PwKernel {
   const Node *const *node;
   int n;
+  struct IdAt *by_id; /* node[]'s ids and indices, by id (member_of) */
   const Node *anchor; /* an epilogue's: the node whose kernel computes the value the
                          nodes start from (a conv); NULL in a pointwise kernel */
   const Value *ext[CG_MAX_OPS];
@@ -194,14 +201,27 @@ static int ext_index(const PwKernel *k, const Value *v) {
   return -1;
 }
 
-/* The member that defines v inside the kernel, -2 for the anchor's output, or -1. */
+/* The member that defines v inside the kernel, -2 for the anchor's output, or -1: a
+ * binary search by node id, since a group may hold any number of nodes. */
 static int member_of(const PwKernel *k, const Value *v) {
   if (k->anchor && v == k->anchor->out[0])
     return -2;
-  for (int j = 0; j < k->n; j++)
-    if (v->kind == VK_NODE && v->def == k->node[j])
-      return j;
-  return -1;
+  if (v->kind != VK_NODE)
+    return -1;
+  int lo = 0, hi = k->n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (k->by_id[mid].id < v->def->id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < k->n && k->node[k->by_id[lo].j] == v->def ? k->by_id[lo].j : -1;
+}
+
+static int by_id(const void *pa, const void *pb) {
+  const struct IdAt *a = pa, *b = pb;
+  return (a->id > b->id) - (a->id < b->id);
 }
 
 /* The statements of one output element: every node in order, its operands loaded from
@@ -290,6 +310,10 @@ static int plan_kernel(Cg *cg, PwKernel *k) {
   k->out = k->outs[0] = root->out[0];
   if (!k->pre)
     k->pre = "";
+  k->by_id = arena_alloc(cg->arena, sizeof *k->by_id * (size_t)(k->n + 1));
+  for (int j = 0; j < k->n; j++)
+    k->by_id[j] = (struct IdAt){k->node[j]->id, j};
+  qsort(k->by_id, (size_t)k->n, sizeof *k->by_id, by_id);
   for (int j = 0; j < k->n; j++) {
     const Node *n = k->node[j];
     if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
@@ -331,11 +355,14 @@ static const char *begin_kernel(Cg *cg, const PwKernel *k, const char *note) {
     at += (size_t)snprintf(ops + at, sizeof ops - at, "%s%s", j ? "_" : "", op_info[k->node[j]->op].name);
   if (k->n > 6)
     snprintf(ops + at, sizeof ops - at, "_etc");
-  char *head = cg_fmt(cg, "fuse group %lld = nodes", (long long)node_fuse_group(root));
+  Buf head = {0};
+  buf_printf(&head, "fuse group %lld = nodes", (long long)node_fuse_group(root));
   for (int j = 0; j < k->n; j++)
-    head = cg_fmt(cg, "%s%s %d %s", head, j ? "," : "", k->node[j]->id, op_info[k->node[j]->op].name);
-  head = cg_fmt(cg, "%s: ", head);
-  return cg_kernel_begin_values(cg, root, ops, head, k->ext, k->next, &k->out, 1, note);
+    buf_printf(&head, "%s %d %s", j ? "," : "", k->node[j]->id, op_info[k->node[j]->op].name);
+  buf_puts(&head, ": ");
+  const char *h = arena_strdup(cg->arena, head.s);
+  free(head.s);
+  return cg_kernel_begin_values(cg, root, ops, h, k->ext, k->next, &k->out, 1, note);
 }
 
 static void kernel_step(Cg *cg, const PwKernel *k, const char *name, int64_t threads) {
@@ -455,7 +482,7 @@ int cg_epilogue_begin(Cg *cg, const Node *const *nodes, int n) {
     return -1;
   /* the anchor's output read outside the group, or a graph output, is stored too (the
    * verifier has checked that its readers come after the group's kernel) */
-  if (cg_use_outside(cg->g, a->out[0], node_fuse_group(a)) != -1)
+  if (cg_use_outside(cg, a->out[0], node_fuse_group(a)) != -1)
     k->side = k->outs[1] = a->out[0];
   cg->epi = k;
   return 0;

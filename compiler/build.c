@@ -18,8 +18,12 @@
 #include <string.h>
 
 /* PLAN_SHUFFLES: placements tried after the four orders, each the best so far with some
- * buffers swapped (deterministic), while the arena is above its lower bound. */
-enum { MAX_PASSES = 64, WEIGHTS_ALIGN = 256, PLAN_SHUFFLES = 200 };
+ * buffers swapped (deterministic), while the arena is above its lower bound. PLAN_PAIRS
+ * and PLAN_WORK bound what placing in orders other than earliest first may look at (see
+ * place_intermediates): far more than a real model's plan needs, and a fraction of a
+ * second at most. */
+enum { MAX_PASSES = 64, WEIGHTS_ALIGN = 256, PLAN_SHUFFLES = 200, PLAN_PAIRS = 1 << 20,
+       PLAN_WORK = 1 << 25 };
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -113,10 +117,6 @@ static int by_offset(const void *pa, const void *pb) {
   return (a->offset > b->offset) - (a->offset < b->offset);
 }
 
-static bool overlap_in_time(const MemSlot *a, const MemSlot *b) {
-  return a->first <= b->last && b->first <= a->last;
-}
-
 /* The offset for s among the placed buffers that are live when it is (sorted by offset):
  * the smallest gap at or above base that holds it (best fit), else the end. */
 static uint64_t best_fit(MemSlot *const *conflict, int n, uint64_t base, uint64_t bytes) {
@@ -133,17 +133,36 @@ static uint64_t best_fit(MemSlot *const *conflict, int n, uint64_t base, uint64_
   return best != UINT64_MAX ? best : at;
 }
 
-/* Places todo[0..n) in that order, each at its best fit; returns the arena's end. */
-static uint64_t place_in_order(MemSlot **todo, int n, MemSlot **conflict, uint64_t base) {
-  uint64_t end = base;
-  for (int i = 0; i < n; i++) {
+/* The intermediates to place: slot[k] has compact index k. The buffers that overlap
+ * buffer k (live at a step it is live at) are adj[start[k] .. start[k + 1]), by compact
+ * index, when list_overlaps could list them; placing in an order takes the ones placed
+ * before it. */
+typedef struct Place {
+  MemSlot **slot;
+  int n;
+  int *start, *adj; /* NULL: more overlaps than PLAN_PAIRS, not listed */
+  int *rank;        /* by compact index: the position in the order being placed */
+  int *index;       /* by value id: the compact index */
+  MemSlot **conflict;
+  uint64_t base;
+  long work;        /* overlaps looked at, over every order placed */
+} Place;
+
+/* Places todo[0..n) in that order, each at its best fit among the buffers placed before
+ * it that it overlaps; returns the arena's end. */
+static uint64_t place_in_order(Place *pl, MemSlot **todo) {
+  uint64_t end = pl->base;
+  for (int i = 0; i < pl->n; i++)
+    pl->rank[pl->index[todo[i]->v->id]] = i;
+  for (int i = 0; i < pl->n; i++) {
     MemSlot *s = todo[i];
-    int nc = 0;
-    for (int j = 0; j < i; j++)
-      if (overlap_in_time(todo[j], s))
-        conflict[nc++] = todo[j];
-    qsort(conflict, (size_t)nc, sizeof *conflict, by_offset);
-    s->offset = best_fit(conflict, nc, base, s->bytes);
+    int k = pl->index[s->v->id], nc = 0;
+    for (int e = pl->start[k]; e < pl->start[k + 1]; e++)
+      if (pl->rank[pl->adj[e]] < i)
+        pl->conflict[nc++] = pl->slot[pl->adj[e]];
+    pl->work += pl->start[k + 1] - pl->start[k];
+    qsort(pl->conflict, (size_t)nc, sizeof *pl->conflict, by_offset);
+    s->offset = best_fit(pl->conflict, nc, pl->base, s->bytes);
     if (s->offset + s->bytes > end)
       end = s->offset + s->bytes;
   }
@@ -155,6 +174,11 @@ static int by_first(const void *pa, const void *pb) {
   if (a->first != b->first)
     return a->first < b->first ? -1 : 1;
   return by_size(pa, pb);
+}
+
+static int by_last(const void *pa, const void *pb) {
+  const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
+  return (a->last > b->last) - (a->last < b->last);
 }
 
 /* Longest live range first. */
@@ -175,45 +199,296 @@ static int by_area(const void *pa, const void *pb) {
   return by_size(pa, pb);
 }
 
+/* ------------------------------------------------ earliest first, as a sweep over steps
+ *
+ * In the order of first use, the buffers placed before s that overlap it are exactly
+ * those still live at s's first step, and they are live together, so they never share a
+ * byte: they are the arena at that step, with gaps between them. Best fit is then the
+ * smallest gap (lowest first among equals), kept in a treap by (size, start) as buffers
+ * come and go: O(n log n), the same offsets place_in_order gives that order, whatever the
+ * overlaps. */
+
+typedef struct Gap {
+  uint64_t size, start;
+  uint32_t prio;
+  int left, right; /* treap children (indices into the pool), -1: none */
+  int above;       /* the live buffer that starts where the gap ends (compact index) */
+} Gap;
+
+typedef struct Sweep {
+  Gap *pool;
+  int *free_list, nfree, used;
+  int root;
+  int *prev, *next; /* by compact index: neighbours in the arena among the live buffers */
+  int tail;         /* the live buffer highest in the arena, -1: none */
+} Sweep;
+
+static int gap_cmp(uint64_t size, uint64_t start, const Gap *g) {
+  if (size != g->size)
+    return size < g->size ? -1 : 1;
+  return (start > g->start) - (start < g->start);
+}
+
+/* The treap split: keys below (size, start) to *l, the others to *r. */
+static void gap_split(Sweep *sw, int t, uint64_t size, uint64_t start, int *l, int *r) {
+  if (t < 0) {
+    *l = *r = -1;
+    return;
+  }
+  Gap *g = &sw->pool[t];
+  if (gap_cmp(size, start, g) > 0) {
+    gap_split(sw, g->right, size, start, &g->right, r);
+    *l = t;
+  } else {
+    gap_split(sw, g->left, size, start, l, &g->left);
+    *r = t;
+  }
+}
+
+static int gap_merge(Sweep *sw, int l, int r) {
+  if (l < 0 || r < 0)
+    return l < 0 ? r : l;
+  if (sw->pool[l].prio > sw->pool[r].prio) {
+    sw->pool[l].right = gap_merge(sw, sw->pool[l].right, r);
+    return l;
+  }
+  sw->pool[r].left = gap_merge(sw, l, sw->pool[r].left);
+  return r;
+}
+
+static void gap_add(Sweep *sw, uint64_t start, uint64_t end, int above) {
+  if (end <= start)
+    return;
+  int t = sw->nfree ? sw->free_list[--sw->nfree] : sw->used++;
+  uint32_t h = (uint32_t)t * 0x9E3779B9u; /* deterministic priorities, well mixed */
+  h ^= h >> 16, h *= 0x85EBCA6Bu, h ^= h >> 13, h *= 0xC2B2AE35u, h ^= h >> 16;
+  sw->pool[t] = (Gap){end - start, start, h, -1, -1, above};
+  int l, r;
+  gap_split(sw, sw->root, end - start, start, &l, &r);
+  sw->root = gap_merge(sw, gap_merge(sw, l, t), r);
+}
+
+static void gap_remove(Sweep *sw, uint64_t start, uint64_t end) {
+  if (end <= start)
+    return;
+  int *link = &sw->root;
+  while (*link >= 0) {
+    Gap *g = &sw->pool[*link];
+    int c = gap_cmp(end - start, start, g);
+    if (!c) {
+      int t = *link;
+      *link = gap_merge(sw, g->left, g->right);
+      sw->free_list[sw->nfree++] = t;
+      return;
+    }
+    link = c < 0 ? &g->left : &g->right;
+  }
+}
+
+/* The smallest gap of at least size bytes, lowest start first; -1: none. */
+static int gap_fit(const Sweep *sw, uint64_t size) {
+  int best = -1;
+  for (int t = sw->root; t >= 0;) {
+    const Gap *g = &sw->pool[t];
+    if (gap_cmp(size, 0, g) <= 0) {
+      best = t;
+      t = g->left;
+    } else {
+      t = g->right;
+    }
+  }
+  return best;
+}
+
+static uint64_t end_of(const MemSlot *s) {
+  return align_up(s->offset + s->bytes, GPUCC_ARENA_ALIGN);
+}
+
+/* Places todo (in by_first order) by the sweep; by_last: the same buffers by last use.
+ * Returns the arena's end, or UINT64_MAX on out of memory. */
+static uint64_t place_sweep(Place *pl, MemSlot **todo, MemSlot **by_last_use) {
+  int n = pl->n;
+  Sweep sw = {malloc(sizeof(Gap) * (size_t)(n + 1)), malloc(sizeof(int) * (size_t)(n + 1)),
+              0, 0, -1, malloc(sizeof(int) * (size_t)(n + 1)),
+              malloc(sizeof(int) * (size_t)(n + 1)), -1};
+  uint64_t end = pl->base;
+  if (!sw.pool || !sw.free_list || !sw.prev || !sw.next) {
+    end = UINT64_MAX;
+    goto out;
+  }
+  int gone = 0;
+  for (int i = 0; i < n; i++) {
+    MemSlot *s = todo[i];
+    /* buffers dead before s's first step leave: the gaps beside them become one */
+    for (; gone < n && by_last_use[gone]->last < s->first; gone++) {
+      int b = pl->index[by_last_use[gone]->v->id], l = sw.prev[b], r = sw.next[b];
+      uint64_t from = l >= 0 ? end_of(pl->slot[l]) : pl->base;
+      gap_remove(&sw, from, pl->slot[b]->offset);
+      if (r >= 0) {
+        gap_remove(&sw, end_of(pl->slot[b]), pl->slot[r]->offset);
+        gap_add(&sw, from, pl->slot[r]->offset, r);
+        sw.prev[r] = l;
+      } else {
+        sw.tail = l;
+      }
+      if (l >= 0)
+        sw.next[l] = r;
+    }
+    int k = pl->index[s->v->id], fit = gap_fit(&sw, s->bytes);
+    if (fit >= 0) {
+      /* at the gap's start, between the live buffers around it */
+      Gap g = sw.pool[fit];
+      int l = sw.prev[g.above];
+      gap_remove(&sw, g.start, g.start + g.size);
+      s->offset = g.start;
+      gap_add(&sw, end_of(s), g.start + g.size, g.above);
+      sw.prev[k] = l;
+      sw.next[k] = g.above;
+      sw.prev[g.above] = k;
+      if (l >= 0)
+        sw.next[l] = k;
+    } else {
+      s->offset = sw.tail >= 0 ? end_of(pl->slot[sw.tail]) : pl->base;
+      sw.prev[k] = sw.tail;
+      sw.next[k] = -1;
+      if (sw.tail >= 0)
+        sw.next[sw.tail] = k;
+      sw.tail = k;
+    }
+    if (s->offset + s->bytes > end)
+      end = s->offset + s->bytes;
+  }
+out:
+  free(sw.pool);
+  free(sw.free_list);
+  free(sw.prev);
+  free(sw.next);
+  return end;
+}
+
+/* The overlaps of the buffers (pl->start, pl->adj), found by a sweep over steps in
+ * first-use order; no lists (pl->start NULL) when there are more than PLAN_PAIRS, which
+ * would make placing in any order but earliest first cost more than the plan is worth.
+ * -1 on out of memory. */
+static int list_overlaps(Place *pl, MemSlot **by_first_use) {
+  int n = pl->n, nlive = 0, npairs = 0;
+  int64_t most = (int64_t)n * (n - 1) / 2 < PLAN_PAIRS ? (int64_t)n * (n - 1) / 2 : PLAN_PAIRS;
+  int *live = malloc(sizeof *live * (size_t)(n + 1));
+  int *pairs = malloc(sizeof *pairs * 2 * (size_t)(most + 1));
+  pl->start = calloc((size_t)n + 2, sizeof *pl->start);
+  if (!live || !pairs || !pl->start) {
+    free(live);
+    free(pairs);
+    return -1;
+  }
+  for (int i = 0; i < n && npairs <= PLAN_PAIRS; i++) {
+    const MemSlot *s = by_first_use[i];
+    int k = pl->index[s->v->id], keep = 0;
+    for (int j = 0; j < nlive; j++) {
+      if (pl->slot[live[j]]->last < s->first)
+        continue; /* dead before s, so before every buffer after it too */
+      live[keep++] = live[j];
+      if (npairs == PLAN_PAIRS) {
+        npairs++;
+        break;
+      }
+      pairs[2 * npairs] = live[j];
+      pairs[2 * npairs++ + 1] = k;
+    }
+    nlive = keep;
+    live[nlive++] = k;
+  }
+  free(live);
+  if (npairs > PLAN_PAIRS) {
+    free(pairs);
+    free(pl->start);
+    pl->start = NULL;
+    return 0;
+  }
+  pl->adj = malloc(sizeof *pl->adj * (2 * (size_t)npairs + 1));
+  if (!pl->adj) {
+    free(pairs);
+    return -1;
+  }
+  /* counts at start[k + 2], prefix sums, then each overlap placed at start[k + 1]++ */
+  for (int e = 0; e < 2 * npairs; e++)
+    pl->start[pairs[e] + 2]++;
+  for (int k = 2; k <= n + 1; k++)
+    pl->start[k] += pl->start[k - 1];
+  for (int e = 0; e < npairs; e++) {
+    int a = pairs[2 * e], b = pairs[2 * e + 1];
+    pl->adj[pl->start[a + 1]++] = b;
+    pl->adj[pl->start[b + 1]++] = a;
+  }
+  free(pairs);
+  return 0;
+}
+
 /* Intermediates: best fit in four orders (largest first, earliest first, largest area
  * of bytes x steps first, longest-lived first), then in shuffles of the best of them,
  * keeping the smallest arena. Each buffer goes into the best-fitting gap among the
  * buffers already placed whose live range (the steps from its first use to its last)
  * overlaps its own. A step's outputs never share bytes with its inputs (both are live at
  * that step) unless share_in_place made them one buffer. Also computes the lower bound
- * and the no-reuse sum of the arena. */
+ * and the no-reuse sum of the arena.
+ *
+ * Cost: earliest first is a sweep, O(n log n) (place_sweep). The other orders look at
+ * each buffer's overlaps, so they are tried only while there are at most PLAN_PAIRS of
+ * them, and no more orders are tried once PLAN_WORK overlaps have been looked at: the
+ * buffers of a graph that keeps thousands live at once (a split into thousands of parts)
+ * are placed earliest first alone. */
 static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) {
   int n = 0;
+  Place pl = {.base = base};
   MemSlot **todo = calloc((size_t)mp->nslots + 1, sizeof *todo);
-  MemSlot **conflict = calloc((size_t)mp->nslots + 1, sizeof *conflict);
   MemSlot **best = calloc((size_t)mp->nslots + 1, sizeof *best);
-  uint64_t *live = calloc((size_t)nsteps + 1, sizeof *live);
-  if (!todo || !conflict || !best || !live) {
-    free(todo);
-    free(conflict);
-    free(best);
-    free(live);
-    return diag_error(d, (SrcLoc){0}, "out of memory");
-  }
+  MemSlot **by_last_use = calloc((size_t)mp->nslots + 1, sizeof *by_last_use);
+  uint64_t *live = calloc((size_t)nsteps + 2, sizeof *live);
+  pl.slot = calloc((size_t)mp->nslots + 1, sizeof *pl.slot);
+  pl.rank = calloc((size_t)mp->nslots + 1, sizeof *pl.rank);
+  pl.index = calloc((size_t)mp->nslots + 1, sizeof *pl.index);
+  pl.conflict = calloc((size_t)mp->nslots + 1, sizeof *pl.conflict);
+  int rc = -1;
+  if (!todo || !best || !by_last_use || !live || !pl.slot || !pl.rank || !pl.index ||
+      !pl.conflict)
+    goto out;
   for (int id = 0; id < mp->nslots; id++) {
     MemSlot *s = &mp->slot[id];
     if (s->v && s->root == s->v && s->v->kind == VK_NODE && !s->dedicated && s->first >= 0 &&
-        s->bytes)
+        s->bytes) {
+      pl.index[id] = n;
+      pl.slot[n] = by_last_use[n] = s;
       todo[n++] = s;
+    }
   }
-  /* the no-reuse sum, and the lower bound: the most bytes live at any step */
-  uint64_t naive = base, most = 0;
+  pl.n = n;
+  /* the no-reuse sum, and the lower bound: the most bytes live at any step (live[] holds
+   * each step's change) */
+  uint64_t naive = base, most = 0, now = 0;
   for (int i = 0; i < n; i++) {
     naive = align_up(naive, GPUCC_ARENA_ALIGN) + todo[i]->bytes;
-    for (int k = todo[i]->first; k <= todo[i]->last && k < nsteps; k++)
-      live[k] += todo[i]->bytes;
+    if (todo[i]->first < nsteps) {
+      live[todo[i]->first] += todo[i]->bytes;
+      live[(todo[i]->last < nsteps ? todo[i]->last : nsteps - 1) + 1] -= todo[i]->bytes;
+    }
   }
-  for (int k = 0; k < nsteps; k++)
-    most = live[k] > most ? live[k] : most;
+  for (int k = 0; k < nsteps; k++) {
+    now += live[k];
+    most = now > most ? now : most;
+  }
+  qsort(by_last_use, (size_t)n, sizeof *by_last_use, by_last);
+  qsort(todo, (size_t)n, sizeof *todo, by_first);
+  if (list_overlaps(&pl, todo))
+    goto out;
   /* four orders, then shuffles of the best, until one reaches the bound */
   int (*const orders[])(const void *, const void *) = {by_size, by_first, by_area, by_length};
   uint64_t best_end = UINT64_MAX, rng = 0x9E3779B97F4A7C15u;
-  for (int o = 0; o < 4 + PLAN_SHUFFLES && best_end > base + most; o++) {
+  bool best_swept = false;
+  for (int o = 0; o < 4 + PLAN_SHUFFLES && best_end > base + most && pl.work <= PLAN_WORK;
+       o++) {
+    bool swept = o == 1;
+    if (!swept && !pl.start)
+      continue;
     if (o < 4) {
       qsort(todo, (size_t)n, sizeof *todo, orders[o]);
     } else {
@@ -228,30 +503,60 @@ static int place_intermediates(MemPlan *mp, int nsteps, uint64_t base, Diag *d) 
         }
       }
     }
-    uint64_t end = place_in_order(todo, n, conflict, base);
+    uint64_t end = swept ? place_sweep(&pl, todo, by_last_use) : place_in_order(&pl, todo);
+    if (end == UINT64_MAX)
+      goto out;
     if (end < best_end) {
       best_end = end;
+      best_swept = swept;
       memcpy(best, todo, sizeof *todo * (size_t)n);
     }
   }
   memcpy(todo, best, sizeof *todo * (size_t)n);
-  uint64_t end = place_in_order(todo, n, conflict, base);
+  uint64_t end = best_swept ? place_sweep(&pl, todo, by_last_use) : place_in_order(&pl, todo);
+  if (end == UINT64_MAX)
+    goto out;
   mp->arena_bytes = end;
   mp->lower_bound = base + most;
   mp->naive_bytes = naive + mp->in_place_bytes; /* no reuse: in-place outputs too */
+  rc = 0;
+out:
   free(todo);
-  free(conflict);
   free(best);
+  free(by_last_use);
   free(live);
-  return 0;
+  free(pl.slot);
+  free(pl.rank);
+  free(pl.index);
+  free(pl.conflict);
+  free(pl.start);
+  free(pl.adj);
+  return rc ? diag_error(d, (SrcLoc){0}, "out of memory") : 0;
 }
 
 /* In-place kernels: a pointwise kernel's output takes the buffer of an input that the
  * kernel may overwrite (KernelStep.inplace) and that no later step reads, when both are
  * intermediates of one size. The output (and every alias of it) then has the input's
  * root, whose life runs on to the output's last use. Counts them, and the bytes their
- * outputs would take of their own, in mp. */
-static void share_in_place(const Program *p, MemPlan *mp) {
+ * outputs would take of their own, in mp. -1 on out of memory. */
+static int share_in_place(const Program *p, MemPlan *mp) {
+  /* each root's slots (itself and its aliases) in a list, so a root that takes another's
+   * buffer moves only its own */
+  int *head = malloc(sizeof *head * (size_t)(mp->nslots + 1));
+  int *next = malloc(sizeof *next * (size_t)(mp->nslots + 1));
+  if (!head || !next) {
+    free(head);
+    free(next);
+    return -1;
+  }
+  for (int id = 0; id < mp->nslots; id++)
+    head[id] = next[id] = -1;
+  for (int id = 0; id < mp->nslots; id++)
+    if (mp->slot[id].v) {
+      int r = mp->slot[id].root->id;
+      next[id] = head[r];
+      head[r] = id;
+    }
   for (int i = 0; i < p->nsteps; i++) {
     const Step *s = &p->steps[i];
     if (s->kind != STEP_KERNEL || !s->kernel.inplace || s->kernel.nargs != s->kernel.nread + 1)
@@ -266,16 +571,25 @@ static void share_in_place(const Program *p, MemPlan *mp) {
       if (r->v->kind != VK_NODE || r->dedicated || r->last != i || r->bytes != o->bytes ||
           r == o)
         continue;
-      const Value *was = o->v;
-      for (int id = 0; id < mp->nslots; id++)
-        if (mp->slot[id].v && mp->slot[id].root == was)
-          mp->slot[id].root = r->v;
+      int was = o->v->id, to = r->v->id, last = -1;
+      for (int id = head[was]; id >= 0; id = next[id]) {
+        mp->slot[id].root = r->v;
+        last = id;
+      }
+      if (last >= 0) {
+        next[last] = head[to];
+        head[to] = head[was];
+        head[was] = -1;
+      }
       r->last = o->last;
       mp->in_place_bytes += align_up(o->bytes, GPUCC_ARENA_ALIGN);
       mp->in_place++;
       break;
     }
   }
+  free(head);
+  free(next);
+  return 0;
 }
 
 /* A dedicated slot at the end of what is placed so far. */
@@ -286,14 +600,20 @@ static uint64_t take(uint64_t *end, uint64_t bytes) {
 }
 
 static int check_outputs(const Graph *g, Diag *d) {
-  for (int j = 0; j < g->noutputs; j++)
-    for (int k = 0; k < j; k++)
-      if (g->outputs[j] == g->outputs[k])
-        return diag_error(d, g->loc,
-                          "graph '%s' returns %%%s twice; a compiled model needs one name per "
-                          "output",
-                          g->name, g->outputs[j]->name);
-  return 0;
+  bool *seen = calloc((size_t)g->next_value_id + 1, sizeof *seen);
+  if (!seen)
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  int rc = 0;
+  for (int j = 0; j < g->noutputs && !rc; j++) {
+    if (seen[g->outputs[j]->id])
+      rc = diag_error(d, g->loc,
+                      "graph '%s' returns %%%s twice; a compiled model needs one name per "
+                      "output",
+                      g->name, g->outputs[j]->name);
+    seen[g->outputs[j]->id] = true;
+  }
+  free(seen);
+  return rc;
 }
 
 int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d) {
@@ -350,7 +670,10 @@ int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d) {
     r->dedicated = true;
     r->offset = take(&end, r->bytes);
   }
-  share_in_place(p, mp);
+  if (share_in_place(p, mp)) {
+    memplan_free(mp);
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  }
   if (place_intermediates(mp, p->nsteps, align_up(end, GPUCC_ARENA_ALIGN), d)) {
     memplan_free(mp);
     return -1;

@@ -457,6 +457,11 @@ int ir_infer(Graph *g, Diag *d);
  * attributes match the schema, arities match the op table, every type known and equal
  * to what inference computes. */
 int ir_verify(const Graph *g, Diag *d);
+/* The fuse groups of g by node position: first[i] is the position of the first node of
+ * node i's group and next[i] that of the next node of the group after i (-1 at the
+ * group's last node, its root); both -1 for a node in no group. Either may be NULL.
+ * O(n log n) in the nodes, whatever the group numbers. 0, or -1 on out of memory. */
+int ir_fuse_groups(const Graph *g, int *first, int *next);
 /* Validates attributes against the op's schema: unknown names, wrong kinds, missing
  * required ones, duplicates. Used by the verifier and by frontends. */
 int ir_check_attrs(const Node *n, Diag *d);

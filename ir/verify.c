@@ -396,30 +396,68 @@ static int verify_node(const Graph *g, VState *s, int at, Type *tmp, Diag *d) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- fuse groups */
+
+typedef struct GroupAt {
+  int64_t group;
+  int at;
+} GroupAt;
+
+static int by_group_then_at(const void *pa, const void *pb) {
+  const GroupAt *a = pa, *b = pb;
+  if (a->group != b->group)
+    return a->group < b->group ? -1 : 1;
+  return (a->at > b->at) - (a->at < b->at);
+}
+
+int ir_fuse_groups(const Graph *g, int *first, int *next) {
+  /* Sorted by group, then position, each group's nodes are one run in node order. */
+  GroupAt *ga = malloc(sizeof *ga * (size_t)(g->nnodes + 1));
+  if (!ga)
+    return -1;
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    int64_t k = node_fuse_group(g->nodes[i]);
+    if (first)
+      first[i] = -1;
+    if (next)
+      next[i] = -1;
+    if (k)
+      ga[n++] = (GroupAt){k, i};
+  }
+  qsort(ga, (size_t)n, sizeof *ga, by_group_then_at);
+  for (int j = 0, run = 0; j < n; j++) {
+    if (j > 0 && ga[j].group != ga[j - 1].group)
+      run = j;
+    if (first)
+      first[ga[j].at] = ga[run].at;
+    if (next && j + 1 < n && ga[j + 1].group == ga[j].group)
+      next[ga[j].at] = ga[j + 1].at;
+  }
+  free(ga);
+  return 0;
+}
+
 /* Fuse groups (IR_ATTR_FUSE): a value defined in a group by a node other than the
  * group's last one is used only inside the group, and is no graph output; except the
  * output of a group's first node that is not pointwise (its anchor), which the group's
  * kernel stores too: it may be a graph output and be read by nodes after the group's
  * last node. */
 static int check_fuse_groups(const Graph *g, Diag *d) {
+  int *first = malloc(sizeof *first * (size_t)(g->nnodes + 1));
   int *root = malloc(sizeof *root * (size_t)(g->nnodes + 1));
   int *at = malloc(sizeof *at * (size_t)(g->next_node_id + 1));
-  if (!root || !at) {
+  if (!first || !root || !at || ir_fuse_groups(g, first, root)) {
+    free(first);
     free(root);
     free(at);
     return diag_error(d, g->loc, "out of memory");
   }
-  /* root[i]: the position of the last node of node i's group (-1: no group). */
-  for (int i = g->nnodes - 1; i >= 0; i--) {
-    int64_t k = node_fuse_group(g->nodes[i]);
-    root[i] = -1;
+  for (int i = 0; i < g->nnodes; i++)
     at[g->nodes[i]->id] = i;
-    for (int j = g->nnodes - 1; k && j > i && root[i] < 0; j--)
-      if (node_fuse_group(g->nodes[j]) == k)
-        root[i] = root[j];
-    if (k && root[i] < 0)
-      root[i] = i;
-  }
+  /* root[i]: from the next node of i's group to the position of its last one */
+  for (int i = g->nnodes - 1; i >= 0; i--)
+    root[i] = root[i] < 0 ? i : root[root[i]];
   int rc = 0;
   for (int i = 0; i < g->nnodes + g->noutputs && !rc; i++) {
     const Node *user = i < g->nnodes ? g->nodes[i] : NULL;
@@ -432,10 +470,7 @@ static int check_fuse_groups(const Graph *g, Diag *d) {
       int64_t grp = node_fuse_group(v->def);
       if (!grp || root[p] == p || (user && node_fuse_group(user) == grp))
         continue;
-      bool first = true;
-      for (int j = 0; j < p && first; j++)
-        first = node_fuse_group(g->nodes[j]) != grp;
-      if (first && !(op_info[v->def->op].flags & OPF_POINTWISE) && v->def->nout == 1 &&
+      if (first[p] == p && !(op_info[v->def->op].flags & OPF_POINTWISE) && v->def->nout == 1 &&
           (!user || i > root[p]))
         continue; /* the anchor's side output */
       const Node *r = g->nodes[root[p]];
@@ -448,6 +483,7 @@ static int check_fuse_groups(const Graph *g, Diag *d) {
                         v->name, (long long)grp, r->out[0]->name);
     }
   }
+  free(first);
   free(root);
   free(at);
   return rc;

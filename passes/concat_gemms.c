@@ -26,19 +26,12 @@ static bool const_weights(const Node *m) {
 
 /* The add that is the only user of m's output, with a constant bias of m's N: the bias,
  * and the add through *add. NULL when there is none. */
-static const Value *bias_add(const Graph *g, const Node *m, const Node **add) {
+static const Value *bias_add(const Graph *g, const Users *u, const Node *m, const Node **add) {
   const Value *y = m->out[0];
-  const Node *user = NULL;
-  int uses = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k] == y) {
-        uses++;
-        user = g->nodes[i];
-      }
-  for (int i = 0; i < g->noutputs; i++)
-    uses += g->outputs[i] == y ? 2 : 0;
-  const Value *b = uses == 1 ? node_other_input(user, y) : NULL;
+  int uses;
+  const int *at = users_of(u, y, &uses);
+  const Node *user = uses == 1 && !u->outputs[y->id] ? g->nodes[at[0]] : NULL;
+  const Value *b = user ? node_other_input(user, y) : NULL;
   if (!b || user->op != OP_ADD || b->kind != VK_CONST || !b->data ||
       b->type.dtype != y->type.dtype || tensor_numel(b->data) != m->in[1]->type.shape.dims[1].n ||
       b->type.shape.rank < 1 ||
@@ -46,23 +39,6 @@ static const Value *bias_add(const Graph *g, const Node *m, const Node **add) {
     return NULL;
   *add = user;
   return b;
-}
-
-/* Whether v is a graph output: its name is the model's interface, which a split output
- * would rename. */
-static bool is_output(const Graph *g, const Value *v) {
-  for (int i = 0; i < g->noutputs; i++)
-    if (g->outputs[i] == v)
-      return true;
-  return false;
-}
-
-/* Moves the last k nodes of g to position at, keeping their order. */
-static void move_last_to(Graph *g, int k, int at) {
-  Node *tmp[3];
-  memcpy(tmp, g->nodes + g->nnodes - k, sizeof *tmp * (size_t)k);
-  memmove(g->nodes + at + k, g->nodes + at, sizeof *g->nodes * (size_t)(g->nnodes - k - at));
-  memcpy(g->nodes + at, tmp, sizeof *tmp * (size_t)k);
 }
 
 /* A constant of rank 1 or 2: the tensors ts[0..n) side by side along the last dim. */
@@ -89,111 +65,245 @@ static Value *concat_const(Graph *g, const Value *const *ts, int n, const char *
   return v;
 }
 
-/* Joins ms[0..n) into one matmul at node position first. */
-static int join(Graph *g, Node **ms, int n, bool biased, int first, PassContext *ctx) {
+/* A matmul that may join others: its input, its weights' K and type, and whether its
+ * output is only a bias add's (the add and bias, else NULL). */
+typedef struct Cand {
+  Node *m;
+  const Node *add;
+  const Value *bias;
+  int at; /* position in g->nodes */
+} Cand;
+
+static int cand_key_cmp(const Cand *a, const Cand *b) {
+  const Value *wa = a->m->in[1], *wb = b->m->in[1];
+  if (a->m->in[0]->id != b->m->in[0]->id)
+    return a->m->in[0]->id < b->m->in[0]->id ? -1 : 1;
+  if (wa->type.shape.dims[0].n != wb->type.shape.dims[0].n)
+    return wa->type.shape.dims[0].n < wb->type.shape.dims[0].n ? -1 : 1;
+  if (wa->type.dtype != wb->type.dtype)
+    return wa->type.dtype < wb->type.dtype ? -1 : 1;
+  return (a->bias != NULL) - (b->bias != NULL);
+}
+
+static int by_key_then_position(const void *pa, const void *pb) {
+  const Cand *a = pa, *b = pb;
+  int c = cand_key_cmp(a, b);
+  return c ? c : (a->at > b->at) - (a->at < b->at);
+}
+
+/* A join: its matmuls' candidates (consecutive in the sorted list), and the node its new
+ * nodes go in front of. */
+typedef struct Join {
+  int from, n;
+  const Node *before;
+  Node *nodes[3]; /* the matmul, the add (or NULL), the split */
+} Join;
+
+/* Makes join j's nodes: one matmul over the weights side by side, one add of the biases
+ * side by side (when biased), and a split; repl[old value id] = its split output. */
+static int make_join(Graph *g, const Cand *c, Join *j, Value **repl) {
   const Value *ws[MAX_JOIN], *bs[MAX_JOIN];
-  const Node *adds[MAX_JOIN];
   int64_t split[MAX_JOIN];
-  for (int i = 0; i < n; i++) {
-    ws[i] = ms[i]->in[1];
+  bool biased = c[0].bias != NULL;
+  for (int i = 0; i < j->n; i++) {
+    ws[i] = c[i].m->in[1];
     split[i] = ws[i]->type.shape.dims[1].n;
-    bs[i] = biased ? bias_add(g, ms[i], &adds[i]) : NULL;
+    bs[i] = c[i].bias;
   }
   char name[256];
   snprintf(name, sizeof name, "%s.concat", ws[0]->name);
-  Value *w = concat_const(g, ws, n, name);
-  Value *x = ms[0]->in[0];
-  Value *in[2] = {x, w};
-  snprintf(name, sizeof name, "%s.concat", ms[0]->out[0]->name);
+  Value *w = concat_const(g, ws, j->n, name);
+  Value *in[2] = {c[0].m->in[0], w};
+  snprintf(name, sizeof name, "%s.concat", c[0].m->out[0]->name);
   const char *yn[1] = {graph_find_value(g, name) ? NULL : name};
   Node *mm = graph_add_node(g, OP_MATMUL, in, 2, NULL, 0, yn, 1);
   Value *y = mm->out[0];
-  int added = 1;
+  j->nodes[0] = mm;
+  j->nodes[1] = NULL;
   if (biased) {
     snprintf(name, sizeof name, "%s.concat", bs[0]->name);
-    Value *b = concat_const(g, bs, n, name);
+    Value *b = concat_const(g, bs, j->n, name);
     Value *ain[2] = {y, b};
-    snprintf(name, sizeof name, "%s.concat", adds[0]->out[0]->name);
+    snprintf(name, sizeof name, "%s.concat", c[0].add->out[0]->name);
     const char *an[1] = {graph_find_value(g, name) ? NULL : name};
-    y = graph_add_node(g, OP_ADD, ain, 2, NULL, 0, an, 1)->out[0];
-    added++;
+    j->nodes[1] = graph_add_node(g, OP_ADD, ain, 2, NULL, 0, an, 1);
+    y = j->nodes[1]->out[0];
   }
-  Attr attrs[2] = {attr_make_int("axis", -1), attr_make_ints("split", split, n)};
+  Attr attrs[2] = {attr_make_int("axis", -1), attr_make_ints("split", split, j->n)};
   const char *sn[MAX_JOIN] = {0};
   char names[MAX_JOIN][256];
-  for (int i = 0; i < n; i++) {
-    const Value *old = biased ? adds[i]->out[0] : ms[i]->out[0];
+  for (int i = 0; i < j->n; i++) {
+    const Value *old = biased ? c[i].add->out[0] : c[i].m->out[0];
     snprintf(names[i], sizeof names[i], "%s.split", old->name);
     sn[i] = graph_find_value(g, names[i]) ? NULL : names[i];
   }
-  Node *sp = graph_add_node(g, OP_SPLIT, &y, 1, attrs, 2, sn, n);
-  added++;
-  move_last_to(g, added, first);
-  bool *keep = malloc((size_t)g->next_node_id + 1);
-  if (!keep)
-    return diag_error(ctx->diag, g->loc, "concat_gemms: out of memory");
-  memset(keep, 1, (size_t)g->next_node_id + 1);
-  for (int i = 0; i < n; i++) {
-    Value *old = biased ? adds[i]->out[0] : ms[i]->out[0];
-    graph_replace_uses(g, old, sp->out[i]);
-    keep[ms[i]->id] = false;
-    if (biased)
-      keep[adds[i]->id] = false;
-  }
-  bool *keep_const = malloc((size_t)g->next_value_id + 1);
-  if (!keep_const) {
-    free(keep);
-    return diag_error(ctx->diag, g->loc, "concat_gemms: out of memory");
-  }
-  graph_retain(g, keep, NULL);
-  /* the weights and biases joined: gone unless something else reads them */
-  memset(keep_const, 1, (size_t)g->next_value_id + 1);
-  for (int i = 0; i < n; i++) {
-    keep_const[ws[i]->id] = graph_count_uses(g, ws[i]) > 0;
-    if (biased)
-      keep_const[bs[i]->id] = graph_count_uses(g, bs[i]) > 0;
-  }
-  memset(keep, 1, (size_t)g->next_node_id + 1);
-  graph_retain(g, keep, keep_const);
-  free(keep);
-  free(keep_const);
-  ctx->changes += n;
+  Node *sp = graph_add_node(g, OP_SPLIT, &y, 1, attrs, 2, sn, j->n);
+  j->nodes[2] = sp;
+  for (int i = 0; i < j->n; i++)
+    repl[(biased ? c[i].add->out[0] : c[i].m->out[0])->id] = sp->out[i];
   return 0;
 }
 
+/* Matmuls join the first of them: the first matmul at or after each matmul (in node
+ * order) with its input, K, type and bias form, up to MAX_JOIN of them, where that
+ * leaves two or more; a matmul that cannot join itself (its output the graph's) starts
+ * such joins again as long as they form. The candidates are sorted by that key once and
+ * the joins all made before the graph is rewritten, in one pass over it: the same joins
+ * as one at a time, in the nodes' order, without looking over the graph for each. */
 static int run_concat_gemms(Graph *g, PassContext *ctx) {
-  int joined = 0, gemms = 0;
+  Users u;
+  int nc = 0, njoins = 0, gemms = 0, rc = -1, nid = g->next_value_id;
+  Cand *cand = malloc(sizeof *cand * (size_t)(g->nnodes + 1));
+  Join *joins = malloc(sizeof *joins * (size_t)(g->nnodes + 1));
+  int *bucket_at = malloc(sizeof *bucket_at * (size_t)(g->nnodes + 1));
+  int *bucket_end = malloc(sizeof *bucket_end * (size_t)(g->nnodes + 1));
+  Value **repl = calloc((size_t)g->next_value_id + 1, sizeof *repl);
+  bool *joined = calloc((size_t)g->next_node_id + 1, sizeof *joined);
+  if (users_build(g, &u)) {
+    free(cand), free(joins), free(bucket_at), free(bucket_end), free(repl), free(joined);
+    return diag_error(ctx->diag, g->loc, "concat_gemms: out of memory");
+  }
+  if (!cand || !joins || !bucket_at || !bucket_end || !repl || !joined)
+    goto oom;
   for (int i = 0; i < g->nnodes; i++) {
     Node *m = g->nodes[i];
-    const Node *add;
+    const Node *add = NULL;
     if (!const_weights(m))
       continue;
-    bool biased = bias_add(g, m, &add) != NULL;
-    Node *ms[MAX_JOIN];
-    int n = 0;
-    for (int j = i; j < g->nnodes && n < MAX_JOIN; j++) {
-      Node *o = g->nodes[j];
-      if (!const_weights(o) || o->in[0] != m->in[0] ||
-          o->in[1]->type.dtype != m->in[1]->type.dtype ||
-          o->in[1]->type.shape.dims[0].n != m->in[1]->type.shape.dims[0].n ||
-          (bias_add(g, o, &add) != NULL) != biased ||
-          is_output(g, biased ? add->out[0] : o->out[0]))
-        continue;
-      ms[n++] = o;
-    }
-    if (n < 2)
-      continue;
-    if (join(g, ms, n, biased, i, ctx))
-      return -1;
-    joined++;
-    gemms += n;
+    const Value *b = bias_add(g, &u, m, &add);
+    /* a graph output's name is the model's interface, which a split output would rename */
+    if (!u.outputs[(b ? add->out[0] : m->out[0])->id])
+      cand[nc++] = (Cand){m, b ? add : NULL, b, i};
   }
-  if (joined && ir_infer(g, ctx->diag))
-    return -1;
-  if (joined)
-    snprintf(ctx->note, sizeof ctx->note, "%d matmuls reading one input became %d", gemms,
-             joined);
-  return 0;
+  qsort(cand, (size_t)nc, sizeof *cand, by_key_then_position);
+  /* bucket_at[first of a key]: its first candidate not joined yet; bucket_end[k]: the end
+   * of k's key */
+  for (int k = nc - 1; k >= 0; k--) {
+    bucket_at[k] = k;
+    bucket_end[k] = k + 1 < nc && !cand_key_cmp(&cand[k], &cand[k + 1]) ? bucket_end[k + 1] : k + 1;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *m = g->nodes[i];
+    const Node *add = NULL;
+    if (!const_weights(m) || joined[m->id])
+      continue; /* a matmul joined already is gone */
+    const Value *b = bias_add(g, &u, m, &add);
+    Cand key = {m, add, b, -1};
+    /* the first candidate of m's key (binary search), its bucket's cursor */
+    int lo = 0, hi = nc;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (cand_key_cmp(&cand[mid], &key) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo == nc || cand_key_cmp(&cand[lo], &key) != 0)
+      continue;
+    int *at = &bucket_at[lo], end = bucket_end[lo];
+    for (;;) {
+      while (*at < end && cand[*at].at < i)
+        ++*at; /* joined already (or left alone: no others after it) */
+      int n = end - *at < MAX_JOIN ? end - *at : MAX_JOIN;
+      if (n < 2)
+        break;
+      joins[njoins++] = (Join){*at, n, m, {0}};
+      for (int k = 0; k < n; k++)
+        joined[cand[*at + k].m->id] = true;
+      *at += n;
+      gemms += n;
+      if (cand[*at - n].m == m)
+        break; /* m joined: it is gone */
+    }
+  }
+  if (!njoins) {
+    rc = 0;
+    goto out;
+  }
+  /* the new nodes, in the order of the joins, as one at a time would name them */
+  for (int k = 0; k < njoins; k++)
+    make_join(g, cand + joins[k].from, &joins[k], repl);
+  /* their readers read the splits; the joined matmuls and adds go; the new nodes go in
+   * front of the node each join was made at */
+  bool *gone = calloc((size_t)g->next_node_id + 1, sizeof *gone);
+  int *first_join = malloc(sizeof *first_join * (size_t)(g->next_node_id + 1));
+  int *next_join = malloc(sizeof *next_join * (size_t)(njoins + 1));
+  Node **order = malloc(sizeof *order * (size_t)(g->nnodes + 1));
+  if (!gone || !first_join || !next_join || !order) {
+    free(gone), free(first_join), free(next_join), free(order);
+    goto oom;
+  }
+  for (int k = 0; k < njoins; k++)
+    for (int i = 0; i < joins[k].n; i++) {
+      const Cand *c = &cand[joins[k].from + i];
+      gone[c->m->id] = true;
+      if (c->add)
+        gone[c->add->id] = true;
+    }
+  for (int id = 0; id < g->next_node_id; id++)
+    first_join[id] = -1;
+  for (int k = njoins - 1; k >= 0; k--) {
+    next_join[k] = first_join[joins[k].before->id];
+    first_join[joins[k].before->id] = k;
+  }
+  int n = 0, old_count = g->nnodes;
+  for (int k = 0; k < njoins; k++)
+    old_count -= 2 + (joins[k].nodes[1] != NULL); /* the new nodes are at the end */
+  for (int i = 0; i < old_count; i++) {
+    Node *nd = g->nodes[i];
+    for (int k = first_join[nd->id]; k >= 0; k = next_join[k])
+      for (int e = 0; e < 3; e++)
+        if (joins[k].nodes[e])
+          order[n++] = joins[k].nodes[e];
+    if (!gone[nd->id])
+      order[n++] = nd;
+  }
+  memcpy(g->nodes, order, sizeof *order * (size_t)n);
+  g->nnodes = n;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k] && g->nodes[i]->in[k]->id < nid && repl[g->nodes[i]->in[k]->id])
+        g->nodes[i]->in[k] = repl[g->nodes[i]->in[k]->id];
+  /* the weights and biases joined: gone unless something else reads them */
+  int *uses = calloc((size_t)g->next_value_id + 1, sizeof *uses);
+  bool *keep_const = malloc((size_t)g->next_value_id + 1);
+  bool *keep = malloc((size_t)g->next_node_id + 1);
+  if (!uses || !keep_const || !keep) {
+    free(gone), free(first_join), free(next_join), free(order), free(uses), free(keep_const);
+    free(keep);
+    goto oom;
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k])
+        uses[g->nodes[i]->in[k]->id]++;
+  for (int i = 0; i < g->noutputs; i++)
+    uses[g->outputs[i]->id]++;
+  memset(keep_const, 1, (size_t)g->next_value_id + 1);
+  memset(keep, 1, (size_t)g->next_node_id + 1);
+  for (int k = 0; k < njoins; k++)
+    for (int i = 0; i < joins[k].n; i++) {
+      const Cand *c = &cand[joins[k].from + i];
+      keep_const[c->m->in[1]->id] = uses[c->m->in[1]->id] > 0;
+      if (c->bias)
+        keep_const[c->bias->id] = uses[c->bias->id] > 0;
+    }
+  graph_retain(g, keep, keep_const);
+  free(gone), free(first_join), free(next_join), free(order), free(uses), free(keep_const);
+  free(keep);
+  ctx->changes += gemms;
+  if (ir_infer(g, ctx->diag))
+    goto out;
+  snprintf(ctx->note, sizeof ctx->note, "%d matmuls reading one input became %d", gemms,
+           njoins);
+  rc = 0;
+  goto out;
+oom:
+  rc = diag_error(ctx->diag, g->loc, "concat_gemms: out of memory");
+out:
+  users_free(&u);
+  free(cand), free(joins), free(bucket_at), free(bucket_end), free(repl), free(joined);
+  return rc;
 }
 
 const Pass pass_concat_gemms = {

@@ -26,29 +26,54 @@
  *     computed again per use), or the producer is a lone cast;
  *   - every use of the producer's output is in the consumer's group, and it is no graph
  *     output (a value needed elsewhere must be written anyway: fusing would compute it
- *     twice); the pass repeats until no group grows, so a value read by several nodes
- *     joins once they have come together. Except an anchor alone: its kernel can store
+ *     twice); the pass repeats until no group grows (at most FUSE_MAX_ROUNDS times),
+ *     so a value read by several nodes joins once they have come together. Except an anchor alone: its kernel can store
  *     its output as well (a side output), when its other readers come after the merged
  *     group's last node (side_output);
  *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside.
  * A group's last node is its root: the one node whose output leaves the group. Groups of
  * one node get no attribute. The pass renumbers every group 1, 2, ... in the order of
- * their roots, so it can run again on its own output. Each merge looks over the whole
- * graph (quadratic in the nodes: fine for the few thousand of a transformer). */
+ * their roots, so it can run again on its own output.
+ *
+ * Cost: each group keeps what a merge asks of it (its size, first and last node, whether
+ * it has an anchor or a GEMM's bias add, the values it reads from outside, its members),
+ * and each value its readers (Users), so a merge attempt costs about the readers of the
+ * value it concerns rather than the graph; a round over the graph is near linear, and
+ * the rounds are at most FUSE_MAX_ROUNDS. */
 #include "passes/passes-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* codegen's kernels take at most 8 operands: the inputs and the one output. */
-enum { FUSE_MAX_INPUTS = 7 };
+/* codegen's kernels take at most 8 operands: the inputs and the one output. A round
+ * merges what it can; a value read by several nodes joins a round after they have come
+ * together, so a few rounds settle a real model (every test model: 2 or 3, the last one
+ * merging nothing). A graph built to make each round enable one more merge stops after
+ * FUSE_MAX_ROUNDS, with the groups made so far. */
+enum { FUSE_MAX_INPUTS = 7, FUSE_MAX_ROUNDS = 16 };
+
+/* A concat of more inputs is no anchor: its group's kernel would take all of them, one
+ * kernel (codegen's CODEGEN_PART_OPERANDS, which parts a lone concat of more: NVRTC's
+ * time for a kernel grows faster than the inputs it picks from). */
+enum { FUSE_MAX_CONCAT_INPUTS = 128 };
 
 typedef struct Fuse {
   const Graph *g;
+  Users users;
   int *group; /* per node position: the position of its group's representative */
   int *at;    /* per node id: its position in g->nodes */
   const Value **side;   /* per group representative: its anchor's output, which the
                            group's kernel stores too (see side_output), or NULL */
+  /* per group representative: */
+  int *size, *first, *last; /* its node count, and the positions of its first and last */
+  int *head, *tail;         /* its members, a list through next_member (in no order) */
+  int *next_member;         /* per position */
+  bool *anchored;           /* it has an anchor */
+  bool *gemm_bias;          /* it has a GEMM's bias add (gemm_bias_add) */
+  const Value *(*ins)[FUSE_MAX_INPUTS]; /* the distinct values its pointwise nodes read */
+  int *nins;                            /* from outside it (while at most the limit) */
+  /* per value id: how far users_inside and read_after have seen readers join a group */
+  int *inside, *after;
 } Fuse;
 
 static int find(Fuse *f, int i) {
@@ -73,117 +98,104 @@ static bool anchor(const Node *n) {
     return axis == -1 || axis == rank - 1;
   }
   return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_SLICE ||
-         n->op == OP_CONCAT ||
+         (n->op == OP_CONCAT && n->nin <= FUSE_MAX_CONCAT_INPUTS) ||
          n->op == OP_GATHER || n->op == OP_LAYER_NORM;
 }
 
-/* Distinct values read from outside the group of position r, were position p's group
- * merged into it. */
-static int outside_inputs(Fuse *f, int r, int p) {
-  const Value *seen[FUSE_MAX_INPUTS + 2];
+/* Group `child` (a representative) joins group `parent`, which stays the representative. */
+static void unite(Fuse *f, int child, int parent) {
+  if (child == parent)
+    return;
+  f->group[child] = parent;
+  f->size[parent] += f->size[child];
+  f->first[parent] = f->first[child] < f->first[parent] ? f->first[child] : f->first[parent];
+  f->last[parent] = f->last[child] > f->last[parent] ? f->last[child] : f->last[parent];
+  f->next_member[f->tail[parent]] = f->head[child];
+  f->tail[parent] = f->tail[child];
+  f->anchored[parent] = f->anchored[parent] || f->anchored[child];
+  f->gemm_bias[parent] = f->gemm_bias[parent] || f->gemm_bias[child];
+}
+
+/* Whether v is made by a node of group r or p. */
+static bool made_in(Fuse *f, const Value *v, int r, int p) {
+  if (v->kind != VK_NODE)
+    return false;
+  int gd = find(f, f->at[v->def->id]);
+  return gd == r || gd == p;
+}
+
+/* The distinct values read from outside the group of position r, were position p's group
+ * merged into it, into out[] (room for 2 * FUSE_MAX_INPUTS); their count. Anchors' inputs
+ * are their own kernel's parameters and count nowhere. */
+static int outside_inputs(Fuse *f, int r, int p, const Value **out) {
   int n = 0;
-  for (int i = 0; i < f->g->nnodes && n <= FUSE_MAX_INPUTS; i++) {
-    int gi = find(f, i);
-    if (gi != r && gi != p)
-      continue;
-    const Node *m = f->g->nodes[i];
-    if (anchor(m))
-      continue; /* its inputs are its own kernel's parameters */
-    for (int k = 0; k < m->nin && n <= FUSE_MAX_INPUTS; k++) {
-      const Value *v = m->in[k];
-      if (!v)
-        continue;
-      if (v->kind == VK_NODE) {
-        int gd = find(f, f->at[v->def->id]);
-        if (gd == r || gd == p)
-          continue;
-      }
-      bool dup = false;
+  for (int s = 0; s < 2; s++) {
+    int grp = s ? p : r;
+    for (int k = 0; k < f->nins[grp]; k++) {
+      const Value *v = f->ins[grp][k];
+      bool dup = made_in(f, v, r, p);
       for (int j = 0; j < n && !dup; j++)
-        dup = seen[j] == v;
+        dup = out[j] == v;
       if (!dup)
-        seen[n++] = v;
+        out[n++] = v;
     }
   }
   return n;
-}
-
-static bool has_anchor(Fuse *f, int r) {
-  for (int i = 0; i < f->g->nnodes; i++)
-    if (find(f, i) == r && anchor(f->g->nodes[i]))
-      return true;
-  return false;
 }
 
 /* Whether the group merged from positions r and p starts with an anchor: codegen
  * generates the anchor's kernel, which applies the others after it (a pointwise node
  * ahead of a gather in the graph's order cannot join the gather's group). */
 static bool anchor_first(Fuse *f, int r, int p) {
-  for (int i = 0; i < f->g->nnodes; i++) {
-    int gi = find(f, i);
-    if (gi == r || gi == p)
-      return anchor(f->g->nodes[i]);
-  }
-  return false;
+  int first = f->first[r] < f->first[p] ? f->first[r] : f->first[p];
+  return anchor(f->g->nodes[first]);
 }
 
 /* Whether group p is one cast, whose output v broadcasts to y: computed again for every
  * element it broadcasts to, a cast costs no more than the load of its result would (an
  * attention mask's cast joins the and that widens it). */
 static bool lone_cast(Fuse *f, int p, const Value *v, const Value *y) {
-  if (v->def->op != OP_CAST || !shape_broadcasts_to(&v->type.shape, &y->type.shape))
-    return false;
-  for (int i = 0; i < f->g->nnodes; i++)
-    if (find(f, i) == p && f->g->nodes[i] != v->def)
-      return false;
-  return true;
+  return v->def->op == OP_CAST && shape_broadcasts_to(&v->type.shape, &y->type.shape) &&
+         f->size[p] == 1;
 }
 
-/* Whether every use of v is by a node of group r (graph outputs are uses outside). */
+/* Whether every use of v is by a node of group r (graph outputs are uses outside). The
+ * readers before inside[v] are known to share the first reader's group, which they never
+ * leave: each reader is looked at once past that, over the whole pass. */
 static bool users_inside(Fuse *f, const Value *v, int r) {
-  const Graph *g = f->g;
-  for (int i = 0; i < g->noutputs; i++)
-    if (g->outputs[i] == v)
-      return false;
-  for (int i = 0; i < g->nnodes; i++) {
-    const Node *m = g->nodes[i];
-    for (int k = 0; k < m->nin; k++)
-      if (m->in[k] == v && find(f, i) != r)
-        return false;
-  }
-  return true;
+  int n;
+  const int *u = users_of(&f->users, v, &n);
+  if (f->users.outputs[v->id])
+    return false;
+  if (!n)
+    return true;
+  int g0 = find(f, u[0]);
+  if (g0 != r)
+    return false;
+  int *seen = &f->inside[v->id];
+  while (*seen < n && find(f, u[*seen]) == g0)
+    ++*seen;
+  return *seen == n;
 }
 
 /* Whether position p's group is p alone. */
-static bool alone(Fuse *f, int p) {
-  for (int i = 0; i < f->g->nnodes; i++)
-    if (i != p && find(f, i) == find(f, p))
-      return false;
-  return true;
-}
-
-/* The position of the last node of the group merged from positions r and p. */
-static int merged_root(Fuse *f, int r, int p) {
-  int root = -1;
-  for (int i = 0; i < f->g->nnodes; i++) {
-    int gi = find(f, i);
-    if (gi == r || gi == p)
-      root = i;
-  }
-  return root;
-}
+static bool alone(Fuse *f, int p) { return f->size[find(f, p)] == 1; }
 
 /* Whether every reader of v outside groups r and p comes after the merged group's last
- * node, where its kernel runs. */
+ * node, where its kernel runs. v is made in r or p (an anchor's output, see
+ * side_output), so the readers in its maker's group, which they never leave, are skipped
+ * for good (after[v]) as they join it. */
 static bool read_after(Fuse *f, const Value *v, int r, int p) {
-  int root = merged_root(f, r, p);
-  for (int i = 0; i <= root; i++) {
-    int gi = find(f, i);
-    if (gi == r || gi == p)
-      continue;
-    for (int k = 0; k < f->g->nodes[i]->nin; k++)
-      if (f->g->nodes[i]->in[k] == v)
-        return false;
+  int root = f->last[r] > f->last[p] ? f->last[r] : f->last[p];
+  int n, home = find(f, f->at[v->def->id]);
+  const int *u = users_of(&f->users, v, &n);
+  int *seen = &f->after[v->id];
+  while (*seen < n && find(f, u[*seen]) == home)
+    ++*seen;
+  for (int j = *seen; j < n && u[j] <= root; j++) {
+    int gu = find(f, u[j]);
+    if (gu != r && gu != p)
+      return false;
   }
   return true;
 }
@@ -242,24 +254,25 @@ static bool gemm_matmul(const Node *m) {
          m->in[1]->type.shape.rank == 2 && m->in[0]->type.shape.rank >= 2;
 }
 
-/* Whether group r holds the add of a bias to such a matmul's output, its one use: the
- * start of a GEMM epilogue. Two of them in one group would leave one GEMM without its
+/* Whether node a adds a bias to such a matmul's output, its one use: the start of a GEMM
+ * epilogue. Two of them in one group (Fuse.gemm_bias) would leave one GEMM without its
  * epilogue (a bottleneck's two 1x1 convolutions summed), so the pointwise merge keeps
  * them apart. */
-static bool has_gemm_bias(Fuse *f, int r) {
-  const Graph *g = f->g;
-  for (int i = 0; i < g->nnodes; i++) {
-    const Node *a = g->nodes[i];
-    if (find(f, i) != r || a->op != OP_ADD)
-      continue;
-    for (int k = 0; k < 2; k++) {
-      const Value *y = a->in[k], *b = a->in[1 - k];
-      if (y && b && y != b && y->kind == VK_NODE && gemm_matmul(y->def) && bias_of(b, y) &&
-          graph_count_uses(g, y) == 1)
-        return true;
-    }
+static bool gemm_bias_add(const Users *u, const Node *a) {
+  if (a->op != OP_ADD)
+    return false;
+  for (int k = 0; k < 2; k++) {
+    const Value *y = a->in[k], *b = a->in[1 - k];
+    if (y && b && y != b && y->kind == VK_NODE && gemm_matmul(y->def) && bias_of(b, y) &&
+        users_count(u, y) == 1)
+      return true;
   }
   return false;
+}
+
+static int by_position(const void *pa, const void *pb) {
+  int a = *(const int *)pa, b = *(const int *)pb;
+  return (a > b) - (a < b);
 }
 
 /* Whether group r, which holds the add a of a bias to a matmul's output, is an epilogue
@@ -267,14 +280,15 @@ static bool has_gemm_bias(Fuse *f, int r) {
  * shape and type, cuBLASLt's C with beta 1), then optionally a ReLU of the sum (the
  * RELU_BIAS epilogue); or a and a tanh GELU of it (GELU_BIAS). */
 static bool gemm_epilogue_group(Fuse *f, int r, const Node *a) {
-  const Node *chain[4];
-  int n = 0;
-  for (int j = 0; j < f->g->nnodes; j++)
-    if (find(f, j) == r) {
-      if (n == 3)
-        return false;
-      chain[n++] = f->g->nodes[j];
-    }
+  if (f->size[r] > 3)
+    return false;
+  int pos[3], n = 0;
+  for (int j = f->head[r]; j >= 0; j = f->next_member[j])
+    pos[n++] = j;
+  qsort(pos, (size_t)n, sizeof *pos, by_position);
+  const Node *chain[3];
+  for (int j = 0; j < n; j++)
+    chain[j] = f->g->nodes[pos[j]];
   if (n == 0 || chain[0] != a)
     return false;
   const Value *v = a->out[0];
@@ -300,21 +314,16 @@ static void gemm_epilogues(Fuse *f, const bool *closed) {
     if (closed[find(f, i)] || !gemm_matmul(m))
       continue;
     const Value *y = m->out[0];
-    const Node *a = NULL;
-    int users = 0;
-    for (int j = i + 1; j < g->nnodes; j++)
-      for (int k = 0; k < g->nodes[j]->nin; k++)
-        if (g->nodes[j]->in[k] == y) {
-          users++;
-          a = g->nodes[j];
-        }
+    int users;
+    const int *u = users_of(&f->users, y, &users);
+    const Node *a = users ? g->nodes[u[users - 1]] : NULL;
     const Value *b = users == 1 ? other_addend(a, y) : NULL;
     if (!b || b == y || !bias_of(b, y) || closed[find(f, f->at[a->id])] ||
         !users_inside(f, y, find(f, f->at[a->id])))
       continue;
     int r = find(f, f->at[a->id]);
     if (gemm_epilogue_group(f, r, a))
-      f->group[find(f, i)] = r;
+      unite(f, find(f, i), r);
   }
 }
 
@@ -344,7 +353,7 @@ static void gemm_operands(Fuse *f, const bool *closed) {
       View probe, out;
       int r = find(f, f->at[d->id]);
       if (!shape_is_static(&d->in[0]->type.shape) || closed[r] || r != f->at[d->id] ||
-          d->nout != 1 || graph_count_uses(g, v) != 1)
+          d->nout != 1 || users_count(&f->users, v) != 1)
         break; /* a value needed elsewhere is written anyway */
       view_init(&probe, d->in[0]);
       if (!view_through(d, v->def_index, &probe, &out))
@@ -369,7 +378,7 @@ static void gemm_operands(Fuse *f, const bool *closed) {
         break;
     }
     for (int k = 0; k < n; k++)
-      f->group[find(f, f->at[chain[k]->id])] = find(f, i);
+      unite(f, find(f, f->at[chain[k]->id]), find(f, i));
   }
 }
 
@@ -381,7 +390,7 @@ static void concat_operands(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *c = g->nodes[i];
-    if (c->op != OP_CONCAT || closed[find(f, i)])
+    if (c->op != OP_CONCAT || c->nin > FUSE_MAX_CONCAT_INPUTS || closed[find(f, i)])
       continue;
     for (int k = 0; k < c->nin; k++) {
       const Node *chain[8];
@@ -391,7 +400,7 @@ static void concat_operands(Fuse *f, const bool *closed) {
         int p = f->at[d->id];
         bool moves = d->op == OP_TRANSPOSE || (op_info[d->op].flags & OPF_ALIAS);
         if (!moves || !shape_is_static(&d->in[0]->type.shape) || closed[find(f, p)] ||
-            !alone(f, p) || graph_count_uses(g, v) != 1)
+            !alone(f, p) || users_count(&f->users, v) != 1)
           break;
         chain[n++] = d;
       }
@@ -412,7 +421,7 @@ static void concat_operands(Fuse *f, const bool *closed) {
           break;
       }
       for (int j = 0; j < n; j++)
-        f->group[find(f, f->at[chain[j]->id])] = find(f, i);
+        unite(f, find(f, f->at[chain[j]->id]), find(f, i));
     }
   }
 }
@@ -438,13 +447,13 @@ static void conv_prologues(Fuse *f, const bool *closed) {
       bool ok = d->op == OP_TRANSPOSE ? shape_is_static(&d->in[0]->type.shape)
                 : d->op == OP_CAST && !cast && d->in[0]->type.dtype == DT_F32 &&
                       (t == DT_BF16 || t == DT_F16) && d->out[0]->type.dtype == t;
-      if (!ok || closed[find(f, p)] || !alone(f, p) || graph_count_uses(g, v) != 1)
-        break; /* graph_count_uses counts a graph output too */
+      if (!ok || closed[find(f, p)] || !alone(f, p) || users_count(&f->users, v) != 1)
+        break; /* users_count counts a graph output too */
       cast = cast || d->op == OP_CAST;
       chain[n++] = d;
     }
     for (int j = 0; j < n; j++)
-      f->group[f->at[chain[j]->id]] = find(f, i);
+      unite(f, f->at[chain[j]->id], find(f, i));
   }
 }
 
@@ -485,14 +494,14 @@ static bool attn_add(Attn *a, const Node *n) {
 }
 
 /* Whether every use of v is by a node of a (and v is no graph output). */
-static bool attn_users_inside(const Graph *g, const Attn *a, const Value *v) {
-  for (int i = 0; i < g->noutputs; i++)
-    if (g->outputs[i] == v)
+static bool attn_users_inside(const Fuse *f, const Attn *a, const Value *v) {
+  int n;
+  const int *u = users_of(&f->users, v, &n);
+  if (f->users.outputs[v->id])
+    return false;
+  for (int j = 0; j < n; j++)
+    if (!attn_has(a, f->g->nodes[u[j]]))
       return false;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k] == v && !attn_has(a, g->nodes[i]))
-        return false;
   return true;
 }
 
@@ -544,14 +553,14 @@ static bool attn_operand(Attn *a, const Value *v) {
 
 /* Drops the operand chain nodes whose outputs are used outside a (a value needed
  * elsewhere is written anyway), with everything behind them on their chain. */
-static bool attn_prune(const Graph *g, Attn *a, const Node *keep_from) {
+static bool attn_prune(const Fuse *f, Attn *a, const Node *keep_from) {
   bool changed = false;
   for (int i = 0; i < a->n; i++) {
     const Node *d = a->node[i];
     if (d == keep_from)
       continue;
     for (int k = 0; k < d->nout; k++)
-      if (!attn_users_inside(g, a, d->out[k])) {
+      if (!attn_users_inside(f, a, d->out[k])) {
         a->node[i--] = a->node[--a->n];
         changed = true;
         break;
@@ -598,21 +607,38 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
   if (!m1 || m1->in[0]->type.dtype != p->type.dtype || !attn_add(a, m1))
     return false;
   /* after it: pointwise nodes of the same shape reading the softmax or each other, up
-   * to the matmul with V */
-  int at = f->at[sm->id];
+   * to the matmul with V. The readers of the nodes taken so far, in node order: a
+   * cursor into each one's readers, the least position next. */
   const Node *m2 = NULL;
-  for (int i = at + 1; i < g->nnodes && !m2; i++) {
-    const Node *m = g->nodes[i];
-    bool reads = false;
-    for (int k = 0; k < m->nin; k++)
-      reads = reads || (m->in[k]->kind == VK_NODE && attn_has(a, m->in[k]->def) &&
-                        f->at[m->in[k]->def->id] >= at);
-    if (!reads)
-      continue;
+  const Node *from[ATTN_MAX_NODES];
+  int next[ATTN_MAX_NODES], nfrom = 0, last = -1;
+  from[nfrom] = sm;
+  next[nfrom++] = 0;
+  while (!m2) {
+    int best = -1, pos = 0;
+    for (int c = 0; c < nfrom; c++) {
+      int n;
+      const int *u = users_of(&f->users, from[c]->out[0], &n);
+      if (next[c] < n && (best < 0 || u[next[c]] < pos)) {
+        best = c;
+        pos = u[next[c]];
+      }
+    }
+    if (best < 0)
+      break;
+    next[best]++;
+    if (pos == last)
+      continue; /* read through another input or from another node taken */
+    last = pos;
+    const Node *m = g->nodes[pos];
     if (m->op == OP_MATMUL)
       m2 = m;
     else if (!fusable(m) || !same_shape(m->out[0], p) || !attn_add(a, m))
       return false;
+    else if (nfrom < ATTN_MAX_NODES) {
+      from[nfrom] = m;
+      next[nfrom++] = 0;
+    }
   }
   if (!m2 || m2->in[0]->kind != VK_NODE || !attn_has(a, m2->in[0]->def) ||
       m2->in[1] == m2->in[0] || m2->in[1]->type.dtype != p->type.dtype || !attn_add(a, m2))
@@ -629,7 +655,7 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
       return false; /* V would broadcast the batch wider than the scores */
   /* every value of the scores' and probabilities' nodes stays inside, but O */
   for (int i = 0; i < a->n; i++)
-    if (a->node[i] != m2 && !attn_users_inside(g, a, a->node[i]->out[0]))
+    if (a->node[i] != m2 && !attn_users_inside(f, a, a->node[i]->out[0]))
       return false;
   /* masks and such computed for this attention alone join too */
   for (bool grew = true; grew;) {
@@ -642,7 +668,7 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
         const Value *u = m->in[k];
         if (u->kind != VK_NODE || attn_has(a, u->def) || !fusable(u->def) ||
             !shape_broadcasts_to(&u->type.shape, &p->type.shape) ||
-            !attn_users_inside(g, a, u))
+            !attn_users_inside(f, a, u))
           continue;
         if (!attn_add(a, u->def))
           return false;
@@ -652,23 +678,16 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
   }
   /* the transpose of O that the exporters put before the output projection */
   const Node *root = m2;
-  int users = 0;
-  const Node *user = NULL;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k] == o) {
-        users++;
-        user = g->nodes[i];
-      }
-  bool out = false;
-  for (int i = 0; i < g->noutputs; i++)
-    out = out || g->outputs[i] == o;
+  int users;
+  const int *ou = users_of(&f->users, o, &users);
+  const Node *user = users ? g->nodes[ou[users - 1]] : NULL;
+  bool out = f->users.outputs[o->id] > 0;
   if (users == 1 && !out && user->op == OP_TRANSPOSE && attn_add(a, user))
     root = user;
   if (!attn_operand(a, m1->in[0]) || !attn_operand(a, m1->in[1]) ||
       !attn_operand(a, vv))
     return false;
-  while (attn_prune(g, a, root))
+  while (attn_prune(f, a, root))
     ;
   return true;
 }
@@ -691,8 +710,7 @@ static int attention_groups(Fuse *f, bool *closed) {
     if (taken)
       continue;
     for (int k = 0; k < a.n; k++)
-      f->group[f->at[a.node[k]->id]] = root;
-    f->group[root] = root;
+      unite(f, f->at[a.node[k]->id], root);
     closed[root] = true;
     found++;
   }
@@ -716,19 +734,21 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
     if (size[r] < 2)
       continue;
     nodes++;
-    bool first = true;
-    for (int j = 0; j < i && first; j++)
-      first = find(f, j) != r;
-    if (!first)
+    if (f->first[r] != i)
       continue;
     if (closed[r]) {
       attention++;
       continue;
     }
     const Node *lead = f->g->nodes[i];
-    for (int j = i + 1; j < f->g->nnodes && (lead->op == OP_CAST || lead->op == OP_TRANSPOSE); j++)
-      if (find(f, j) == r && f->g->nodes[j]->op == OP_CONV)
-        lead = f->g->nodes[j]; /* a convolution's prologue leads its group */
+    if (lead->op == OP_CAST || lead->op == OP_TRANSPOSE) {
+      int conv = -1; /* a convolution's prologue leads its group: the first one after it */
+      for (int j = f->head[r]; j >= 0; j = f->next_member[j])
+        if (j > i && f->g->nodes[j]->op == OP_CONV && (conv < 0 || j < conv))
+          conv = j;
+      if (conv >= 0)
+        lead = f->g->nodes[conv];
+    }
     Op op = lead->op == OP_LOG_SOFTMAX ? OP_SOFTMAX : lead->op;
     int k = 0;
     while (k < NKINDS && kinds[k] != op)
@@ -757,32 +777,82 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
     }
 }
 
+static void fuse_free(Fuse *f) {
+  users_free(&f->users);
+  free(f->group), free(f->at), free(f->side), free(f->size), free(f->first), free(f->last);
+  free(f->head), free(f->tail), free(f->next_member), free(f->anchored), free(f->gemm_bias);
+  free(f->ins), free(f->nins), free(f->inside), free(f->after);
+}
+
+/* Every node a group of its own. */
+static int fuse_init(Fuse *f, const Graph *g) {
+  size_t n = (size_t)g->nnodes + 1, nid = (size_t)g->next_value_id + 1;
+  *f = (Fuse){.g = g};
+  f->group = malloc(sizeof *f->group * n);
+  f->at = malloc(sizeof *f->at * ((size_t)g->next_node_id + 1));
+  f->side = calloc(n, sizeof *f->side);
+  f->size = malloc(sizeof *f->size * n);
+  f->first = malloc(sizeof *f->first * n);
+  f->last = malloc(sizeof *f->last * n);
+  f->head = malloc(sizeof *f->head * n);
+  f->tail = malloc(sizeof *f->tail * n);
+  f->next_member = malloc(sizeof *f->next_member * n);
+  f->anchored = malloc(sizeof *f->anchored * n);
+  f->gemm_bias = malloc(sizeof *f->gemm_bias * n);
+  f->ins = malloc(sizeof *f->ins * n);
+  f->nins = malloc(sizeof *f->nins * n);
+  f->inside = calloc(nid, sizeof *f->inside);
+  f->after = calloc(nid, sizeof *f->after);
+  if (users_build(g, &f->users) || !f->group || !f->at || !f->side || !f->size || !f->first ||
+      !f->last || !f->head || !f->tail || !f->next_member || !f->anchored || !f->gemm_bias ||
+      !f->ins || !f->nins || !f->inside || !f->after)
+    return -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *m = g->nodes[i];
+    f->group[i] = f->first[i] = f->last[i] = f->head[i] = f->tail[i] = i;
+    f->at[m->id] = i;
+    f->size[i] = 1;
+    f->next_member[i] = -1;
+    f->anchored[i] = anchor(m);
+    f->gemm_bias[i] = gemm_bias_add(&f->users, m);
+    /* what a pointwise node reads (an anchor's inputs are its kernel's own), as far as a
+     * merge can use: a group of more stays out of every merge anyway */
+    f->nins[i] = 0;
+    for (int k = 0; k < m->nin && !f->anchored[i]; k++) {
+      const Value *v = m->in[k];
+      bool dup = !v;
+      for (int j = 0; j < f->nins[i] && !dup; j++)
+        dup = f->ins[i][j] == v;
+      if (dup)
+        continue;
+      if (f->nins[i] == FUSE_MAX_INPUTS) {
+        f->nins[i] = FUSE_MAX_INPUTS + 1;
+        break;
+      }
+      f->ins[i][f->nins[i]++] = v;
+    }
+  }
+  return 0;
+}
+
 static int run_fuse(Graph *g, PassContext *ctx) {
-  Fuse f = {g, malloc(sizeof(int) * (size_t)(g->nnodes + 1)),
-            malloc(sizeof(int) * (size_t)(g->next_node_id + 1)),
-            calloc((size_t)g->nnodes + 1, sizeof(Value *))};
+  Fuse f;
   int *size = calloc((size_t)g->nnodes + 1, sizeof *size);
   int64_t *id = calloc((size_t)g->nnodes + 1, sizeof *id);
   bool *closed = calloc((size_t)g->nnodes + 1, sizeof *closed);
-  if (!f.group || !f.at || !f.side || !size || !id || !closed) {
-    free(f.group);
-    free(f.at);
-    free(f.side);
+  if (fuse_init(&f, g) || !size || !id || !closed) {
+    fuse_free(&f);
     free(size);
     free(id);
     free(closed);
     return diag_error(ctx->diag, g->loc, "fuse: out of memory");
   }
-  for (int i = 0; i < g->nnodes; i++) {
-    f.group[i] = i;
-    f.at[g->nodes[i]->id] = i;
-  }
-  /* Until nothing changes: a value with several users joins once they are all in one
-   * group (GELU's x * (1 + erf(x / sqrt 2)) reads x twice). */
+  /* Until nothing changes (or FUSE_MAX_ROUNDS): a value with several users joins once
+   * they are all in one group (GELU's x * (1 + erf(x / sqrt 2)) reads x twice). */
   attention_groups(&f, closed);
   int missed[NMISSED] = {0}; /* the last round's refusals: final */
   bool merged = true;
-  while (merged) {
+  for (int round = 0; merged && round < FUSE_MAX_ROUNDS; round++) {
     merged = false;
     memset(missed, 0, sizeof missed);
     for (int i = 0; i < g->nnodes; i++) {
@@ -800,9 +870,9 @@ static int run_fuse(Graph *g, PassContext *ctx) {
           missed[MISSED_BROADCAST]++;
           continue;
         }
-        bool ap = has_anchor(&f, p), ar = has_anchor(&f, r);
+        bool ap = f.anchored[p], ar = f.anchored[r];
         if ((ap && ar) || ((ap || ar) && !anchor_first(&f, r, p)) ||
-            (has_gemm_bias(&f, p) && has_gemm_bias(&f, r))) {
+            (f.gemm_bias[p] && f.gemm_bias[r])) {
           missed[MISSED_ANCHOR]++;
           continue; /* one kernel computes one anchor, first; a GEMM is one too */
         }
@@ -814,11 +884,17 @@ static int run_fuse(Graph *g, PassContext *ctx) {
           missed[MISSED_SHARED]++;
           continue;
         }
-        if (outside_inputs(&f, r, p) > FUSE_MAX_INPUTS) {
+        const Value *ins[2 * (FUSE_MAX_INPUTS + 1)];
+        int nins = f.nins[r] > FUSE_MAX_INPUTS || f.nins[p] > FUSE_MAX_INPUTS
+                       ? FUSE_MAX_INPUTS + 1
+                       : outside_inputs(&f, r, p, ins);
+        if (nins > FUSE_MAX_INPUTS) {
           missed[MISSED_INPUTS]++;
           continue;
         }
-        f.group[p] = r;
+        unite(&f, p, r);
+        memcpy(f.ins[r], ins, sizeof *ins * (size_t)nins);
+        f.nins[r] = nins;
         f.side[r] = side ? side : kept;
         merged = true;
       }
@@ -856,10 +932,8 @@ static int run_fuse(Graph *g, PassContext *ctx) {
     nmissed += missed[k];
   if (next || nmissed)
     describe(&f, size, closed, next, missed, ctx->note, sizeof ctx->note);
+  fuse_free(&f);
   free(closed);
-  free(f.group);
-  free(f.at);
-  free(f.side);
   free(size);
   free(id);
   return 0;

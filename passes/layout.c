@@ -30,6 +30,18 @@
 #include "passes/passes-impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the pass keeps while it runs: the uses and readers of values (Edit, while one is
+ * open), and the constants it made from others (Made): a weight that several nodes read
+ * (tied weights) is permuted once, not once per node. */
+typedef struct Layout {
+  Graph *g;
+  PassContext *ctx;
+  Edit e;
+  Made nhwc, nk, gemm[2];
+} Layout;
 
 /* the types whose convolutions run on tensor cores (their pools go along) */
 static bool tensor_core(DType t) { return t == DT_F32 || t == DT_BF16 || t == DT_F16; }
@@ -45,35 +57,41 @@ static bool spatial_op(const Node *n) {
   }
 }
 
-/* Constant w with its dims in the order perm, as a new constant named <w>.<suffix>. */
-static Value *permuted_const(Graph *g, const Value *w, const int64_t *perm, const char *suffix) {
+/* Constant w with its dims in the order perm, as a new constant named <w>.<suffix> (the
+ * one made before from w, when there is one in made). */
+static Value *permuted_const(Graph *g, Made *made, const Value *w, const int64_t *perm,
+                             const char *suffix) {
+  if (pass_made_get(made, w))
+    return pass_made_get(made, w);
   const Tensor *t = w->data;
   int64_t dims[IR_MAX_RANK];
   for (int j = 0; j < t->rank; j++)
     dims[j] = t->dims[perm[j]];
   Tensor *p = tensor_in_arena(g->arena, t->dtype, t->rank, dims);
   tensor_permute(t, perm, p);
-  return pass_add_const(g, w->name, suffix, p);
+  return pass_made_put(made, w, pass_add_const(g, w->name, suffix, p));
 }
 
 /* n (a spatial op) as transpose(its channels_last twin over transposed operands). */
-static int to_channels_last(Graph *g, Node *n, PassContext *ctx) {
+static int to_channels_last(Layout *L, Node *n) {
+  Graph *g = L->g;
   Value *x = n->in[0], *y = n->out[0];
   int r = x->type.shape.rank;
   int64_t last[IR_MAX_RANK], first[IR_MAX_RANK];
   channels_last_perms(r, first, last);
   Attr pl = attr_make_ints("perm", last, r), pf = attr_make_ints("perm", first, r);
   Value *in[3];
-  in[0] = pass_insert_before(g, n, OP_TRANSPOSE, &x, 1, &pl, 1, x->name, "t", ctx->diag);
+  in[0] = pass_edit_insert_before(&L->e, n, OP_TRANSPOSE, &x, 1, &pl, 1, x->name, "t",
+                                  L->ctx->diag);
   if (!in[0])
     return -1;
   for (int k = 1; k < n->nin; k++)
     in[k] = n->in[k];
   if (n->op == OP_CONV) {
     Value *w = n->in[1];
-    in[1] = w->kind == VK_CONST ? permuted_const(g, w, last, "nhwc")
-                                : pass_insert_before(g, n, OP_TRANSPOSE, &w, 1, &pl, 1, w->name,
-                                                     "nhwc", ctx->diag);
+    in[1] = w->kind == VK_CONST ? permuted_const(g, &L->nhwc, w, last, "nhwc")
+                                : pass_edit_insert_before(&L->e, n, OP_TRANSPOSE, &w, 1, &pl, 1,
+                                                          w->name, "nhwc", L->ctx->diag);
     if (!in[1])
       return -1;
   }
@@ -82,10 +100,11 @@ static int to_channels_last(Graph *g, Node *n, PassContext *ctx) {
   for (int k = 0; k < n->nattr && na < 15; k++)
     attrs[na++] = n->attrs[k];
   attrs[na++] = attr_make_int("channels_last", 1);
-  Value *yl = pass_insert_before(g, n, n->op, in, n->nin, attrs, na, y->name, "nhwc", ctx->diag);
+  Value *yl = pass_edit_insert_before(&L->e, n, n->op, in, n->nin, attrs, na, y->name, "nhwc",
+                                      L->ctx->diag);
   if (!yl)
     return -1;
-  pass_rewrite(g, n, OP_TRANSPOSE, &yl, 1, &pf, 1);
+  pass_edit_rewrite(&L->e, n, OP_TRANSPOSE, &yl, 1, &pf, 1);
   return 0;
 }
 
@@ -102,7 +121,7 @@ static bool is_perm(const Node *n, const int64_t *p, int r) {
 
 /* A pointwise node over transposes back to channels first (and single elements) computes
  * on their sources; its result is transposed instead. */
-static int sink_through(Graph *g, Node *n, PassContext *ctx, bool *changed) {
+static int sink_through(Layout *L, Node *n, bool *changed) {
   if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
     return 0;
   int r = n->out[0]->type.shape.rank, moved = 0;
@@ -125,19 +144,19 @@ static int sink_through(Graph *g, Node *n, PassContext *ctx, bool *changed) {
   }
   if (!moved)
     return 0;
-  Value *yl = pass_insert_before(g, n, n->op, in, n->nin, n->attrs, n->nattr,
-                                 n->out[0]->name, "nhwc", ctx->diag);
+  Value *yl = pass_edit_insert_before(&L->e, n, n->op, in, n->nin, n->attrs, n->nattr,
+                                      n->out[0]->name, "nhwc", L->ctx->diag);
   if (!yl)
     return -1;
   Attr pf = attr_make_ints("perm", first, r);
-  pass_rewrite(g, n, OP_TRANSPOSE, &yl, 1, &pf, 1);
+  pass_edit_rewrite(&L->e, n, OP_TRANSPOSE, &yl, 1, &pf, 1);
   *changed = true;
   return 0;
 }
 
 /* transpose(transpose(u)) as one transpose of u, or u itself when they cancel; a
  * transpose that keeps the order of the dims that are not 1 as a reshape. */
-static void fold_transpose(Graph *g, Node *n, bool *changed) {
+static void fold_transpose(Layout *L, Node *n, bool *changed) {
   int r = n->out[0]->type.shape.rank, len, ilen;
   const int64_t *p = attr_ints(n, "perm", &len);
   if (n->op != OP_TRANSPOSE || !p || len != r)
@@ -153,10 +172,10 @@ static void fold_transpose(Graph *g, Node *n, bool *changed) {
       identity = identity && c[j] == j;
     }
     if (identity) {
-      graph_replace_uses(g, n->out[0], v->def->in[0]);
+      pass_edit_replace_uses(&L->e, n->out[0], v->def->in[0]);
     } else {
       Attr a = attr_make_ints("perm", c, r);
-      pass_rewrite(g, n, OP_TRANSPOSE, &v->def->in[0], 1, &a, 1);
+      pass_edit_rewrite(&L->e, n, OP_TRANSPOSE, &v->def->in[0], 1, &a, 1);
     }
     *changed = true;
     return;
@@ -172,7 +191,7 @@ static void fold_transpose(Graph *g, Node *n, bool *changed) {
   if (!pass_reshape_attr(v, &n->out[0]->type, shape))
     return;
   Attr a = attr_make_ints("shape", shape, r);
-  pass_rewrite(g, n, OP_RESHAPE, &v, 1, &a, 1);
+  pass_edit_rewrite(&L->e, n, OP_RESHAPE, &v, 1, &a, 1);
   *changed = true;
 }
 
@@ -224,20 +243,20 @@ static bool pointwise(const Node *n) { return op_info[n->op].flags & OPF_POINTWI
  * after it; a GEMM whose chain goes on (MobileNet's ReLU6 clip) would leave that chain a
  * kernel of its own: it stays a convolution. So does one whose input comes through a
  * transpose or a cast, which its kernel would read through (the image's). */
-static bool gemm_epilogue_fits(const Graph *g, const Value *y) {
+static bool gemm_epilogue_fits(Layout *L, const Value *y) {
   const Value *x = y->def->in[0];
   if (x->kind == VK_NODE && (x->def->op == OP_TRANSPOSE || x->def->op == OP_CAST))
     return false; /* the convolution's kernel reads it in place (fuse's conv_prologues) */
-  Node *u = pass_sole_user(g, y);
+  Node *u = pass_edit_sole_user(&L->e, y);
   if (u && u->op == OP_ADD) {
     const Value *r = node_other_input(u, y);
     if (!r || r == y || r->type.dtype != y->type.dtype ||
         !pass_same_shape(&r->type.shape, &y->type.shape))
       return false;
-    u = pass_sole_user(g, u->out[0]);
+    u = pass_edit_sole_user(&L->e, u->out[0]);
   }
   if (u && u->op == OP_RELU)
-    u = pass_sole_user(g, u->out[0]);
+    u = pass_edit_sole_user(&L->e, u->out[0]);
   return !u || !pointwise(u);
 }
 
@@ -253,17 +272,22 @@ static bool weights_nk(DType t, bool tf32, int64_t K) {
 /* A GEMM convolution as matmul(x, w^T) + bias: [N, H, W, C] @ [C, M], or with the
  * weights as stored, [M, C] (transpose_b = 1), where weights_nk wants them so. The fuse
  * pass gives the matmul its bias, residual and ReLU as epilogues. */
-static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
+static int conv_as_gemm(Layout *L, Node *n) {
+  Graph *g = L->g;
   const Tensor *w = n->in[1]->data;
   int64_t m = w->dims[0], c = w->dims[w->rank - 1], perm[2] = {1, 0};
   bool tf32 = attr_int(n, "tf32") != 0, nk = weights_nk(w->dtype, tf32, c);
-  Tensor rows = {.dtype = w->dtype, .rank = 2, .dims = {m, c}, .data = w->data};
-  Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, nk ? rows.dims : (int64_t[]){c, m});
-  if (nk)
-    tensor_permute(&rows, (int64_t[]){0, 1}, t); /* a copy */
-  else
-    tensor_permute(&rows, perm, t);
-  Value *in[2] = {n->in[0], pass_add_const(g, n->in[1]->name, "gemm", t)};
+  Value *wg = pass_made_get(&L->gemm[nk], n->in[1]);
+  if (!wg) {
+    Tensor rows = {.dtype = w->dtype, .rank = 2, .dims = {m, c}, .data = w->data};
+    Tensor *t = tensor_in_arena(g->arena, w->dtype, 2, nk ? rows.dims : (int64_t[]){c, m});
+    if (nk)
+      tensor_permute(&rows, (int64_t[]){0, 1}, t); /* a copy */
+    else
+      tensor_permute(&rows, perm, t);
+    wg = pass_made_put(&L->gemm[nk], n->in[1], pass_add_const(g, n->in[1]->name, "gemm", t));
+  }
+  Value *in[2] = {n->in[0], wg};
   Attr attrs[2];
   int na = 0;
   if (tf32)
@@ -271,16 +295,16 @@ static int conv_as_gemm(Graph *g, Node *n, PassContext *ctx) {
   if (nk)
     attrs[na++] = attr_make_int("transpose_b", 1);
   if (n->nin < 3 || !n->in[2]) {
-    pass_rewrite(g, n, OP_MATMUL, in, 2, attrs, na);
+    pass_edit_rewrite(&L->e, n, OP_MATMUL, in, 2, attrs, na);
     return 0;
   }
   Value *bias = n->in[2];
-  Value *mm = pass_insert_before(g, n, OP_MATMUL, in, 2, attrs, na, n->out[0]->name, "gemm",
-                                 ctx->diag);
+  Value *mm = pass_edit_insert_before(&L->e, n, OP_MATMUL, in, 2, attrs, na, n->out[0]->name,
+                                      "gemm", L->ctx->diag);
   if (!mm)
     return -1;
   Value *sum[2] = {mm, bias};
-  pass_rewrite(g, n, OP_ADD, sum, 2, NULL, 0);
+  pass_edit_rewrite(&L->e, n, OP_ADD, sum, 2, NULL, 0);
   return 0;
 }
 
@@ -295,56 +319,69 @@ static bool f32_linear(const Node *n) {
 }
 
 /* The f32 linear layers' weights as [N, K]; the count. */
-static int f32_linears_nk(Graph *g, PassContext *ctx) {
+static int f32_linears_nk(Layout *L) {
   static const int64_t swap[2] = {1, 0};
+  Graph *g = L->g;
   int count = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     if (!f32_linear(n))
       continue;
-    n->in[1] = permuted_const(g, n->in[1], swap, "nk");
+    n->in[1] = permuted_const(g, &L->nk, n->in[1], swap, "nk");
     node_set_attr(g, n, attr_make_int("transpose_b", 1));
     count++;
   }
-  return count && pass_dce.run(g, ctx) ? -1 : count;
+  return count && pass_dce.run(g, L->ctx) ? -1 : count;
 }
 
 /* The convolutions and pools in channels last, the transposes between them cancelled, the
- * 1x1 convolutions as GEMMs; their counts and the transposes left in note. */
-static int channels_last(Graph *g, PassContext *ctx, char *note, size_t size) {
-  int converted = 0;
-  for (int i = 0; i < g->nnodes; i++) {
+ * 1x1 convolutions as GEMMs; their counts and the transposes left in note. Each loop
+ * looks at the nodes of its start, in order, through an edit: the nodes it adds go in
+ * front of the node they were made for when it ends (the next round looks at them). */
+static int channels_last(Layout *L, char *note, size_t size) {
+  Graph *g = L->g;
+  PassContext *ctx = L->ctx;
+  int converted = 0, rc = 0;
+  pass_edit_begin(&L->e, g);
+  for (int i = 0; i < L->e.norig && !rc; i++) {
     Node *n = g->nodes[i];
     if (!spatial_op(n))
       continue;
-    if (to_channels_last(g, n, ctx))
-      return -1; /* the nodes it inserts at i.. are no spatial_op: the loop walks on */
+    rc = to_channels_last(L, n);
     converted++;
   }
+  pass_edit_end(&L->e);
+  if (rc)
+    return -1;
   if (!converted)
     return 0;
   bool changed = true;
   while (changed) {
     changed = false;
-    for (int i = 0; i < g->nnodes; i++) {
+    pass_edit_begin(&L->e, g);
+    for (int i = 0; i < L->e.norig && !rc; i++) {
       Node *n = g->nodes[i];
-      if (sink_through(g, n, ctx, &changed))
-        return -1;
-      fold_transpose(g, n, &changed);
+      rc = sink_through(L, n, &changed);
+      if (!rc)
+        fold_transpose(L, n, &changed);
     }
-    if (changed && pass_dce.run(g, ctx))
+    pass_edit_end(&L->e);
+    if (rc || (changed && pass_dce.run(g, ctx)))
       return -1;
   }
   int left = 0, gemms = 0;
-  for (int i = 0; i < g->nnodes; i++) {
+  pass_edit_begin(&L->e, g);
+  for (int i = 0; i < L->e.norig && !rc; i++) {
     Node *n = g->nodes[i];
     left += n->op == OP_TRANSPOSE;
-    if (gemm_conv(n) && gemm_epilogue_fits(g, n->out[0])) {
-      if (conv_as_gemm(g, n, ctx))
-        return -1;
+    if (gemm_conv(n) && gemm_epilogue_fits(L, n->out[0])) {
+      rc = conv_as_gemm(L, n);
       gemms++;
     }
   }
+  pass_edit_end(&L->e);
+  if (rc)
+    return -1;
   ctx->changes += converted;
   snprintf(note, size, "%d convolutions and pools in channels last, %d of them 1x1 "
            "convolutions as GEMMs; %d transposes left; ", converted, gemms, left);
@@ -353,9 +390,10 @@ static int channels_last(Graph *g, PassContext *ctx, char *note, size_t size) {
 
 static int run_layout(Graph *g, PassContext *ctx) {
   char note[256] = "";
-  if (channels_last(g, ctx, note, sizeof note))
-    return -1;
-  int nk = f32_linears_nk(g, ctx);
+  Layout L = {.g = g, .ctx = ctx};
+  int nk = channels_last(&L, note, sizeof note) ? -1 : f32_linears_nk(&L);
+  pass_made_free(&L.nhwc), pass_made_free(&L.nk), pass_made_free(&L.gemm[0]);
+  pass_made_free(&L.gemm[1]);
   if (nk < 0)
     return -1;
   ctx->changes += nk;

@@ -39,9 +39,24 @@ static int64_t tc_multiple(const Node *m, Precision p) {
 
 static int64_t round_up(int64_t n, int64_t k) { return (n + k - 1) / k * k; }
 
+typedef struct Padder {
+  Graph *g;
+  PassContext *ctx;
+  Edit e;
+  Made made[IR_MAX_RANK]; /* by the dim padded */
+  int gemms;           /* linear layers padded */
+  int kept;            /* of them, the ones whose consumer took the padded value */
+  int64_t weight_bytes, value_bytes;
+} Padder;
+
 /* Constant c with its dim `axis` grown to `to`, the new elements zero, as a new constant
- * named <c>.pad. *bytes grows by the bytes added. */
-static Value *padded_const(Graph *g, const Value *c, int axis, int64_t to, int64_t *bytes) {
+ * named <c>.pad (the one made before, when c was padded so already). weight_bytes grows
+ * by the bytes added. */
+static Value *padded_const(Padder *pd, const Value *c, int axis, int64_t to) {
+  Graph *g = pd->g;
+  Value *made = pass_made_get(&pd->made[axis], c);
+  if (made && made->type.shape.dims[axis].n == to)
+    return made;
   const Tensor *t = c->data;
   int64_t dims[IR_MAX_RANK], outer = 1, inner = 1;
   for (int j = 0; j < t->rank; j++) {
@@ -56,8 +71,8 @@ static Value *padded_const(Graph *g, const Value *c, int axis, int64_t to, int64
   memset(p->data, 0, tensor_nbytes(p));
   for (int64_t o = 0; o < outer; o++)
     memcpy((char *)p->data + (size_t)o * row, (const char *)t->data + (size_t)o * from, from);
-  *bytes += (int64_t)(tensor_nbytes(p) - tensor_nbytes(t));
-  return pass_add_const(g, c->name, "pad", p);
+  pd->weight_bytes += (int64_t)(tensor_nbytes(p) - tensor_nbytes(t));
+  return pass_made_put(&pd->made[axis], c, pass_add_const(g, c->name, "pad", p));
 }
 
 /* Pointwise ops that keep finite inputs finite: the padded columns they compute on
@@ -72,14 +87,6 @@ static bool keeps_finite(Op op) {
     return false;
   }
 }
-
-typedef struct Padder {
-  Graph *g;
-  PassContext *ctx;
-  int gemms;           /* linear layers padded */
-  int kept;            /* of them, the ones whose consumer took the padded value */
-  int64_t weight_bytes, value_bytes;
-} Padder;
 
 /* Whether pointwise node u, the one user of v, can compute on v padded: of v's shape,
  * its other operands single elements or constants along the last dim. */
@@ -99,11 +106,11 @@ static bool pads_through(const Node *u, const Value *v) {
 /* The linear layer that reads the output of m through the pointwise chain after it,
  * each node keeping padded columns finite (so zero weight rows cancel them), or NULL.
  * *chain gets the chain's nodes, at most 8. */
-static Node *next_gemm(const Graph *g, const Node *m, Node **chain, int *len) {
+static Node *next_gemm(Edit *e, const Node *m, Node **chain, int *len) {
   const Value *v = m->out[0];
   Node *u;
   *len = 0;
-  while ((u = pass_sole_user(g, v)) && *len < 8 && pads_through(u, v)) {
+  while ((u = pass_edit_sole_user(e, v)) && *len < 8 && pads_through(u, v)) {
     if (!keeps_finite(u->op))
       return NULL;
     chain[(*len)++] = u;
@@ -115,14 +122,13 @@ static Node *next_gemm(const Graph *g, const Node *m, Node **chain, int *len) {
 
 /* Pads the linear layer m (weights [K, N], N to n2); see the file's comment. */
 static int pad_gemm(Padder *p, Node *m, int64_t n2) {
-  Graph *g = p->g;
   int64_t n = m->in[1]->type.shape.dims[1].n;
   Node *chain[8];
   int len;
-  Node *next = next_gemm(g, m, chain, &len);
-  Value *in[8] = {m->in[0], padded_const(g, m->in[1], 1, n2, &p->weight_bytes)};
-  Value *wide = pass_insert_before(g, m, OP_MATMUL, in, 2, m->attrs, m->nattr,
-                                   m->out[0]->name, "pad", p->ctx->diag);
+  Node *next = next_gemm(&p->e, m, chain, &len);
+  Value *in[8] = {m->in[0], padded_const(p, m->in[1], 1, n2)};
+  Value *wide = pass_edit_insert_before(&p->e, m, OP_MATMUL, in, 2, m->attrs, m->nattr,
+                                        m->out[0]->name, "pad", p->ctx->diag);
   if (!wide)
     return -1;
   int64_t rows = shape_numel(&wide->type.shape) / n2;
@@ -134,7 +140,7 @@ static int pad_gemm(Padder *p, Node *m, int64_t n2) {
     int64_t start = 0, end = n, axis = wide->type.shape.rank - 1;
     Attr a[3] = {attr_make_ints("starts", &start, 1), attr_make_ints("ends", &end, 1),
                  attr_make_ints("axes", &axis, 1)};
-    pass_rewrite(g, m, OP_SLICE, &wide, 1, a, 3);
+    pass_edit_rewrite(&p->e, m, OP_SLICE, &wide, 1, a, 3);
     return 0;
   }
   /* the chain on the padded value, and the next linear layer reading it against zero
@@ -145,33 +151,34 @@ static int pad_gemm(Padder *p, Node *m, int64_t n2) {
     for (int k = 0; k < u->nin; k++) {
       Value *o = u->in[k];
       in[k] = o == v ? wide
-              : o && !pass_single_element(o)
-                  ? padded_const(g, o, o->type.shape.rank - 1, n2, &p->weight_bytes)
-                  : o;
+              : o && !pass_single_element(o) ? padded_const(p, o, o->type.shape.rank - 1, n2)
+                                             : o;
     }
     v = u->out[0];
-    if (!(wide = pass_insert_before(g, u, u->op, in, u->nin, u->attrs, u->nattr, v->name,
-                                    "pad", p->ctx->diag)))
+    if (!(wide = pass_edit_insert_before(&p->e, u, u->op, in, u->nin, u->attrs, u->nattr,
+                                         v->name, "pad", p->ctx->diag)))
       return -1;
     p->value_bytes += rows * (n2 - n) * (int64_t)dtype_size(wide->type.dtype);
   }
-  Value *ins[2] = {wide, padded_const(g, next->in[1], 0, n2, &p->weight_bytes)};
-  pass_rewrite(g, next, OP_MATMUL, ins, 2, next->attrs, next->nattr);
+  Value *ins[2] = {wide, padded_const(p, next->in[1], 0, n2)};
+  pass_edit_rewrite(&p->e, next, OP_MATMUL, ins, 2, next->attrs, next->nattr);
   p->kept++;
   return 0;
 }
 
 static int run_pad(Graph *g, PassContext *ctx) {
-  Padder p = {g, ctx, 0, 0, 0, 0};
-  /* the matmuls as they are now: padding inserts nodes and leaves the old ones to dce */
+  Padder p = {.g = g, .ctx = ctx};
+  /* the matmuls as they are now: padding adds nodes (placed when the edit ends) and
+   * leaves the old ones to dce */
   Node **mms = malloc(sizeof *mms * (size_t)(g->nnodes + 1));
-  int nmm = 0;
+  int nmm = 0, rc = 0;
   if (!mms)
     return diag_error(ctx->diag, g->loc, "pad: out of memory");
   for (int i = 0; i < g->nnodes; i++)
     if (g->nodes[i]->op == OP_MATMUL)
       mms[nmm++] = g->nodes[i];
-  for (int i = 0; i < nmm; i++) {
+  pass_edit_begin(&p.e, g);
+  for (int i = 0; i < nmm && !rc; i++) {
     Node *m = mms[i];
     int64_t mult;
     if (!pass_linear_layer(m) || m->in[0]->type.shape.rank < 2 ||
@@ -181,12 +188,14 @@ static int run_pad(Graph *g, PassContext *ctx) {
     int64_t k = w->dims[0], n = w->dims[1];
     if (n % mult == 0 || k % mult || k * n < PAD_MIN_WEIGHTS)
       continue;
-    if (pad_gemm(&p, m, round_up(n, mult))) {
-      free(mms);
-      return -1;
-    }
+    rc = pad_gemm(&p, m, round_up(n, mult));
   }
+  pass_edit_end(&p.e);
   free(mms);
+  for (int a = 0; a < IR_MAX_RANK; a++)
+    pass_made_free(&p.made[a]);
+  if (rc)
+    return -1;
   if (!p.gemms)
     return 0;
   if (pass_dce.run(g, ctx))

@@ -20,13 +20,86 @@ bool pass_linear_layer(const Node *n);
 /* The one node that reads v (maybe as several of its inputs), or NULL: none, several,
  * or v is one of g's outputs. */
 Node *pass_sole_user(const Graph *g, const Value *v);
+/* Who reads each value, for passes that ask it of many values: built in one walk over
+ * g, so asking costs the value's readers rather than the whole graph (a pass that asked
+ * graph_count_uses of every node would be quadratic). It describes g as it was built:
+ * a pass that changes node inputs must build it again, or keep it up to date. */
+typedef struct Users {
+  int *start; /* by value id: the readers of v are at[start[id] .. start[id + 1]) */
+  int *at;    /* positions in g->nodes, ascending; a node once per input it reads v as */
+  int *outputs; /* by value id: how often v is a graph output */
+  int nid;      /* g->next_value_id when built */
+} Users;
+int users_build(const Graph *g, Users *u); /* 0, or -1 on out of memory */
+void users_free(Users *u);
+/* graph_count_uses: the inputs that read v plus the times it is a graph output. */
+int users_count(const Users *u, const Value *v);
+/* The readers of v and their number (node inputs only). */
+const int *users_of(const Users *u, const Value *v, int *n);
+
+/* An editor for passes that rewrite many nodes: it keeps how often each value is used and
+ * by which nodes, so asking costs about the answer rather than the graph, and it places
+ * the nodes it adds when the edit ends, so adding one shifts no nodes. From
+ * pass_edit_begin to pass_edit_end every change to node inputs goes through it, and
+ * g->nodes holds the nodes of the start in their order, then the added ones in the order
+ * they came (no topological order: nothing may walk g->nodes for that meanwhile). Its
+ * tables grow as nodes and values are added; out of memory aborts, like arena_alloc. */
+typedef struct EditUse EditUse;
+typedef struct Edit {
+  Graph *g;
+  int norig;          /* g->nnodes at the start */
+  int nval, nnode;    /* the capacities of the tables below */
+  int *uses, *outs;   /* by value id: graph_count_uses, and the graph outputs among it */
+  int *head;          /* by value id: its readers, a list through use[] (entries go stale
+                         when an input changes, and are dropped when met) */
+  EditUse *use;
+  int nuse, capuse;
+  int *kid, *last_kid, *sibling; /* by node id: the nodes added just before it, in order */
+} Edit;
+void pass_edit_begin(Edit *e, Graph *g);
+/* Puts every added node just before the node it was added before (after the ones added
+ * there earlier, each with the ones added before it in front), and frees e. */
+void pass_edit_end(Edit *e);
+int pass_edit_count(const Edit *e, const Value *v); /* graph_count_uses */
+bool pass_edit_is_output(const Edit *e, const Value *v);
+/* The readers of v, in no order, a node once per input that reads v: *cursor starts at
+ * -1; NULL at the end. */
+Node *pass_edit_next_user(Edit *e, const Value *v, int *cursor);
+/* pass_sole_user: the one node reading v, or NULL (none, several, or a graph output). */
+Node *pass_edit_sole_user(Edit *e, const Value *v);
+void pass_edit_replace_uses(Edit *e, Value *old, Value *repl); /* graph_replace_uses */
+void pass_edit_set_input(Edit *e, Node *n, int k, Value *v);
+void pass_edit_rewrite(Edit *e, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
+                       int nattr); /* pass_rewrite */
+/* pass_insert_before, the node placed when the edit ends. */
+Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, int nin,
+                               const Attr *attrs, int nattr, const char *like,
+                               const char *suffix, Diag *d);
+
+/* The constants a pass makes from others (permuted, padded), by the id of their source,
+ * so that a constant several nodes read (tied weights) is made into one, not one per
+ * node: each copy would cost its bytes, and a search for a free name. One table per
+ * kind of copy; growing it aborts on out of memory, like arena_alloc. */
+typedef struct Made {
+  Value **by_source;
+  int n;
+} Made;
+Value *pass_made_get(const Made *m, const Value *src); /* NULL: none made yet */
+Value *pass_made_put(Made *m, const Value *src, Value *made); /* returns made */
+void pass_made_free(Made *m);
+
 /* Turns n into op(in[0..nin)) with these attributes (copied into g's arena), keeping its
  * output values, location and origin. */
 void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
                   int nattr);
-/* A new node op(in[0..nin)) placed just before node `before` (whose inputs are defined
- * earlier), with one output named <like>.<suffix> (a fresh number if that is taken), its
- * type inferred. NULL with d set when inference fails. */
+/* A new node op(in[0..nin)) with one output named <like>.<suffix> (a fresh number if
+ * that is taken), its type inferred, at the end of g->nodes: the caller moves it where
+ * it belongs. NULL with d set when inference fails (the node is then left there). */
+Value *pass_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
+                     const char *like, const char *suffix, Diag *d);
+/* The same node placed just before node `before` (whose inputs are defined earlier).
+ * It finds and shifts the nodes after it: a pass that adds many should place them
+ * itself, once, at the end. */
 Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
                           const Attr *attrs, int nattr, const char *like, const char *suffix,
                           Diag *d);

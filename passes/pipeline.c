@@ -132,17 +132,19 @@ static double now_ms(void) {
 /* The kernels g would launch, as the report counts them: one per fuse group and one per
  * other node that computes (reshape-like nodes are aliases of their input). codegen's
  * count (gpucc -v) can be higher: a matmul whose batch dims no single stride walks is
- * several GEMMs, and a few ops take two kernels. */
+ * several GEMMs, and a few ops take two kernels. -1 on out of memory. */
 static int count_kernels(const Graph *g) {
-  int k = 0;
+  int *next = malloc(sizeof *next * (size_t)(g->nnodes + 1)), k = 0;
+  if (!next || ir_fuse_groups(g, NULL, next)) {
+    free(next);
+    return -1;
+  }
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = g->nodes[i];
-    int64_t grp = node_fuse_group(n);
-    bool root = true;
-    for (int j = i + 1; j < g->nnodes && grp && root; j++)
-      root = node_fuse_group(g->nodes[j]) != grp;
-    k += root && (grp || !(op_info[n->op].flags & OPF_ALIAS));
+    bool grouped = node_fuse_group(n) != 0;
+    k += grouped ? next[i] < 0 : !(op_info[n->op].flags & OPF_ALIAS);
   }
+  free(next);
   return k;
 }
 
@@ -154,6 +156,8 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
   if (emit_stage(g, ctx, 0, "input"))
     return -1;
   int kernels = ctx->report ? count_kernels(g) : 0; /* before the next pass */
+  if (kernels < 0)
+    return diag_error(ctx->diag, g->loc, "out of memory");
   for (int i = 0; i < n; i++) {
     const Pass *p = passes[i];
     int before = ctx->changes;
@@ -166,6 +170,8 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
       return -1;
     if (ctx->report) {
       int after = count_kernels(g);
+      if (after < 0)
+        return diag_error(ctx->diag, g->loc, "out of memory");
       fprintf(ctx->report, "%s: %d changes, %.3f ms, kernels %d -> %d%s%s\n", p->name,
               ctx->changes - before, ms, kernels, after, ctx->note[0] ? "; " : "", ctx->note);
       fflush(ctx->report);

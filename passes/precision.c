@@ -117,32 +117,29 @@ static bool lowers(const Node *n) {
  * the graph's end). A tail computes in f32 from its lowered inputs: the output needs f32
  * anyway, the rounding to the lower type in between is saved, and a matmul's bias add
  * in the tail stays a bias epilogue of a GEMM that writes f32 (fuse.c). */
-static bool output_tail(const Graph *g, int at, const bool *tail) {
+static bool output_tail(const Graph *g, const Users *u, int at, const bool *tail) {
   const Node *n = g->nodes[at];
   if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1 || n->out[0]->type.dtype != DT_F32)
     return false;
   const Value *y = n->out[0];
-  bool used = pass_is_output(g, y);
-  for (int i = at + 1; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k] == y) {
-        if (!tail[g->nodes[i]->id])
-          return false;
-        used = true;
-      }
-  return used;
+  int nr;
+  const int *r = users_of(u, y, &nr);
+  for (int k = 0; k < nr; k++)
+    if (!tail[g->nodes[r[k]]->id])
+      return false;
+  return nr || u->outputs[y->id];
 }
 
 /* Whether the f32 output of node n (at position at) is read only by nodes that keep f32
  * (low_node false: an output tail, an op that does not lower) and graph outputs: a
  * lowered matmul then writes f32 itself (to = "f32": cuBLASLt's D in f32 from 16-bit
  * operands), instead of rounding to the lower type and casting back. */
-static bool f32_readers(const Graph *g, int at, const bool *low_node) {
-  const Value *y = g->nodes[at]->out[0];
-  for (int i = at + 1; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k] == y && low_node[g->nodes[i]->id])
-        return false;
+static bool f32_readers(const Graph *g, const Users *u, int at, const bool *low_node) {
+  int nr;
+  const int *r = users_of(u, g->nodes[at]->out[0], &nr);
+  for (int k = 0; k < nr; k++)
+    if (low_node[g->nodes[r[k]]->id])
+      return false;
   return true;
 }
 
@@ -217,17 +214,19 @@ static Value *f32_input(Lowering *L, Value *v) {
  * the node makes the output from it (so the cast can join the node's kernel before the
  * node's other readers run: fuse's side outputs). Every reader takes the new value;
  * readers that keep f32 will take the output itself (f32_of). */
-static void keep_output(Lowering *L, Value *y) {
+static void keep_output(Lowering *L, const Users *u, Value *y) {
   Graph *g = L->g;
   char name[512];
   const char *nm[1] = {twin_name(g, y->name, L->low_name, name, sizeof name)};
   Attr a = attr_make_string("to", "f32");
   Node *c = graph_add_node(g, OP_CAST, &y, 1, &a, 1, nm, 1);
   Value *low = c->out[0];
-  for (int i = 0; i < g->nnodes; i++)
-    for (int j = 0; j < g->nodes[i]->nin; j++)
-      if (g->nodes[i]->in[j] == y && g->nodes[i] != c)
-        g->nodes[i]->in[j] = low;
+  int nr;
+  const int *r = users_of(u, y, &nr); /* positions of the graph before any cast was added */
+  for (int k = 0; k < nr; k++)
+    for (int j = 0; j < g->nodes[r[k]]->nin; j++)
+      if (g->nodes[r[k]]->in[j] == y)
+        g->nodes[r[k]]->in[j] = low;
   /* swap the two values' places: y's node makes `low`, the cast reads it and makes y */
   Node *p = y->def;
   low->def = p;
@@ -243,22 +242,38 @@ static void keep_output(Lowering *L, Value *y) {
 }
 
 /* Moves each graph output's cast made by keep_output (appended) to just after the node
- * that makes its input; toposort keeps it there. */
-static void place_output_casts(Graph *g, int ids) {
+ * that makes its input (a later output's cast in front of an earlier one's); toposort
+ * keeps it there. One pass over the nodes. */
+static int place_output_casts(Graph *g, int ids) {
+  Node **order = malloc(sizeof *order * (size_t)(g->nnodes + 1));
+  int *first = malloc(sizeof *first * (size_t)(g->next_node_id + 1));
+  int *next = malloc(sizeof *next * (size_t)(g->noutputs + 1));
+  bool *moved = calloc((size_t)g->next_node_id + 1, sizeof *moved);
+  if (!order || !first || !next || !moved) {
+    free(order), free(first), free(next), free(moved);
+    return -1;
+  }
+  for (int id = 0; id < g->next_node_id; id++)
+    first[id] = -1;
   for (int i = 0; i < g->noutputs; i++) {
     Node *c = g->outputs[i]->kind == VK_NODE ? g->outputs[i]->def : NULL;
-    if (!c || c->id < ids || c->op != OP_CAST || c->in[0]->kind != VK_NODE)
+    if (!c || c->id < ids || c->op != OP_CAST || c->in[0]->kind != VK_NODE || moved[c->id])
       continue;
-    int from = 0, to = 0;
-    while (g->nodes[from] != c)
-      from++;
-    while (g->nodes[to] != c->in[0]->def)
-      to++;
-    if (to > from)
-      continue;
-    memmove(g->nodes + to + 2, g->nodes + to + 1, sizeof *g->nodes * (size_t)(from - to - 1));
-    g->nodes[to + 1] = c;
+    moved[c->id] = true; /* an output listed twice: its cast once */
+    next[i] = first[c->in[0]->def->id];
+    first[c->in[0]->def->id] = i;
   }
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    if (moved[g->nodes[i]->id])
+      continue;
+    order[n++] = g->nodes[i];
+    for (int k = first[g->nodes[i]->id]; k >= 0; k = next[k])
+      order[n++] = g->outputs[k]->def;
+  }
+  memcpy(g->nodes, order, sizeof *order * (size_t)n);
+  free(order), free(first), free(next), free(moved);
+  return 0;
 }
 
 static int lower_graph(Graph *g, PassContext *ctx, DType low) {
@@ -279,17 +294,22 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
     free(wide);
     return diag_error(ctx->diag, g->loc, "precision: out of memory");
   }
+  Users u;
+  if (users_build(g, &u)) {
+    free(L.low_of), free(L.f32_of), free(low_node), free(tail), free(wide);
+    return diag_error(ctx->diag, g->loc, "precision: out of memory");
+  }
   for (int i = 0; i < g->nnodes; i++)
     low_node[g->nodes[i]->id] = lowers(g->nodes[i]);
   for (int i = g->nnodes - 1; i >= 0; i--)
-    if (low_node[g->nodes[i]->id] && output_tail(g, i, tail)) {
+    if (low_node[g->nodes[i]->id] && output_tail(g, &u, i, tail)) {
       tail[g->nodes[i]->id] = true;
       low_node[g->nodes[i]->id] = false;
     }
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = g->nodes[i];
     wide[n->id] = n->op == OP_MATMUL && low_node[n->id] && n->out[0]->type.dtype == DT_F32 &&
-                  f32_readers(g, i, low_node);
+                  f32_readers(g, &u, i, low_node);
   }
   int nodes = g->nnodes, lowered = 0, ids = g->next_node_id;
   for (int i = 0; i < g->noutputs; i++) {
@@ -297,8 +317,9 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
     /* once, even when y is listed twice (its node is the cast after the first) */
     if (y->kind == VK_NODE && y->def->id < ids && low_node[y->def->id] &&
         !wide[y->def->id] && y->type.dtype == DT_F32)
-      keep_output(&L, y);
+      keep_output(&L, &u, y);
   }
+  users_free(&u);
   for (int i = 0; i < nodes; i++) {
     Node *n = g->nodes[i];
     if (!low_node[n->id]) {
@@ -334,15 +355,21 @@ static int lower_graph(Graph *g, PassContext *ctx, DType low) {
     rc = diag_error(ctx->diag, g->loc, "precision: out of memory");
   } else {
     memset(keep, 1, (size_t)g->next_node_id + 1);
-    for (int i = 0; i < g->next_value_id + 1; i++)
-      keep_const[i] = true;
+    /* keep_const[id]: read by a node or the graph's outputs, for the f32 constants */
+    memset(keep_const, 0, (size_t)g->next_value_id + 1);
+    for (int i = 0; i < g->nnodes; i++)
+      for (int k = 0; k < g->nodes[i]->nin; k++)
+        if (g->nodes[i]->in[k])
+          keep_const[g->nodes[i]->in[k]->id] = true;
+    for (int i = 0; i < g->noutputs; i++)
+      keep_const[g->outputs[i]->id] = true;
     for (int i = 0; i < g->nconsts; i++)
-      if (g->consts[i]->type.dtype == DT_F32 && !graph_count_uses(g, g->consts[i]))
-        keep_const[g->consts[i]->id] = false;
+      if (g->consts[i]->type.dtype != DT_F32)
+        keep_const[g->consts[i]->id] = true;
     graph_retain(g, keep, keep_const);
-    place_output_casts(g, ids);
-    /* the other casts were appended: move each before its first reader */
-    rc = ir_toposort(g, ctx->diag) || ir_infer(g, ctx->diag) ? -1 : 0;
+    /* the other casts were appended: toposort moves each before its first reader */
+    rc = place_output_casts(g, ids) ? diag_error(ctx->diag, g->loc, "precision: out of memory")
+         : ir_toposort(g, ctx->diag) || ir_infer(g, ctx->diag) ? -1 : 0;
   }
   free(keep_const);
   free(keep);

@@ -2,6 +2,7 @@
 #include "passes/passes-impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool pass_is_output(const Graph *g, const Value *v) {
@@ -75,9 +76,8 @@ void pass_rewrite(Graph *g, Node *n, Op op, Value *const *in, int nin, const Att
   n->nattr = nattr;
 }
 
-Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
-                          const Attr *attrs, int nattr, const char *like, const char *suffix,
-                          Diag *d) {
+Value *pass_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
+                     const char *like, const char *suffix, Diag *d) {
   char name[512];
   snprintf(name, sizeof name, "%s.%s", like, suffix);
   const char *names[1] = {graph_find_value(g, name) ? NULL : name};
@@ -86,12 +86,21 @@ Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int n
   if (ir_infer_node(n, &t, d))
     return NULL;
   n->out[0]->type = t;
+  return n->out[0];
+}
+
+Value *pass_insert_before(Graph *g, const Node *before, Op op, Value **in, int nin,
+                          const Attr *attrs, int nattr, const char *like, const char *suffix,
+                          Diag *d) {
+  Value *v = pass_add_node(g, op, in, nin, attrs, nattr, like, suffix, d);
+  if (!v)
+    return NULL;
   int at = 0;
   while (g->nodes[at] != before)
     at++;
   memmove(g->nodes + at + 1, g->nodes + at, sizeof *g->nodes * (size_t)(g->nnodes - 1 - at));
-  g->nodes[at] = n;
-  return n->out[0];
+  g->nodes[at] = v->def;
+  return v;
 }
 
 Value *pass_add_const(Graph *g, const char *like, const char *suffix, Tensor *t) {
@@ -119,4 +128,256 @@ bool pass_reshape_attr(const Value *x, const Type *to, int64_t *shape) {
   Type t;
   Diag ignored = {0};
   return !ir_infer_node(&probe, &t, &ignored) && type_eq(&t, to);
+}
+
+int users_build(const Graph *g, Users *u) {
+  int nid = g->next_value_id;
+  size_t nedges = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    nedges += (size_t)g->nodes[i]->nin;
+  *u = (Users){calloc((size_t)nid + 2, sizeof *u->start), malloc((nedges + 1) * sizeof *u->at),
+               calloc((size_t)nid + 1, sizeof *u->outputs), nid};
+  if (!u->start || !u->at || !u->outputs) {
+    users_free(u);
+    return -1;
+  }
+  /* counts at start[id + 2], prefix sums, then each reader placed at start[id + 1]++ */
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k])
+        u->start[g->nodes[i]->in[k]->id + 2]++;
+  for (int id = 2; id <= nid + 1; id++)
+    u->start[id] += u->start[id - 1];
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (g->nodes[i]->in[k])
+        u->at[u->start[g->nodes[i]->in[k]->id + 1]++] = i;
+  for (int i = 0; i < g->noutputs; i++)
+    u->outputs[g->outputs[i]->id]++;
+  return 0;
+}
+
+void users_free(Users *u) {
+  free(u->start);
+  free(u->at);
+  free(u->outputs);
+  memset(u, 0, sizeof *u);
+}
+
+const int *users_of(const Users *u, const Value *v, int *n) {
+  *n = u->start[v->id + 1] - u->start[v->id];
+  return u->at + u->start[v->id];
+}
+
+int users_count(const Users *u, const Value *v) {
+  return u->start[v->id + 1] - u->start[v->id] + u->outputs[v->id];
+}
+
+/* ---------------------------------------------------------------- the editor */
+
+struct EditUse {
+  Node *node;
+  int slot, next;
+};
+
+static void *edit_grow(void *p, size_t n, size_t elem) {
+  void *q = realloc(p, n * elem);
+  if (!q)
+    abort(); /* like arena_alloc: out of memory is not an error a pass can report */
+  return q;
+}
+
+/* Room in the tables for every value and node id of the graph. */
+static void edit_room(Edit *e) {
+  Graph *g = e->g;
+  if (g->next_value_id > e->nval) {
+    int cap = 2 * g->next_value_id + 16;
+    e->uses = edit_grow(e->uses, (size_t)cap, sizeof *e->uses);
+    e->outs = edit_grow(e->outs, (size_t)cap, sizeof *e->outs);
+    e->head = edit_grow(e->head, (size_t)cap, sizeof *e->head);
+    for (int i = e->nval; i < cap; i++)
+      e->uses[i] = e->outs[i] = 0, e->head[i] = -1;
+    e->nval = cap;
+  }
+  if (g->next_node_id > e->nnode) {
+    int cap = 2 * g->next_node_id + 16;
+    e->kid = edit_grow(e->kid, (size_t)cap, sizeof *e->kid);
+    e->last_kid = edit_grow(e->last_kid, (size_t)cap, sizeof *e->last_kid);
+    e->sibling = edit_grow(e->sibling, (size_t)cap, sizeof *e->sibling);
+    for (int i = e->nnode; i < cap; i++)
+      e->kid[i] = e->last_kid[i] = e->sibling[i] = -1;
+    e->nnode = cap;
+  }
+}
+
+/* Input k of n reads v: one use more. */
+static void edit_note(Edit *e, Node *n, int k) {
+  const Value *v = n->in[k];
+  if (!v)
+    return;
+  if (e->nuse == e->capuse) {
+    e->capuse = 2 * e->capuse + 64;
+    e->use = edit_grow(e->use, (size_t)e->capuse, sizeof *e->use);
+  }
+  e->use[e->nuse] = (EditUse){n, k, e->head[v->id]};
+  e->head[v->id] = e->nuse++;
+  e->uses[v->id]++;
+}
+
+void pass_edit_begin(Edit *e, Graph *g) {
+  *e = (Edit){.g = g, .norig = g->nnodes};
+  edit_room(e);
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      edit_note(e, g->nodes[i], k);
+  for (int i = 0; i < g->noutputs; i++) {
+    e->uses[g->outputs[i]->id]++;
+    e->outs[g->outputs[i]->id]++;
+  }
+}
+
+void pass_edit_end(Edit *e) {
+  Graph *g = e->g;
+  if (g->nnodes > e->norig) {
+    /* each node of the start, with the nodes added before it in front: a walk that
+     * goes down the first added node's own added ones first */
+    Node **by_id = edit_grow(NULL, (size_t)e->nnode, sizeof *by_id);
+    Node **order = edit_grow(NULL, (size_t)g->nnodes + 1, sizeof *order);
+    int *stack = edit_grow(NULL, (size_t)g->nnodes + 1, sizeof *stack);
+    for (int i = 0; i < g->nnodes; i++)
+      by_id[g->nodes[i]->id] = g->nodes[i];
+    int n = 0;
+    for (int i = 0; i < e->norig; i++) {
+      int depth = 0, k = e->kid[g->nodes[i]->id];
+      stack[depth++] = g->nodes[i]->id;
+      for (;;) {
+        if (k >= 0) {
+          stack[depth++] = k;
+          k = e->kid[k];
+          continue;
+        }
+        int done = stack[--depth];
+        order[n++] = by_id[done];
+        if (!depth)
+          break;
+        k = e->sibling[done];
+      }
+    }
+    memcpy(g->nodes, order, sizeof *order * (size_t)n);
+    free(by_id);
+    free(order);
+    free(stack);
+  }
+  free(e->uses), free(e->outs), free(e->head), free(e->use);
+  free(e->kid), free(e->last_kid), free(e->sibling);
+  memset(e, 0, sizeof *e);
+}
+
+int pass_edit_count(const Edit *e, const Value *v) { return e->uses[v->id]; }
+
+bool pass_edit_is_output(const Edit *e, const Value *v) { return e->outs[v->id] > 0; }
+
+Node *pass_edit_next_user(Edit *e, const Value *v, int *cursor) {
+  int *link = *cursor < 0 ? &e->head[v->id] : &e->use[*cursor].next;
+  while (*link >= 0) {
+    EditUse *u = &e->use[*link];
+    if (u->slot < u->node->nin && u->node->in[u->slot] == v) {
+      *cursor = *link;
+      return u->node;
+    }
+    *link = u->next; /* stale: dropped */
+  }
+  return NULL;
+}
+
+Node *pass_edit_sole_user(Edit *e, const Value *v) {
+  if (e->outs[v->id])
+    return NULL;
+  int c = -1;
+  Node *u = pass_edit_next_user(e, v, &c), *w;
+  while (u && (w = pass_edit_next_user(e, v, &c)))
+    if (w != u)
+      return NULL;
+  return u;
+}
+
+void pass_edit_replace_uses(Edit *e, Value *old, Value *repl) {
+  if (old == repl)
+    return;
+  for (int c = e->head[old->id]; c >= 0;) {
+    EditUse *u = &e->use[c];
+    int next = u->next;
+    if (u->slot < u->node->nin && u->node->in[u->slot] == old) {
+      u->node->in[u->slot] = repl;
+      e->uses[old->id]--;
+      edit_note(e, u->node, u->slot);
+    }
+    c = next;
+  }
+  e->head[old->id] = -1;
+  if (e->outs[old->id]) {
+    for (int i = 0; i < e->g->noutputs; i++)
+      if (e->g->outputs[i] == old) {
+        e->g->outputs[i] = repl;
+        e->uses[repl->id]++, e->outs[repl->id]++;
+      }
+    e->uses[old->id] -= e->outs[old->id];
+    e->outs[old->id] = 0;
+  }
+}
+
+void pass_edit_set_input(Edit *e, Node *n, int k, Value *v) {
+  if (n->in[k])
+    e->uses[n->in[k]->id]--;
+  n->in[k] = v;
+  edit_note(e, n, k);
+}
+
+void pass_edit_rewrite(Edit *e, Node *n, Op op, Value *const *in, int nin, const Attr *attrs,
+                       int nattr) {
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k])
+      e->uses[n->in[k]->id]--;
+  pass_rewrite(e->g, n, op, in, nin, attrs, nattr);
+  for (int k = 0; k < n->nin; k++)
+    edit_note(e, n, k);
+}
+
+Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, int nin,
+                               const Attr *attrs, int nattr, const char *like,
+                               const char *suffix, Diag *d) {
+  Value *v = pass_add_node(e->g, op, in, nin, attrs, nattr, like, suffix, d);
+  edit_room(e);
+  Node *n = e->g->nodes[e->g->nnodes - 1];
+  for (int k = 0; k < n->nin; k++)
+    edit_note(e, n, k);
+  if (!v)
+    return NULL;
+  if (e->kid[before->id] < 0)
+    e->kid[before->id] = n->id;
+  else
+    e->sibling[e->last_kid[before->id]] = n->id;
+  e->last_kid[before->id] = n->id;
+  return v;
+}
+
+/* ---------------------------------------------------------------- constants made once */
+
+Value *pass_made_get(const Made *m, const Value *src) {
+  return src->id < m->n ? m->by_source[src->id] : NULL;
+}
+
+Value *pass_made_put(Made *m, const Value *src, Value *made) {
+  if (src->id >= m->n) {
+    int n = 2 * src->id + 16;
+    m->by_source = edit_grow(m->by_source, (size_t)n, sizeof *m->by_source);
+    memset(m->by_source + m->n, 0, sizeof *m->by_source * (size_t)(n - m->n));
+    m->n = n;
+  }
+  return m->by_source[src->id] = made;
+}
+
+void pass_made_free(Made *m) {
+  free(m->by_source);
+  memset(m, 0, sizeof *m);
 }

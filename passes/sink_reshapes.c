@@ -38,17 +38,12 @@ static bool from_gemm(const Value *v) {
   return false;
 }
 
-/* The only node that reads v, when v is no graph output; NULL otherwise. */
-static Node *only_user(const Graph *g, const Value *v) {
-  Node *user = NULL;
-  int uses = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k] == v) {
-        uses++;
-        user = g->nodes[i];
-      }
-  return uses == 1 && !pass_is_output(g, v) ? user : NULL;
+/* The only node that reads v (as one input), when v is no graph output; NULL otherwise. */
+static Node *only_user(Edit *e, const Value *v) {
+  int cursor = -1;
+  return pass_edit_count(e, v) == 1 && !pass_edit_is_output(e, v)
+             ? pass_edit_next_user(e, v, &cursor)
+             : NULL;
 }
 
 /* Whether s broadcasts the same way onto x (the reshape's output) and onto y (its
@@ -75,38 +70,36 @@ static bool moves_rows(const Node *t) {
   return t->op == OP_TRANSPOSE && r >= 2 && perm && np == r && perm[r - 1] == r - 1;
 }
 
-static int drop(Graph *g, const Node *n, Diag *d) {
-  bool *keep = malloc((size_t)g->next_node_id + 1);
-  if (!keep)
-    return diag_error(d, g->loc, "sink_reshapes: out of memory");
-  memset(keep, 1, (size_t)g->next_node_id + 1);
-  keep[n->id] = false;
-  graph_retain(g, keep, NULL);
-  free(keep);
+/* n goes when the round ends (gone): it reads nothing from now on. */
+static int drop(Edit *e, Node *n, bool *gone) {
+  for (int k = 0; k < n->nin; k++)
+    pass_edit_set_input(e, n, k, NULL);
+  gone[n->id] = true;
   return 1;
 }
 
 /* t = transpose(x) moving rows, read only by m = matmul(t, W) with 2-D weights:
  * m' = matmul(x, W), m = transpose(m'). 1: moved, 0: not, -1: error. */
-static int through_matmul(Graph *g, Node *t, Diag *d) {
+static int through_matmul(Edit *e, Node *t, bool *gone, Diag *d) {
   Value *x = t->in[0];
-  Node *m = only_user(g, t->out[0]);
+  Node *m = only_user(e, t->out[0]);
   if (!m || !moves_rows(t) || node_fuse_group(t) || node_fuse_group(m) || !pass_plain_matmul(m) ||
       m->in[0] != t->out[0] || m->in[1]->type.shape.rank != 2)
     return 0;
   Value *in[2] = {x, m->in[1]};
-  Value *pre = pass_insert_before(g, m, OP_MATMUL, in, 2, NULL, 0, m->out[0]->name, "pre", d);
+  Value *pre = pass_edit_insert_before(e, m, OP_MATMUL, in, 2, NULL, 0, m->out[0]->name, "pre",
+                                       d);
   if (!pre)
     return -1;
-  pass_rewrite(g, m, OP_TRANSPOSE, &pre, 1, t->attrs, t->nattr);
-  return drop(g, t, d);
+  pass_edit_rewrite(e, m, OP_TRANSPOSE, &pre, 1, t->attrs, t->nattr);
+  return drop(e, t, gone);
 }
 
 /* Moves reshape (or row-moving transpose) r below its user, if it may. 1: moved, 0: not,
  * -1: error. */
-static int sink(Graph *g, Node *r, Diag *d) {
+static int sink(Edit *e, Node *r, bool *gone, Diag *d) {
   Value *y = r->in[0], *x = r->out[0];
-  Node *z = only_user(g, x);
+  Node *z = only_user(e, x);
   bool tr = r->op == OP_TRANSPOSE;
   if (!z || node_fuse_group(r) || node_fuse_group(z) || !from_gemm(y) || z->nout != 1 ||
       !pass_same_shape(&z->out[0]->type.shape, &x->type.shape) ||
@@ -128,46 +121,67 @@ static int sink(Graph *g, Node *r, Diag *d) {
     } else if (!tr && pass_same_shape(&s->type.shape, &x->type.shape) &&
                pass_reshape_attr(s, &(Type){s->type.dtype, y->type.shape}, fwd)) {
       Attr a = attr_make_ints("shape", fwd, y->type.shape.rank);
-      if (!(in[1 - at] = pass_insert_before(g, z, OP_RESHAPE, &s, 1, &a, 1, s->name, "view", d)))
+      if (!(in[1 - at] = pass_edit_insert_before(e, z, OP_RESHAPE, &s, 1, &a, 1, s->name, "view",
+                                                 d)))
         return -1;
     } else {
       return 0;
     }
   }
-  Value *pre = pass_insert_before(g, z, z->op, in, z->nin, z->attrs, z->nattr, z->out[0]->name,
-                                  "pre", d);
+  Value *pre = pass_edit_insert_before(e, z, z->op, in, z->nin, z->attrs, z->nattr,
+                                       z->out[0]->name, "pre", d);
   if (!pre)
     return -1;
   Attr a = attr_make_ints("shape", back, z->out[0]->type.shape.rank);
   if (tr)
-    pass_rewrite(g, z, OP_TRANSPOSE, &pre, 1, r->attrs, r->nattr);
+    pass_edit_rewrite(e, z, OP_TRANSPOSE, &pre, 1, r->attrs, r->nattr);
   else
-    pass_rewrite(g, z, OP_RESHAPE, &pre, 1, &a, 1);
-  return drop(g, r, d);
+    pass_edit_rewrite(e, z, OP_RESHAPE, &pre, 1, &a, 1);
+  return drop(e, r, gone);
 }
 
+/* Rounds until nothing moves: each looks at the nodes of its start, in order, through an
+ * edit (the nodes it adds go in front of the node they were made for when it ends, and
+ * are looked at the next round; the nodes moved below their user go then too). */
 static int run_sink_reshapes(Graph *g, PassContext *ctx) {
-  int moved = 0;
-  for (bool again = true; again;) {
+  int moved = 0, rc = 0;
+  for (bool again = true; again && !rc;) {
     again = false;
-    for (int i = 0; i < g->nnodes; i++) {
+    Edit e;
+    pass_edit_begin(&e, g);
+    int nid = g->next_node_id; /* gone[]: the nodes of the round's start */
+    bool *gone = calloc((size_t)nid + 1, sizeof *gone);
+    if (!gone) {
+      pass_edit_end(&e);
+      return diag_error(ctx->diag, g->loc, "sink_reshapes: out of memory");
+    }
+    for (int i = 0; i < e.norig && !rc; i++) {
       Node *r = g->nodes[i];
-      if (r->op != OP_RESHAPE && r->op != OP_TRANSPOSE)
+      if (gone[r->id] || (r->op != OP_RESHAPE && r->op != OP_TRANSPOSE))
         continue;
-      int rc = sink(g, r, ctx->diag);
+      rc = sink(&e, r, gone, ctx->diag);
       if (rc == 0 && r->op == OP_TRANSPOSE)
-        rc = through_matmul(g, r, ctx->diag);
-      if (rc < 0)
-        return -1;
-      if (rc) {
+        rc = through_matmul(&e, r, gone, ctx->diag);
+      if (rc > 0) {
         moved++;
         again = true;
-        i--; /* r is gone: the next node took its place */
+        rc = 0;
       }
     }
+    pass_edit_end(&e);
+    bool *keep = malloc((size_t)g->next_node_id + 1);
+    if (keep) {
+      for (int id = 0; id < g->next_node_id; id++)
+        keep[id] = id >= nid || !gone[id];
+      graph_retain(g, keep, NULL);
+    }
+    free(keep);
+    free(gone);
+    if (!keep && !rc)
+      rc = diag_error(ctx->diag, g->loc, "sink_reshapes: out of memory");
   }
   ctx->changes += moved;
-  return 0;
+  return rc < 0 ? -1 : 0;
 }
 
 const Pass pass_sink_reshapes = {

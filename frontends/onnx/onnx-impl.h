@@ -71,6 +71,10 @@ struct Loader {
   int cur;           /* the node being built (-1: none), for messages */
   int ver;           /* its op's version (since_version), which its builder keys on */
   const char *origin;
+  /* The next suffix tmp_name tries: for node tmp_node's temporaries, and for those of
+   * nodes without an output name (all "tmp.K"). */
+  const Onnx__NodeProto *tmp_node;
+  int tmp_next, tmp_anon;
 };
 
 /* Messages: "model.onnx: error: ..." and, for node idx, "node 'name' (#idx, Op, opset

@@ -97,13 +97,32 @@ static Value *input(Loader *L, const Onnx__NodeProto *np, size_t i) {
 }
 
 /* A name for an intermediate value of a node that becomes several IR nodes: the node's
- * first output with a suffix, clashing with nothing in the graph or in the model. */
+ * first output with a suffix, clashing with nothing in the graph or in the model. Names
+ * are never given back while loading, so the suffixes count on from the last one taken
+ * (a Sum of 20,000 inputs tries each once): per node, and across the nodes that have no
+ * output name. A first output longer than the buffer is cut and tagged with the node's
+ * index, so that nodes whose names share a long prefix do not count through each
+ * other's temporaries. */
 static const char *tmp_name(Loader *L, const Onnx__NodeProto *np, char *buf, size_t n) {
-  const char *base = output_name(np, 0) ? output_name(np, 0) : "tmp";
-  for (int k = 1;; k++) {
-    snprintf(buf, n, "%.200s.%d", base, k);
-    if (!graph_find_value(L->g, buf) && !onnx_map_get(&L->producers, buf))
+  const char *base = output_name(np, 0);
+  if (L->tmp_node != np) {
+    L->tmp_node = np;
+    L->tmp_next = 1;
+  }
+  int *next = base ? &L->tmp_next : &L->tmp_anon;
+  if (*next < 1)
+    *next = 1;
+  for (;; ++*next) {
+    if (!base)
+      snprintf(buf, n, "tmp.%d", *next);
+    else if (strlen(base) > 200)
+      snprintf(buf, n, "%.200s~%d.%d", base, L->cur, *next);
+    else
+      snprintf(buf, n, "%s.%d", base, *next);
+    if (!graph_find_value(L->g, buf) && !onnx_map_get(&L->producers, buf)) {
+      ++*next;
       return buf;
+    }
   }
 }
 

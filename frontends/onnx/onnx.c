@@ -716,33 +716,76 @@ bool onnx_value_is_const(const Loader *L, const char *name) {
 
 /* Marks the nodes whose outputs are known at load time (shape computations that exporters
  * write: Shape, Gather, Concat, ... over constants), which the build folds into constants
- * and which may then feed inputs that must be constant (a Reshape's shape). Iterates to a
- * fixed point rather than sorting, so a model with a cycle still gets its op report. */
+ * and which may then feed inputs that must be constant (a Reshape's shape). A worklist
+ * rather than a topological sort, so a model with a cycle still gets its op report: each
+ * node is looked at once, and again only when a producer of its inputs is marked, so a
+ * chain written in reverse order costs no more than one in order. */
 static int mark_const_nodes(Loader *L) {
   const Onnx__GraphProto *gp = L->gp;
-  size_t most = 1;
-  for (size_t i = 0; i < gp->n_node; i++)
+  size_t n = gp->n_node, most = 1, nedges = 0;
+  for (size_t i = 0; i < n; i++) {
     most = gp->node[i]->n_input > most ? gp->node[i]->n_input : most;
-  L->const_node = calloc(gp->n_node + 1, sizeof *L->const_node);
+    nedges += gp->node[i]->n_input;
+  }
+  L->const_node = calloc(n + 1, sizeof *L->const_node);
   bool *in_const = malloc(most * sizeof *in_const);
-  if (!L->const_node || !in_const) {
-    free(in_const);
-    return onnx_model_error(L, "out of memory");
+  bool *queued = calloc(n + 1, sizeof *queued);
+  size_t *first = calloc(n + 2, sizeof *first); /* CSR: the consumers of each node */
+  int *edges = malloc((nedges + 1) * sizeof *edges), *stack = malloc((n + 1) * sizeof *stack);
+  int rc = 0;
+  if (!L->const_node || !in_const || !queued || !first || !edges || !stack) {
+    rc = onnx_model_error(L, "out of memory");
+    goto out;
   }
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < gp->n_node; i++) {
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < n; i++) {
       const Onnx__NodeProto *np = gp->node[i];
-      if (L->const_node[i])
-        continue;
-      for (size_t j = 0; j < np->n_input; j++)
-        in_const[j] = onnx_value_is_const(L, np->input[j]);
-      if (onnx_node_foldable(L, np, in_const))
-        changed = L->const_node[i] = true;
+      for (size_t j = 0; j < np->n_input; j++) {
+        const int *p = np->input[j] && *np->input[j] ? onnx_map_get(&L->producers, np->input[j])
+                                                     : NULL;
+        if (!p || *p < 0)
+          continue;
+        if (pass == 0)
+          first[*p + 1]++;
+        else
+          edges[first[*p]++] = (int)i;
+      }
     }
+    if (pass == 0)
+      for (size_t i = 0; i < n; i++)
+        first[i + 1] += first[i];
   }
+  /* The second pass advanced each start to the next node's: shift back. */
+  for (size_t i = n; i > 0; i--)
+    first[i] = first[i - 1];
+  first[0] = 0;
+  size_t top = 0;
+  for (size_t i = n; i > 0; i--) { /* popped in the model's order */
+    stack[top++] = (int)(i - 1);
+    queued[i - 1] = true;
+  }
+  while (top) {
+    int i = stack[--top];
+    const Onnx__NodeProto *np = gp->node[i];
+    queued[i] = false;
+    for (size_t j = 0; j < np->n_input; j++)
+      in_const[j] = onnx_value_is_const(L, np->input[j]);
+    if (!onnx_node_foldable(L, np, in_const))
+      continue;
+    L->const_node[i] = true;
+    for (size_t k = first[i]; k < first[i + 1]; k++)
+      if (!L->const_node[edges[k]] && !queued[edges[k]]) {
+        queued[edges[k]] = true;
+        stack[top++] = edges[k];
+      }
+  }
+out:
   free(in_const);
-  return 0;
+  free(queued);
+  free(first);
+  free(edges);
+  free(stack);
+  return rc;
 }
 
 /* A min-heap of node indices, so the sort keeps the model's order wherever it is valid. */
@@ -1218,13 +1261,15 @@ int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag
   if (loader_open(&L, buf, len, path, dir, opt, d) || index_names(&L) ||
       mark_const_nodes(&L))
     goto out;
-  /* One line per distinct reason, in the order first met, with its count. */
+  /* One line per distinct reason, in the order first met, with its count (found by name:
+   * a model may have as many reasons as nodes). */
   size_t n = L.gp->n_node;
   char **reasons = calloc(n + 1, sizeof *reasons);
   int *counts = calloc(n + 1, sizeof *counts), *firsts = calloc(n + 1, sizeof *firsts);
+  NameMap seen = {0};
   size_t cap = 256, at = 0;
   char *out = malloc(cap);
-  if (!reasons || !counts || !firsts || !out) {
+  if (!reasons || !counts || !firsts || !out || map_init(&seen, n)) {
     onnx_model_error(&L, "out of memory");
     goto done;
   }
@@ -1234,15 +1279,15 @@ int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag
     char why[512];
     if (!onnx_unsupported(&L, L.gp->node[i], why, sizeof why))
       continue;
-    int k = 0;
-    while (k < nr && strcmp(reasons[k], why) != 0)
-      k++;
-    if (k == nr) {
+    int *k = onnx_map_get(&seen, why);
+    if (!k) {
       if (!(reasons[nr] = strdup(why)))
         break;
-      firsts[nr++] = (int)i;
+      firsts[nr] = (int)i;
+      k = map_put(&seen, reasons[nr], nr);
+      nr++;
     }
-    counts[k]++;
+    counts[*k]++;
   }
   for (int k = 0; k < nr; k++) {
     char lb[300], line[1024];
@@ -1267,6 +1312,7 @@ int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag
   out = NULL;
   count = nr;
 done:
+  map_free(&seen);
   for (int k = 0; reasons && k < (int)n && reasons[k]; k++)
     free(reasons[k]);
   free(reasons);

@@ -4,7 +4,8 @@
 It encodes the few protobuf messages it needs by hand (field numbers of onnx.proto), so
 the tests need neither the `onnx` package nor protoc.
 
-usage: make_models.py NAME OUT.onnx      NAME: one of the models below (--list)
+usage: make_models.py NAME OUT.onnx [N]  NAME: one of the models below (--list); N: the
+                                        size of the ones built to any size (default 1000)
 """
 
 import struct
@@ -145,6 +146,62 @@ def external_repeat(copies=64):
     return model([node("Sum", ["w%d" % i for i in range(copies)], ["y"], "sum")],
                  [], [value_info("y", FLOAT, [1 << 18])], inits)
 
+
+# Models built to any size n, for the tests that time how gpucc scales (tests/scaling.py)
+# and the tests of what codegen does past a kernel's operand limits.
+
+
+def chain(n):
+    """n pointwise nodes in a chain: one fuse group."""
+    ops, nodes, prev = ["Relu", "Neg", "Tanh", "Abs"], [], "x"
+    for i in range(n):
+        out = "v%d" % i if i + 1 < n else "y"
+        nodes.append(node(ops[i % 4], [prev], [out], "n%d" % i))
+        prev = out
+    return model(nodes, [value_info("x", FLOAT, [4, 16])], [value_info("y", FLOAT, [4, 16])])
+
+
+def reverse_constants(n):
+    """A chain of n adds of constants, written last node first, then one add of the
+    graph's input: every node but the last is known at load."""
+    nodes, prev = [], "c0"
+    for i in range(n):
+        nodes.append(node("Add", [prev, "one"], ["c%d" % (i + 1)], "n%d" % i))
+        prev = "c%d" % (i + 1)
+    nodes.append(node("Add", ["x", prev], ["y"], "last"))
+    return model(list(reversed(nodes)), [value_info("x", FLOAT, [4])],
+                 [value_info("y", FLOAT, [4])],
+                 [tensor("c0", [4], FLOAT, [0, 1, 2, 3]), tensor("one", [4], FLOAT, [1, 1, 1, 1])])
+
+
+def sum_inputs(n):
+    """One Sum of n graph inputs: n - 1 adds, n - 2 of them temporaries."""
+    ins = ["x%d" % i for i in range(n)]
+    return model([node("Sum", ins, ["y"], "sum")], [value_info(x, FLOAT, [2, 4]) for x in ins],
+                 [value_info("y", FLOAT, [2, 4])])
+
+
+def concat_inputs(n):
+    """One Concat of n graph inputs of 1 to 3 rows each."""
+    ins = ["x%d" % i for i in range(n)]
+    rows = [1 + i % 3 for i in range(n)]
+    return model([node("Concat", ins, ["y"], "cat", [attr_int("axis", 0)])],
+                 [value_info(x, FLOAT, [r, 4]) for x, r in zip(ins, rows)],
+                 [value_info("y", FLOAT, [sum(rows), 4])])
+
+
+def unknown_ops(n):
+    """A chain of n nodes of n different ops gpucc does not know: n lines of --check-ops."""
+    nodes, prev = [], "x"
+    for i in range(n):
+        out = "v%d" % i if i + 1 < n else "y"
+        nodes.append(node("Unknown%d" % i, [prev], [out], "n%d" % i))
+        prev = out
+    return model(nodes, [value_info("x", FLOAT, [4])], [value_info("y", FLOAT, [4])])
+
+
+SIZED = {"chain": chain, "reverse_constants": reverse_constants, "sum_inputs": sum_inputs,
+         "concat_inputs": concat_inputs, "unknown_ops": unknown_ops}
 
 MODELS = {
     "deep_nesting": deep_nesting,
@@ -358,13 +415,16 @@ MODELS.update(SIZE_MODELS)
 
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--list":
-        print("\n".join(sorted(MODELS)))
+        print("\n".join(sorted(list(MODELS) + list(SIZED))))
         return 0
-    if len(sys.argv) != 3 or sys.argv[1] not in MODELS:
+    args = sys.argv[1:]
+    sized = len(args) in (2, 3) and args[0] in SIZED and (len(args) == 2 or args[2].isdigit())
+    if not sized and (len(args) != 2 or args[0] not in MODELS):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    with open(sys.argv[2], "wb") as f:
-        f.write(MODELS[sys.argv[1]]())
+    data = SIZED[args[0]](int(args[2]) if len(args) == 3 else 1000) if sized else MODELS[args[0]]()
+    with open(args[1], "wb") as f:
+        f.write(data)
     return 0
 
 

@@ -478,6 +478,7 @@ def cases():
     edges = [0.0, -0.0, 2.0 ** -10, 3 * 2.0 ** -10, 5 * 2.0 ** -10, 2.0 ** -9, 7.5 * 2.0 ** -9,
              2.0 ** -6, 1.0625, 1.1875, 1.0, 240.0, 248.0, 440.0, 448.0, 449.0, 464.0, 480.0,
              1e6, np.inf, np.nan]
+    parts = [1 + i % 3 for i in range(300)]  # split_parts, concat_parts
     f8_probe = np.concatenate([np.array(edges), -np.array(edges),
                                rng.uniform(-500, 500, 80), rng.standard_normal(64) * 0.05,
                                np.exp2(rng.uniform(-12, 9, 54))]).astype(np.float32)
@@ -815,6 +816,14 @@ def cases():
         ("fused_gemm_3xtf32_view", {"x": f(5, 9, 12), "w": f(20, 12)},
          "%t = const i64[] 3\n%g = gather(%x, %t) {axis = 1}\n%y = matmul(%g, %w) {transpose_b = 1}"),
         ("gemm_3xtf32_inf", {"x": inf_nan(f(130, 64)), "w": exact_tap5(f(200, 64))}, "%y = matmul(%x, %w) {transpose_b = 1, scale = 0.5}"),
+        # a split into more outputs than one kernel takes (codegen's CODEGEN_PART_OPERANDS,
+        # 128): a kernel per part, over the slab of the axis its outputs fill; a concat of
+        # more inputs likewise (sizes 1 to 3 along the middle axis)
+        ("split_parts", {"x": f(2, sum(parts), 3)},
+         "%s = split(%%x) {axis = 1, split = [%s]}" % (
+             ", ".join("%%p%d" % i for i in range(len(parts))), ", ".join(map(str, parts)))),
+        ("concat_parts", {"x%d" % i: f(2, k, 3) for i, k in enumerate(parts)},
+         "%%y = concat(%s) {axis = 1}" % ", ".join("%%x%d" % i for i in range(len(parts)))),
     ]
 
 
