@@ -84,7 +84,8 @@ CASES = {
     "split": (gir_split, "gir", ["--emit=plan"], 200, 0),
     "reverse_constants": (make_models.reverse_constants, "onnx", ["--passes=", "--emit=ir"],
                           1000, 0),
-    "sum": (make_models.sum_inputs, "onnx", ["--emit=plan"], 500, 0),
+    "sum": (make_models.sum_inputs, "onnx", ["--emit=plan"], 1000, 0),
+    "split_onnx": (make_models.split_parts, "onnx", ["--emit=plan"], 250, 0),
     "check_ops": (make_models.unknown_ops, "onnx", ["--check-ops"], 5000, 1),
 }
 

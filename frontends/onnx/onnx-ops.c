@@ -163,12 +163,17 @@ static int fold(Loader *L, const Node *probe, const Type *types, const char *con
     return 0;
   L->folded_bytes += out_bytes;
   L->folded_work += work;
-  Tensor *in[64] = {0}, *out[64] = {0};
+  Tensor **in = calloc((size_t)probe->nin + (size_t)probe->nout + 1, sizeof *in);
+  Tensor **out = in ? in + probe->nin : NULL;
   Diag local = {0};
-  for (int i = 0; i < probe->nin && i < 64; i++)
+  if (!in)
+    return FAIL("out of memory");
+  for (int i = 0; i < probe->nin; i++)
     in[i] = probe->in[i] ? probe->in[i]->data : NULL;
-  if (probe->nin > 64 || ir_eval_node(probe, in, out, &local))
-    return probe->nin > 64 ? 0 : FAIL("%s", bare_message(&local));
+  if (ir_eval_node(probe, in, out, &local)) {
+    free(in);
+    return FAIL("%s", bare_message(&local));
+  }
   int rc = 1;
   for (int i = 0; i < probe->nout && rc == 1; i++) {
     Tensor *t = tensor_in_arena(L->g->arena, out[i]->dtype, out[i]->rank, out[i]->dims);
@@ -181,6 +186,7 @@ static int fold(Loader *L, const Node *probe, const Type *types, const char *con
   }
   for (int i = 0; i < probe->nout; i++)
     tensor_free(out[i]);
+  free(in);
   return rc;
 }
 
@@ -192,34 +198,43 @@ static int emit_multi(Loader *L, const Onnx__NodeProto *np, Op op, Value **in, i
                       Value **outs) {
   Node probe = {.id = -1, .op = op, .nin = nin, .in = in, .nout = nout, .nattr = na,
                 .attrs = (Attr *)at, .loc = {.file = L->path}};
-  Type types[64];
   Diag local = {0};
-  if (nout > 64)
-    return FAIL("too many outputs (%d)", nout);
-  if (ir_infer_node(&probe, types, &local))
+  /* The types, names and each temporary's name buffer, in one block: the graph owns a
+   * name once the node is added, so a temporary's buffer is needed only until then. */
+  typedef char NameBuf[256];
+  size_t each = sizeof(Type) + sizeof(const char *) + sizeof(NameBuf);
+  char *block = malloc(each * (size_t)(nout > 0 ? nout : 1));
+  if (!block)
+    return FAIL("out of memory");
+  Type *types = (Type *)(void *)block;
+  NameBuf *bufs = (NameBuf *)(void *)(types + nout);
+  const char **nm = (const char **)(void *)(bufs + nout);
+  int rc = 0;
+  if (ir_infer_node(&probe, types, &local)) {
+    free(block);
     return FAIL("%s", bare_message(&local));
-  char bufs[64][256];
-  const char *nm[64];
+  }
   for (int i = 0; i < nout; i++) {
     nm[i] = names ? names[i] : NULL;
-    /* The graph owns the name once the node is added, so each temporary needs its own
-     * buffer only until then. */
     if (!nm[i])
       nm[i] = tmp_name(L, np, bufs[i], sizeof bufs[i]);
   }
   int folded = fold(L, &probe, types, nm, outs);
-  if (folded)
-    return folded < 0 ? -1 : 0;
-  Node *n = graph_add_node(L->g, op, in, nin, at, na, nm, nout);
-  if (!n)
-    return FAIL("an output name is already defined");
-  mark_node(L, n);
-  for (int i = 0; i < nout; i++) {
-    n->out[i]->type = types[i];
-    if (outs)
-      outs[i] = n->out[i];
+  Node *n = folded ? NULL : graph_add_node(L->g, op, in, nin, at, na, nm, nout);
+  if (folded) {
+    rc = folded < 0 ? -1 : 0;
+  } else if (!n) {
+    rc = FAIL("an output name is already defined");
+  } else {
+    mark_node(L, n);
+    for (int i = 0; i < nout; i++) {
+      n->out[i]->type = types[i];
+      if (outs)
+        outs[i] = n->out[i];
+    }
   }
-  return 0;
+  free(block);
+  return rc;
 }
 
 static Value *emit(Loader *L, const Onnx__NodeProto *np, Op op, Value **in, int nin,
@@ -704,6 +719,10 @@ static int b_slice(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
 static int const_floats(Loader *L, const Onnx__NodeProto *np, size_t i, const char *what,
                         double **out, int *n);
 
+/* The parts of one Split: each is an output, whose value and kernel parameter cost a
+ * few hundred bytes; codegen splits a node of many parts into several kernels. */
+enum { SPLIT_MAX_OUTPUTS = 1 << 20 };
+
 static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *x = input(L, np, 0);
   int64_t axis, parts = -1;
@@ -711,9 +730,9 @@ static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   int n;
   if (!x)
     return FAIL("input 0 is missing");
+  if (np->n_output < 1 || np->n_output > SPLIT_MAX_OUTPUTS)
+    return FAIL("has %zu outputs; gpucc supports 1 to %d", np->n_output, SPLIT_MAX_OUTPUTS);
   int nout = (int)np->n_output;
-  if (nout < 1 || nout > 64)
-    return FAIL("has %d outputs; gpucc supports 1 to 64", nout);
   if (get_int(L, np, "axis", 0, &axis))
     return -1;
   /* the sizes: an input from version 13, an attribute from 2 to 11, and either in 1,
@@ -734,7 +753,7 @@ static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   }
   if (L->ver >= 18 && get_int(L, np, "num_outputs", -1, &parts))
     return -1;
-  int64_t sizes[64];
+  int64_t *sizes = arena_alloc(L->g->arena, sizeof *sizes * (size_t)nout);
   if (n < 0) { /* equal parts; from version 18 the last may be smaller */
     int r = x->type.shape.rank;
     int64_t a = axis < 0 ? axis + r : axis;
@@ -759,8 +778,8 @@ static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   if (n != nout)
     return FAIL("split has %d sizes, but the node has %d outputs", n, nout);
   /* Parts of size 0 are empty constants; the IR splits into the others. */
-  const char *names[64];
-  int64_t parts_left[64];
+  const char **names = arena_alloc(L->g->arena, sizeof *names * (size_t)nout);
+  int64_t *parts_left = arena_alloc(L->g->arena, sizeof *parts_left * (size_t)nout);
   int m = 0;
   for (int i = 0; i < nout; i++) {
     if (split[i] != 0) {

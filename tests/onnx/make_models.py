@@ -190,6 +190,14 @@ def concat_inputs(n):
                  [value_info("y", FLOAT, [sum(rows), 4])])
 
 
+def split_parts(n):
+    """One Split of x into n rows, each read by a Relu whose output the graph returns."""
+    nodes = [node("Split", ["x"], ["p%d" % i for i in range(n)], "split", [attr_int("axis", 0)])]
+    nodes += [node("Relu", ["p%d" % i], ["y%d" % i], "r%d" % i) for i in range(n)]
+    return model(nodes, [value_info("x", FLOAT, [n, 16])],
+                 [value_info("y%d" % i, FLOAT, [1, 16]) for i in range(n)])
+
+
 def unknown_ops(n):
     """A chain of n nodes of n different ops gpucc does not know: n lines of --check-ops."""
     nodes, prev = [], "x"
@@ -201,7 +209,8 @@ def unknown_ops(n):
 
 
 SIZED = {"chain": chain, "reverse_constants": reverse_constants, "sum_inputs": sum_inputs,
-         "concat_inputs": concat_inputs, "unknown_ops": unknown_ops}
+         "concat_inputs": concat_inputs, "split_parts": split_parts,
+         "unknown_ops": unknown_ops}
 
 MODELS = {
     "deep_nesting": deep_nesting,
