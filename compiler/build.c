@@ -592,6 +592,11 @@ static int share_in_place(const Program *p, MemPlan *mp) {
   return 0;
 }
 
+/* The most bytes the values of a graph may need together (memplan_build): past any
+ * GPU's memory, and far from where the plan's sums of offsets and sizes wrap. */
+enum { PLAN_MAX_BYTES_LOG2 = 56 };
+#define PLAN_MAX_BYTES ((uint64_t)1 << PLAN_MAX_BYTES_LOG2)
+
 /* A dedicated slot at the end of what is placed so far. */
 static uint64_t take(uint64_t *end, uint64_t bytes) {
   uint64_t at = align_up(*end, GPUCC_ARENA_ALIGN);
@@ -642,9 +647,20 @@ int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d) {
     memplan_free(mp);
     return -1;
   }
+  /* Each value has at most IR_MAX_BYTES (2^48), but a graph of many may need more than
+   * 64 bits can count: every offset the plan computes is at most the sum of the values'
+   * bytes, aligned, so that sum is checked first. */
+  uint64_t total = 0;
   for (int id = 0; id < mp->nslots; id++)
-    if (mp->slot[id].v)
+    if (mp->slot[id].v) {
       mp->slot[id].bytes = value_bytes(mp->slot[id].v);
+      total += align_up(mp->slot[id].bytes, GPUCC_ARENA_ALIGN);
+      if (total > PLAN_MAX_BYTES) {
+        memplan_free(mp);
+        return diag_error(d, g->loc, "graph '%s': its values need more than 2^%d bytes of "
+                          "memory together", g->name ? g->name : "", PLAN_MAX_BYTES_LOG2);
+      }
+    }
 
   /* The arena starts with the dedicated slots: inputs, outputs copied from a constant or
    * an input, then the buffers of the other outputs. */

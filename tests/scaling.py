@@ -74,7 +74,15 @@ def gir_concat_group(n):
             "  %%y = relu(%%c) {fuse = 1}\n  return %%y\n}\n" % ins)
 
 
-GIR = {"chain": gir_chain, "casts": gir_casts, "split": gir_split,
+def gir_huge_outputs(n):
+    """n outputs of 2^48 bytes each (the most one value may have): more than the memory
+    plan's 64-bit sums can hold, past 65,536 of them."""
+    lines = ["  %%y%d = bitwise_not(%%x)" % i for i in range(n)]
+    rets = ", ".join("%%y%d" % i for i in range(n))
+    return "graph g(%%x: u8[%d]) {\n%s\n  return %s\n}\n" % (1 << 48, "\n".join(lines), rets)
+
+
+GIR = {"chain": gir_chain, "huge_outputs": gir_huge_outputs, "casts": gir_casts, "split": gir_split,
        "split_outputs": lambda n: gir_split(n, relu=False), "concat_group": gir_concat_group}
 
 # name: (builder, file extension, gpucc arguments, small n, gpucc's exit status)
