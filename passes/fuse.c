@@ -30,7 +30,8 @@
  *     so a value read by several nodes joins once they have come together. Except an anchor alone: its kernel can store
  *     its output as well (a side output), when its other readers come after the merged
  *     group's last node (side_output);
- *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside.
+ *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside;
+ *   - the merged group has at most FUSE_MAX_NODES nodes.
  * A group's last node is its root: the one node whose output leaves the group. Groups of
  * one node get no attribute. The pass renumbers every group 1, 2, ... in the order of
  * their roots, so it can run again on its own output.
@@ -51,6 +52,13 @@
  * merging nothing). A graph built to make each round enable one more merge stops after
  * FUSE_MAX_ROUNDS, with the groups made so far. */
 enum { FUSE_MAX_INPUTS = 7, FUSE_MAX_ROUNDS = 16 };
+
+/* A group's kernel computes all its nodes in one function, and NVRTC's time for a
+ * function grows faster than its length past about a thousand ops (a chain of 4,000
+ * takes it 30 s; 256 chained ops, half a second). A group stops growing at
+ * FUSE_MAX_NODES: the kernel after it reads its output back, one load per element
+ * against hundreds of ops, and NVRTC's time stays linear in the graph. */
+enum { FUSE_MAX_NODES = 256 };
 
 /* A concat of more inputs is no anchor: its group's kernel would take all of them, one
  * kernel (codegen's CODEGEN_PART_OPERANDS, which parts a lone concat of more: NVRTC's
@@ -719,7 +727,7 @@ static int attention_groups(Fuse *f, bool *closed) {
 
 /* Why a pointwise node's producer stayed out of its group, counted over the last round
  * of merges (the refusals that stand) for the report. */
-enum { MISSED_BROADCAST, MISSED_ANCHOR, MISSED_SHARED, MISSED_INPUTS, NMISSED };
+enum { MISSED_BROADCAST, MISSED_ANCHOR, MISSED_SHARED, MISSED_INPUTS, MISSED_SIZE, NMISSED };
 
 /* The report's remark: "9 fuse groups of 31 nodes (4 pointwise, 2 conv, 1 softmax, 1
  * transpose, 1 matmul); not merged: 2 read outside the group (...)", the groups by each
@@ -768,7 +776,8 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
       [MISSED_BROADCAST] = "broadcast (it would be computed again per element)",
       [MISSED_ANCHOR] = "a second anchor (a kernel computes one, first)",
       [MISSED_SHARED] = "read outside the group (fusing would compute it twice)",
-      [MISSED_INPUTS] = "over the input limit (a kernel reads at most 7 values)"};
+      [MISSED_INPUTS] = "over the input limit (a kernel reads at most 7 values)",
+      [MISSED_SIZE] = "over the size limit (a kernel computes at most 256 nodes)"};
   const char *sep = "; not merged: ";
   for (int k = 0; k < NMISSED && at < cap; k++)
     if (missed[k]) {
@@ -882,6 +891,10 @@ static int run_fuse(Graph *g, PassContext *ctx) {
         const Value *kept = f.side[p] ? f.side[p] : f.side[r];
         if ((side && !side_output(&f, v, p, r)) || (kept && !read_after(&f, kept, r, p))) {
           missed[MISSED_SHARED]++;
+          continue;
+        }
+        if (f.size[p] + f.size[r] > FUSE_MAX_NODES) {
+          missed[MISSED_SIZE]++;
           continue;
         }
         const Value *ins[2 * (FUSE_MAX_INPUTS + 1)];
