@@ -858,7 +858,7 @@ static void names_insert(Names *t, Value *v) {
   if (2 * (t->n + 1) > t->cap) {
     Names bigger = {calloc(t->cap ? 2 * t->cap : 64, sizeof(Value *)), t->cap ? 2 * t->cap : 64, 0};
     if (!bigger.slot)
-      xmalloc(SIZE_MAX); /* aborts with the OOM message */
+      oom_unless(NULL);
     for (size_t i = 0; i < t->cap; i++)
       if (t->slot[i]) {
         *names_slot(&bigger, t->slot[i]->name) = t->slot[i];
@@ -890,7 +890,7 @@ static void grow(void *arrp, int *cap, int n, size_t elem) {
   int nc = *cap ? 2 * *cap : 8;
   void *p = realloc(*arr, (size_t)nc * elem);
   if (!p)
-    xmalloc(SIZE_MAX);
+    oom_unless(NULL);
   *arr = p;
   *cap = nc;
 }
