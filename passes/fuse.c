@@ -763,8 +763,8 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
       k++;
     count[k]++; /* count[NKINDS]: pointwise (and the other anchors) */
   }
-  size_t at = (size_t)snprintf(buf, cap, "%lld fuse groups of %d nodes (%d pointwise",
-                               (long long)ngroups, nodes, count[NKINDS]);
+  size_t at = (size_t)snprintf(buf, cap, "%lld fuse group%s of %d nodes (%d pointwise",
+                               (long long)ngroups, ngroups == 1 ? "" : "s", nodes, count[NKINDS]);
   for (int k = 0; k < NKINDS && at < cap; k++)
     if (count[k])
       at += (size_t)snprintf(buf + at, cap - at, ", %d %s", count[k], op_info[kinds[k]].name);
