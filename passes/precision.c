@@ -271,7 +271,8 @@ static int place_output_casts(Graph *g, int ids) {
     for (int k = first[g->nodes[i]->id]; k >= 0; k = next[k])
       order[n++] = g->outputs[k]->def;
   }
-  memcpy(g->nodes, order, sizeof *order * (size_t)n);
+  if (n) /* g->nodes is NULL in a graph of no nodes */
+    memcpy(g->nodes, order, sizeof *order * (size_t)n);
   free(order), free(first), free(next), free(moved);
   return 0;
 }

@@ -11,8 +11,9 @@
 # all: dsl onnx npy safetensors plan trailer); FUZZ_TIMEOUT (default 20), the seconds one
 # input may take before it counts as a hang; FUZZ_BUILD_DIR (default build-fuzz); FUZZ_CC
 # (default clang); JOBS (default: the number of cores), the build's parallelism and how
-# many harnesses run at once. Each run's new inputs stay in
-# FUZZ_BUILD_DIR/fuzz/corpus/<harness>/, so later runs start from them.
+# many harnesses run at once; FUZZ_NO_BUILD=1 runs the harnesses already built there (on a
+# machine without clang, say, where the build folder was copied). Each run's new inputs
+# stay in FUZZ_BUILD_DIR/fuzz/corpus/<harness>/, so later runs start from them.
 #
 # A crash, leak, hang, out-of-memory or broken harness check fails the script, naming the
 # input libFuzzer saved under FUZZ_BUILD_DIR/fuzz/crashes/<harness>/; the README says how to
@@ -35,9 +36,11 @@ work=$build/fuzz
 
 # -O1: a little less to build than -O2, and nearly as fast to run; Debug, because
 # RelWithDebInfo's NDEBUG would turn the asserts off.
-cmake -S . -B "$build" -DCMAKE_C_COMPILER="$cc" -DGPUCC_FUZZ=ON -DGPUCC_WERROR=ON \
-  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -gline-tables-only" >/dev/null
-cmake --build "$build" --target fuzzers -j "$jobs"
+if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then
+  cmake -S . -B "$build" -DCMAKE_C_COMPILER="$cc" -DGPUCC_FUZZ=ON -DGPUCC_WERROR=ON \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -gline-tables-only" >/dev/null
+  cmake --build "$build" --target fuzzers -j "$jobs"
+fi
 bin=$build/tests/fuzz
 
 # Seeds from the repository's test data, made afresh each run (so they follow the formats).
