@@ -10,6 +10,14 @@
  * resolved, nodes in topological order, types inferred and checked. NULL with d set on
  * error; the message is "file:line:col: error: ..." with the source line and a caret. */
 Graph *dsl_parse(const char *file, const char *text, size_t len, Diag *d);
+typedef struct DslOptions {
+  /* the most bytes of constants made from a few words (zeros, ones, full, random),
+   * together; 0: 4 GiB (tests/fuzz sets less, so that every input runs in seconds) */
+  int64_t max_made_bytes;
+} DslOptions;
+/* dsl_parse with options (opt NULL: the defaults). */
+Graph *dsl_parse_with(const char *file, const char *text, size_t len, const DslOptions *opt,
+                      Diag *d);
 /* Reads the file ("-" is standard input) and parses it. */
 Graph *dsl_parse_file(const char *path, Diag *d);
 

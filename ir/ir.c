@@ -606,10 +606,17 @@ void tensor_fill_random(Tensor *t, uint64_t seed, double scale) {
 }
 
 void tensor_fill_value(Tensor *t, double v) {
-  size_t es = dtype_size(t->dtype);
-  int64_t n = tensor_numel(t);
-  for (int64_t i = 0; i < n; i++)
-    dtype_store_f64(t->dtype, (char *)t->data + (size_t)i * es, v);
+  size_t bytes = tensor_nbytes(t), done = dtype_size(t->dtype);
+  if (!bytes)
+    return;
+  /* one element converted, then copied over in doubling blocks: a few GiB take a
+   * fraction of a second, rather than a conversion per element */
+  dtype_store_f64(t->dtype, t->data, v);
+  while (done < bytes) {
+    size_t n = done < bytes - done ? done : bytes - done;
+    memcpy((char *)t->data + done, t->data, n);
+    done += n;
+  }
 }
 
 /* ---------------------------------------------------------------- ops and attribute schemas */

@@ -125,9 +125,6 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 # One harness on one core; its verdict goes to $work/$h.status.
 fuzz_one() {
   local h=$1 log=$work/$1.log start rss=2048
-  # The text form may make up to 4 GiB of constants from a few words (dsl.c's
-  # DSL_MAX_CONST_BYTES): that much is a legitimate input there, not a leak.
-  [ "$h" = dsl ] && rss=5120
   start=$(date +%s)
   mkdir -p "$work/corpus/$h" "$work/crashes/$h"
   # shellcheck disable=SC2046

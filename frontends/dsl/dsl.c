@@ -167,7 +167,8 @@ typedef struct Lower {
   char *dir;         /* where load() paths are relative to */
   long *reserved;    /* numeric names the source defines, sorted: not for intermediates */
   int nreserved;
-  int64_t made_bytes; /* constants made from a few words so far (DSL_MAX_CONST_BYTES) */
+  int64_t made_bytes; /* constants made from a few words so far */
+  int64_t max_made_bytes; /* their bound: DslOptions, or DSL_MAX_CONST_BYTES */
 } Lower;
 
 static int cmp_long(const void *a, const void *b) {
@@ -385,10 +386,10 @@ static int lower_const(Lower *L, const DslStmt *s) {
   if (in->kind != CI_FILE && in->kind != CI_DATA) {
     int64_t bytes;
     shape_size(&ty->t.shape, ty->t.dtype, NULL, &bytes); /* check_size passed */
-    if (bytes > DSL_MAX_CONST_BYTES - L->made_bytes)
+    if (bytes > L->max_made_bytes - L->made_bytes)
       return diag_error(L->d, s->init.loc, "constants made by zeros, ones, full or random "
                         "total more than %" PRId64 " bytes; load() big ones from a file",
-                        DSL_MAX_CONST_BYTES);
+                        L->max_made_bytes);
     L->made_bytes += bytes;
   }
   if (in->kind == CI_FILE) {
@@ -665,6 +666,11 @@ static char *dir_of(const char *file) {
 }
 
 Graph *dsl_parse(const char *file, const char *text, size_t len, Diag *d) {
+  return dsl_parse_with(file, text, len, NULL, d);
+}
+
+Graph *dsl_parse_with(const char *file, const char *text, size_t len, const DslOptions *opt,
+                      Diag *d) {
   Diag local = {0};
   if (!file)
     file = "<input>";
@@ -678,7 +684,9 @@ Graph *dsl_parse(const char *file, const char *text, size_t len, Diag *d) {
   ctx.src = arena_strndup(g->arena, text, len);
   ctx.len = len;
   ctx.ast = arena_new();
-  Lower L = {.ctx = &ctx, .g = g, .d = &local};
+  Lower L = {.ctx = &ctx, .g = g, .d = &local, .max_made_bytes = DSL_MAX_CONST_BYTES};
+  if (opt && opt->max_made_bytes > 0 && opt->max_made_bytes < DSL_MAX_CONST_BYTES)
+    L.max_made_bytes = opt->max_made_bytes;
 
   int rc = -1;
   const char *nul = memchr(text, 0, len);
