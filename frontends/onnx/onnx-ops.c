@@ -721,7 +721,7 @@ static int const_floats(Loader *L, const Onnx__NodeProto *np, size_t i, const ch
 
 /* The parts of one Split: each is an output, whose value and kernel parameter cost a
  * few hundred bytes; codegen splits a node of many parts into several kernels. */
-enum { SPLIT_MAX_OUTPUTS = 1 << 20 };
+enum { SPLIT_MAX_OUTPUTS = 1 << 16 };
 
 static int b_split(Loader *L, const Onnx__NodeProto *np, const OnnxOp *e) {
   Value *x = input(L, np, 0);
