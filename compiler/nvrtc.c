@@ -103,9 +103,10 @@ static char *program_log(nvrtcProgram prog) {
   return log;
 }
 
-/* One compile for --gpu-architecture=arch; the cubin (real arch) or PTX (virtual). */
-static int compile_one(const char *source, const char *name, const char *arch, bool cubin,
-                       void **data, size_t *size, Diag *d) {
+/* One compile for --gpu-architecture=arch: the cubin when cubin is set (a real arch),
+ * and the PTX when ptx is (a real arch gives the PTX it was made from too). */
+static int compile_one(const char *source, const char *name, const char *arch, void **cubin,
+                       size_t *cubin_size, void **ptx, size_t *ptx_size, Diag *d) {
   nvrtcProgram prog;
   nvrtcResult r = nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
   if (r != NVRTC_SUCCESS)
@@ -119,15 +120,22 @@ static int compile_one(const char *source, const char *name, const char *arch, b
     char *log = program_log(prog);
     rc = compile_error(source, name, arch, log ? log : nvrtcGetErrorString(r), d);
     free(log);
-  } else {
-    r = cubin ? nvrtcGetCUBINSize(prog, size) : nvrtcGetPTXSize(prog, size);
+  }
+  for (int k = 0; k < 2 && !rc; k++) {
+    bool is_cubin = k == 0;
+    void **data = is_cubin ? cubin : ptx;
+    size_t *size = is_cubin ? cubin_size : ptx_size;
+    if (!data)
+      continue;
+    r = is_cubin ? nvrtcGetCUBINSize(prog, size) : nvrtcGetPTXSize(prog, size);
     *data = r == NVRTC_SUCCESS ? malloc(*size ? *size : 1) : NULL;
     if (*data)
-      r = cubin ? nvrtcGetCUBIN(prog, *data) : nvrtcGetPTX(prog, *data);
+      r = is_cubin ? nvrtcGetCUBIN(prog, *data) : nvrtcGetPTX(prog, *data);
     if (r != NVRTC_SUCCESS || !*data) {
       free(*data);
       *data = NULL;
-      rc = diag_error(d, (SrcLoc){0}, "NVRTC: cannot get the %s: %s", cubin ? "cubin" : "PTX",
+      rc = diag_error(d, (SrcLoc){0}, "NVRTC: cannot get the %s: %s",
+                      is_cubin ? "cubin" : "PTX",
                       r != NVRTC_SUCCESS ? nvrtcGetErrorString(r) : "out of memory");
     }
   }
@@ -269,9 +277,15 @@ int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,
     free(dir);
     return 0;
   }
+  /* The PTX of sm_XX is that of compute_XX, so one compile gives both; an arch-specific
+   * target (sm_90a) makes PTX for that chip alone, so the portable PTX is a second
+   * compile for the virtual arch. */
   void *ptx = NULL;
-  if (compile_one(source, name, arch, true, &out->cubin, &out->cubin_size, d) ||
-      compile_one(source, name, virt, false, &ptx, &out->ptx_size, d)) {
+  bool specific = strlen(arch) > 5;
+  if (compile_one(source, name, arch, &out->cubin, &out->cubin_size, specific ? NULL : &ptx,
+                  &out->ptx_size, d) ||
+      (specific && compile_one(source, name, virt, NULL, NULL, &ptx, &out->ptx_size, d))) {
+    free(ptx);
     nvrtc_output_free(out);
     free(dir);
     return -1;
