@@ -1,18 +1,79 @@
 /* nvrtc.c: generated CUDA C to a cubin and PTX with NVRTC, with an on-disk cache.
  *
- * Two compiles per translation unit: --gpu-architecture=sm_XX gives the cubin the
- * runtime loads on the target, compute_XX the PTX the driver can JIT on a newer GPU
- * (sm_90a's arch-specific features do not carry forward, so its PTX is compute_90).
- * The cache is a folder of <key>.cubin and <key>.ptx files written through a temporary
- * name and renamed, so readers never see half a file; a cache that cannot be read or
- * written is skipped, never an error. */
+ * One compile per translation unit: --gpu-architecture=sm_XX gives the cubin the runtime
+ * loads on the target and the PTX it was made from, which the driver can JIT on a newer
+ * GPU; an arch-specific target (sm_90a, whose features do not carry forward) compiles
+ * compute_90 for that PTX. The cache is a folder of <key>.cubin and <key>.ptx files
+ * written through a temporary name and renamed, so readers never see half a file; a cache
+ * that cannot be read or written is skipped, never an error.
+ *
+ * NVRTC is loaded (dlopen) when the first kernel is compiled, not with gpucc: most runs
+ * (--emit=ir, run --cpu, --check-ops) never need it, and loading its hundred megabytes
+ * costs every process tens of milliseconds, three times that under AddressSanitizer. */
 #include "compiler/nvrtc.h"
 
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <nvrtc.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* ---------------------------------------------------------------- loading NVRTC */
+
+/* The functions gpucc calls, as nvrtc.h declares them. */
+#define NVRTC_FUNCTIONS(X)                                                                 \
+  X(const char *, nvrtcGetErrorString, (nvrtcResult))                                      \
+  X(nvrtcResult, nvrtcVersion, (int *, int *))                                             \
+  X(nvrtcResult, nvrtcCreateProgram, (nvrtcProgram *, const char *, const char *, int,     \
+                                      const char *const *, const char *const *))           \
+  X(nvrtcResult, nvrtcDestroyProgram, (nvrtcProgram *))                                    \
+  X(nvrtcResult, nvrtcCompileProgram, (nvrtcProgram, int, const char *const *))            \
+  X(nvrtcResult, nvrtcGetPTXSize, (nvrtcProgram, size_t *))                                \
+  X(nvrtcResult, nvrtcGetPTX, (nvrtcProgram, char *))                                      \
+  X(nvrtcResult, nvrtcGetCUBINSize, (nvrtcProgram, size_t *))                              \
+  X(nvrtcResult, nvrtcGetCUBIN, (nvrtcProgram, char *))                                    \
+  X(nvrtcResult, nvrtcGetProgramLogSize, (nvrtcProgram, size_t *))                         \
+  X(nvrtcResult, nvrtcGetProgramLog, (nvrtcProgram, char *))
+
+static struct {
+#define FIELD(ret, name, args) ret(*name) args;
+  NVRTC_FUNCTIONS(FIELD)
+#undef FIELD
+} api;
+static char load_error[512]; /* why NVRTC could not be loaded; empty once it was */
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+/* By its soname first (the library path, LD_LIBRARY_PATH, the system's), then where the
+ * build found it (CMakeLists.txt defines both). */
+static void load_nvrtc(void) {
+  const char *names[] = {GPUCC_NVRTC_SONAME, GPUCC_NVRTC_PATH};
+  void *lib = NULL;
+  for (int i = 0; i < 2 && !lib; i++)
+    lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *why = dlerror();
+    snprintf(load_error, sizeof load_error, "cannot load NVRTC (%s or %s): %s",
+             GPUCC_NVRTC_SONAME, GPUCC_NVRTC_PATH, why ? why : "not found");
+    return;
+  }
+#define LOAD(ret, name, args)                                                              \
+  if (!(*(void **)&api.name = dlsym(lib, #name))) {                                        \
+    snprintf(load_error, sizeof load_error, "NVRTC (%s) has no %s", GPUCC_NVRTC_SONAME,    \
+             #name);                                                                       \
+    return;                                                                                \
+  }
+  NVRTC_FUNCTIONS(LOAD)
+#undef LOAD
+}
+
+/* 0 once NVRTC is loaded; else -1 with d saying why. */
+static int need_nvrtc(Diag *d) {
+  pthread_once(&load_once, load_nvrtc);
+  return load_error[0] ? diag_error(d, (SrcLoc){0}, "%s", load_error) : 0;
+}
 
 static const char *const known_archs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", NULL};
 
@@ -95,11 +156,11 @@ static int compile_error(const char *source, const char *name, const char *what,
 
 static char *program_log(nvrtcProgram prog) {
   size_t n = 0;
-  if (nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS || n == 0)
+  if (api.nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS || n == 0)
     n = 1;
   char *log = calloc(n, 1);
   if (log && n > 1)
-    nvrtcGetProgramLog(prog, log);
+    api.nvrtcGetProgramLog(prog, log);
   return log;
 }
 
@@ -108,17 +169,17 @@ static char *program_log(nvrtcProgram prog) {
 static int compile_one(const char *source, const char *name, const char *arch, void **cubin,
                        size_t *cubin_size, void **ptx, size_t *ptx_size, Diag *d) {
   nvrtcProgram prog;
-  nvrtcResult r = nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+  nvrtcResult r = api.nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
   if (r != NVRTC_SUCCESS)
-    return diag_error(d, (SrcLoc){0}, "NVRTC: %s", nvrtcGetErrorString(r));
+    return diag_error(d, (SrcLoc){0}, "NVRTC: %s", api.nvrtcGetErrorString(r));
   char archopt[64];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
   const char *opts[] = {archopt, "-std=c++17"};
-  r = nvrtcCompileProgram(prog, 2, opts);
+  r = api.nvrtcCompileProgram(prog, 2, opts);
   int rc = 0;
   if (r != NVRTC_SUCCESS) {
     char *log = program_log(prog);
-    rc = compile_error(source, name, arch, log ? log : nvrtcGetErrorString(r), d);
+    rc = compile_error(source, name, arch, log ? log : api.nvrtcGetErrorString(r), d);
     free(log);
   }
   for (int k = 0; k < 2 && !rc; k++) {
@@ -127,19 +188,19 @@ static int compile_one(const char *source, const char *name, const char *arch, v
     size_t *size = is_cubin ? cubin_size : ptx_size;
     if (!data)
       continue;
-    r = is_cubin ? nvrtcGetCUBINSize(prog, size) : nvrtcGetPTXSize(prog, size);
+    r = is_cubin ? api.nvrtcGetCUBINSize(prog, size) : api.nvrtcGetPTXSize(prog, size);
     *data = r == NVRTC_SUCCESS ? malloc(*size ? *size : 1) : NULL;
     if (*data)
-      r = is_cubin ? nvrtcGetCUBIN(prog, *data) : nvrtcGetPTX(prog, *data);
+      r = is_cubin ? api.nvrtcGetCUBIN(prog, *data) : api.nvrtcGetPTX(prog, *data);
     if (r != NVRTC_SUCCESS || !*data) {
       free(*data);
       *data = NULL;
       rc = diag_error(d, (SrcLoc){0}, "NVRTC: cannot get the %s: %s",
                       is_cubin ? "cubin" : "PTX",
-                      r != NVRTC_SUCCESS ? nvrtcGetErrorString(r) : "out of memory");
+                      r != NVRTC_SUCCESS ? api.nvrtcGetErrorString(r) : "out of memory");
     }
   }
-  nvrtcDestroyProgram(&prog);
+  api.nvrtcDestroyProgram(&prog);
   return rc;
 }
 
@@ -261,12 +322,12 @@ int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,
   opt = opt ? opt : &none;
   memset(out, 0, sizeof *out);
   const char *arch = opt->arch ? opt->arch : NVRTC_DEFAULT_ARCH;
-  if (nvrtc_check_arch(arch, d))
+  if (nvrtc_check_arch(arch, d) || need_nvrtc(d))
     return -1;
   char virt[16];
   snprintf(virt, sizeof virt, "compute_%.2s", arch + 3); /* sm_90a: compute_90 */
   int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
+  api.nvrtcVersion(&major, &minor);
   Hash key = {{0xcbf29ce484222325ull, 0x84222325cbf29ce4ull}};
   char meta[128];
   snprintf(meta, sizeof meta, "nvrtc %d.%d; %s %s; -std=c++17", major, minor, arch, virt);

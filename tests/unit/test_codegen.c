@@ -28,7 +28,7 @@ static Program *gen1(Graph **gp, Op op, int nin, const Type *types, const Attr *
   Graph *g = graph_new("t");
   Value *in[4];
   for (int k = 0; k < nin; k++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "x%d", k);
     in[k] = graph_add_input(g, name, types[k]);
   }
