@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Round-trip check of the text form over every valid graph in the repository.
 
-For each .gir file F under examples/ and tests/ (except tests/lit/errors/, tests/fuzz/ and files whose
-RUN lines expect gpucc to fail, `not %gpucc`):
+For each .gir file F under examples/ and tests/ (except tests/lit/errors/, tests/fuzz/
+and files whose RUN lines expect gpucc to fail, `not %gpucc`):
   1. `gpucc F --dump-ir=DIR` runs the default pipeline and writes one file per stage;
      every stage S must reproduce itself: `gpucc S --emit=ir` is byte-identical to S.
   2. print(parse(print(F))) == print(F): A = `gpucc F --emit=ir`, then
