@@ -48,10 +48,7 @@ typedef struct Cg {
   /* by node position: the first node of its fuse group and the next one after it
    * (ir_fuse_groups) */
   int *group_first, *group_next;
-  /* by value id: the positions of the nodes reading it, ascending, at reader[start[id]
-   * .. start[id + 1]), and whether it is a graph output */
-  int *reader_start, *reader;
-  bool *output;
+  Users users; /* who reads each value (ir.h) */
   bool failed; /* a step was refused (cg_kernel_step_values): cg->d says why */
 } Cg;
 

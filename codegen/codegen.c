@@ -854,41 +854,23 @@ static int check_graph(Cg *cg) {
 static int gen_op(Cg *cg, const Node *n);
 
 int cg_use_outside(const Cg *cg, const Value *v, int64_t group) {
-  if (cg->output[v->id])
+  if (cg->users.outputs[v->id])
     return -2;
-  for (int k = cg->reader_start[v->id]; k < cg->reader_start[v->id + 1]; k++)
-    if (node_fuse_group(cg->g->nodes[cg->reader[k]]) != group)
-      return cg->reader[k];
+  int n;
+  const int *r = users_of(&cg->users, v, &n);
+  for (int k = 0; k < n; k++)
+    if (node_fuse_group(cg->g->nodes[r[k]]) != group)
+      return r[k];
   return -1;
 }
 
 /* The tables of Cg that say where each node's group and each value's readers are. */
 static int index_graph(Cg *cg) {
   const Graph *g = cg->g;
-  int nid = g->next_value_id;
-  size_t nedges = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    nedges += (size_t)g->nodes[i]->nin;
   cg->group_first = arena_alloc(cg->arena, sizeof(int) * (size_t)(g->nnodes + 1));
   cg->group_next = arena_alloc(cg->arena, sizeof(int) * (size_t)(g->nnodes + 1));
-  cg->reader_start = arena_alloc(cg->arena, sizeof(int) * (size_t)(nid + 2));
-  cg->reader = arena_alloc(cg->arena, sizeof(int) * (nedges + 1));
-  cg->output = arena_alloc(cg->arena, sizeof(bool) * (size_t)(nid + 1));
-  if (ir_fuse_groups(g, cg->group_first, cg->group_next))
+  if (ir_fuse_groups(g, cg->group_first, cg->group_next) || users_build(g, &cg->users))
     return diag_error(cg->d, g->loc, "out of memory");
-  /* counts at start[id + 2], prefix sums, then each reader placed at start[id + 1]++ */
-  for (int i = 0; i < g->nnodes; i++)
-    for (int a = 0; a < g->nodes[i]->nin; a++)
-      if (g->nodes[i]->in[a])
-        cg->reader_start[g->nodes[i]->in[a]->id + 2]++;
-  for (int id = 2; id <= nid + 1; id++)
-    cg->reader_start[id] += cg->reader_start[id - 1];
-  for (int i = 0; i < g->nnodes; i++)
-    for (int a = 0; a < g->nodes[i]->nin; a++)
-      if (g->nodes[i]->in[a])
-        cg->reader[cg->reader_start[g->nodes[i]->in[a]->id + 1]++] = i;
-  for (int i = 0; i < g->noutputs; i++)
-    cg->output[g->outputs[i]->id] = true;
   return 0;
 }
 
@@ -1038,6 +1020,7 @@ static int gen_op(Cg *cg, const Node *n) {
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   Cg cg = {.g = g, .arena = arena_new(), .d = d, .sm = opt && opt->sm ? opt->sm : 90};
   if (ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
+    users_free(&cg.users);
     arena_free(cg.arena);
     return NULL;
   }
@@ -1045,10 +1028,12 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
     buf_puts(&cg.src, preamble[i]);
   for (int i = 0; i < g->nnodes; i++)
     if (gen_node(&cg, i) || cg.failed) {
+      users_free(&cg.users);
       free(cg.src.s);
       arena_free(cg.arena);
       return NULL;
     }
+  users_free(&cg.users);
   Program *p = arena_alloc(cg.arena, sizeof *p);
   p->arena_ = cg.arena;
   p->source = arena_memdup(cg.arena, cg.src.s, cg.src.len + 1);

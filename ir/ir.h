@@ -378,6 +378,22 @@ const Value *node_other_input(const Node *n, const Value *v);
 /* Rewriting. */
 void graph_replace_uses(Graph *g, Value *old, Value *repl); /* node inputs and outputs */
 int graph_count_uses(const Graph *g, const Value *v);        /* node inputs + graph outputs */
+/* Who reads each value, for passes and codegen that ask it of many values: built in one walk over
+ * g, so asking costs the value's readers rather than the whole graph (a pass that asked
+ * graph_count_uses of every node would be quadratic). It describes g as it was built:
+ * a pass that changes node inputs must build it again, or keep it up to date. */
+typedef struct Users {
+  int *start; /* by value id: the readers of v are at[start[id] .. start[id + 1]) */
+  int *at;    /* positions in g->nodes, ascending; a node once per input it reads v as */
+  int *outputs; /* by value id: how often v is a graph output */
+  int nid;      /* g->next_value_id when built */
+} Users;
+int users_build(const Graph *g, Users *u); /* 0, or -1 on out of memory */
+void users_free(Users *u);
+/* graph_count_uses: the inputs that read v plus the times it is a graph output. */
+int users_count(const Users *u, const Value *v);
+/* The readers of v and their number (node inputs only). */
+const int *users_of(const Users *u, const Value *v, int *n);
 /* Drops nodes for which keep[node->id] is false (keep has g->next_node_id entries) and
  * constants for which keep_const[value->id] is false (g->next_value_id entries; NULL:
  * keep all). Order is preserved. */

@@ -130,49 +130,6 @@ bool pass_reshape_attr(const Value *x, const Type *to, int64_t *shape) {
   return !ir_infer_node(&probe, &t, &ignored) && type_eq(&t, to);
 }
 
-int users_build(const Graph *g, Users *u) {
-  int nid = g->next_value_id;
-  size_t nedges = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    nedges += (size_t)g->nodes[i]->nin;
-  *u = (Users){calloc((size_t)nid + 2, sizeof *u->start), malloc((nedges + 1) * sizeof *u->at),
-               calloc((size_t)nid + 1, sizeof *u->outputs), nid};
-  if (!u->start || !u->at || !u->outputs) {
-    users_free(u);
-    return -1;
-  }
-  /* counts at start[id + 2], prefix sums, then each reader placed at start[id + 1]++ */
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k])
-        u->start[g->nodes[i]->in[k]->id + 2]++;
-  for (int id = 2; id <= nid + 1; id++)
-    u->start[id] += u->start[id - 1];
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k])
-        u->at[u->start[g->nodes[i]->in[k]->id + 1]++] = i;
-  for (int i = 0; i < g->noutputs; i++)
-    u->outputs[g->outputs[i]->id]++;
-  return 0;
-}
-
-void users_free(Users *u) {
-  free(u->start);
-  free(u->at);
-  free(u->outputs);
-  memset(u, 0, sizeof *u);
-}
-
-const int *users_of(const Users *u, const Value *v, int *n) {
-  *n = u->start[v->id + 1] - u->start[v->id];
-  return u->at + u->start[v->id];
-}
-
-int users_count(const Users *u, const Value *v) {
-  return u->start[v->id + 1] - u->start[v->id] + u->outputs[v->id];
-}
-
 /* ---------------------------------------------------------------- the editor */
 
 struct EditUse {
