@@ -991,7 +991,7 @@ static int gen_op(Cg *cg, const Node *n) {
   case OP_REDUCE_LOG_SUM_EXP: case OP_ARGMAX: case OP_ARGMIN:
     return cg_reduce(cg, n);
   case OP_SOFTMAX: case OP_LOG_SOFTMAX: return cg_softmax(cg, n);
-  case OP_LAYER_NORM: return cg_layer_norm(cg, n);
+  case OP_LAYER_NORM: case OP_RMS_NORM: return cg_layer_norm(cg, n);
   case OP_TRANSPOSE: case OP_EXPAND: case OP_CONCAT: case OP_SLICE: case OP_SPLIT:
   case OP_GATHER: case OP_PAD:
     return cg_layout(cg, n);

@@ -1,5 +1,5 @@
 /* reduce.c: kernels for reductions (reduce_*, argmax, argmin) and the row-wise ops
- * softmax, log_softmax and layer_norm.
+ * softmax, log_softmax, layer_norm and rms_norm.
  *
  * Two shapes of kernel, chosen by whether the innermost dim of the input is reduced:
  *   row     lanes share an output: a warp per output (a block of 256 when the rows are
@@ -317,9 +317,11 @@ int cg_softmax(Cg *cg, const Node *n) {
 
 /* ---------------------------------------------------------------- layer_norm */
 
+/* layer_norm, and rms_norm (no mean: x * rstd of the mean square; the scale optional) */
 int cg_layer_norm(Cg *cg, const Node *n) {
   const Value *x = n->in[0], *y = n->out[0];
-  const Value *bias = n->nin > 2 ? n->in[2] : NULL;
+  const Value *scale = n->nin > 1 ? n->in[1] : NULL, *bias = n->nin > 2 ? n->in[2] : NULL;
+  bool rms = n->op == OP_RMS_NORM;
   int rank = x->type.shape.rank;
   int64_t axis = attr_int(n, "axis");
   axis = axis < 0 ? axis + rank : axis;
@@ -331,7 +333,8 @@ int cg_layer_norm(Cg *cg, const Node *n) {
   /* scale and bias broadcast over x.shape[axis:]: offsets p0, p1 of tail index j */
   Space ps;
   space_init(&ps, rank - (int)axis, tail);
-  space_add_bcast(&ps, &n->in[1]->type.shape);
+  if (scale)
+    space_add_bcast(&ps, &scale->type.shape);
   if (bias)
     space_add_bcast(&ps, &bias->type.shape);
   space_coalesce(&ps);
@@ -342,15 +345,20 @@ int cg_layer_norm(Cg *cg, const Node *n) {
   Buf *b = &cg->src;
   loop_begin(cg, &l, true);
   const char *v = cg_load(cg, x->type.dtype, dom, cg_fmt(cg, "in0[o * %" PRId64 " + j]", len));
-  emit_pass(cg, &l, T, "sum", cg_fmt(cg, "(%s)0", T), "gc_add", "v", "", v);
-  buf_printf(b, "    const %s mean = sum / (%s)%" PRId64 ";\n", T, T, len);
-  emit_pass(cg, &l, T, "sq", cg_fmt(cg, "(%s)0", T), "gc_add", "(v - mean) * (v - mean)", "", v);
+  if (rms) {
+    emit_pass(cg, &l, T, "sq", cg_fmt(cg, "(%s)0", T), "gc_add", "v * v", "", v);
+  } else {
+    emit_pass(cg, &l, T, "sum", cg_fmt(cg, "(%s)0", T), "gc_add", "v", "", v);
+    buf_printf(b, "    const %s mean = sum / (%s)%" PRId64 ";\n", T, T, len);
+    emit_pass(cg, &l, T, "sq", cg_fmt(cg, "(%s)0", T), "gc_add", "(v - mean) * (v - mean)", "", v);
+  }
   buf_printf(b, "    const %s rstd = (%s)1 / sqrt(sq / (%s)%" PRId64 " + %s);\n", T, T, T, len,
              cg_lit(cg, attr_float(n, "epsilon"), dom));
   buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", len);
   space_emit_offsets(cg, &ps, "j", "p", "      ");
-  const char *sc = cg_load(cg, n->in[1]->type.dtype, dom, "in1[p0]");
-  const char *res = cg_fmt(cg, "(%s - mean) * rstd * %s", v, sc);
+  const char *res = cg_fmt(cg, rms ? "%s * rstd" : "(%s - mean) * rstd", v);
+  if (scale)
+    res = cg_fmt(cg, "%s * %s", res, cg_load(cg, scale->type.dtype, dom, "in1[p0]"));
   if (bias)
     res = cg_fmt(cg, "%s + %s", res, cg_load(cg, bias->type.dtype, dom, "in2[p1]"));
   cg_store_out(cg, n, cg_fmt(cg, "(o * %" PRId64 " + j)", len),

@@ -1653,7 +1653,7 @@ int ir_infer_node(const Node *n, Type *out, Diag *d) {
   case OP_SOFTMAX:
   case OP_LOG_SOFTMAX:
   case OP_HARDMAX: rc = infer_softmax(n, out, d); break;
-  case OP_LAYER_NORM: rc = infer_layer_norm(n, out, d); break;
+  case OP_LAYER_NORM: case OP_RMS_NORM: rc = infer_layer_norm(n, out, d); break;
   case OP_RESHAPE: rc = infer_reshape(n, out, d); break;
   case OP_TRANSPOSE: rc = infer_transpose(n, out, d); break;
   case OP_SQUEEZE: rc = infer_squeeze(n, out, d); break;

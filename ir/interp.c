@@ -739,8 +739,11 @@ static double *expand_param(const Tensor *p, const Tensor *x, int axis, int64_t 
   return v;
 }
 
+/* layer_norm, and rms_norm: the same without the mean (x / sqrt(mean(x^2) + eps)) and
+ * with an optional scale. */
 static int eval_layer_norm(const Node *n, Tensor *const *in, Tensor *y, Diag *d) {
   const Tensor *x = in[0];
+  bool rms = n->op == OP_RMS_NORM;
   int64_t axis = norm_axis(attr_int(n, "axis"), x->rank);
   if (axis < 0 || axis >= x->rank)
     return node_error(n, d, "axis %lld is out of range for rank %d",
@@ -755,16 +758,16 @@ static int eval_layer_norm(const Node *n, Tensor *const *in, Tensor *y, Diag *d)
     outer *= x->dims[i];
   for (int i = (int)axis; i < x->rank; i++)
     inner *= x->dims[i];
-  double *scale = expand_param(in[1], x, (int)axis, inner);
+  double *scale = n->nin > 1 && in[1] ? expand_param(in[1], x, (int)axis, inner) : NULL;
   double *bias = n->nin > 2 && in[2] ? expand_param(in[2], x, (int)axis, inner) : NULL;
-  if (!scale || (n->nin > 2 && in[2] && !bias)) {
+  if ((n->nin > 1 && in[1] && !scale) || (n->nin > 2 && in[2] && !bias)) {
     free(scale), free(bias);
     return node_error(n, d, "out of memory");
   }
   for (int64_t o = 0; o < outer; o++) {
     int64_t base = o * inner;
     double mean = 0, var = 0;
-    for (int64_t i = 0; i < inner; i++)
+    for (int64_t i = 0; i < inner && !rms; i++)
       mean += dtype_load_f64(x->dtype, elem(x, base + i));
     mean /= (double)inner;
     for (int64_t i = 0; i < inner; i++) {
@@ -774,7 +777,9 @@ static int eval_layer_norm(const Node *n, Tensor *const *in, Tensor *y, Diag *d)
     var /= (double)inner;
     double rstd = 1 / sqrt(var + eps);
     for (int64_t i = 0; i < inner; i++) {
-      double v = (dtype_load_f64(x->dtype, elem(x, base + i)) - mean) * rstd * scale[i];
+      double v = (dtype_load_f64(x->dtype, elem(x, base + i)) - mean) * rstd;
+      if (scale)
+        v *= scale[i];
       if (bias)
         v += bias[i];
       dtype_store_f64(y->dtype, elem(y, base + i), v);
@@ -2084,7 +2089,7 @@ static int eval_compute(const Node *n, Tensor *const *in, Tensor **out, Diag *d)
     return eval_reduce(n, in[0], out[0], d);
   case OP_ARGMAX: case OP_ARGMIN: return eval_argmax(n, in[0], out[0], d);
   case OP_SOFTMAX: case OP_LOG_SOFTMAX: return eval_softmax(n, in[0], out[0], d);
-  case OP_LAYER_NORM: return eval_layer_norm(n, in, out[0], d);
+  case OP_LAYER_NORM: case OP_RMS_NORM: return eval_layer_norm(n, in, out[0], d);
   case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
     if (tensor_numel(in[0]) != tensor_numel(out[0]))
       return node_error(n, d, "element count changes from %lld to %lld",

@@ -107,7 +107,7 @@ static bool anchor(const Node *n) {
   }
   return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_SLICE ||
          (n->op == OP_CONCAT && n->nin <= FUSE_MAX_CONCAT_INPUTS) ||
-         n->op == OP_GATHER || n->op == OP_LAYER_NORM;
+         n->op == OP_GATHER || n->op == OP_LAYER_NORM || n->op == OP_RMS_NORM;
 }
 
 /* Group `child` (a representative) joins group `parent`, which stays the representative. */

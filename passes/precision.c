@@ -84,6 +84,7 @@ static bool op_lowers(Op op) {
   case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
   case OP_REDUCE_L1: case OP_REDUCE_L2: case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_LOG_SUM_EXP:
   case OP_ARGMAX: case OP_ARGMIN: case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_LAYER_NORM:
+  case OP_RMS_NORM:
   case OP_MAX_POOL: case OP_AVERAGE_POOL: case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL:
   case OP_BATCH_NORM: case OP_INSTANCE_NORM: case OP_PAD: case OP_RESIZE: case OP_TRILU:
     return true;
