@@ -8,17 +8,25 @@
 #include <string.h>
 #include <time.h>
 
-const Pass *const pass_registry[] = {&pass_constfold,     &pass_simplify,    &pass_dce,
+const Pass *const pass_registry[] = {&pass_constfold,     &pass_simplify,    &pass_canonicalize,
+                                     &pass_fold_affine,   &pass_dce,
                                      &pass_concat_gemms,  &pass_sink_reshapes,
                                      &pass_clone_masks,   &pass_precision,   &pass_layout,
                                      &pass_pad,           &pass_quantize,    &pass_fuse,
                                      NULL};
-/* simplify leaves dead nodes to dce; dce runs before the passes that count users;
+/* simplify leaves dead nodes to dce; canonicalize after simplify (which drops the casts
+ * to f32 of f32 values around exported RMS norms), fold_affine after constfold (which
+ * makes the weights that reach a convolution through identities and transposes
+ * constants); all three rewrite what the graph computes into fewer, canonical nodes, for
+ * every backend, and so run without fusion too (--no-fuse compares fusion alone on the
+ * same canonical graph); dce runs before the passes that count users;
  * precision runs after the passes that match f32 patterns, before fuse; layout after
  * precision (its GEMMs keep the convolutions' tf32 marks), and so does pad (it pads for the
  * GEMMs' types); quantize after both (layout's 1x1 convolutions are GEMMs it takes, and
  * it reads the widths pad made). */
-const Pass *const pass_default_pipeline[] = {&pass_constfold,     &pass_simplify,    &pass_dce,
+const Pass *const pass_default_pipeline[] = {&pass_constfold,     &pass_simplify,
+                                             &pass_canonicalize,  &pass_fold_affine,
+                                             &pass_dce,
                                              &pass_concat_gemms,  &pass_sink_reshapes,
                                              &pass_clone_masks,   &pass_precision,   &pass_layout,
                                              &pass_pad,           &pass_quantize,    &pass_fuse,
