@@ -110,9 +110,8 @@ static bool affine_of(const Node *u, const Value *y, int ch, int64_t nch, Affine
   return true;
 }
 
-/* A constant like w (named after it) with w's elements times s of their channel: dim
- * `dim` of w when it is the channel dim of the weights. */
-static Value *scaled(Graph *g, const Value *w, int dim, const Affine *a) {
+/* A constant <like>.weight: w's elements times s of their channel, dim `dim` of w. */
+static Value *scaled(Graph *g, const Value *w, int dim, const Affine *a, const char *like) {
   const Tensor *t = w->data;
   Tensor *o = tensor_in_arena(g->arena, t->dtype, t->rank, t->dims);
   int64_t n = tensor_numel(t), inner = 1;
@@ -124,11 +123,11 @@ static Value *scaled(Graph *g, const Value *w, int dim, const Affine *a) {
     double v = dtype_load_f64(t->dtype, (const char *)t->data + (size_t)i * es);
     dtype_store_f64(t->dtype, (char *)o->data + (size_t)i * es, v * a->s[c]);
   }
-  return pass_add_const(g, w->name, "folded", o);
+  return pass_add_const(g, like, "weight", o);
 }
 
-/* The bias b s + t as a constant [c] of type dt named after like (b NULL: 0). NULL when
- * it would be all zeros and there was no bias. */
+/* The bias b s + t as a constant <like>.bias [c] of type dt (b NULL: 0). NULL when it
+ * would be all zeros and there was no bias. */
 static Value *shifted(Graph *g, const Value *b, DType dt, const char *like, const Affine *a) {
   bool zero = true;
   for (int64_t c = 0; c < a->c; c++)
@@ -140,7 +139,7 @@ static Value *shifted(Graph *g, const Value *b, DType dt, const char *like, cons
     double v = (b ? channel(b, c) * a->s[c] : 0) + a->t[c];
     dtype_store_f64(dt, (char *)o->data + (size_t)c * dtype_size(dt), v);
   }
-  return pass_add_const(g, like, "folded", o);
+  return pass_add_const(g, like, "bias", o);
 }
 
 /* Whether constant v is read by one node (maybe as several of its inputs) alone. */
@@ -162,8 +161,8 @@ static int fold_into_conv(Edit *e, Node *c, Node *u) {
     affine_free(&a);
     return 0;
   }
-  Value *in[3] = {x, scaled(e->g, w, 0, &a), NULL};
-  in[2] = shifted(e->g, b, y->type.dtype, b ? b->name : w->name, &a);
+  const char *name = u->out[0]->name;
+  Value *in[3] = {x, scaled(e->g, w, 0, &a, name), shifted(e->g, b, y->type.dtype, name, &a)};
   pass_edit_rewrite(e, u, OP_CONV, in, in[2] ? 3 : 2, c->attrs, c->nattr);
   affine_free(&a);
   return 1;
@@ -189,15 +188,16 @@ static int fold_into_linear(Edit *e, Node *m, Node *badd, Node *u, Diag *d) {
     affine_free(&a);
     return 0;
   }
-  Value *win[2] = {x, scaled(e->g, w, 1, &a)};
-  Value *bias = shifted(e->g, b, y->type.dtype, b ? b->name : w->name, &a);
+  const char *name = u->out[0]->name;
+  Value *win[2] = {x, scaled(e->g, w, 1, &a, name)};
+  Value *bias = shifted(e->g, b, y->type.dtype, name, &a);
   affine_free(&a);
   if (!bias) {
     pass_edit_rewrite(e, u, OP_MATMUL, win, 2, m->attrs, m->nattr);
     return 1;
   }
-  Value *mm = pass_edit_insert_before(e, u, OP_MATMUL, win, 2, m->attrs, m->nattr,
-                                      m->out[0]->name, "folded", d);
+  Value *mm = pass_edit_insert_before(e, u, OP_MATMUL, win, 2, m->attrs, m->nattr, name,
+                                      "gemm", d);
   if (!mm)
     return -1;
   Value *ain[2] = {mm, bias};
