@@ -66,6 +66,11 @@ def layer_norm(x, scale, bias, axis, eps):
     return (x - mean) / np.sqrt(var + eps) * scale + bias
 
 
+def rms_norm(x, scale, axis, eps):
+    axes = tuple(range(axis, x.ndim))
+    return x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + eps) * scale
+
+
 def onnx_slice(x, starts, ends, axes, steps):
     idx = [slice(None)] * x.ndim
     for s, e, a, k in zip(starts, ends, axes, steps):
@@ -803,6 +808,11 @@ def cases():
                        Case("layer_norm", {"x": x234, "s": rand(3, 4)},
                             lambda x, s: layer_norm(x, s, 0, 1, 1e-3),
                             attrs="{axis = 1, epsilon = 0.001}", out_dtypes=[np.float32])],
+        "rms_norm": [Case("rms_norm", {"x": x234, "s": rand(4)},
+                          lambda x, s: rms_norm(x, s, 2, 1e-5), out_dtypes=[np.float32]),
+                     Case("rms_norm", {"x": x234},
+                          lambda x: rms_norm(x, 1, 1, 1e-3),
+                          attrs="{axis = 1, epsilon = 0.001}", out_dtypes=[np.float32])],
         "reshape": [unary("reshape", lambda x: x.reshape(2, 12), x=x234,
                           attrs="{shape = [0, -1]}")],
         "transpose": [unary("transpose", lambda x: x.transpose(1, 2, 0), x=x234,

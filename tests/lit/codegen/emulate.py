@@ -782,6 +782,11 @@ def cases():
         # the layer norm's kernel stores its output too (a side output): %k is returned
         ("fused_layer_norm_side", {"x": f(6, 96), "s": f(96), "b": f(96)},
          "%k = layer_norm(%x, %s, %b)\n%r = relu(%k)\nreturn %r, %k"),
+        # rms_norm: the layer norm's kernel without the mean, with or without a scale
+        ("fused_rms_norm_silu", {"x": f(6, 96), "s": f(96)},
+         "%n = rms_norm(%x, %s) {epsilon = 0.001}\n%y = silu(%n)"),
+        ("rms_norm_rows", {"x": f(3, 4, 700)}, "%y = rms_norm(%x) {axis = 1}"),
+        ("bf16_rms_norm", {"x": f(4, 64), "s": f(64)}, "%y = rms_norm(%x, %s)"),
         # the output tail (the relu after the last convolution) computes in f32
         ("bf16_conv_tail", {"x": x, "w": f(6, 4, 3, 3), "b": f(6), "v": f(4, 6, 1, 1)},
          "%y = conv(%x, %w, %b)\n%r = relu(%y)\n%z = conv(%r, %v)\n%t = relu(%z)"),
