@@ -17,7 +17,9 @@
  *     that, or times hard_sigmoid(x) {alpha = 1/6, beta = 0.5}: hard_swish(x);
  *   - softmax: exp(x - max(x)) / sum(exp(...)) over one axis (also without the max, or
  *     times the reciprocal of the sum): softmax(x) {axis}; a softmax over the last
- *     axis between two transposes that cancel: the softmax over the axis it moved.
+ *     axis between two transposes that cancel: the softmax over the axis it moved;
+ *   - slices that cut one axis into pieces (dynamo's Q, K and V): one split, as the
+ *     TorchScript exporter writes it.
  * A pattern matches only when every intermediate value is read by the pattern alone (no
  * other node, no graph output: it would have to be computed anyway), the reductions keep
  * their dims, the axes agree, and each constant is the one the formula has, within
@@ -290,6 +292,75 @@ static int softmax_transposed(Edit *e, Node *n) {
   return 1;
 }
 
+/* ---------------------------------------------------------------- slices */
+
+enum { MAX_PIECES = 64 };
+
+/* v as an index into a dim of d elements, clamped to [0, d] (ONNX Slice's rule). */
+static int64_t clamp_index(int64_t v, int64_t d) {
+  if (v < 0)
+    v = v < -d ? 0 : v + d;
+  return v > d ? d : v;
+}
+
+/* Whether n is a slice of one static axis, step 1, not empty: *axis (>= 0), [*b, *e). */
+static bool slice_piece(const Node *n, int64_t *axis, int64_t *b, int64_t *e) {
+  const Value *x = n->in[0];
+  int r = x->type.shape.rank, ns = 0, ne = 0, na = 0, nst = 0;
+  const int64_t *st = attr_ints(n, "starts", &ns), *en = attr_ints(n, "ends", &ne);
+  const int64_t *ax = attr_ints(n, "axes", &na), *sp = attr_ints(n, "steps", &nst);
+  if (n->op != OP_SLICE || node_fuse_group(n) || n->nout != 1 || ns != 1 || ne != 1 ||
+      (ax && na != 1) || (sp && (nst != 1 || sp[0] != 1)))
+    return false;
+  int64_t a = ax ? ax[0] : 0;
+  a = a < 0 ? a + r : a;
+  if (a < 0 || a >= r || x->type.shape.dims[a].sym)
+    return false;
+  int64_t d = x->type.shape.dims[a].n;
+  *axis = a, *b = clamp_index(st[0], d), *e = clamp_index(en[0], d);
+  return *b < *e;
+}
+
+/* Slices of one value that cut one axis into pieces, each read and none a graph output
+ * (the dynamo exporter's Q, K and V, where TorchScript writes a Split): one split, whose
+ * outputs the slices' readers read instead. n is the first of them in node order (the
+ * first the walk meets). 1 when rewritten, 0 when not, -1 on an error. */
+static int slices_to_split(Edit *e, Node *n, Diag *d) {
+  Value *x = n->in[0];
+  int64_t axis, b, en;
+  if (!slice_piece(n, &axis, &b, &en))
+    return 0;
+  Node *piece[MAX_PIECES];
+  int64_t start[MAX_PIECES], end[MAX_PIECES];
+  int np = 0, cursor = -1;
+  for (Node *u; (u = pass_edit_next_user(e, x, &cursor));) {
+    int64_t a, ub, ue;
+    if (!slice_piece(u, &a, &ub, &ue) || a != axis)
+      continue;
+    if (np == MAX_PIECES || !pass_edit_count(e, u->out[0]) || pass_edit_is_output(e, u->out[0]))
+      return 0;
+    int k = np++; /* insertion by start */
+    for (; k > 0 && start[k - 1] > ub; k--)
+      piece[k] = piece[k - 1], start[k] = start[k - 1], end[k] = end[k - 1];
+    piece[k] = u, start[k] = ub, end[k] = ue;
+  }
+  int64_t dim = x->type.shape.dims[axis].n, sizes[MAX_PIECES];
+  if (np < 2 || start[0] != 0 || end[np - 1] != dim)
+    return 0;
+  for (int k = 0; k < np; k++) {
+    if (k && start[k] != end[k - 1])
+      return 0;
+    sizes[k] = end[k] - start[k];
+  }
+  Attr a[2] = {attr_make_int("axis", axis), attr_make_ints("split", sizes, np)};
+  Node *sp = pass_edit_insert_node_before(e, n, OP_SPLIT, &x, 1, a, 2, np, x->name, "part", d);
+  if (!sp)
+    return -1;
+  for (int k = 0; k < np; k++)
+    pass_edit_replace_uses(e, piece[k]->out[0], sp->out[k]);
+  return 1;
+}
+
 /* ---------------------------------------------------------------- norms */
 
 /* The first axis of the trailing axes [a, rank) that reduction r reduces, keeping dims;
@@ -457,11 +528,13 @@ static int norm_affine(Edit *e, Node *n) {
 
 /* ---------------------------------------------------------------- the pass */
 
-static int canonicalize_node(Edit *e, Node *n) {
+static int canonicalize_node(Edit *e, Node *n, Diag *d) {
   if (node_fuse_group(n) || n->nout != 1 || n->nin < 1)
     return 0;
   if (n->op == OP_TRANSPOSE)
     return softmax_transposed(e, n);
+  if (n->op == OP_SLICE)
+    return slices_to_split(e, n, d);
   if (n->nin != 2)
     return 0;
   switch (n->op) {
@@ -493,12 +566,15 @@ static int run_canonicalize(Graph *g, PassContext *ctx) {
     again = false;
     Edit e;
     pass_edit_begin(&e, g);
-    for (int i = 0; i < e.norig; i++) {
-      int rc = canonicalize_node(&e, g->nodes[i]);
-      changed += rc;
-      again = again || rc;
+    int rc = 0;
+    for (int i = 0; i < e.norig && rc >= 0; i++) {
+      rc = canonicalize_node(&e, g->nodes[i], ctx->diag);
+      changed += rc > 0;
+      again = again || rc > 0;
     }
     pass_edit_end(&e);
+    if (rc < 0)
+      return -1;
     PassContext quiet = {.diag = ctx->diag};
     if (again && pass_dce.run(g, &quiet))
       return -1;
@@ -510,6 +586,7 @@ static int run_canonicalize(Graph *g, PassContext *ctx) {
 const Pass pass_canonicalize = {
     .name = "canonicalize",
     .summary = "written-out layer norms, RMS norms, erf GELUs, SiLUs, hard sigmoids and "
-               "swishes and softmaxes become the one op each",
+               "swishes and softmaxes become the one op each, slices that cut an axis "
+               "into pieces one split",
     .run = run_canonicalize,
 };

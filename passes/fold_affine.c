@@ -127,9 +127,12 @@ static Value *scaled(Graph *g, const Value *w, int dim, const Affine *a, const c
 }
 
 /* The bias b s + t as a constant <like>.bias [c] of type dt (b NULL: 0). NULL when it
- * would be all zeros and there was no bias. */
-static Value *shifted(Graph *g, const Value *b, DType dt, const char *like, const Affine *a) {
-  bool zero = true;
+ * would be all zeros, there was no bias and `keep` is false: a batch norm folds into a
+ * bias even when that is zero (a fresh model's), as the exporters fold it, since a GEMM
+ * takes its epilogue (a ReLU) with a bias add (fuse.c). */
+static Value *shifted(Graph *g, const Value *b, DType dt, const char *like, const Affine *a,
+                      bool keep) {
+  bool zero = !keep;
   for (int64_t c = 0; c < a->c; c++)
     zero = zero && a->t[c] == 0;
   if (!b && zero)
@@ -162,7 +165,8 @@ static int fold_into_conv(Edit *e, Node *c, Node *u) {
     return 0;
   }
   const char *name = u->out[0]->name;
-  Value *in[3] = {x, scaled(e->g, w, 0, &a, name), shifted(e->g, b, y->type.dtype, name, &a)};
+  Value *in[3] = {x, scaled(e->g, w, 0, &a, name),
+                   shifted(e->g, b, y->type.dtype, name, &a, u->op == OP_BATCH_NORM)};
   pass_edit_rewrite(e, u, OP_CONV, in, in[2] ? 3 : 2, c->attrs, c->nattr);
   affine_free(&a);
   return 1;
@@ -190,7 +194,7 @@ static int fold_into_linear(Edit *e, Node *m, Node *badd, Node *u, Diag *d) {
   }
   const char *name = u->out[0]->name;
   Value *win[2] = {x, scaled(e->g, w, 1, &a, name)};
-  Value *bias = shifted(e->g, b, y->type.dtype, name, &a);
+  Value *bias = shifted(e->g, b, y->type.dtype, name, &a, u->op == OP_BATCH_NORM);
   affine_free(&a);
   if (!bias) {
     pass_edit_rewrite(e, u, OP_MATMUL, win, 2, m->attrs, m->nattr);

@@ -60,6 +60,12 @@ Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, i
                                const Attr *attrs, int nattr, const char *like,
                                const char *suffix, Diag *d);
 
+/* The same for a node of nout outputs, named <like>.<suffix>0, 1, ... (a fresh name where
+ * one is taken): the node, or NULL with d set (it is then placed all the same, unused). */
+Node *pass_edit_insert_node_before(Edit *e, const Node *before, Op op, Value **in, int nin,
+                                   const Attr *attrs, int nattr, int nout, const char *like,
+                                   const char *suffix, Diag *d);
+
 /* The constants a pass makes from others (permuted, padded), by the id of their source,
  * so that a constant several nodes read (tied weights) is made into one, not one per
  * node: each copy would cost its bytes, and a search for a free name. One table per

@@ -300,22 +300,53 @@ void pass_edit_rewrite(Edit *e, Node *n, Op op, Value *const *in, int nin, const
     edit_note(e, n, k);
 }
 
-Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, int nin,
-                               const Attr *attrs, int nattr, const char *like,
-                               const char *suffix, Diag *d) {
-  Value *v = pass_add_node(e->g, op, in, nin, attrs, nattr, like, suffix, d);
+/* Notes the uses of node n, just added at the end of g->nodes, and places it before
+ * `before` when the edit ends. */
+static void edit_place(Edit *e, const Node *before, Node *n) {
   edit_room(e);
-  Node *n = e->g->nodes[e->g->nnodes - 1];
   for (int k = 0; k < n->nin; k++)
     edit_note(e, n, k);
-  if (!v)
-    return NULL;
   if (e->kid[before->id] < 0)
     e->kid[before->id] = n->id;
   else
     e->sibling[e->last_kid[before->id]] = n->id;
   e->last_kid[before->id] = n->id;
+}
+
+Value *pass_edit_insert_before(Edit *e, const Node *before, Op op, Value **in, int nin,
+                               const Attr *attrs, int nattr, const char *like,
+                               const char *suffix, Diag *d) {
+  Value *v = pass_add_node(e->g, op, in, nin, attrs, nattr, like, suffix, d);
+  Node *n = e->g->nodes[e->g->nnodes - 1];
+  if (!v) {
+    edit_room(e);
+    for (int k = 0; k < n->nin; k++)
+      edit_note(e, n, k);
+    return NULL;
+  }
+  edit_place(e, before, n);
   return v;
+}
+
+Node *pass_edit_insert_node_before(Edit *e, const Node *before, Op op, Value **in, int nin,
+                                   const Attr *attrs, int nattr, int nout, const char *like,
+                                   const char *suffix, Diag *d) {
+  char (*names)[512] = calloc((size_t)nout + 1, sizeof *names);
+  const char **np = calloc((size_t)nout + 1, sizeof *np);
+  Type *types = calloc((size_t)nout + 1, sizeof *types);
+  if (!names || !np || !types)
+    abort(); /* like arena_alloc */
+  for (int k = 0; k < nout; k++) {
+    snprintf(names[k], sizeof names[k], "%s.%s%d", like, suffix, k);
+    np[k] = graph_find_value(e->g, names[k]) ? NULL : names[k];
+  }
+  Node *n = graph_add_node(e->g, op, in, nin, attrs, nattr, np, nout);
+  int rc = ir_infer_node(n, types, d);
+  for (int k = 0; k < nout && !rc; k++)
+    n->out[k]->type = types[k];
+  free(names), free(np), free(types);
+  edit_place(e, before, n);
+  return rc ? NULL : n;
 }
 
 /* ---------------------------------------------------------------- constants made once */

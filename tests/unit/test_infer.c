@@ -165,6 +165,10 @@ static void test_reductions(void) {
   CHECKA(OP_LAYER_NORM, V(s, in("f32[S, 64]")), A(INT("axis", 1)), "f32[N, S, 64]");
   CHECK(OP_LAYER_NORM, V(s, in("f16[64]")), "!operand types differ");
   CHECK(OP_LAYER_NORM, V(s), "!op 'layer_norm' takes 2 to 3 inputs, got 1");
+  CHECK(OP_RMS_NORM, V(s), "f32[N, S, 64]");
+  CHECK(OP_RMS_NORM, V(s, g64), "f32[N, S, 64]");
+  CHECK(OP_RMS_NORM, V(s, g32), "!rms_norm: scale f32[32] does not broadcast");
+  CHECK(OP_RMS_NORM, V(s, g64, g64), "!op 'rms_norm' takes 1 to 2 inputs, got 3");
 }
 
 static void test_reshape(void) {
