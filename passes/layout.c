@@ -10,8 +10,10 @@
  *
  * w' = w with its channels last, a constant made here once. Then the transposes move
  * towards the graph's outputs: a pointwise node whose inputs are all such transposes of
- * the same perm (or single elements, which any perm leaves alone) computes on their
- * sources instead, and its result is transposed. A transpose of a transpose is one
+ * the same perm (or single elements, which any perm leaves alone, or constants of one
+ * value per channel, a batch norm's scale and shift, which become the [C] that
+ * broadcasts along channels last) computes on their sources instead, and its result is
+ * transposed. A transpose of a transpose is one
  * transpose, or nothing when they cancel: between two convolutions (a ReLU, a residual
  * add between them) no transpose is left. What remains is at the graph's edges: the image
  * moved to channels last (read by the first convolution's kernel through strides, see
@@ -40,7 +42,7 @@ typedef struct Layout {
   Graph *g;
   PassContext *ctx;
   Edit e;
-  Made nhwc, nk, gemm[2];
+  Made nhwc, nk, gemm[2], chan;
 } Layout;
 
 /* the types whose convolutions run on tensor cores (their pools go along) */
@@ -119,8 +121,34 @@ static bool is_perm(const Node *n, const int64_t *p, int r) {
   return true;
 }
 
-/* A pointwise node over transposes back to channels first (and single elements) computes
- * on their sources; its result is transposed instead. */
+/* Whether constant v holds one value per channel of a channels-first value of rank r
+ * (a batch norm's scale and shift, fold_affine's): its dims aligned right are 1 but dim
+ * 1's, which is more. */
+static bool channel_const(const Value *v, int r) {
+  const Shape *s = &v->type.shape;
+  if (v->kind != VK_CONST || !v->data || s->rank > r || s->rank < r - 1)
+    return false;
+  for (int i = 0; i < s->rank; i++) {
+    int j = r - s->rank + i;
+    if (s->dims[i].sym || (j != 1 && s->dims[i].n != 1) || (j == 1 && s->dims[i].n < 2))
+      return false;
+  }
+  return true;
+}
+
+/* Channel constant v as the [C] that broadcasts along channels last (made once). */
+static Value *channel_last_const(Layout *L, const Value *v) {
+  if (pass_made_get(&L->chan, v))
+    return pass_made_get(&L->chan, v);
+  int64_t c = tensor_numel(v->data);
+  Tensor *t = tensor_in_arena(L->g->arena, v->data->dtype, 1, &c);
+  memcpy(t->data, v->data->data, tensor_nbytes(t));
+  return pass_made_put(&L->chan, v, pass_add_const(L->g, v->name, "nhwc", t));
+}
+
+/* A pointwise node over transposes back to channels first (and single elements, and
+ * constants of one value per channel) computes on their sources; its result is
+ * transposed instead. */
 static int sink_through(Layout *L, Node *n, bool *changed) {
   if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
     return 0;
@@ -138,12 +166,17 @@ static int sink_through(Layout *L, Node *n, bool *changed) {
     if (v->kind == VK_NODE && v->type.shape.rank == r && is_perm(v->def, first, r)) {
       in[k] = v->def->in[0];
       moved++;
+    } else if (channel_const(v, r)) {
+      in[k] = NULL; /* made below, once the node is known to move */
     } else if (!pass_single_element(v)) {
       return 0;
     }
   }
   if (!moved)
     return 0;
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k] && !in[k])
+      in[k] = channel_last_const(L, n->in[k]);
   Value *yl = pass_edit_insert_before(&L->e, n, n->op, in, n->nin, n->attrs, n->nattr,
                                       n->out[0]->name, "nhwc", L->ctx->diag);
   if (!yl)
@@ -393,7 +426,7 @@ static int run_layout(Graph *g, PassContext *ctx) {
   Layout L = {.g = g, .ctx = ctx};
   int nk = channels_last(&L, note, sizeof note) ? -1 : f32_linears_nk(&L);
   pass_made_free(&L.nhwc), pass_made_free(&L.nk), pass_made_free(&L.gemm[0]);
-  pass_made_free(&L.gemm[1]);
+  pass_made_free(&L.gemm[1]), pass_made_free(&L.chan);
   if (nk < 0)
     return -1;
   ctx->changes += nk;
