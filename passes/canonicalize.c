@@ -10,7 +10,9 @@
  *   - RMS norm: the same without the mean, x / sqrt(mean(x^2) + eps) (Llama's and T5's
  *     RMSNorm): rms_norm(x), and rms_norm(x) times w is rms_norm(x, w);
  *   - GELU: x * 0.5 * (1 + erf(x / sqrt 2)), the three factors in any association and
- *     order, x / sqrt 2 also as x * (1 / sqrt 2): gelu(x) (the tanh form is simplify's);
+ *     order, x / sqrt 2 also as x * (1 / sqrt 2): gelu(x); its tanh approximation (GPT-2's
+ *     "gelu_new"), 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), x^3 as pow(x, 3) or
+ *     products: gelu(x) {approximate = "tanh"}, which a GEMM applies as its epilogue;
  *   - SiLU: x * sigmoid(x): silu(x);
  *   - hard sigmoid and hard swish: relu6(x + 3) / 6 (relu6 as a clip to [0, 6] or as
  *     min and max, / 6 also as * (1 / 6)): hard_sigmoid(x) {alpha = 1/6}; x times
@@ -156,6 +158,44 @@ static Value *erf_gelu(const Edit *e, const Node *n) {
   return NULL;
 }
 
+/* Whether v is x^3: pow(x, 3), x * (x * x) or (x * x) * x, each node read once. */
+static bool is_cube(const Edit *e, const Value *v, const Value *x) {
+  if (with_const(e, v, OP_POW, 3) == x)
+    return true;
+  const Node *m = def1(e, v, OP_MUL);
+  for (int k = 0; m && k < 2; k++) {
+    const Node *sq = def1(e, m->in[1 - k], OP_MUL);
+    if (m->in[k] == x && sq && sq->in[0] == x && sq->in[1] == x)
+      return true;
+  }
+  return false;
+}
+
+/* Whether v is 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), every node of it read once. */
+static bool is_one_plus_tanh(const Edit *e, const Value *v, const Value *x) {
+  const Value *t = with_const(e, v, OP_ADD, 1);
+  const Node *th = t ? def1(e, t, OP_TANH) : NULL;
+  const Value *s = th ? with_const(e, th->in[0], OP_MUL, 0.79788456080286535588) : NULL;
+  const Node *a = s ? def1(e, s, OP_ADD) : NULL;
+  for (int k = 0; a && k < 2; k++) {
+    const Value *cube = a->in[k] == x ? with_const(e, a->in[1 - k], OP_MUL, 0.044715) : NULL;
+    if (cube && is_cube(e, cube, x))
+      return true;
+  }
+  return false;
+}
+
+/* x of a tanh gelu ending in n: the factors x and 1 + tanh(...), times 0.5. */
+static Value *tanh_gelu(const Edit *e, const Node *n) {
+  Product p = product_of(e, n);
+  if (!p.ok || p.n != 2 || !near(p.k, 0.5))
+    return NULL;
+  for (int k = 0; k < 2; k++)
+    if (is_one_plus_tanh(e, p.f[1 - k], p.f[k]))
+      return p.f[k];
+  return NULL;
+}
+
 /* y of relu6(y) read once: a clip to [0, 6], max(min(y, 6), 0) or min(max(y, 0), 6). */
 static Value *relu6_of(const Edit *e, const Value *v) {
   const Node *c = def1(e, v, OP_CLIP);
@@ -185,6 +225,9 @@ static int activation(Edit *e, Node *n) {
   int na = 0;
   if (x) {
     op = OP_GELU;
+  } else if ((x = tanh_gelu(e, n))) {
+    op = OP_GELU;
+    a[na++] = attr_make_string("approximate", "tanh");
   } else {
     Product p = product_of(e, n);
     if (!p.ok)
@@ -585,8 +628,8 @@ static int run_canonicalize(Graph *g, PassContext *ctx) {
 
 const Pass pass_canonicalize = {
     .name = "canonicalize",
-    .summary = "written-out layer norms, RMS norms, erf GELUs, SiLUs, hard sigmoids and "
-               "swishes and softmaxes become the one op each, slices that cut an axis "
-               "into pieces one split",
+    .summary = "written-out layer norms, RMS norms, erf and tanh GELUs, SiLUs, hard "
+               "sigmoids and swishes and softmaxes become the one op each, slices that cut "
+               "an axis into pieces one split",
     .run = run_canonicalize,
 };

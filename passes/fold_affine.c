@@ -49,7 +49,8 @@ static bool per_channel(const Value *v, const Value *y, int ch) {
     return false;
   for (int i = 0; i < vs->rank; i++) {
     int j = ys->rank - vs->rank + i;
-    if (vs->dims[i].sym || (vs->dims[i].n != 1 && (j != ch || !dim_eq(vs->dims[i], ys->dims[j]))))
+    if (vs->dims[i].sym ||
+        (vs->dims[i].n != 1 && (j != ch || !dim_eq(vs->dims[i], ys->dims[j]))))
       return false;
   }
   return true;

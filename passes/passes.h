@@ -63,7 +63,7 @@ int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *c
 /* The passes. */
 extern const Pass pass_dce;       /* dead-code elimination */
 extern const Pass pass_constfold; /* constant folding through the reference executor */
-extern const Pass pass_simplify;  /* nodes that change nothing, written-out GELU */
+extern const Pass pass_simplify;  /* nodes that change nothing */
 extern const Pass pass_canonicalize; /* written-out norms and activations into their ops */
 extern const Pass pass_fold_affine; /* batch norms, scales, shifts into conv/GEMM weights */
 extern const Pass pass_concat_gemms; /* matmuls of one input into one (Q, K, V) */

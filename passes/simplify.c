@@ -17,18 +17,14 @@
  *     the cast meets the pointwise nodes after it (an attention mask's cast and and);
  *   - a reshape (squeeze, unsqueeze, flatten) of such a node: one reshape of the first
  *     node's input;
- *   - an identity: its users read its input (it stays only as a graph output);
- *   - the tanh approximation of GELU written out, 0.5 x (1 + tanh(sqrt(2/pi) (x +
- *     0.044715 x^3))) (GPT-2's "gelu_new"): one gelu node with approximate = "tanh",
- *     which a GEMM can apply as its epilogue (passes/fuse.c).
+ *   - an identity: its users read its input (it stays only as a graph output).
+ * (Activations and norms written out are canonicalize's.)
  * Rewritten nodes keep their output value (its name and type) and their origin. After
  * each round of rewrites the nodes without users go (dce), since the rules count uses. Nodes already in a fuse group are left alone:
  * their group decides how they run. The pass repeats until nothing changes (at most
  * SIMPLIFY_MAX_ROUNDS times). A round keeps the uses of every value as it goes (Edit),
  * and the nodes it adds go in front of the nodes they were made for when it ends. */
 #include "passes/passes-impl.h"
-
-#include <math.h>
 
 /* Rewrites n as a reshape of x to n's output type, if a shape attribute can say it. */
 static bool to_reshape(Edit *e, Node *n, Value *x) {
@@ -279,95 +275,6 @@ static int transpose_above_gemm(Edit *e, Node *t, Diag *d) {
   return 1;
 }
 
-/* ---------------------------------------------------------------- tanh GELU */
-
-/* Whether v is a float constant of one element that equals c as its type rounds it. */
-static bool is_scalar(const Value *v, double c) {
-  if (!v || v->kind != VK_CONST || !v->data || tensor_numel(v->data) != 1 ||
-      !dtype_is_float(v->type.dtype))
-    return false;
-  double x = dtype_load_f64(v->type.dtype, v->data->data);
-  return fabs(x - c) <= 1e-6 * fabs(c);
-}
-
-/* The node that defines v when it is op `op` and v has exactly one use; else NULL. */
-static const Node *only_def(const Edit *e, const Value *v, Op op) {
-  if (!v || v->kind != VK_NODE || v->def->op != op || pass_edit_count(e, v) != 1 ||
-      pass_edit_is_output(e, v))
-    return NULL;
-  return v->def;
-}
-
-/* The operand of the single-use binary node defining v (op `op`) whose other operand is
- * the scalar c: v = op(x, c), or op(c, x) for the commutative ones. NULL otherwise. */
-static Value *with_scalar(const Edit *e, const Value *v, Op op, double c) {
-  const Node *n = only_def(e, v, op);
-  if (!n || n->nin != 2)
-    return NULL;
-  if (is_scalar(n->in[1], c))
-    return n->in[0];
-  if ((op_info[op].flags & OPF_COMMUTATIVE) && is_scalar(n->in[0], c))
-    return n->in[1];
-  return NULL;
-}
-
-/* Whether v is x^3: pow(x, 3), x * (x * x) or (x * x) * x, each node used once. */
-static bool is_cube(const Edit *e, const Value *v, const Value *x) {
-  if (with_scalar(e, v, OP_POW, 3) == x)
-    return true;
-  const Node *m = only_def(e, v, OP_MUL);
-  if (!m)
-    return false;
-  for (int k = 0; k < 2; k++) {
-    const Node *sq = only_def(e, m->in[1 - k], OP_MUL);
-    if (m->in[k] == x && sq && sq->in[0] == x && sq->in[1] == x)
-      return true;
-  }
-  return false;
-}
-
-/* Whether v is 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), every node of it used once. */
-static bool is_one_plus_tanh(const Edit *e, const Value *v, const Value *x) {
-  const Value *t = with_scalar(e, v, OP_ADD, 1);
-  const Node *th = t ? only_def(e, t, OP_TANH) : NULL;
-  const Value *s = th ? with_scalar(e, th->in[0], OP_MUL, 0.79788456080286535588 /* sqrt(2/pi) */) : NULL;
-  const Node *a = s ? only_def(e, s, OP_ADD) : NULL;
-  if (!a)
-    return false;
-  for (int k = 0; k < 2; k++) {
-    const Value *cube = a->in[k] == x ? with_scalar(e, a->in[1 - k], OP_MUL, 0.044715) : NULL;
-    if (cube && is_cube(e, cube, x))
-      return true;
-  }
-  return false;
-}
-
-/* The x of a tanh GELU ending in node n: (0.5 x) * (1 + tanh(...)) or (x * (1 +
- * tanh(...))) * 0.5, in either operand order; NULL when n is none. */
-static Value *tanh_gelu(const Edit *e, const Node *n) {
-  if (n->op != OP_MUL || n->nin != 2 || !dtype_is_float(n->out[0]->type.dtype))
-    return NULL;
-  for (int k = 0; k < 2; k++) {
-    Value *x = with_scalar(e, n->in[k], OP_MUL, 0.5);
-    if (x && is_one_plus_tanh(e, n->in[1 - k], x) &&
-        pass_same_shape(&x->type.shape, &n->out[0]->type.shape))
-      return x;
-  }
-  Value *p = NULL;
-  if (is_scalar(n->in[1], 0.5))
-    p = n->in[0];
-  else if (is_scalar(n->in[0], 0.5))
-    p = n->in[1];
-  const Node *m = p ? only_def(e, p, OP_MUL) : NULL;
-  for (int k = 0; m && k < 2; k++) {
-    Value *x = m->in[k];
-    if (is_one_plus_tanh(e, m->in[1 - k], x) &&
-        pass_same_shape(&x->type.shape, &n->out[0]->type.shape))
-      return x;
-  }
-  return NULL;
-}
-
 /* ---------------------------------------------------------------- the pass */
 
 /* n = reshape(cast(x)) -> cast(reshape(x)), when the cast has no other use. */
@@ -468,14 +375,6 @@ static int simplify_node(Edit *e, Node *n, Diag *d) {
     pass_edit_replace_uses(e, y, x);
     return 1;
   }
-  case OP_MUL: {
-    Value *gx = tanh_gelu(e, n);
-    if (!gx)
-      return 0;
-    Attr a = attr_make_string("approximate", "tanh");
-    pass_edit_rewrite(e, n, OP_GELU, &gx, 1, &a, 1);
-    return 1;
-  }
   default:
     return 0;
   }
@@ -518,6 +417,6 @@ const Pass pass_simplify = {
     .name = "simplify",
     .summary = "casts, expands and reshapes that change nothing become identities (and "
                "expands that nodes broadcasting anyway read go), transposes of size-1 dims "
-               "and gathers of every index reshapes, a written-out tanh GELU one gelu node",
+               "and gathers of every index reshapes",
     .run = run_simplify,
 };

@@ -218,7 +218,8 @@ static void test_reductions(void) {
                    tens(DT_F64, 1, s2, (double[]){1, 0})};
   EXPECT(run_op(OP_LAYER_NORM, 3, in, &eps, 1, &d), DT_F64, 2, s12, ((double[]){-1, 2}), 1e-15);
   /* rms_norm of [3, 4]: mean square 12.5 -> [3, 4] / sqrt(12.5), then * 2; no scale */
-  Tensor *rin[2] = {tens(DT_F64, 2, s12, (double[]){3, 4}), tens(DT_F64, 1, (int64_t[]){1}, (double[]){2})};
+  Tensor *rin[2] = {tens(DT_F64, 2, s12, (double[]){3, 4}),
+                    tens(DT_F64, 1, (int64_t[]){1}, (double[]){2})};
   EXPECT(run_op(OP_RMS_NORM, 2, rin, &eps, 1, &d), DT_F64, 2, s12,
          ((double[]){6 / sqrt(12.5), 8 / sqrt(12.5)}), 1e-15);
   rin[0] = tens(DT_F64, 2, s12, (double[]){3, 4});
