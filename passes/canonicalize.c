@@ -42,14 +42,21 @@ enum { CANON_MAX_ROUNDS = 8 };
 
 /* ---------------------------------------------------------------- matching */
 
+/* How near a constant of type t must be to the formula's: CANON_RTOL, or four steps of a
+ * 16-bit float type (which rounds 1/6 or 1/sqrt 2 that far). */
+static double rtol_of(DType t) {
+  return t == DT_BF16 ? 4.0 / 128 : t == DT_F16 ? 4.0 / 1024 : CANON_RTOL;
+}
+
+static bool near(double x, double c, double rtol) { return fabs(x - c) <= rtol * fabs(c); }
+
 /* Whether constant v has one element, of a float type, near c. */
 static bool is_const_near(const Value *v, double c) {
   if (!v || v->kind != VK_CONST || !v->data || tensor_numel(v->data) != 1 ||
       !dtype_is_float(v->type.dtype))
     return false;
   double x = dtype_load_f64(v->type.dtype, v->data->data);
-  double tol = dtype_size(v->type.dtype) == 2 ? 4.0 / 256 : CANON_RTOL;
-  return fabs(x - c) <= tol * fabs(c) || x == c;
+  return near(x, c, rtol_of(v->type.dtype)) || x == c;
 }
 
 /* The element of constant v of one float element into *c. */
@@ -90,14 +97,14 @@ enum { MAX_FACTORS = 4 };
 typedef struct Product {
   Value *f[MAX_FACTORS];
   int n;
-  double k;
+  double k, rtol; /* rtol: how near k must be to the formula's (rtol_of its constants) */
   bool ok; /* false: more factors than fit, or a division by a non-constant */
 } Product;
 
 static void add_factor(Product *p, Value *v) {
   double c;
   if (const_scalar(v, &c))
-    p->k *= c;
+    p->k *= c, p->rtol = fmax(p->rtol, rtol_of(v->type.dtype));
   else if (p->n < MAX_FACTORS)
     p->f[p->n++] = v;
   else
@@ -114,7 +121,7 @@ static void open_product(const Edit *e, const Node *n, Product *p, int depth) {
       if (!const_scalar(v, &c) || c == 0)
         p->ok = false;
       else
-        p->k /= c;
+        p->k /= c, p->rtol = fmax(p->rtol, rtol_of(v->type.dtype));
       continue;
     }
     const Node *m = depth > 0 ? def1(e, v, OP_MUL) : NULL;
@@ -128,7 +135,7 @@ static void open_product(const Edit *e, const Node *n, Product *p, int depth) {
 }
 
 static Product product_of(const Edit *e, const Node *n) {
-  Product p = {.k = 1, .ok = true};
+  Product p = {.k = 1, .rtol = CANON_RTOL, .ok = true};
   if ((n->op == OP_MUL || n->op == OP_DIV) && n->nin == 2)
     open_product(e, n, &p, 2);
   else
@@ -136,14 +143,12 @@ static Product product_of(const Edit *e, const Node *n) {
   return p;
 }
 
-static bool near(double x, double c) { return fabs(x - c) <= CANON_RTOL * fabs(c); }
-
 /* ---------------------------------------------------------------- activations */
 
 /* x of a gelu ending in n: the factors x and 1 + erf(x / sqrt 2), times 0.5. */
 static Value *erf_gelu(const Edit *e, const Node *n) {
   Product p = product_of(e, n);
-  if (!p.ok || p.n != 2 || !near(p.k, 0.5))
+  if (!p.ok || p.n != 2 || !near(p.k, 0.5, p.rtol))
     return NULL;
   for (int k = 0; k < 2; k++) {
     Value *x = p.f[k];
@@ -188,7 +193,7 @@ static bool is_one_plus_tanh(const Edit *e, const Value *v, const Value *x) {
 /* x of a tanh gelu ending in n: the factors x and 1 + tanh(...), times 0.5. */
 static Value *tanh_gelu(const Edit *e, const Node *n) {
   Product p = product_of(e, n);
-  if (!p.ok || p.n != 2 || !near(p.k, 0.5))
+  if (!p.ok || p.n != 2 || !near(p.k, 0.5, p.rtol))
     return NULL;
   for (int k = 0; k < 2; k++)
     if (is_one_plus_tanh(e, p.f[1 - k], p.f[k]))
@@ -239,15 +244,15 @@ static int activation(Edit *e, Node *n) {
         const Node *h = def1(e, p.f[1 - k], OP_HARD_SIGMOID);
         if (s && s->in[0] == x)
           op = OP_SILU;
-        else if (h && h->in[0] == x && near(attr_float(h, "alpha"), 1.0 / 6) &&
-                 near(attr_float(h, "beta"), 0.5))
+        else if (h && h->in[0] == x && near(attr_float(h, "alpha"), 1.0 / 6, CANON_RTOL) &&
+                 near(attr_float(h, "beta"), 0.5, CANON_RTOL))
           op = OP_HARD_SWISH;
       }
-    } else if (near(p.k, 1.0 / 6) && p.n == 2) {
+    } else if (near(p.k, 1.0 / 6, p.rtol) && p.n == 2) {
       for (int k = 0; k < 2 && op == OP_COUNT; k++)
         if (relu6_plus3(e, p.f[1 - k]) == p.f[k])
           x = p.f[k], op = OP_HARD_SWISH;
-    } else if (near(p.k, 1.0 / 6) && p.n == 1 && (x = relu6_plus3(e, p.f[0]))) {
+    } else if (near(p.k, 1.0 / 6, p.rtol) && p.n == 1 && (x = relu6_plus3(e, p.f[0]))) {
       op = OP_HARD_SIGMOID;
       a[na++] = attr_make_float("alpha", 1.0 / 6);
       a[na++] = attr_make_float("beta", 0.5);
