@@ -964,10 +964,10 @@ int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
 
 /* opt's pass list (the default pipeline, less the fusion passes with no_fuse), run with
  * its hooks. The calibration inputs are read during the call only. */
-static int run_passes(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
+static int run_passes(Graph *g, const GpuccCompileOptions *opt, const Target *t, Diag *d) {
   const Pass *passes[MAX_PASSES];
   int n = 0;
-  PassContext ctx = {.diag = d, .calib_names = opt->calib_names,
+  PassContext ctx = {.diag = d, .target = t, .calib_names = opt->calib_names,
                      .calib_inputs = opt->calib_inputs, .ncalib = opt->ncalib,
                      .print_after_all = opt->print_after_all, .dump_dir = opt->dump_dir,
                      .report = opt->report};
@@ -1010,14 +1010,22 @@ int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled 
   memset(out, 0, sizeof *out);
   if (!opt)
     opt = &none;
-  const char *arch = opt->arch ? opt->arch : NVRTC_DEFAULT_ARCH;
-  if (nvrtc_check_arch(arch, d))
+  Target *t = &out->build.target;
+  if (opt->target)
+    *t = *opt->target;
+  else if (target_for_arch(opt->arch, t, d))
     return -1;
+  const char *arch = t->arch;
   snprintf(out->build.arch, sizeof out->build.arch, "%s", arch);
+  if (opt->report) {
+    char line[256];
+    target_describe(t, line, sizeof line);
+    fprintf(opt->report, "gpucc: target %s\n", line);
+  }
 
-  int rc = pipeline_bind_dims(g, opt, d) || run_passes(g, opt, d);
+  int rc = pipeline_bind_dims(g, opt, d) || run_passes(g, opt, t, d);
   if (!rc && last >= STAGE_CODEGEN) {
-    CodegenOptions co = {.sm = nvrtc_arch_sm(arch)};
+    CodegenOptions co = {.target = t};
     rc = !(out->program = codegen_graph(g, &co, d));
   }
   if (!rc && last >= STAGE_MEMPLAN)

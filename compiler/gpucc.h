@@ -30,6 +30,10 @@ typedef struct GpuccCompileOptions {
   /* sm_80, sm_86, sm_89, sm_90 or sm_90a. NULL: the device's own (the nearest of those at
    * or below its compute capability) when compiling for a device, else sm_90. */
   const char *arch;
+  /* The GPU compiled for, every machine fact codegen and the passes use (ir.h); arch is
+   * then ignored. NULL: arch's entry of the target table for gpucc_build, the device's
+   * figures over it for gpucc_compile_* (gpucc_device_target). */
+  const Target *target;
   /* Symbolic dims to bind (`--dim N=8`), before the passes (an ONNX model's: at load);
    * every symbol left is an error at codegen. */
   const char *const *dim_names;
@@ -69,6 +73,7 @@ typedef struct GpuccBuild {
   void *weights;
   size_t weights_len;
   char arch[16];        /* the target it was compiled for */
+  Target target;        /* all of it (ir.h) */
   int nkernels;         /* launches per inference: kernel and GEMM steps */
   int nsteps;           /* every step of the plan, copies included */
   uint64_t arena_bytes; /* device memory for inputs, outputs and intermediates */
@@ -94,6 +99,10 @@ int gpucc_build_onnx(const void *bytes, size_t len, const char *name,
  * below the device's compute capability. NO_DRIVER/NO_DEVICE (message in d) when there is
  * no such device. */
 GpuccStatus gpucc_device_arch(int device, char *arch, size_t n, Diag *d);
+/* The target for compiling for device: arch's table entry (NULL: gpucc_device_arch's),
+ * with the device's own SM count, shared memory, registers, L2 size and name over the
+ * table's, and no clusters where the device cannot launch them. */
+GpuccStatus gpucc_device_target(int device, const char *arch, Target *out, Diag *d);
 
 /* Compile and create on CUDA device `device`. GPUCC_OK, or a status with d set: a compile
  * error is GPUCC_ERR_INVALID_ARGUMENT; the runtime's own statuses pass through

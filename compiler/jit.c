@@ -12,32 +12,75 @@ static GpuccStatus runtime_error(GpuccStatus st, Diag *d) {
   return st;
 }
 
-GpuccStatus gpucc_device_arch(int device, char *arch, size_t n, Diag *d) {
-  int major = 0, minor = 0;
-  GpuccStatus st = gpucc_device_compute_capability(device, &major, &minor);
-  if (st)
-    return runtime_error(st, d);
-  int cc = major * 10 + minor;
-  if (cc < 80) {
+/* The table's arch for a device of compute capability major.minor: a newer GPU than
+ * the newest entry runs that entry's PTX, which the driver JIT-compiles. */
+static GpuccStatus arch_of(int device, int major, int minor, const char **arch, Diag *d) {
+  if (!(*arch = target_arch_for_cc(major * 10 + minor))) {
     diag_error(d, (SrcLoc){0},
                "CUDA device %d has compute capability %d.%d; gpucc targets 8.0 and later", device,
                major, minor);
     return GPUCC_ERR_NO_DEVICE;
   }
-  /* A newer GPU than sm_90 runs the compute_90 PTX the driver JIT-compiles. */
-  snprintf(arch, n, "%s", cc >= 90 ? "sm_90" : cc >= 89 ? "sm_89" : cc >= 86 ? "sm_86" : "sm_80");
   return GPUCC_OK;
 }
 
-/* The options with their arch: the device's own unless opt names one. Asking the device
- * first also means no compile for a machine without one. */
-static GpuccStatus with_arch(const GpuccCompileOptions *opt, int device, GpuccCompileOptions *o,
-                             char *arch, size_t n, Diag *d) {
+GpuccStatus gpucc_device_arch(int device, char *arch, size_t n, Diag *d) {
+  int major = 0, minor = 0;
+  const char *a;
+  GpuccStatus st = gpucc_device_compute_capability(device, &major, &minor);
+  if (st)
+    return runtime_error(st, d);
+  if ((st = arch_of(device, major, minor, &a, d)))
+    return st;
+  snprintf(arch, n, "%s", a);
+  return GPUCC_OK;
+}
+
+static void take(int *field, int v) {
+  if (v > 0)
+    *field = v;
+}
+
+GpuccStatus gpucc_device_target(int device, const char *arch, Target *out, Diag *d) {
+  GpuccDeviceProperties p;
+  GpuccStatus st = gpucc_device_properties(device, &p);
+  if (st)
+    return runtime_error(st, d);
+  if (!arch && (st = arch_of(device, p.cc_major, p.cc_minor, &arch, d)))
+    return st;
+  if (target_for_arch(arch, out, d))
+    return GPUCC_ERR_INVALID_ARGUMENT;
+  /* What the code may use (instructions, clusters) is the arch's; what there is of it
+   * (SMs, memory, registers), the device's. */
+  snprintf(out->gpu, sizeof out->gpu, "%.*s", (int)sizeof out->gpu - 1, p.name);
+  out->source = "device";
+  take(&out->sms, p.sms);
+  take(&out->smem_block, p.smem_block);
+  take(&out->smem_block_optin, p.smem_block_optin);
+  take(&out->smem_sm, p.smem_sm);
+  take(&out->regs_sm, p.regs_sm);
+  take(&out->threads_block, p.threads_block);
+  take(&out->threads_sm, p.threads_sm);
+  take(&out->blocks_sm, p.blocks_sm);
+  if (p.l2_bytes > 0)
+    out->l2_bytes = p.l2_bytes;
+  if (!p.cluster_launch) {
+    out->clusters = false;
+    out->cluster_max = 1;
+  }
+  return GPUCC_OK;
+}
+
+/* The options with their target: the device's figures over opt's arch (the device's own
+ * arch unless opt names one), unless opt gives a target. Asking the device first also
+ * means no compile for a machine without one. */
+static GpuccStatus with_target(const GpuccCompileOptions *opt, int device,
+                               GpuccCompileOptions *o, Target *t, Diag *d) {
   *o = opt ? *opt : (GpuccCompileOptions){0};
-  if (o->arch)
+  if (o->target)
     return GPUCC_OK;
-  o->arch = arch;
-  return gpucc_device_arch(device, arch, n, d);
+  o->target = t;
+  return gpucc_device_target(device, o->arch, t, d);
 }
 
 /* The built plan and weights as a model on device (b freed). */
@@ -51,8 +94,8 @@ GpuccStatus gpucc_compile_graph(Graph *g, const GpuccCompileOptions *opt, int de
                                 GpuccModel **out, Diag *d) {
   *out = NULL;
   GpuccCompileOptions o;
-  char arch[16];
-  GpuccStatus st = with_arch(opt, device, &o, arch, sizeof arch, d);
+  Target t;
+  GpuccStatus st = with_target(opt, device, &o, &t, d);
   if (st)
     return st;
   GpuccBuild b;
@@ -79,8 +122,8 @@ GpuccStatus gpucc_compile_onnx(const void *bytes, size_t len, const char *name,
                                Diag *d) {
   *out = NULL;
   GpuccCompileOptions o;
-  char arch[16];
-  GpuccStatus st = with_arch(opt, device, &o, arch, sizeof arch, d);
+  Target t;
+  GpuccStatus st = with_target(opt, device, &o, &t, d);
   if (st)
     return st;
   GpuccBuild b;

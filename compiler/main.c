@@ -47,6 +47,8 @@ typedef struct Options {
   const char *file;
   const char *emit; /* NULL, "ir", "cuda" or "cubin"; NULL with -o: a model.so */
   const char *arch; /* --arch for --emit=cuda/cubin/plan and model.so; NULL: the default */
+  int sms;          /* --sms N: the target's SM count instead of the table's (0: the table's) */
+  Target target;    /* compile mode: --arch's entry of the target table, --sms over it */
   const char *out;  /* -o */
   int iters;        /* run: --iters N, timed graph replays (0: none) */
   int device;       /* run: --device N */
@@ -152,9 +154,11 @@ static void print_help(void) {
          "                          that runs the model (runtime/runtime.h declares its C\n"
          "                          API); weights over 1 GiB go to OUT.so.weights beside it\n"
          "  --arch=sm_XX            target of --emit=cuda/cubin/plan and model.so: sm_80,\n"
-         "                          sm_86, sm_89, sm_90 (the default) or sm_90a\n"
-         "  --dim SYM=N             bind symbolic dim SYM to N before the passes\n"
-         "\n"
+         "                          sm_86, sm_89, sm_90 (the default) or sm_90a, with the\n"
+         "                          SM count and cache of one GPU of it (-v says which)\n"
+         "  --sms=N                 the target's SM count instead (codegen fills N SMs)\n"
+         "  --dim SYM=N             bind symbolic dim SYM to N before the passes\n");
+  printf("\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
          "  --dim SYM=N             bind symbolic dim SYM to N when loading\n"
          "  --shape NAME=AxBxC      give input NAME this static shape (repeatable)\n"
@@ -248,9 +252,9 @@ static int check_mode(const Options *o) {
       return usage_error("option '--emit' is not for 'gpucc run'");
     if (o->out)
       return usage_error("option '-o' is not for 'gpucc run' (use --output-dir)");
-    if (o->arch)
-      return usage_error("option '--arch' is not for 'gpucc run' (it compiles for the GPU "
-                         "it runs on)");
+    if (o->arch || o->sms)
+      return usage_error("option '%s' is not for 'gpucc run' (it compiles for the GPU it "
+                         "runs on)", o->arch ? "--arch" : "--sms");
     if (o->iters && o->cpu)
       return usage_error("option '--iters' times the GPU; it does not go with '--cpu'");
     if (o->so && o->cpu)
@@ -279,8 +283,9 @@ static int check_mode(const Options *o) {
       return usage_error("unknown --emit kind '%s' (known: ir, cuda, cubin, plan)", o->emit);
     if (o->emit && !strcmp(o->emit, "cubin") && (!o->out || !strcmp(o->out, "-")))
       return usage_error("--emit=cubin needs -o FILE");
-    if (o->arch && !((o->emit && strcmp(o->emit, "ir") != 0) || (!o->emit && o->out)))
-      return usage_error("option '--arch' is for --emit=cuda/cubin/plan and model.so (-o)");
+    if ((o->arch || o->sms) && !((o->emit && strcmp(o->emit, "ir") != 0) || (!o->emit && o->out)))
+      return usage_error("option '%s' is for --emit=cuda/cubin/plan and model.so (-o)",
+                         o->arch ? "--arch" : "--sms");
     Diag ad = {0};
     if (o->arch && nvrtc_check_arch(o->arch, &ad))
       return usage_diag(&ad);
@@ -427,15 +432,17 @@ static int parse_args(int argc, char **argv, Options *o) {
       if (rc)
         return rc;
     } else if ((v = option_value(a, "--iters", argc, argv, &i, &missing)) ||
-               (v = option_value(a, "--device", argc, argv, &i, &missing))) {
-      bool iters = a[2] == 'i';
+               (v = option_value(a, "--device", argc, argv, &i, &missing)) ||
+               (v = option_value(a, "--sms", argc, argv, &i, &missing))) {
+      bool dev = a[2] == 'd';
+      const char *opt = dev ? "--device" : a[2] == 'i' ? "--iters" : "--sms";
       char *end;
       errno = 0;
       long n = strtol(v, &end, 10);
-      if (!*v || *end || errno || n < (iters ? 1 : 0) || n > 1000000)
-        return usage_error("%s expects a %s number, got '%s'", iters ? "--iters" : "--device",
-                           iters ? "positive" : "non-negative", v);
-      *(iters ? &o->iters : &o->device) = (int)n;
+      if (!*v || *end || errno || n < (dev ? 0 : 1) || n > 1000000)
+        return usage_error("%s expects a %s number, got '%s'", opt,
+                           dev ? "non-negative" : "positive", v);
+      *(dev ? &o->device : a[2] == 'i' ? &o->iters : &o->sms) = (int)n;
     } else if ((v = option_value(a, "--dim", argc, argv, &i, &missing))) {
       int rc = add_binding(o->dims, &o->ndims, "--dim", v);
       if (rc)
@@ -455,6 +462,14 @@ static int parse_args(int argc, char **argv, Options *o) {
   o->so = flen > 3 && !strcmp(o->file + flen - 3, ".so");
   o->passes_arg = passes_arg;
   int rc = check_mode(o);
+  if (!rc) {
+    Diag d = {0};
+    target_for_arch(o->arch, &o->target, &d); /* check_mode checked the arch */
+    if (o->sms) {
+      o->target.sms = o->sms;
+      o->target.source = "--sms over the table";
+    }
+  }
   return rc ? rc : choose_passes(o, passes_arg);
 }
 
@@ -511,8 +526,10 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
   }
   for (int i = 0; i < o->ncalib; i++)
     c->calib_names[i] = o->calib[i].name;
+  /* compile mode: --arch's target; run mode: the device's (the JIT API asks it), or on the
+   * reference executor the default */
   c->opt = (GpuccCompileOptions){
-      .arch = o->arch, .dim_names = c->dim_names, .dim_sizes = c->dim_sizes,
+      .arch = o->arch, .target = o->mode == MODE_COMPILE ? &o->target : NULL, .dim_names = c->dim_names, .dim_sizes = c->dim_sizes,
       .ndims = o->ndims, .passes = o->passes_arg, .no_fuse = o->no_fuse,
       .precision = precision_name(o->precision), .calib_names = c->calib_names,
       .calib_inputs = c->calib, .ncalib = o->ncalib, .onnx = &c->onnx,
