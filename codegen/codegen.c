@@ -1023,7 +1023,7 @@ static int gen_op(Cg *cg, const Node *n) {
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   Cg cg = {.g = g, .arena = arena_new(), .d = d,
            .target = opt && opt->target ? opt->target : target_default()};
-  if (ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
+  if (target_check(cg.target, d) || ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
     users_free(&cg.users);
     arena_free(cg.arena);
     return NULL;

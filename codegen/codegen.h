@@ -120,7 +120,8 @@ typedef struct CodegenOptions {
 } CodegenOptions;
 
 /* Generates the program of g, which must verify and have only concrete shapes (a
- * symbolic dim is an error naming the value and the flag that binds it). An op without a
+ * symbolic dim is an error naming the value and the flag that binds it), for a target
+ * that passes target_check. An op without a
  * GPU kernel yet is an error naming the op and the node. opt may be NULL. Returns NULL
  * with d set on error. */
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d);

@@ -593,6 +593,10 @@ extern const char *const target_archs[];
 int target_for_arch(const char *arch, Target *out, Diag *d);
 /* The default arch's entry, for callers given no target. */
 const Target *target_default(void);
+/* 0 when t is usable (a Target a caller filled or changed): a known arch, at least one SM,
+ * shared memory and registers, a default block of whole warps no larger than a block may
+ * be, a grid cap, a cluster size of at least 1; else -1 with d naming the field. */
+int target_check(const Target *t, Diag *d);
 /* The arch of the table for a device of compute capability cc (times ten): the highest at
  * or below it (a newer GPU runs the PTX of that arch); NULL below the oldest. The
  * arch-specific sm_90a is never chosen: it is asked for by name. */

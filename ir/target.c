@@ -81,6 +81,30 @@ const Target *target_default(void) { return lookup(TARGET_DEFAULT_ARCH); }
 /* sm_90a: code for that chip alone, whose features do not carry forward */
 static bool arch_specific(const Target *t) { return t->arch[strlen(t->arch) - 1] == 'a'; }
 
+int target_check(const Target *t, Diag *d) {
+  Target entry;
+  if (target_for_arch(t->arch, &entry, d))
+    return -1;
+  const char *bad = t->sms < 1                                  ? "sms"
+                    : t->smem_block < 1                         ? "smem_block"
+                    : t->smem_block_optin < t->smem_block       ? "smem_block_optin"
+                    : t->smem_sm < t->smem_block_optin          ? "smem_sm"
+                    : t->regs_sm < 1                            ? "regs_sm"
+                    : t->regs_thread < 1                        ? "regs_thread"
+                    : t->threads_block < 32                     ? "threads_block"
+                    : t->threads_sm < t->threads_block          ? "threads_sm"
+                    : t->blocks_sm < 1                          ? "blocks_sm"
+                    : t->cluster_max < 1                        ? "cluster_max"
+                    : t->block < 32 || t->block % 32 || t->block > t->threads_block ? "block"
+                    : t->max_blocks < 1                         ? "max_blocks"
+                                                                : NULL;
+  if (bad)
+    return diag_error(d, (SrcLoc){0}, "target %s: %s is out of range (%d SMs, a default block "
+                      "of %d threads of at most %d, grids of at most %d blocks)", t->arch, bad,
+                      t->sms, t->block, t->threads_block, t->max_blocks);
+  return 0;
+}
+
 const char *target_arch_for_cc(int cc) {
   const char *best = NULL;
   int best_cc = 0;

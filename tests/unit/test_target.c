@@ -117,11 +117,42 @@ static void test_describe(void) {
   CHECK(strlen(small) == sizeof small - 1);
 }
 
+/* Every entry passes target_check; a caller's target with a field out of range does not,
+ * and the message names the field. */
+static void test_check(void) {
+  for (int i = 0; target_archs[i]; i++) {
+    Diag d = {0};
+    Target t;
+    CHECK(target_for_arch(target_archs[i], &t, &d) == 0 && target_check(&t, &d) == 0);
+  }
+  static const struct {
+    const char *field;
+    int value;
+  } bad[] = {{"sms", 0}, {"block", 0}, {"block", 100}, {"block", 2048}, {"max_blocks", 0},
+             {"cluster_max", 0}, {"smem_block", 0}, {"threads_block", 16}, {"arch", 0}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    Diag d = {0};
+    Target t = *target_default();
+    const char *f = bad[i].field;
+    int v = bad[i].value;
+    if (!strcmp(f, "sms")) t.sms = v;
+    if (!strcmp(f, "block")) t.block = v;
+    if (!strcmp(f, "max_blocks")) t.max_blocks = v;
+    if (!strcmp(f, "cluster_max")) t.cluster_max = v;
+    if (!strcmp(f, "smem_block")) t.smem_block = v;
+    if (!strcmp(f, "threads_block")) t.threads_block = v;
+    if (!strcmp(f, "arch")) strcpy(t.arch, "sm_70");
+    CHECK(target_check(&t, &d) == -1);
+    CHECK(strstr(d.msg, !strcmp(f, "arch") ? "unknown --arch 'sm_70'" : f) != NULL);
+  }
+}
+
 int main(void) {
   test_archs();
   test_figures();
   test_arch_for_cc();
   test_describe();
+  test_check();
   if (failures) {
     fprintf(stderr, "test_target: %d checks failed\n", failures);
     return 1;
