@@ -103,6 +103,10 @@ GpuccStatus gpucc_device_arch(int device, char *arch, size_t n, Diag *d);
  * with the device's own SM count, shared memory, registers, L2 size and name over the
  * table's, and no clusters where the device cannot launch them. */
 GpuccStatus gpucc_device_target(int device, const char *arch, Target *out, Diag *d);
+/* What gpucc_device_target does once it has the device's properties p: t, a table entry,
+ * gets p's figures (those p has: a zero keeps t's), p's name, source "device", and no
+ * clusters unless p can launch them. */
+void gpucc_target_over_device(Target *t, const GpuccDeviceProperties *p);
 
 /* Compile and create on CUDA device `device`. GPUCC_OK, or a status with d set: a compile
  * error is GPUCC_ERR_INVALID_ARGUMENT; the runtime's own statuses pass through

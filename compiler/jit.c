@@ -41,6 +41,27 @@ static void take(int *field, int v) {
     *field = v;
 }
 
+/* What the code may use (instructions, clusters) is the arch's; what there is of it (SMs,
+ * memory, registers), the device's. A figure the driver did not give keeps the table's. */
+void gpucc_target_over_device(Target *t, const GpuccDeviceProperties *p) {
+  snprintf(t->gpu, sizeof t->gpu, "%.*s", (int)sizeof t->gpu - 1, p->name);
+  t->source = "device";
+  take(&t->sms, p->sms);
+  take(&t->smem_block, p->smem_block);
+  take(&t->smem_block_optin, p->smem_block_optin);
+  take(&t->smem_sm, p->smem_sm);
+  take(&t->regs_sm, p->regs_sm);
+  take(&t->threads_block, p->threads_block);
+  take(&t->threads_sm, p->threads_sm);
+  take(&t->blocks_sm, p->blocks_sm);
+  if (p->l2_bytes > 0)
+    t->l2_bytes = p->l2_bytes;
+  if (!p->cluster_launch) {
+    t->clusters = false;
+    t->cluster_max = 1;
+  }
+}
+
 GpuccStatus gpucc_device_target(int device, const char *arch, Target *out, Diag *d) {
   GpuccDeviceProperties p;
   GpuccStatus st = gpucc_device_properties(device, &p);
@@ -50,24 +71,7 @@ GpuccStatus gpucc_device_target(int device, const char *arch, Target *out, Diag 
     return st;
   if (target_for_arch(arch, out, d))
     return GPUCC_ERR_INVALID_ARGUMENT;
-  /* What the code may use (instructions, clusters) is the arch's; what there is of it
-   * (SMs, memory, registers), the device's. */
-  snprintf(out->gpu, sizeof out->gpu, "%.*s", (int)sizeof out->gpu - 1, p.name);
-  out->source = "device";
-  take(&out->sms, p.sms);
-  take(&out->smem_block, p.smem_block);
-  take(&out->smem_block_optin, p.smem_block_optin);
-  take(&out->smem_sm, p.smem_sm);
-  take(&out->regs_sm, p.regs_sm);
-  take(&out->threads_block, p.threads_block);
-  take(&out->threads_sm, p.threads_sm);
-  take(&out->blocks_sm, p.blocks_sm);
-  if (p.l2_bytes > 0)
-    out->l2_bytes = p.l2_bytes;
-  if (!p.cluster_launch) {
-    out->clusters = false;
-    out->cluster_max = 1;
-  }
+  gpucc_target_over_device(out, &p);
   return GPUCC_OK;
 }
 
