@@ -563,24 +563,24 @@ enum {
 };
 
 typedef struct Target {
-  char arch[16]; /* NVRTC's --gpu-architecture: "sm_90a" */
-  int cc;        /* compute capability times ten: 90 for sm_90 and sm_90a */
-  char gpu[64];  /* whose figures these are: the table's GPU ("H100 SXM5"), a device's name */
-  const char *source;  /* where the capacities below come from: "table", "device", or what
-                          changed the table's ("--sms over the table"); a static string */
-  int sms;             /* streaming multiprocessors */
-  int smem_block;      /* bytes of shared memory a block may declare statically */
+  char arch[16];        /* NVRTC's --gpu-architecture: "sm_90a" */
+  int cc;               /* compute capability times ten: 90 for sm_90 and sm_90a */
+  char gpu[64];         /* whose figures: the table's GPU ("H100 SXM5"), or a device's name */
+  const char *source;   /* where the figures below come from: "table", "device", or what
+                           changed the table's ("--sms over the table"); a static string */
+  int sms;              /* streaming multiprocessors */
+  int smem_block;       /* bytes of shared memory a block may declare statically */
   int smem_block_optin; /* bytes a block may have with the opt-in attribute (dynamic) */
-  int smem_sm;         /* bytes of shared memory an SM has for its resident blocks */
-  int regs_sm;         /* 32-bit registers an SM has */
-  int regs_thread;     /* most 32-bit registers a thread may have */
-  int threads_block;   /* most threads a block may have */
-  int threads_sm;      /* most threads resident on an SM */
-  int blocks_sm;       /* most blocks resident on an SM */
-  bool clusters;       /* thread block clusters (__cluster_dims__, distributed shared memory) */
-  int cluster_max;     /* blocks of a cluster, portable (1 without clusters) */
-  unsigned insn;       /* TARGET_MMA_F16 | ...: the instructions there are */
-  int64_t l2_bytes;    /* L2 cache */
+  int smem_sm;          /* bytes of shared memory an SM has for its resident blocks */
+  int regs_sm;          /* 32-bit registers an SM has */
+  int regs_thread;      /* most 32-bit registers a thread may have */
+  int threads_block;    /* most threads a block may have */
+  int threads_sm;       /* most threads resident on an SM */
+  int blocks_sm;        /* most blocks resident on an SM */
+  bool clusters;        /* thread block clusters (__cluster_dims__, distributed shared memory) */
+  int cluster_max;      /* blocks of a cluster, portable (1 without clusters) */
+  unsigned insn;        /* TARGET_MMA_F16 | ...: the instructions there are */
+  int64_t l2_bytes;     /* L2 cache */
   /* The launch geometry codegen uses by default: `block` threads a block for kernels that
    * walk their work in grid-stride loops, and grids of at most `max_blocks` blocks. */
   int block, max_blocks;
