@@ -25,10 +25,13 @@
 
 enum { KIB = 1024 };
 
-#define AMPERE_INSN (TARGET_MMA_F16 | TARGET_MMA_BF16 | TARGET_MMA_TF32 | TARGET_MMA_INT8 | TARGET_CP_ASYNC)
+/* what every entry shares: the sm_80 instructions, the per-block and per-SM limits that
+ * have not changed since, and codegen's launch defaults */
+#define AMPERE_INSN \
+  (TARGET_MMA_F16 | TARGET_MMA_BF16 | TARGET_MMA_TF32 | TARGET_MMA_INT8 | TARGET_CP_ASYNC)
 #define COMMON                                                                            \
-  .source = "table", .smem_block = 48 * KIB, .regs_sm = 64 * KIB, .regs_thread = 255, .threads_block = 1024, \
-  .block = 256, .max_blocks = 4096
+  .source = "table", .smem_block = 48 * KIB, .regs_sm = 64 * KIB, .regs_thread = 255,      \
+  .threads_block = 1024, .block = 256, .max_blocks = 4096
 
 static const Target table[] = {
     {.arch = "sm_80", .cc = 80, .gpu = "A100 SXM4", COMMON, .sms = 108,
