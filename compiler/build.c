@@ -1015,6 +1015,8 @@ int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled 
     *t = *opt->target;
   else if (target_for_arch(opt->arch, t, d))
     return -1;
+  if (target_check(t, d))
+    return -1;
   const char *arch = t->arch;
   snprintf(out->build.arch, sizeof out->build.arch, "%s", arch);
   if (opt->report) {
