@@ -34,7 +34,6 @@
 
 enum {
   BC = 32,                  /* keys (or values) per tile: one per lane */
-  SMEM_FLOATS = 48 * 1024 / 4, /* static shared memory */
   MAX_ACC = 8,              /* outputs per thread */
 };
 
@@ -132,7 +131,7 @@ static void emit_tile(Cg *cg, const Operand *o, int param, int64_t width, int64_
                       const char *at) {
   Buf *b = &cg->src;
   buf_puts(b, "      __syncthreads();\n");
-  buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", BC * width, CODEGEN_BLOCK);
+  buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", BC * width, cg->target->block);
   buf_printf(b, "        const int c = e / %" PRId64 ", t = e %% %" PRId64 ";\n", width, width);
   buf_printf(b, "        kv[c][t] = j0 + c < %" PRId64 " ? %s : 0.f;\n", sk, load(cg, o, param, at));
   buf_puts(b, "      }\n      __syncthreads();\n");
@@ -295,7 +294,7 @@ static const char *begin_kernel(Cg *cg, const Attn *a, const char *how) {
   const char *name = cg_kernel_begin_values(cg, a->root, "attention", head, a->in, a->nin,
                                             &a->y, 1, note);
   int64_t s = cg_numel(a->s), y = cg_numel(a->y);
-  buf_printf(&cg->src, "  typedef %s idx_t;\n", cg_idx_type(s > y ? s : y));
+  buf_printf(&cg->src, "  typedef %s idx_t;\n", cg_idx_type(cg, s > y ? s : y));
   return name;
 }
 
@@ -328,23 +327,25 @@ static void begin_tiles(Cg *cg, const Attn *a, int64_t rows) {
 
 enum {
   MMA_BC = 64,  /* keys per tile */
-  MMA_SMS = 132, /* the tiles that fill an H100 twice over, for choosing the rows per block */
   MMA_KEEP = 4,  /* key tiles whose scores stay in registers between the passes */
+  MMA_WARPS = 8, /* a block's warps: the kernel is written for 8 (row groups x column slices) */
+  MMA_THREADS = MMA_WARPS * 32,
 };
 
 /* The tensor-core kernel's rows per block (8 warps: 16 rows each, or 2, 4 warps to a row
  * group splitting the output's columns), or 0 when it does not run a: it needs 16-bit
  * operands of one type, probabilities of that type (they go to the second product as
  * the accumulators hold them), and head sizes that are multiples of 16, up to 128. */
-static int64_t mma_rows(const Attn *a) {
+static int64_t mma_rows(const Cg *cg, const Attn *a) {
   DType t = a->q.view.base->type.dtype;
   if ((t != DT_BF16 && t != DT_F16) || a->k.view.base->type.dtype != t ||
       a->v.view.base->type.dtype != t || a->m2->in[0]->type.dtype != t || a->d % 16 ||
       a->dv % 16 || a->d > 128 || a->dv > 128)
     return 0;
   int64_t br = 128;
-  while (br > 32 && a->dv % (8 * 256 / br) == 0 &&
-         (br / 2 >= a->sq || a->batch * ((a->sq + br - 1) / br) < 2 * MMA_SMS))
+  /* halved while the tiles would not fill the SMs twice over */
+  while (br > 32 && a->dv % (8 * MMA_THREADS / br) == 0 &&
+         (br / 2 >= a->sq || a->batch * ((a->sq + br - 1) / br) < 2 * cg->target->sms))
     br /= 2;
   return br;
 }
@@ -390,7 +391,8 @@ static void emit_rows(Cg *cg, const Operand *o, int p, const char *sc, int cd, i
   int64_t cs = o->view.stride[cd];
   bool vec = vec8(o, cd);
   int per = vec ? 8 : 2; /* elements a thread loads at once */
-  buf_printf(b, "%sfor (int e = tid; e < %" PRId64 "; e += 256) {\n", ind, rows * width / per);
+  buf_printf(b, "%sfor (int e = tid; e < %" PRId64 "; e += %d) {\n", ind, rows * width / per,
+             MMA_THREADS);
   buf_printf(b, "%s  const int r = e / %" PRId64 ", c = e %% %" PRId64 " * %d;\n", ind,
              width / per, width / per, per);
   if (vec) {
@@ -420,7 +422,8 @@ static void emit_values(Cg *cg, const Attn *a) {
   int cd = o->view.rank - 1;
   int64_t rs = o->view.stride[cd - 1], cs = o->view.stride[cd], dv = a->dv;
   if (vec8(o, cd)) {
-    buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += 256) {\n", MMA_BC / 2 * dv / 8);
+    buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", MMA_BC / 2 * dv / 8,
+               MMA_THREADS);
     buf_printf(b, "        const int jp = e %% %d, c = e / %d * 8, j = j0 + 2 * jp;\n", MMA_BC / 2,
                MMA_BC / 2);
     buf_puts(b, "        gc_vec<unsigned, 4> u0 = {}, u1 = {};\n");
@@ -439,7 +442,7 @@ static void emit_values(Cg *cg, const Attn *a) {
   }
   const char *el = scaled(cg, o, "scv", cg_fmt(cg, "(unsigned)in2[vb + (idx_t)(j + %%d) * %" PRId64
                                                " + (idx_t)t * %" PRId64 "].bits", rs, cs));
-  buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += 256) {\n", MMA_BC / 2 * dv);
+  buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", MMA_BC / 2 * dv, MMA_THREADS);
   buf_printf(b, "        const int t = e %% %" PRId64 ", jp = e / %" PRId64 ", j = j0 + 2 * jp;\n",
              dv, dv);
   buf_printf(b, "        sm.kv.v[t][jp] = (j < %" PRId64 " ? %s : 0u) | (j + 1 < %" PRId64
@@ -537,6 +540,7 @@ static int emit_mma(Cg *cg, const Attn *a, int64_t br) {
    * otherwise the second pass computes them again */
   bool keep = a->sm->in[0]->type.dtype == t && nkt <= MMA_KEEP;
   cg->min_blocks = 2; /* 128 registers: two blocks of 8 warps on an SM */
+  cg->threads = MMA_THREADS;
   const char *name = begin_kernel(cg, a, cg_fmt(cg, "on tensor cores, %" PRId64 " query rows "
                                                 "per block, %d keys per tile%s", br, MMA_BC,
                                                 keep ? ", the scores kept in registers" : ""));
@@ -652,7 +656,8 @@ static int emit_mma(Cg *cg, const Attn *a, int64_t br) {
         dvw, a->sq, a->ostr[r - 2], a->ostr[r - 1],
         cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][e]"));
   buf_puts(b, "  }\n}\n");
-  cg_kernel_step_values(cg, a->root, name, cg_blocks(tiles, 1), 256, a->in, a->nin, &a->y, 1);
+  cg_kernel_step_values(cg, a->root, name, cg_blocks(cg, tiles, 1), MMA_THREADS, a->in, a->nin,
+                        &a->y, 1);
   return 0;
 }
 
@@ -661,14 +666,17 @@ static int emit_mma(Cg *cg, const Attn *a, int64_t br) {
 static int emit_simt(Cg *cg, const Attn *a) {
   int64_t sq = a->sq, sk = a->sk, d = a->d, dv = a->dv, batch = a->batch;
   int64_t kd = d > dv ? d : dv, skp = (sk + BC - 1) / BC * BC;
-  /* BR: rows per block, as many as fit while the grid still fills the GPU */
+  /* BR: rows per block, as many as fit in static shared memory while the grid still fills
+   * the SMs twice over */
+  int block = cg->target->block;
   int64_t br = 0;
   for (int64_t c = 32; c >= 1; c /= 2) {
-    bool fits = c * d + BC * (kd + 1) + c * skp <= SMEM_FLOATS && c * dv <= MAX_ACC * CODEGEN_BLOCK;
+    bool fits = (c * d + BC * (kd + 1) + c * skp) * 4 <= cg->target->smem_block &&
+                c * dv <= MAX_ACC * block;
     if (!fits)
       continue;
     br = c;
-    if (batch * ((sq + c - 1) / c) >= 264 || c == 4)
+    if (batch * ((sq + c - 1) / c) >= 2 * cg->target->sms || c == 4)
       break;
   }
   if (!br)
@@ -676,7 +684,7 @@ static int emit_simt(Cg *cg, const Attn *a) {
                     "%" PRId64 " does not fit the kernel's shared memory",
                     (long long)node_fuse_group(a->root), sk, kd);
   int64_t tiles = batch * ((sq + br - 1) / br);
-  int64_t nacc = (br * dv + CODEGEN_BLOCK - 1) / CODEGEN_BLOCK;
+  int64_t nacc = (br * dv + block - 1) / block;
   const char *name = begin_kernel(cg, a, cg_fmt(cg, "on CUDA cores, %" PRId64 " query rows per block", br));
   Buf *b = &cg->src;
   buf_printf(b, "  __shared__ float qs[%" PRId64 "][%" PRId64 "];\n", br, d);
@@ -689,7 +697,7 @@ static int emit_simt(Cg *cg, const Attn *a) {
   int64_t ksd = kvw->stride[kvw->rank - 2], ksj = kvw->stride[kvw->rank - 1];
   int64_t vsj = vv->stride[vv->rank - 2], vsd = vv->stride[vv->rank - 1];
   /* the queries */
-  buf_printf(b, "    for (int e = tid; e < %" PRId64 "; e += %d) {\n", br * d, CODEGEN_BLOCK);
+  buf_printf(b, "    for (int e = tid; e < %" PRId64 "; e += %d) {\n", br * d, block);
   buf_printf(b, "      const int r = e / %" PRId64 ", c = e %% %" PRId64 ";\n", d, d);
   buf_printf(b, "      qs[r][c] = i0 + r < %" PRId64 " ? %s : 0.f;\n", sq,
              load(cg, &a->q, 0, cg_fmt(cg, "qb + (idx_t)(i0 + r) * %" PRId64 " + (idx_t)c * %" PRId64,
@@ -699,7 +707,7 @@ static int emit_simt(Cg *cg, const Attn *a) {
   buf_printf(b, "    for (int j0 = 0; j0 < %" PRId64 "; j0 += %d) {\n", sk, BC);
   emit_tile(cg, &a->k, 1, d, sk,
             cg_fmt(cg, "kb + (idx_t)t * %" PRId64 " + (idx_t)(j0 + c) * %" PRId64, ksd, ksj));
-  buf_printf(b, "      for (int r = warp; r < %" PRId64 "; r += %d) {\n", br, CODEGEN_BLOCK / 32);
+  buf_printf(b, "      for (int r = warp; r < %" PRId64 "; r += %d) {\n", br, block / 32);
   buf_printf(b, "        const int i = i0 + r, j = j0 + lane;\n");
   buf_printf(b, "        if (i >= %" PRId64 " || j >= %" PRId64 ") continue;\n", sq, sk);
   buf_puts(b, "        float acc = 0.f;\n");
@@ -707,7 +715,7 @@ static int emit_simt(Cg *cg, const Attn *a) {
   store_score(cg, a->pre, a->m1, a->at, "acc", "sc[r][j]", "        ");
   buf_puts(b, "      }\n    }\n    __syncthreads();\n");
   /* the softmax of each row, as codegen's softmax kernel computes it, then the post nodes */
-  buf_printf(b, "    for (int r = warp; r < %" PRId64 "; r += %d) {\n", br, CODEGEN_BLOCK / 32);
+  buf_printf(b, "    for (int r = warp; r < %" PRId64 "; r += %d) {\n", br, block / 32);
   buf_printf(b, "      const int i = i0 + r;\n      if (i >= %" PRId64 ") continue;\n", sq);
   buf_puts(b, "      float m = -GC_INF;\n");
   buf_printf(b, "      for (int j = lane; j < %" PRId64 "; j += 32) m = fmax(m, sc[r][j]);\n", sk);
@@ -720,7 +728,7 @@ static int emit_simt(Cg *cg, const Attn *a) {
   buf_puts(b, "        const float prob = exp(sc[r][j] - m) * rs;\n");
   store_score(cg, a->post, a->sm, a->at, "prob", "sc[r][j]", "        ");
   buf_puts(b, "      }\n    }\n");
-  /* the output: thread tid accumulates elements tid, tid + 256, ... of the BR x DV tile */
+  /* the output: thread tid accumulates elements tid, tid + block, ... of the BR x DV tile */
   buf_printf(b, "    float out[%" PRId64 "];\n#pragma unroll\n", nacc);
   buf_printf(b, "    for (int a = 0; a < %" PRId64 "; a++) out[a] = 0.f;\n", nacc);
   buf_printf(b, "    for (int j0 = 0; j0 < %" PRId64 "; j0 += %d) {\n", sk, BC);
@@ -729,20 +737,20 @@ static int emit_simt(Cg *cg, const Attn *a) {
   buf_printf(b, "      const int nj = %" PRId64 " - j0 < %d ? %" PRId64 " - j0 : %d;\n", sk, BC, sk, BC);
   buf_printf(b, "#pragma unroll\n      for (int a = 0; a < %" PRId64 "; a++) {\n", nacc);
   buf_printf(b, "        const int e = tid + a * %d, r = e / %" PRId64 ", t = e %% %" PRId64 ";\n",
-             CODEGEN_BLOCK, dv, dv);
+             block, dv, dv);
   buf_printf(b, "        if (r >= %" PRId64 ") break;\n", br);
   buf_puts(b, "        for (int c = 0; c < nj; c++) out[a] = fmaf(sc[r][j0 + c], kv[c][t], out[a]);\n");
   buf_puts(b, "      }\n    }\n");
   buf_printf(b, "#pragma unroll\n    for (int a = 0; a < %" PRId64 "; a++) {\n", nacc);
   buf_printf(b, "      const int e = tid + a * %d, r = e / %" PRId64 ", t = e %% %" PRId64 ";\n",
-             CODEGEN_BLOCK, dv, dv);
+             block, dv, dv);
   buf_printf(b, "      if (r < %" PRId64 " && i0 + r < %" PRId64 ")\n", br, sq);
   buf_printf(b, "        out0[ob + (idx_t)(i0 + r) * %" PRId64 " + (idx_t)t * %" PRId64 "] = %s;\n",
              a->ostr[a->rank - 2], a->ostr[a->rank - 1],
              cg_store(cg, a->y->type.dtype, DOM_F32, "out[a]"));
   buf_puts(b, "    }\n    __syncthreads();\n  }\n}\n");
-  cg_kernel_step_values(cg, a->root, name, cg_blocks(tiles * CODEGEN_BLOCK, CODEGEN_BLOCK),
-                        CODEGEN_BLOCK, a->in, a->nin, &a->y, 1);
+  cg_kernel_step_values(cg, a->root, name, cg_blocks(cg, tiles * block, block),
+                        block, a->in, a->nin, &a->y, 1);
   return 0;
 }
 
@@ -750,6 +758,6 @@ int cg_attention(Cg *cg, const Node *const *nodes, int n) {
   Attn a;
   if (read_attention(cg, nodes, n, &a))
     return -1;
-  int64_t br = mma_rows(&a);
+  int64_t br = mma_rows(cg, &a);
   return br ? emit_mma(cg, &a, br) : emit_simt(cg, &a);
 }

@@ -44,7 +44,10 @@ typedef struct Cg {
                      which caps its registers; cleared by its signature */
   int cluster;    /* the next kernel's blocks per thread block cluster (0, 1: none); cleared
                      by its signature */
-  int sm;         /* CodegenOptions.sm */
+  int threads;    /* the next kernel's threads a block for __launch_bounds__, when its code is
+                     written for a number of warps (0: the target's block); cleared by its
+                     signature */
+  const Target *target; /* CodegenOptions.target: every machine fact codegen uses */
   /* by node position: the first node of its fuse group and the next one after it
    * (ir_fuse_groups) */
   int *group_first, *group_next;
@@ -77,12 +80,14 @@ int cg_error(Cg *cg, const Node *n, const char *fmt, ...) __attribute__((format(
 
 /* Index arithmetic: "int" when every offset fits in 31 bits with room for a grid-stride
  * step, else "long long". */
-const char *cg_idx_type(int64_t n);
-/* Blocks for n threads' worth of work at CODEGEN_BLOCK threads each, capped. */
-unsigned cg_blocks(int64_t n, int64_t per_block);
+const char *cg_idx_type(const Cg *cg, int64_t n);
+/* Blocks for n threads' (or rows') worth of work at per_block each, at most the target's
+ * grid cap (Target.max_blocks). */
+unsigned cg_blocks(const Cg *cg, int64_t n, int64_t per_block);
 /* The blocks of a thread block cluster that share a tile's `steps` K steps, from the
- * `want` of a generator's policy: at most `most` and steps / min_steps; 1 before sm_90 or
- * below 2; then as few as give each block the same number of steps. */
+ * `want` of a generator's policy: at most `most`, the target's cluster size and
+ * steps / min_steps; 1 on a target without clusters or below 2; then as few as give each
+ * block the same number of steps. */
 int64_t cg_cluster_split(const Cg *cg, int64_t want, int64_t most, int64_t steps,
                          int64_t min_steps);
 

@@ -192,21 +192,23 @@ const char *cg_const_of(Cg *cg, DType t, double v) {
 
 /* ---------------------------------------------------------------- launch geometry */
 
-const char *cg_idx_type(int64_t n) {
-  /* a grid-stride step adds at most CODEGEN_MAX_BLOCKS * 1024 to an index below n */
-  return n + (int64_t)CODEGEN_MAX_BLOCKS * 1024 < INT32_MAX ? "int" : "long long";
+const char *cg_idx_type(const Cg *cg, int64_t n) {
+  /* a grid-stride step adds at most a grid of the largest blocks to an index below n */
+  int64_t step = (int64_t)cg->target->max_blocks * cg->target->threads_block;
+  return n + step < INT32_MAX ? "int" : "long long";
 }
 
-unsigned cg_blocks(int64_t n, int64_t per_block) {
-  int64_t b = (n + per_block - 1) / per_block;
-  return (unsigned)(b < 1 ? 1 : b > CODEGEN_MAX_BLOCKS ? CODEGEN_MAX_BLOCKS : b);
+unsigned cg_blocks(const Cg *cg, int64_t n, int64_t per_block) {
+  int64_t b = (n + per_block - 1) / per_block, most = cg->target->max_blocks;
+  return (unsigned)(b < 1 ? 1 : b > most ? most : b);
 }
 
 int64_t cg_cluster_split(const Cg *cg, int64_t want, int64_t most, int64_t steps,
                          int64_t min_steps) {
   int64_t s = want < most ? want : most;
+  s = s < cg->target->cluster_max ? s : cg->target->cluster_max;
   s = s < steps / min_steps ? s : steps / min_steps;
-  if (cg->sm < 90 || s < 2)
+  if (!cg->target->clusters || s < 2)
     return 1;
   int64_t per = (steps + s - 1) / s;
   return (steps + per - 1) / per;
@@ -408,14 +410,15 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   }
   if (note)
     buf_printf(b, "\n * %s", note);
-  buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d", CODEGEN_BLOCK);
+  buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d",
+             cg->threads ? cg->threads : cg->target->block);
   if (cg->min_blocks)
     buf_printf(b, ", %d", cg->min_blocks);
   buf_puts(b, ")");
   if (cg->cluster > 1)
     buf_printf(b, " __cluster_dims__(%d, 1, 1)", cg->cluster);
   buf_printf(b, " %s(", name);
-  cg->min_blocks = cg->cluster = 0;
+  cg->min_blocks = cg->cluster = cg->threads = 0;
   int a = 0;
   for (int k = 0; k < nin; k++)
     if (in[k])
@@ -531,13 +534,13 @@ int64_t cg_max_numel(const Node *n) {
 
 void cg_loop_begin(Cg *cg, const Node *n, int64_t count) {
   int64_t m = cg_max_numel(n);
-  buf_printf(&cg->src, "  typedef %s idx_t;\n", cg_idx_type(m > count ? m : count));
+  buf_printf(&cg->src, "  typedef %s idx_t;\n", cg_idx_type(cg, m > count ? m : count));
   buf_printf(&cg->src, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", count);
 }
 
 void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count) {
   buf_puts(&cg->src, "  }\n}\n");
-  cg_kernel_step(cg, n, name, cg_blocks(count, CODEGEN_BLOCK), CODEGEN_BLOCK);
+  cg_kernel_step(cg, n, name, cg_blocks(cg, count, cg->target->block), (unsigned)cg->target->block);
 }
 
 void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned grid,
@@ -1018,8 +1021,9 @@ static int gen_op(Cg *cg, const Node *n) {
 }
 
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
-  Cg cg = {.g = g, .arena = arena_new(), .d = d, .sm = opt && opt->sm ? opt->sm : 90};
-  if (ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
+  Cg cg = {.g = g, .arena = arena_new(), .d = d,
+           .target = opt && opt->target ? opt->target : target_default()};
+  if (target_check(cg.target, d) || ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
     users_free(&cg.users);
     arena_free(cg.arena);
     return NULL;

@@ -21,10 +21,6 @@
 
 #include "ir/ir.h"
 
-/* Kernel launch geometry is chosen for any current GPU: 256-thread blocks, grids capped
- * at CODEGEN_MAX_BLOCKS blocks with grid-stride loops doing the rest. */
-enum { CODEGEN_BLOCK = 256, CODEGEN_MAX_BLOCKS = 4096 };
-
 /* A kernel's parameters take at most CODEGEN_MAX_PARAM_BYTES: 32,764 bytes from CUDA
  * 12.1 on Volta and newer (every GPU gpucc targets, and the NVRTC and driver a cubin of
  * it needs), 4,096 before. Every parameter of gpucc's kernels is an 8-byte device
@@ -114,13 +110,18 @@ typedef struct Program {
   Arena *arena_; /* owns everything above; private */
 } Program;
 
+/* The GPU is opt->target (ir.h): its SM count sizes the tiles of GEMMs, convolutions and
+ * attention so that they fill it, its shared memory bounds the kernels that keep rows
+ * there, its clusters let implicit GEMMs split K over the blocks of a cluster, and its
+ * launch defaults (Target.block threads a block, grids of at most Target.max_blocks
+ * blocks with grid-stride loops doing the rest) are every other kernel's geometry. */
 typedef struct CodegenOptions {
-  int sm; /* the target's compute capability times ten (80, 86, 89, 90); 0: 90. From 90
-             on, implicit GEMMs split K over the blocks of a thread block cluster */
+  const Target *target; /* NULL: target_default() */
 } CodegenOptions;
 
 /* Generates the program of g, which must verify and have only concrete shapes (a
- * symbolic dim is an error naming the value and the flag that binds it). An op without a
+ * symbolic dim is an error naming the value and the flag that binds it), for a target
+ * that passes target_check. An op without a
  * GPU kernel yet is an error naming the op and the node. opt may be NULL. Returns NULL
  * with d set on error. */
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d);

@@ -82,23 +82,28 @@ static int int_matmul(Cg *cg, const Node *n, int64_t M, int64_t K, int64_t N, in
  *   within about 2^-21 of f32's. A step's products are summed apart and added to the
  *   accumulators by f32 adds: tensor cores truncate as they accumulate (see codegen/nn.c's
  *   implicit GEMM).
- * - From sm_90, when the tiles would not fill the SMs (tc_splits), the blocks of a
- *   thread block cluster share a tile's K steps and sum their partial tiles through
- *   distributed shared memory, in rank order (results repeat from run to run).
+ * - On a target with clusters (sm_90), when the tiles would not fill the SMs (tc_splits),
+ *   the blocks of a thread block cluster share a tile's K steps and sum their partial
+ *   tiles through distributed shared memory, in rank order (results repeat from run to
+ *   run).
  * - An inf or NaN input makes the split parts NaN; a NaN sum is computed again in f32 by
  *   the thread that stores it, so non-finite inputs give f32's answer.
  * The group's epilogue (bias, residual, activation: any pointwise chain) is applied as
  * each element is stored. */
-enum { TC_TILE = 64, TC_BK = 32, TC_SMS = 132, TC_MAX_SPLIT = 4 };
+enum {
+  TC_TILE = 64, TC_BK = 32, TC_MAX_SPLIT = 4,
+  TC_WARPS = 8, /* the kernel is written for 8 warps: 2 x 2 over the tile, 2 halves of K */
+  TC_THREADS = TC_WARPS * 32,
+};
 
 /* The blocks that share a tile's K steps, for M rows in NT column tiles. Two blocks fit an
- * SM at once (256 threads of 128 registers); the blocks of the tiles (counted by their
+ * SM at once (8 warps of 128 registers a thread); the blocks of the tiles (counted by their
  * rows: a last tile of 5 rows weighs 5/64) should fill those slots, and while they do
  * not, K is split at least 2 ways; at most 4 ways (more cost more in the partial tiles'
  * sum than they gain: BERT's and ViT's GEMMs at batch 1, timed on an H100), each block
  * at least 3 steps; then as few blocks as give each that many steps. */
 static int64_t tc_splits(const Cg *cg, int64_t M, int64_t NT, int64_t steps) {
-  int64_t slots = 2 * TC_SMS * TC_TILE, work = M * NT; /* in rows of a tile */
+  int64_t slots = 2 * cg->target->sms * TC_TILE, work = M * NT; /* in rows of a tile */
   int64_t s = work < slots ? slots / work : 1;
   s = work < slots && s < 2 ? 2 : s;
   return cg_cluster_split(cg, s, TC_MAX_SPLIT, steps, 3);
@@ -127,11 +132,12 @@ static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64
                             S > 1 ? cg_fmt(cg, ", K split over the %" PRId64 " blocks of a cluster", S) : "");
   cg->min_blocks = 2; /* at most 128 registers */
   cg->cluster = (int)S;
+  cg->threads = TC_THREADS;
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
   int64_t span = off + M * ld; /* A's elements as read (a view's base may be larger) */
   int64_t most = cg_max_numel(n) > span ? cg_max_numel(n) : span;
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(most));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, most));
   buf_printf(b,
       "  /* three stages of A's and B's 32 taps of 64 rows (chunk c of row r at c ^ (r & 7)),\n"
       "   * then the tile of each half of K */\n"
@@ -154,7 +160,7 @@ static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64
       "    auto load = [&](int s, int k0) { /* taps k0 .. k0 + 31 of the tile's rows into stage s */\n"
       "#pragma unroll\n"
       "      for (int q = 0; q < 2; q++) {\n"
-      "        const int e = tid + 256 * q, r = e >> 3, c = e & 7, k = k0 + 4 * c;\n"
+      "        const int e = tid + %d * q, r = e >> 3, c = e & 7, k = k0 + 4 * c;\n"
       "        gc_cp16(&sm.st[s].a[r][(c ^ (r & 7)) * 4], in0, %s(m0 + r) * %" PRId64 " + k, m0 + r < %" PRId64 " && k < ke);\n"
       "        gc_cp16(&sm.st[s].b[r][(c ^ (r & 7)) * 4], in1, (idx_t)(n0 + r) * %" PRId64 " + k, n0 + r < %" PRId64 " && k < ke);\n"
       "      }\n"
@@ -213,7 +219,7 @@ static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64
       "        sm.c[kh][r][c] = acc[i][j][0]; sm.c[kh][r][c + 1] = acc[i][j][1];\n"
       "        sm.c[kh][r + 8][c] = acc[i][j][2]; sm.c[kh][r + 8][c + 1] = acc[i][j][3];\n"
       "      }\n",
-      S, tiles, S, MT, MT, offs, ld, M, K, N);
+      S, tiles, S, MT, MT, TC_THREADS, offs, ld, M, K, N);
   /* a cluster's blocks read each other's tiles: they wait for every one stored, and none
    * goes on to overwrite its own until all have read */
   const char *sync = S > 1 ? "gc_cluster_sync()" : "__syncthreads()";
@@ -227,7 +233,7 @@ static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64
   else
     buf_puts(b, "    const float *part[1] = {&sm.c[0][0][0]};\n");
   buf_printf(b,
-      "    for (int e = tid + rank * 256; e < 64 * 16; e += %" PRId64 ") { /* 4 neighbouring outputs a thread */\n"
+      "    for (int e = tid + rank * %d; e < 64 * 16; e += %" PRId64 ") { /* 4 neighbouring outputs a thread */\n"
       "      const int lm = e >> 4, ln = (e & 15) * 4;\n"
       "      gc_vec<float, 4> v4 = {};\n"
       "#pragma unroll\n"
@@ -250,12 +256,13 @@ static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64
       "        }\n"
       "%s"
       "        const idx_t i = m * %" PRId64 " + n;\n",
-      S * 256, S, M, N, K, offs, ld, K,
+      TC_THREADS, S * TC_THREADS, S, M, N, K, offs, ld, K,
       scale != 1 ? cg_fmt(cg, "        v *= %s;\n", cg_lit(cg, scale, DOM_F32)) : "", N);
   cg_store_out(cg, n, "i", "v", "        ");
   buf_printf(b, "      }\n    }\n    %s;\n  }\n}\n", sync);
-  int64_t clusters = tiles < CODEGEN_MAX_BLOCKS / S ? tiles : CODEGEN_MAX_BLOCKS / S;
-  cg_kernel_step(cg, n, name, (unsigned)(clusters * S), CODEGEN_BLOCK);
+  int64_t clusters = cg->target->max_blocks / S;
+  clusters = tiles < clusters ? tiles : clusters;
+  cg_kernel_step(cg, n, name, (unsigned)(clusters * S), TC_THREADS);
   return 0;
 }
 

@@ -59,24 +59,24 @@ static int tiled_transpose(Cg *cg, const Node *n, const Space *s) {
   const char *T = cg_ctype(n->out[0]->type.dtype);
   const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "tiled through shared memory: %" PRId64 " x %" PRId64 " matrices, %" PRId64 " of them", nA, nB, nbatch));
   Buf *b = &cg->src;
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_max_numel(n)));
   buf_printf(b, "  __shared__ %s tile[32][33];\n", T);
   buf_puts(b, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
   buf_puts(b, "  const idx_t a0 = (idx_t)blockIdx.y * 32, b0 = (idx_t)blockIdx.x * 32;\n");
   buf_printf(b, "  for (idx_t z = blockIdx.z; z < %" PRId64 "; z += gridDim.z) {\n", nbatch);
   space_emit_offsets(cg, &batch, "z", "o", "    ");
   buf_puts(b, "    // read along the input's contiguous dim\n");
-  buf_printf(b, "    for (int j = ty; j < 32; j += %d) {\n", CODEGEN_BLOCK / 32);
+  buf_printf(b, "    for (int j = ty; j < 32; j += %d) {\n", cg->target->block / 32);
   buf_puts(b, "      const idx_t a = a0 + tx, bb = b0 + j;\n");
   buf_printf(b, "      if (a < %" PRId64 " && bb < %" PRId64 ") tile[j][tx] = in0[o0 + a + bb * %" PRId64 "];\n", nA, nB, s->stride[0][B]);
   buf_puts(b, "    }\n    __syncthreads();\n");
   buf_puts(b, "    // write along the output's contiguous dim\n");
-  buf_printf(b, "    for (int j = ty; j < 32; j += %d) {\n", CODEGEN_BLOCK / 32);
+  buf_printf(b, "    for (int j = ty; j < 32; j += %d) {\n", cg->target->block / 32);
   buf_puts(b, "      const idx_t a = a0 + j, bb = b0 + tx;\n");
   buf_printf(b, "      if (a < %" PRId64 " && bb < %" PRId64 ") {\n", nA, nB);
   cg_store_out(cg, n, cg_fmt(cg, "(o1 + a * %" PRId64 " + bb)", ys[A]), "tile[tx][j]", "        ");
   buf_puts(b, "      }\n    }\n    __syncthreads();\n  }\n}\n");
-  cg_kernel_step(cg, n, name, 1, CODEGEN_BLOCK);
+  cg_kernel_step(cg, n, name, 1, cg->target->block);
   KernelStep *k = &cg->steps[cg->nsteps - 1].kernel;
   k->grid[0] = (unsigned)((nB + 31) / 32);
   k->grid[1] = (unsigned)((nA + 31) / 32);
@@ -235,7 +235,7 @@ static void gen_parts(Cg *cg, const Node *n, int axis, int64_t outer, int64_t le
                                                        k1 - k0, &one, 1, note)
                               : cg_kernel_begin_values(cg, n, ops_name, head, &one, 1,
                                                        many + k0, k1 - k0, note);
-    buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_numel(one)));
+    buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_numel(one)));
     buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", elems);
     buf_printf(b, "    const idx_t k = i %% %" PRId64 ", t = i / %" PRId64 ";\n", inner, inner);
     buf_printf(b, "    const idx_t ax = %" PRId64 " + t %% %" PRId64 ", o = t / %" PRId64 ";\n",
@@ -250,11 +250,11 @@ static void gen_parts(Cg *cg, const Node *n, int axis, int64_t outer, int64_t le
       buf_printf(b, "    p[(o * l + ax - a) * %" PRId64 " + k] = in0[(o * %" PRId64 " + ax) * %" PRId64 " + k];\n",
                  inner, len, inner);
     buf_puts(b, "  }\n}\n");
-    unsigned grid = cg_blocks(elems, CODEGEN_BLOCK);
+    unsigned grid = cg_blocks(cg, elems, cg->target->block);
     if (concat)
-      cg_kernel_step_values(cg, n, name, grid, CODEGEN_BLOCK, many + k0, k1 - k0, &one, 1);
+      cg_kernel_step_values(cg, n, name, grid, cg->target->block, many + k0, k1 - k0, &one, 1);
     else
-      cg_kernel_step_values(cg, n, name, grid, CODEGEN_BLOCK, &one, 1, many + k0, k1 - k0);
+      cg_kernel_step_values(cg, n, name, grid, cg->target->block, &one, 1, many + k0, k1 - k0);
   }
 }
 

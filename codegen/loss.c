@@ -79,7 +79,7 @@ int cg_loss(Cg *cg, const Node *n) {
   }
   bool mean = !strcmp(red, "mean");
   const char *name = cg_kernel_begin_part(cg, n, stage, cg_fmt(cg, "reduction %s: one block over the %" PRId64 " targets", red, N * D));
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_max_numel(n)));
   buf_printf(b, "  %s total = 0, wsum = 0;\n", T);
   buf_printf(b, "  for (idx_t i = threadIdx.x; i < %" PRId64 "; i += blockDim.x) {\n", N * D);
   emit_pick(cg, n, src, "i", C, D, "    ");
@@ -89,6 +89,6 @@ int cg_loss(Cg *cg, const Node *n) {
     buf_printf(b, "  wsum = gc_block_reduce(wsum, gc_add(), (%s)0);\n", T);
   buf_printf(b, "  if (threadIdx.x == 0) out0[0] = %s;\n}\n",
              cg_store(cg, y->type.dtype, dom, mean ? "total / wsum" : "total"));
-  cg_kernel_step(cg, n, name, 1, CODEGEN_BLOCK);
+  cg_kernel_step(cg, n, name, 1, cg->target->block);
   return 0;
 }

@@ -206,14 +206,20 @@ static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
          q->c * q->h * q->w < INT32_MAX / 2;
 }
 
-enum { MMA_BK = 32, MMA_THREADS = 256, MMA_SMS = 132, MMA_MAX_SPLIT = 8 };
+enum {
+  MMA_BK = 32,
+  MMA_WARPS = 8, /* the kernel is written for 8 warps, 4 x 2 over the tile */
+  MMA_THREADS = MMA_WARPS * 32,
+};
 
-/* The blocks that share a tile's K steps: 1, or from sm_90 on the blocks of a thread block
- * cluster, which sum their partial tiles through distributed shared memory. Enough of them
- * that the tiles' blocks fill the SMs twice (two blocks an SM), at most 8 (the portable
- * cluster size) and at least 4 steps each; then as few as give each that many steps. */
+/* The blocks that share a tile's K steps: 1, or on a target with clusters the blocks of a
+ * thread block cluster, which sum their partial tiles through distributed shared memory.
+ * Enough of them that the tiles' blocks fill the SMs twice (two blocks an SM), at most
+ * the target's (portable) cluster size and at least 4 steps each; then as few as give
+ * each that many steps. */
 static int64_t k_splits(const Cg *cg, int64_t tiles, int64_t steps) {
-  return cg_cluster_split(cg, 2 * MMA_SMS / tiles, MMA_MAX_SPLIT, steps, 4);
+  const Target *t = cg->target;
+  return cg_cluster_split(cg, 2 * t->sms / tiles, t->cluster_max, steps, 4);
 }
 
 /* The statements that store slots src[0..count) at row[at..] in shared memory, as 16-byte
@@ -248,9 +254,10 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   /* 8 warps as 4 x 2: BN 32 for narrow layers and where 64 x 64 tiles would not fill
    * half the SMs (twice the tiles: ResNet-50's layer3 and layer4 at batch 1), BM 64 when
    * 128 leaves SMs idle */
-  bool few = (M + 63) / 64 * ((q->cout + 63) / 64) < MMA_SMS / 2;
+  int sms = cg->target->sms;
+  bool few = (M + 63) / 64 * ((q->cout + 63) / 64) < sms / 2;
   int64_t BN = q->cout <= 32 || few ? 32 : 64, NT = (q->cout + BN - 1) / BN;
-  int64_t BM = (M + 127) / 128 * NT >= 2 * MMA_SMS ? 128 : 64, MT = (M + BM - 1) / BM;
+  int64_t BM = (M + 127) / 128 * NT >= 2 * sms ? 128 : 64, MT = (M + BM - 1) / BM;
   int64_t MI = BM / 64, NJ = BN / 16, TPM = MMA_THREADS / BM, KPT = MMA_BK / TPM;
   int64_t EPB = BN * MMA_BK / MMA_THREADS, BPR = MMA_BK / EPB;
   /* split K: block rank r of a cluster of S sums the taps [r KS, (r + 1) KS) */
@@ -272,9 +279,10 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   if (split)
     cg->min_blocks = 2; /* at most 128 registers (3xTF32 needs ~140 unbounded): two blocks an SM */
   cg->cluster = (int)S;
+  cg->threads = MMA_THREADS;
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_max_numel(n)));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_max_numel(n)));
   buf_printf(b,
       "  typedef union alignas(16) { struct { unsigned a[%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "]; } ab; "
       "float c[%" PRId64 "][%" PRId64 "]; } gc_smem; /* A and B as 32-bit slots; the tile */\n"
@@ -455,7 +463,8 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
       bias ? cg_fmt(cg, "      v += %s;\n", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n]")) : "");
   cg_store_out(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "      ");
   buf_printf(b, "    }\n    %s;\n  }\n}\n", sync);
-  int64_t clusters = MT * NT < CODEGEN_MAX_BLOCKS / S ? MT * NT : CODEGEN_MAX_BLOCKS / S;
+  int64_t clusters = cg->target->max_blocks / S;
+  clusters = MT * NT < clusters ? MT * NT : clusters;
   cg_kernel_step(cg, n, name, (unsigned)(clusters * S), MMA_THREADS);
   return 0;
 }

@@ -368,9 +368,9 @@ static const char *begin_kernel(Cg *cg, const PwKernel *k, const char *note) {
 static void kernel_step(Cg *cg, const PwKernel *k, const char *name, int64_t threads) {
   const Node *root = k->node[k->n - 1];
   if (k->n == 1)
-    cg_kernel_step(cg, root, name, cg_blocks(threads, CODEGEN_BLOCK), CODEGEN_BLOCK);
+    cg_kernel_step(cg, root, name, cg_blocks(cg, threads, cg->target->block), cg->target->block);
   else
-    cg_kernel_step_values(cg, root, name, cg_blocks(threads, CODEGEN_BLOCK), CODEGEN_BLOCK,
+    cg_kernel_step_values(cg, root, name, cg_blocks(cg, threads, cg->target->block), cg->target->block,
                           k->ext, k->next, &k->out, 1);
 }
 
@@ -426,7 +426,7 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
       flat = flat && space_is_identity(&s, e);
     const char *name = begin_kernel(cg, &k, cg_fmt(cg, "%s: %" PRId64 " vectors of %d elements",
                                                    flat ? "contiguous" : "broadcast", nvec, v));
-    buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(numel));
+    buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, numel));
     const char **src = arena_alloc(cg->arena, sizeof *src * (size_t)(k.next ? k.next : 1));
     for (int e = 0; e < k.next; e++)
       if (vec[e])
@@ -452,7 +452,7 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
     return 0;
   }
   const char *name = begin_kernel(cg, &k, NULL);
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(numel));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, numel));
   buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", numel);
   space_emit_offsets(cg, &s, "i", "o", "    ");
   emit_elements(cg, &k, "in%d[o%d]", NULL, "out0[i]", "    ");

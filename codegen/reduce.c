@@ -2,7 +2,7 @@
  * softmax, log_softmax, layer_norm and rms_norm.
  *
  * Two shapes of kernel, chosen by whether the innermost dim of the input is reduced:
- *   row     lanes share an output: a warp per output (a block of 256 when the rows are
+ *   row     lanes share an output: a warp per output (a whole block when the rows are
  *           longer than ROW_BLOCK_MIN), each lane striding through the row, then
  *           __shfl_xor_sync butterflies (and a block reduction through shared memory);
  *           neighbouring lanes read neighbouring elements.
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ROW_BLOCK_MIN = 2048, WARPS = CODEGEN_BLOCK / 32 };
+enum { ROW_BLOCK_MIN = 2048 };
 
 typedef enum Mode { COLUMN, ROW_WARP, ROW_BLOCK } Mode;
 
@@ -28,12 +28,12 @@ typedef struct Loop {
   unsigned grid, block;
 } Loop;
 
-static Loop make_loop(bool row, int64_t nout, int64_t len) {
+static Loop make_loop(const Cg *cg, bool row, int64_t nout, int64_t len) {
   Loop l = {.mode = !row ? COLUMN : len > ROW_BLOCK_MIN ? ROW_BLOCK : ROW_WARP,
-            .nout = nout, .len = len, .block = CODEGEN_BLOCK};
-  l.grid = l.mode == COLUMN     ? cg_blocks(nout, CODEGEN_BLOCK)
-           : l.mode == ROW_WARP ? cg_blocks(nout, WARPS)
-                                : cg_blocks(nout, 1);
+            .nout = nout, .len = len, .block = (unsigned)cg->target->block};
+  l.grid = l.mode == COLUMN     ? cg_blocks(cg, nout, l.block)
+           : l.mode == ROW_WARP ? cg_blocks(cg, nout, l.block / 32)
+                                : cg_blocks(cg, nout, 1);
   return l;
 }
 
@@ -45,7 +45,7 @@ static const char *mode_note(Cg *cg, const Loop *l) {
 
 static void loop_begin(Cg *cg, const Loop *l, bool lanes) {
   Buf *b = &cg->src;
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(l->nout * (l->len ? l->len : 1)));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, l->nout * (l->len ? l->len : 1)));
   switch (l->mode) {
   case COLUMN:
     if (lanes)
@@ -54,10 +54,10 @@ static void loop_begin(Cg *cg, const Loop *l, bool lanes) {
     break;
   case ROW_WARP:
     buf_puts(b, "  const int lane = threadIdx.x & 31, lanes = 32;\n");
-    buf_printf(b, "  for (idx_t o = (idx_t)blockIdx.x * %d + (threadIdx.x >> 5); o < %" PRId64 "; o += (idx_t)gridDim.x * %d) {\n", WARPS, l->nout, WARPS);
+    buf_printf(b, "  for (idx_t o = (idx_t)blockIdx.x * %u + (threadIdx.x >> 5); o < %" PRId64 "; o += (idx_t)gridDim.x * %u) {\n", l->block / 32, l->nout, l->block / 32);
     break;
   case ROW_BLOCK:
-    buf_printf(b, "  const int lane = threadIdx.x, lanes = %d;\n", CODEGEN_BLOCK);
+    buf_printf(b, "  const int lane = threadIdx.x, lanes = %u;\n", l->block);
     buf_printf(b, "  for (idx_t o = blockIdx.x; o < %" PRId64 "; o += gridDim.x) {\n", l->nout);
     break;
   }
@@ -175,7 +175,7 @@ static int reduce_over(Cg *cg, const Node *n, const bool *red, Op op) {
   for (int i = 0; i < rank; i++)
     if (red[i])
       len *= cg_dim(x, i);
-  Loop l = make_loop(row, nout, len);
+  Loop l = make_loop(cg, row, nout, len);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
@@ -254,7 +254,7 @@ static int softmax_column(Cg *cg, const Node *n, int64_t outer, int64_t len, int
   const char *T = cg_dom_type(dom);
   bool log_sm = n->op == OP_LOG_SOFTMAX;
   int64_t nout = outer * inner;
-  Loop l = make_loop(false, nout, len);
+  Loop l = make_loop(cg, false, nout, len);
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
   Buf *b = &cg->src;
   loop_begin(cg, &l, false);
@@ -289,7 +289,7 @@ int cg_softmax(Cg *cg, const Node *n) {
     return softmax_column(cg, n, outer, len, inner);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
-  Loop l = make_loop(true, outer, len);
+  Loop l = make_loop(cg, true, outer, len);
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
   Buf *b = &cg->src;
   loop_begin(cg, &l, true);
@@ -340,7 +340,7 @@ int cg_layer_norm(Cg *cg, const Node *n) {
   space_coalesce(&ps);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
-  Loop l = make_loop(true, outer, len);
+  Loop l = make_loop(cg, true, outer, len);
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
   Buf *b = &cg->src;
   loop_begin(cg, &l, true);
@@ -377,7 +377,7 @@ int cg_instance_norm(Cg *cg, const Node *n) {
   int64_t ch = cg_dim(x, 1), planes = cg_dim(x, 0) * ch, len = cg_numel(x) / (planes ? planes : 1);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
-  Loop l = make_loop(true, planes, len);
+  Loop l = make_loop(cg, true, planes, len);
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
   Buf *b = &cg->src;
   loop_begin(cg, &l, true);
@@ -416,7 +416,7 @@ int cg_hardmax(Cg *cg, const Node *n) {
     inner *= cg_dim(x, i);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
-  Loop l = make_loop(inner == 1, outer * inner, len);
+  Loop l = make_loop(cg, inner == 1, outer * inner, len);
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
   Buf *b = &cg->src;
   loop_begin(cg, &l, true);
@@ -454,7 +454,7 @@ int cg_lp_norm(Cg *cg, const Node *n) {
     inner *= cg_dim(x, i);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
-  Loop l = make_loop(inner == 1, outer * inner, len);
+  Loop l = make_loop(cg, inner == 1, outer * inner, len);
   const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "p %d; %s", p1 ? 1 : 2, mode_note(cg, &l)));
   Buf *b = &cg->src;
   loop_begin(cg, &l, true);
@@ -492,7 +492,7 @@ int cg_mean_variance_norm(Cg *cg, const Node *n) {
     if (red[i])
       len *= cg_dim(x, i);
   int64_t ngroup = cg_numel(x) / (len ? len : 1);
-  Loop l = make_loop(row, ngroup, len);
+  Loop l = make_loop(cg, row, ngroup, len);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));

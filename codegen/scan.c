@@ -11,8 +11,6 @@
 
 #include <inttypes.h>
 
-enum { WARPS = CODEGEN_BLOCK / 32, TOPK_SHARED = 32768 };
-
 static void outer_len_inner(const Value *x, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
   *outer = *inner = 1;
   for (int i = 0; i < axis; i++)
@@ -59,10 +57,11 @@ static int gen_cumsum(Cg *cg, const Node *n) {
     return 0;
   }
   const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "%s: a warp per row of %" PRId64 ", 32 at a time", dir, len));
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_numel(x)));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_numel(x)));
   buf_puts(b, "  const int lane = threadIdx.x & 31;\n");
+  int warps = cg->target->block / 32;
   buf_printf(b, "  for (idx_t row = (idx_t)blockIdx.x * %d + (threadIdx.x >> 5); row < %" PRId64 "; row += (idx_t)gridDim.x * %d) {\n",
-             WARPS, outer, WARPS);
+             warps, outer, warps);
   buf_printf(b, "    %s carry = (%s)0;\n", T, T);
   buf_printf(b, "    for (idx_t s0 = 0; s0 < %" PRId64 "; s0 += 32) {\n", len);
   buf_printf(b, "      const idx_t s = s0 + lane, at = row * %" PRId64 " + %s;\n", len,
@@ -80,7 +79,7 @@ static int gen_cumsum(Cg *cg, const Node *n) {
   buf_printf(b, "      if (s < %" PRId64 ") out0[at] = %s;\n", len, cg_store(cg, dt, dom, cg_fmt(cg, add, "carry", mine)));
   buf_printf(b, "      carry = %s;\n", cg_fmt(cg, add, "carry", "__shfl_sync(0xffffffffu, inc, 31)"));
   buf_puts(b, "    }\n  }\n}\n");
-  cg_kernel_step(cg, n, name, cg_blocks(outer, WARPS), CODEGEN_BLOCK);
+  cg_kernel_step(cg, n, name, cg_blocks(cg, outer, warps), (unsigned)cg->target->block);
   return 0;
 }
 
@@ -100,9 +99,12 @@ static int gen_topk(Cg *cg, const Node *n) {
   int64_t p = 1;
   while (p < len)
     p *= 2;
-  int64_t key_size = dom == DOM_F32 ? 4 : 8;
-  if (p * (key_size + 4) > TOPK_SHARED) {
-    int64_t most = TOPK_SHARED / (key_size + 4);
+  /* the keys and their indices in the static shared memory of a block */
+  int64_t key_size = dom == DOM_F32 ? 4 : 8, room = cg->target->smem_block / (key_size + 4);
+  if (p > room) {
+    int64_t most = 1;
+    while (most * 2 <= room)
+      most *= 2;
     return cg_error(cg, n, "op topk (node %d) along an axis of %" PRId64 " elements has no GPU kernel yet: "
                     "rows of at most %" PRId64 " are sorted in shared memory", n->id, len, most);
   }
@@ -110,7 +112,7 @@ static int gen_topk(Cg *cg, const Node *n) {
   const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "a block per row of %" PRId64 ": bitonic sort of %" PRId64 " in shared memory, the first %" PRId64 " kept",
                                                    len, p, k));
   Buf *b = &cg->src;
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg_numel(x)));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_numel(x)));
   buf_printf(b, "  __shared__ %s key[%" PRId64 "];\n  __shared__ int id[%" PRId64 "];\n", K, p, p);
   buf_printf(b, "  for (idx_t row = blockIdx.x; row < %" PRId64 "; row += gridDim.x) {\n", rows);
   buf_printf(b, "    const idx_t base = row / %" PRId64 " * %" PRId64 " + row %% %" PRId64 ";\n", inner, len * inner, inner);
@@ -134,7 +136,7 @@ static int gen_topk(Cg *cg, const Node *n) {
   buf_printf(b, "      const idx_t at = (row / %" PRId64 " * %" PRId64 " + j) * %" PRId64 " + row %% %" PRId64 ";\n", inner, k, inner, inner);
   buf_printf(b, "      out0[at] = in0[base + (idx_t)id[j] * %" PRId64 "];\n", inner);
   buf_puts(b, "      out1[at] = id[j];\n    }\n  }\n}\n");
-  cg_kernel_step(cg, n, name, cg_blocks(rows, 1), CODEGEN_BLOCK);
+  cg_kernel_step(cg, n, name, cg_blocks(cg, rows, 1), (unsigned)cg->target->block);
   return 0;
 }
 

@@ -12,43 +12,100 @@ static GpuccStatus runtime_error(GpuccStatus st, Diag *d) {
   return st;
 }
 
-GpuccStatus gpucc_device_arch(int device, char *arch, size_t n, Diag *d) {
-  int major = 0, minor = 0;
-  GpuccStatus st = gpucc_device_compute_capability(device, &major, &minor);
-  if (st)
-    return runtime_error(st, d);
-  int cc = major * 10 + minor;
-  if (cc < 80) {
+/* The table's arch for a device of compute capability major.minor: a newer GPU than
+ * the newest entry runs that entry's PTX, which the driver JIT-compiles. */
+static GpuccStatus arch_of(int device, int major, int minor, const char **arch, Diag *d) {
+  if (!(*arch = target_arch_for_cc(major * 10 + minor))) {
     diag_error(d, (SrcLoc){0},
                "CUDA device %d has compute capability %d.%d; gpucc targets 8.0 and later", device,
                major, minor);
     return GPUCC_ERR_NO_DEVICE;
   }
-  /* A newer GPU than sm_90 runs the compute_90 PTX the driver JIT-compiles. */
-  snprintf(arch, n, "%s", cc >= 90 ? "sm_90" : cc >= 89 ? "sm_89" : cc >= 86 ? "sm_86" : "sm_80");
   return GPUCC_OK;
+}
+
+GpuccStatus gpucc_device_arch(int device, char *arch, size_t n, Diag *d) {
+  int major = 0, minor = 0;
+  const char *a;
+  GpuccStatus st = gpucc_device_compute_capability(device, &major, &minor);
+  if (st)
+    return runtime_error(st, d);
+  if ((st = arch_of(device, major, minor, &a, d)))
+    return st;
+  snprintf(arch, n, "%s", a);
+  return GPUCC_OK;
+}
+
+static void take(int *field, int v) {
+  if (v > 0)
+    *field = v;
+}
+
+/* What the code may use (instructions, clusters) is the arch's; what there is of it (SMs,
+ * memory, registers), the device's. A figure the driver did not give keeps the table's. */
+void gpucc_target_over_device(Target *t, const GpuccDeviceProperties *p) {
+  snprintf(t->gpu, sizeof t->gpu, "%.*s", (int)sizeof t->gpu - 1, p->name);
+  t->source = "device";
+  take(&t->sms, p->sms);
+  take(&t->smem_block, p->smem_block);
+  take(&t->smem_block_optin, p->smem_block_optin);
+  take(&t->smem_sm, p->smem_sm);
+  take(&t->regs_sm, p->regs_sm);
+  take(&t->threads_block, p->threads_block);
+  take(&t->threads_sm, p->threads_sm);
+  take(&t->blocks_sm, p->blocks_sm);
+  if (p->l2_bytes > 0)
+    t->l2_bytes = p->l2_bytes;
+  if (!p->cluster_launch) {
+    t->clusters = false;
+    t->cluster_max = 1;
+  }
+}
+
+GpuccStatus gpucc_device_target(int device, const char *arch, Target *out, Diag *d) {
+  GpuccDeviceProperties p;
+  GpuccStatus st = gpucc_device_properties(device, &p);
+  if (st)
+    return runtime_error(st, d);
+  if (!arch && (st = arch_of(device, p.cc_major, p.cc_minor, &arch, d)))
+    return st;
+  if (target_for_arch(arch, out, d))
+    return GPUCC_ERR_INVALID_ARGUMENT;
+  gpucc_target_over_device(out, &p);
+  return GPUCC_OK;
+}
+
+/* The options with their target: the device's figures over opt's arch (the device's own
+ * arch unless opt names one), unless opt gives a target. Asking the device first also
+ * means no compile for a machine without one. */
+static GpuccStatus with_target(const GpuccCompileOptions *opt, int device,
+                               GpuccCompileOptions *o, Target *t, Diag *d) {
+  *o = opt ? *opt : (GpuccCompileOptions){0};
+  if (o->target)
+    return GPUCC_OK;
+  o->target = t;
+  return gpucc_device_target(device, o->arch, t, d);
+}
+
+/* The built plan and weights as a model on device (b freed). */
+static GpuccStatus create(GpuccBuild *b, int device, GpuccModel **out, Diag *d) {
+  GpuccStatus st = gpucc_model_create(b->plan, b->plan_len, b->weights, b->weights_len, device, out);
+  gpucc_build_free(b);
+  return st ? runtime_error(st, d) : GPUCC_OK;
 }
 
 GpuccStatus gpucc_compile_graph(Graph *g, const GpuccCompileOptions *opt, int device,
                                 GpuccModel **out, Diag *d) {
   *out = NULL;
-  GpuccCompileOptions o = {0};
-  if (opt)
-    o = *opt;
-  char arch[16];
-  if (!o.arch) {
-    /* Asking the device first also means no compile for a machine without one. */
-    GpuccStatus st = gpucc_device_arch(device, arch, sizeof arch, d);
-    if (st)
-      return st;
-    o.arch = arch;
-  }
+  GpuccCompileOptions o;
+  Target t;
+  GpuccStatus st = with_target(opt, device, &o, &t, d);
+  if (st)
+    return st;
   GpuccBuild b;
   if (gpucc_build(g, &o, &b, d))
     return GPUCC_ERR_INVALID_ARGUMENT;
-  GpuccStatus st = gpucc_model_create(b.plan, b.plan_len, b.weights, b.weights_len, device, out);
-  gpucc_build_free(&b);
-  return st ? runtime_error(st, d) : GPUCC_OK;
+  return create(&b, device, out, d);
 }
 
 GpuccStatus gpucc_compile_dsl(const char *text, size_t len, const char *name,
@@ -63,39 +120,18 @@ GpuccStatus gpucc_compile_dsl(const char *text, size_t len, const char *name,
   return st;
 }
 
-/* ONNX binds dims at load (shapes of the nodes depend on them), so the compile options'
- * dims become the loader's and are not bound again. */
+/* ONNX binds dims at load (shapes of the nodes depend on them): gpucc_build_onnx. */
 GpuccStatus gpucc_compile_onnx(const void *bytes, size_t len, const char *name,
                                const GpuccCompileOptions *opt, int device, GpuccModel **out,
                                Diag *d) {
   *out = NULL;
-  GpuccCompileOptions o = {0};
-  if (opt)
-    o = *opt;
-  OnnxOptions lo = {0};
-  if (o.onnx)
-    lo = *o.onnx;
-  OnnxBinding *dims = calloc((size_t)o.ndims + 1, sizeof *dims);
-  char (*vals)[24] = calloc((size_t)o.ndims + 1, sizeof *vals);
-  if (!dims || !vals) {
-    free(dims);
-    free(vals);
-    diag_error(d, (SrcLoc){0}, "out of memory");
-    return GPUCC_ERR_OUT_OF_MEMORY;
-  }
-  for (int i = 0; i < o.ndims; i++) {
-    snprintf(vals[i], sizeof vals[i], "%lld", (long long)o.dim_sizes[i]);
-    dims[i] = (OnnxBinding){o.dim_names[i], vals[i]};
-  }
-  lo.dims = dims;
-  lo.ndims = o.ndims;
-  o.ndims = 0;
-  Graph *g = onnx_load_bytes(bytes, len, name, &lo, d);
-  free(dims);
-  free(vals);
-  if (!g)
+  GpuccCompileOptions o;
+  Target t;
+  GpuccStatus st = with_target(opt, device, &o, &t, d);
+  if (st)
+    return st;
+  GpuccBuild b;
+  if (gpucc_build_onnx(bytes, len, name, &o, &b, d))
     return GPUCC_ERR_INVALID_ARGUMENT;
-  GpuccStatus st = gpucc_compile_graph(g, &o, device, out, d);
-  graph_free(g);
-  return st;
+  return create(&b, device, out, d);
 }

@@ -75,17 +75,11 @@ static int need_nvrtc(Diag *d) {
   return load_error[0] ? diag_error(d, (SrcLoc){0}, "%s", load_error) : 0;
 }
 
-static const char *const known_archs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", NULL};
-
+/* The archs are the target table's (ir.h). */
 int nvrtc_check_arch(const char *arch, Diag *d) {
-  for (int i = 0; known_archs[i]; i++)
-    if (!strcmp(arch, known_archs[i]))
-      return 0;
-  return diag_error(d, (SrcLoc){0}, "unknown --arch '%s' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)",
-                    arch);
+  Target t;
+  return target_for_arch(arch, &t, d);
 }
-
-int nvrtc_arch_sm(const char *arch) { return atoi((arch ? arch : NVRTC_DEFAULT_ARCH) + 3); }
 
 void nvrtc_output_free(NvrtcOutput *o) {
   free(o->cubin);

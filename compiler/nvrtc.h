@@ -10,7 +10,7 @@
 
 #include "ir/ir.h"
 
-#define NVRTC_DEFAULT_ARCH "sm_90"
+#define NVRTC_DEFAULT_ARCH TARGET_DEFAULT_ARCH
 
 typedef struct NvrtcOptions {
   const char *arch;      /* sm_80, sm_86, sm_89, sm_90 or sm_90a; NULL: sm_90 */
@@ -27,11 +27,9 @@ typedef struct NvrtcOutput {
   bool from_cache;
 } NvrtcOutput;
 
-/* 0 when arch is one gpucc targets; else -1 with the list of them in d. */
+/* 0 when arch is one gpucc targets (an entry of the target table); else -1 with the list
+ * of them in d. */
 int nvrtc_check_arch(const char *arch, Diag *d);
-/* The compute capability of a known arch (NULL: the default) times ten: "sm_90a" gives
- * 90. */
-int nvrtc_arch_sm(const char *arch);
 /* Compiles source (named `name` in messages, e.g. "model.cu"). 0, or -1 with d set. */
 int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,
                   NvrtcOutput *out, Diag *d);

@@ -539,6 +539,72 @@ double ir_eval_work(const Node *n, const Type *out);
 #define IR_FOLD_NODE_WORK 3e7
 #define IR_FOLD_TOTAL_WORK 3e8
 
+/* ---------------------------------------------------------------- target.c: the GPU compiled for
+ *
+ * Every fact about the GPU that passes and codegen may use, in one struct: an
+ * architecture's entry of the table (target_for_arch), whose capacities are those of one
+ * GPU of that architecture (Target.gpu names it), overwritten by a device's own figures
+ * when compiling for one (compiler/jit.c, gpucc_device_target). No file of passes/ or
+ * codegen/ spells a hardware number: they read these fields (tests/hardware_numbers.py
+ * holds them to it). Pure data: ir/ asks no device. */
+
+#define TARGET_DEFAULT_ARCH "sm_90"
+
+/* Tensor-core and copy instructions an architecture has (Target.insn). */
+enum {
+  TARGET_MMA_F16 = 1 << 0,  /* mma.sync on f16 operands (sm_80 on) */
+  TARGET_MMA_BF16 = 1 << 1, /* mma.sync on bf16 operands (sm_80 on) */
+  TARGET_MMA_TF32 = 1 << 2, /* mma.sync on tf32 operands (sm_80 on) */
+  TARGET_MMA_INT8 = 1 << 3, /* mma.sync on s8/u8 operands (sm_80 on) */
+  TARGET_MMA_FP8 = 1 << 4,  /* mma.sync on e4m3/e5m2 operands (sm_89 on) */
+  TARGET_CP_ASYNC = 1 << 5, /* cp.async, global to shared memory (sm_80 on) */
+  TARGET_TMA = 1 << 6,      /* cp.async.bulk.tensor, the tensor memory accelerator (sm_90 on) */
+  TARGET_WGMMA = 1 << 7,    /* wgmma.mma_async, warpgroup MMA (sm_90a only) */
+};
+
+typedef struct Target {
+  char arch[16];        /* NVRTC's --gpu-architecture: "sm_90a" */
+  int cc;               /* compute capability times ten: 90 for sm_90 and sm_90a */
+  char gpu[64];         /* whose figures: the table's GPU ("H100 SXM5"), or a device's name */
+  const char *source;   /* where the figures below come from: "table", "device", or what
+                           changed the table's ("--sms over the table"); a static string */
+  int sms;              /* streaming multiprocessors */
+  int smem_block;       /* bytes of shared memory a block may declare statically */
+  int smem_block_optin; /* bytes a block may have with the opt-in attribute (dynamic) */
+  int smem_sm;          /* bytes of shared memory an SM has for its resident blocks */
+  int regs_sm;          /* 32-bit registers an SM has */
+  int regs_thread;      /* most 32-bit registers a thread may have */
+  int threads_block;    /* most threads a block may have */
+  int threads_sm;       /* most threads resident on an SM */
+  int blocks_sm;        /* most blocks resident on an SM */
+  bool clusters;        /* thread block clusters (__cluster_dims__, distributed shared memory) */
+  int cluster_max;      /* blocks of a cluster, portable (1 without clusters) */
+  unsigned insn;        /* TARGET_MMA_F16 | ...: the instructions there are */
+  int64_t l2_bytes;     /* L2 cache */
+  /* The launch geometry codegen uses by default: `block` threads a block for kernels that
+   * walk their work in grid-stride loops, and grids of at most `max_blocks` blocks. */
+  int block, max_blocks;
+} Target;
+
+/* The architectures gpucc compiles for, NULL-terminated: sm_80, sm_86, sm_89, sm_90, sm_90a. */
+extern const char *const target_archs[];
+/* arch's table entry into *out (NULL: TARGET_DEFAULT_ARCH); an unknown arch is an error
+ * listing the known ones. */
+int target_for_arch(const char *arch, Target *out, Diag *d);
+/* The default arch's entry, for callers given no target. */
+const Target *target_default(void);
+/* 0 when t is usable (a Target a caller filled or changed): a known arch, at least one SM,
+ * shared memory and registers, a default block of whole warps no larger than a block may
+ * be, a grid cap, a cluster size of at least 1; else -1 with d naming the field. */
+int target_check(const Target *t, Diag *d);
+/* The arch of the table for a device of compute capability cc (times ten): the highest at
+ * or below it (a newer GPU runs the PTX of that arch); NULL below the oldest. The
+ * arch-specific sm_90a is never chosen: it is asked for by name. */
+const char *target_arch_for_cc(int cc);
+/* One line for reports: "sm_90, 132 SMs, 227 KiB shared memory a block, clusters of 8
+ * (table: H100 SXM5)". */
+void target_describe(const Target *t, char *buf, size_t n);
+
 /* ---------------------------------------------------------------- tensorio.c: tensor files */
 
 /* .npy: formats 1.0, 2.0 and 3.0, little-endian, C order only, and the dtypes of

@@ -20,6 +20,9 @@ const char *precision_name(Precision p);
 
 typedef struct PassContext {
   Diag *diag;
+  /* The GPU compiled for (ir.h): what a pass may assume of it (a fuse group must fit its
+   * shared memory, say). NULL: target_default(); read it through pass_target(). */
+  const Target *target;
   Precision precision;   /* for the precision pass; PRECISION_FP32 (0) by default */
   /* fp8's calibration inputs by graph input name (--calibrate NAME=FILE.npy): quantize
    * runs the graph on them to choose each activation's scale. */
@@ -41,6 +44,10 @@ typedef struct Pass {
   bool fusion; /* it only serves kernel fusion: the unfused pipeline (--no-fuse) leaves it
                   out, so that the two can be compared */
 } Pass;
+
+static inline const Target *pass_target(const PassContext *ctx) {
+  return ctx->target ? ctx->target : target_default();
+}
 
 /* Every known pass, NULL-terminated, and the default pipeline (NULL-terminated). */
 extern const Pass *const pass_registry[];

@@ -405,7 +405,7 @@ static int run_simplify(Graph *g, PassContext *ctx) {
     if (rc < 0)
       return -1;
     /* the rules count uses: what a round left without users must not count */
-    PassContext quiet = {.diag = ctx->diag};
+    PassContext quiet = {.diag = ctx->diag, .target = ctx->target};
     if (again && pass_dce.run(g, &quiet))
       return -1;
   }

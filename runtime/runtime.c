@@ -1010,6 +1010,44 @@ GpuccStatus gpucc_model_time(GpuccModel *m, int warmup, int iters, void *cuda_st
   return st;
 }
 
+GpuccStatus gpucc_device_properties(int device, GpuccDeviceProperties *out) {
+  if (!out)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_device_properties: NULL argument");
+  memset(out, 0, sizeof *out);
+  GpuccStatus st;
+  const CuApi *cu = gpucc_cuda(&st);
+  if (!cu) return st;
+  CUdevice dev;
+  CUresult r;
+  if ((st = get_device(cu, device, &dev))) return st;
+  if ((r = cu->cuDeviceGetName(out->name, (int)sizeof out->name, dev)))
+    return gpucc_cu_fail(cu, r, "cuDeviceGetName");
+  static const struct {
+    CUdevice_attribute attr;
+    size_t at;
+    const char *what;
+  } attrs[] = {
+#define A(a, f) {CU_DEVICE_ATTRIBUTE_##a, offsetof(GpuccDeviceProperties, f), #a}
+      A(COMPUTE_CAPABILITY_MAJOR, cc_major),
+      A(COMPUTE_CAPABILITY_MINOR, cc_minor),
+      A(MULTIPROCESSOR_COUNT, sms),
+      A(MAX_SHARED_MEMORY_PER_BLOCK, smem_block),
+      A(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, smem_block_optin),
+      A(MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, smem_sm),
+      A(MAX_REGISTERS_PER_MULTIPROCESSOR, regs_sm),
+      A(MAX_THREADS_PER_BLOCK, threads_block),
+      A(MAX_THREADS_PER_MULTIPROCESSOR, threads_sm),
+      A(MAX_BLOCKS_PER_MULTIPROCESSOR, blocks_sm),
+      A(L2_CACHE_SIZE, l2_bytes),
+      A(CLUSTER_LAUNCH, cluster_launch),
+#undef A
+  };
+  for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
+    if ((r = cu->cuDeviceGetAttribute((int *)((char *)out + attrs[i].at), attrs[i].attr, dev)))
+      return gpucc_cu_fail(cu, r, "cuDeviceGetAttribute(%s)", attrs[i].what);
+  return GPUCC_OK;
+}
+
 GpuccStatus gpucc_device_compute_capability(int device, int *major, int *minor) {
   if (!major || !minor)
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_device_compute_capability: NULL argument");

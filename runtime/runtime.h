@@ -352,6 +352,25 @@ GPUCC_API GpuccStatus gpucc_model_time(GpuccModel *m, int warmup, int iters, voi
  * none: also the cheap way to ask whether a GPU is there at all. */
 GPUCC_API GpuccStatus gpucc_device_compute_capability(int device, int *major, int *minor);
 
+/* What a compiler that targets CUDA device `device` needs of it, as the driver reports it
+ * (cuDeviceGetAttribute): the compiler puts these over its table's figures for the
+ * device's architecture (ir.h's Target). */
+typedef struct GpuccDeviceProperties {
+  char name[256];         /* "NVIDIA H100 80GB HBM3" */
+  int cc_major, cc_minor; /* compute capability: 9 and 0 for an H100 */
+  int sms;                /* multiprocessors */
+  int smem_block;         /* bytes of shared memory a block may have without opting in */
+  int smem_block_optin;   /* ... and with the opt-in attribute */
+  int smem_sm;            /* bytes of shared memory a multiprocessor has */
+  int regs_sm;            /* 32-bit registers a multiprocessor has */
+  int threads_block;      /* most threads a block may have */
+  int threads_sm;         /* most threads resident on a multiprocessor */
+  int blocks_sm;          /* most blocks resident on a multiprocessor */
+  int l2_bytes;           /* L2 cache */
+  int cluster_launch;     /* 1: thread block clusters can be launched */
+} GpuccDeviceProperties;
+GPUCC_API GpuccStatus gpucc_device_properties(int device, GpuccDeviceProperties *out);
+
 /* ---------------------------------------------------------------- model.so (payload.c, embedded.c)
  *
  * A model.so is libgpucc_model.so (the runtime plus embedded.c) with a payload appended:

@@ -4,8 +4,8 @@
  * cuBLASLt GEMM with a broadcast batch, a copy and a memset, run through the model API
  * with device pointers and with host buffers; the PTX path and the PTX fallback for a
  * cubin of another architecture; GPUCC_RUNTIME_DEBUG, GPUCC_GEMM_TUNE=0 and =fewest; the kernels
- * per inference; and the clean errors: wrong input shape, a kernel name the module lacks
- * (everything freed), an arena too big for the GPU.
+ * per inference; the clean errors: wrong input shape, a kernel name the module lacks
+ * (everything freed), an arena too big for the GPU; and the device's properties.
  *
  *   test_runtime            the tests; exit 77 ("SKIPPED") without a driver or device
  *   test_runtime --fault    a kernel that faults, in debug mode: the error must name it.
@@ -336,6 +336,29 @@ static void test_errors(void) {
   free(plan);
 }
 
+/* gpucc_device_properties (what the compiler's target takes from a device) against the
+ * driver's attributes read here, and the limits of every GPU gpucc targets (compute
+ * capability 8.0 on: 48 KiB of static shared memory a block, more opted in, 64 Ki
+ * registers an SM, 1,024 threads a block; clusters from 9.0). */
+static void test_device_properties(void) {
+  GpuccDeviceProperties p;
+  CHECK(gpucc_device_properties(0, &p) == GPUCC_OK);
+  int sms = 0, l2 = 0;
+  CHECK(cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == 0);
+  CHECK(cu->cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev) == 0);
+  CHECK(p.sms == sms && p.l2_bytes == l2 && p.cc_major == cc_major && p.cc_minor == cc_minor);
+  CHECK(p.name[0] != 0 && strlen(p.name) < sizeof p.name);
+  if (cc_major >= 8) {
+    CHECK(p.smem_block == 48 * 1024 && p.regs_sm == 64 * 1024 && p.threads_block == 1024);
+    CHECK(p.smem_block_optin > p.smem_block && p.smem_sm > p.smem_block_optin);
+    CHECK(p.threads_sm >= p.threads_block && p.blocks_sm >= 16);
+  }
+  CHECK(!p.cluster_launch || cc_major >= 9);
+  CHECK(gpucc_device_properties(0, NULL) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_device_properties(1000, &p) == GPUCC_ERR_NO_DEVICE &&
+        strstr(gpucc_last_error(), "no CUDA device 1000"));
+}
+
 /* A kernel writing through a NULL pointer, in debug mode: run must fail naming it. */
 static void test_fault(void) {
   setenv("GPUCC_RUNTIME_DEBUG", "1", 1);
@@ -385,6 +408,7 @@ int main(int argc, char **argv) {
     test_model();
     test_modules_and_debug();
     test_errors();
+    test_device_properties();
   }
   if (failures) fprintf(stderr, "test_runtime: %d checks failed\n", failures);
   else printf("test_runtime: all passed on sm_%d%d\n", cc_major, cc_minor);

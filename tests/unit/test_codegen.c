@@ -21,10 +21,11 @@ static Type ty(DType dt, int rank, const int64_t *dims) {
   return t;
 }
 
-/* A graph y = op(inputs of the given types), generated. NULL on error (in *d). The graph
- * is returned through *gp (the caller frees it after the program). */
-static Program *gen1(Graph **gp, Op op, int nin, const Type *types, const Attr *attrs,
-                     int nattr, Diag *d) {
+/* A graph y = op(inputs of the given types), generated for target t (NULL: the
+ * default). NULL on error (in *d). The graph is returned through *gp (the caller frees it
+ * after the program). */
+static Program *gen1_for(const Target *t, Graph **gp, Op op, int nin, const Type *types,
+                         const Attr *attrs, int nattr, Diag *d) {
   Graph *g = graph_new("t");
   Value *in[4];
   for (int k = 0; k < nin; k++) {
@@ -37,7 +38,13 @@ static Program *gen1(Graph **gp, Op op, int nin, const Type *types, const Attr *
   if (!y)
     return NULL;
   graph_add_output(g, y);
-  return codegen_graph(g, NULL, d);
+  CodegenOptions co = {.target = t};
+  return codegen_graph(g, &co, d);
+}
+
+static Program *gen1(Graph **gp, Op op, int nin, const Type *types, const Attr *attrs,
+                     int nattr, Diag *d) {
+  return gen1_for(NULL, gp, op, nin, types, attrs, nattr, d);
 }
 
 static const Step *only_step(const Program *p, StepKind kind) {
@@ -284,6 +291,74 @@ static void test_transpose_grid(void) {
     CHECK(s->kernel.grid[0] == 4 && s->kernel.grid[1] == 3 && s->kernel.grid[2] == 5);
   program_free(p);
   graph_free(g);
+}
+
+/* ---------------------------------------------------------------- the target */
+
+/* Codegen's launch geometry is the target's: with 128-thread blocks and grids of at most
+ * 8 blocks, a relu over 2^20 f32 (a thread per 4 of them) is 8 blocks of 128 declared
+ * __launch_bounds__(128), the grid-stride loop doing the rest. The implicit GEMM is
+ * written for 8 warps and keeps them whatever the target's block. */
+static void test_target_geometry(void) {
+  Target t;
+  Diag d = {0};
+  CHECK(target_for_arch("sm_90", &t, &d) == 0);
+  t.block = 128;
+  t.max_blocks = 8;
+  Graph *g;
+  Type x = ty(DT_F32, 2, (int64_t[]){1024, 1024});
+  Program *p = gen1_for(&t, &g, OP_RELU, 1, &x, NULL, 0, &d);
+  const Step *s = only_step(p, STEP_KERNEL);
+  if (s) {
+    CHECK(s->kernel.grid[0] == 8 && s->kernel.block[0] == 128);
+    CHECK(strstr(p->source, "__launch_bounds__(128)") && !strstr(p->source, "__launch_bounds__(256"));
+  }
+  program_free(p);
+  graph_free(g);
+  Type c[2] = {ty(DT_F32, 4, (int64_t[]){2, 3, 32, 32}), ty(DT_F32, 4, (int64_t[]){8, 3, 3, 3})};
+  p = gen1_for(&t, &g, OP_CONV, 2, c, NULL, 0, &d);
+  s = only_step(p, STEP_KERNEL);
+  if (s) {
+    CHECK(s->kernel.block[0] == 256 && s->kernel.grid[0] == 8);
+    CHECK(strstr(p->source, "__launch_bounds__(256, 2)"));
+  }
+  program_free(p);
+  graph_free(g);
+}
+
+/* K split over a cluster follows the target: conv f32[1, 64, 8, 8] * w[16, 64, 3, 3],
+ * pads 1, is one 64 x 32 tile of 576 taps (18 steps of 32), which sm_90's 132 SMs would
+ * leave idle: split over min(264 / 1, 8 (the cluster size), 18 / 4) = 4 blocks of a
+ * cluster; over 2 where clusters hold 2; not at all on sm_80 (no clusters), nor where
+ * there are few SMs to fill (one: 2 / 1 = 2 blocks). */
+static void test_target_clusters(void) {
+  static const struct {
+    const char *arch;
+    int cluster_max, sms, split;
+  } cases[] = {{"sm_90", 0, 0, 4}, {"sm_90", 2, 0, 2}, {"sm_80", 0, 0, 1}, {"sm_90", 0, 1, 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    Target t;
+    Diag d = {0};
+    CHECK(target_for_arch(cases[i].arch, &t, &d) == 0);
+    if (cases[i].cluster_max)
+      t.cluster_max = cases[i].cluster_max;
+    if (cases[i].sms)
+      t.sms = cases[i].sms;
+    Graph *g;
+    Type c[2] = {ty(DT_F32, 4, (int64_t[]){1, 64, 8, 8}), ty(DT_F32, 4, (int64_t[]){16, 64, 3, 3})};
+    Attr pads = attr_make_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
+    Program *p = gen1_for(&t, &g, OP_CONV, 2, c, &pads, 1, &d);
+    const Step *s = only_step(p, STEP_KERNEL);
+    if (s) {
+      char want[64];
+      snprintf(want, sizeof want, "__cluster_dims__(%d, 1, 1)", cases[i].split);
+      CHECK(s->kernel.grid[0] == (unsigned)cases[i].split);
+      CHECK(cases[i].split > 1 ? strstr(p->source, want) != NULL
+                               : !strstr(p->source, "__cluster_dims__"));
+    }
+    program_free(p);
+    graph_free(g);
+  }
 }
 
 /* ---------------------------------------------------------------- nn, index, scan */
@@ -551,6 +626,8 @@ int main(void) {
   test_vectorized();
   test_broadcast_vectorized();
   test_transpose_grid();
+  test_target_geometry();
+  test_target_clusters();
   test_conv_step();
   test_conv_tf32_step();
   test_pool_steps();
