@@ -15,11 +15,12 @@ const Pass *const pass_registry[] = {&pass_constfold,     &pass_simplify,    &pa
                                      &pass_pad,           &pass_quantize,    &pass_fuse,
                                      NULL};
 /* simplify leaves dead nodes to dce; canonicalize after simplify (which drops the casts
- * to f32 of f32 values around exported RMS norms), fold_affine after constfold (which
- * makes the weights that reach a convolution through identities and transposes
- * constants); all three rewrite what the graph computes into fewer, canonical nodes, for
- * every backend, and so run without fusion too (--no-fuse compares fusion alone on the
- * same canonical graph); dce runs before the passes that count users;
+ * to f32 of f32 values around exported RMS norms), fold_affine after constfold and
+ * simplify (which make constants of the weights that reach a convolution or GEMM through
+ * transposes and identities); simplify, canonicalize and fold_affine rewrite what the
+ * graph computes into fewer, canonical nodes for any backend, not for fusion alone, so
+ * --no-fuse keeps them (it compares fusion alone, on the same canonical graph); dce runs
+ * before the passes that count users;
  * precision runs after the passes that match f32 patterns, before fuse; layout after
  * precision (its GEMMs keep the convolutions' tf32 marks), and so does pad (it pads for the
  * GEMMs' types); quantize after both (layout's 1x1 convolutions are GEMMs it takes, and
