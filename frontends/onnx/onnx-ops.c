@@ -2153,6 +2153,7 @@ static const OnnxOp onnx_ops[] = {
     {"LogSoftmax", OP_LOG_SOFTMAX, 1, 13, b_softmax, "axis"},
     {"Hardmax", OP_HARDMAX, 1, 13, b_softmax, "axis"},
     {"LayerNormalization", OP_LAYER_NORM, 17, 17, b_layer_norm, "axis,epsilon,stash_type"},
+    {"RMSNormalization", OP_RMS_NORM, 23, 23, b_layer_norm, "axis,epsilon,stash_type"},
     {"BatchNormalization", OP_BATCH_NORM, 1, 15, b_batch_norm,
      "epsilon,is_test,momentum,spatial,training_mode"},
     {"InstanceNormalization", OP_INSTANCE_NORM, 1, 22, b_simple, "epsilon"},
@@ -2331,6 +2332,7 @@ static const struct {
   const char *op, *attr, *allowed;
 } attr_values[] = {
     {"LayerNormalization", "stash_type", "1"},
+    {"RMSNormalization", "stash_type", "1"},
     {"Cast", "saturate", "1"},
     {"CastLike", "saturate", "1"},
     {"Gelu", "approximate", "none,tanh"},

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """ONNX forms the backend suite does not cover, checked against numpy: Einsum's
 matmul-like equations (ellipsis, implicit output, outer products, attention's
-bhid,bhjd->bhij) and the shape subgraph exporters write before a Reshape, which must
-fold away at load (the test also checks that no Shape node is left in the IR).
+bhid,bhjd->bhij), the shape subgraph exporters write before a Reshape, which must
+fold away at load (the test also checks that no Shape node is left in the IR), and
+RMSNormalization (opset 23), which the Debian test data predates.
 
 Usage: test_onnx_numpy.py --gpucc build/gpucc"""
 import argparse
@@ -63,6 +64,17 @@ def einsum_model(eq, shapes):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), names
 
 
+def rms_norm_model():
+    """RMSNormalization (opset 23) over the last two axes: gpucc's rms_norm."""
+    node = helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=-2, epsilon=1e-3)
+    g = helper.make_graph(
+        [node], "rms",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 8])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+
+
 def shape_chain_model():
     """y = reshape(x, [shape(x)[0], -1]) the way exporters spell it."""
     nodes = [
@@ -112,7 +124,15 @@ def main():
         if err or not np.array_equal(got, np.maximum(x.reshape(2, -1), 0)):
             print("FAIL shape chain run: %s" % (err or got))
             failures += 1
-    n = len(EINSUMS) + 2
+        x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+        sc = rng.standard_normal(8).astype(np.float32)
+        x64 = x.astype(np.float64)
+        want = x64 / np.sqrt((x64 * x64).mean(axis=(1, 2), keepdims=True) + 1e-3) * sc
+        got, err = run(a.gpucc, rms_norm_model(), {"x": x, "s": sc}, work)
+        if err or not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+            print("FAIL RMSNormalization: %s" % (err or "got %s, want %s" % (got, want)))
+            failures += 1
+    n = len(EINSUMS) + 3
     print("test_onnx_numpy: %d of %d checks passed" % (n - failures, n))
     return 1 if failures else 0
 
