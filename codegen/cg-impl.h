@@ -34,7 +34,7 @@ typedef struct Cg {
                            parameter, through the transposes' strides, rounding as the
                            cast does); else NULL */
   const GroupPlan *plan; /* while a fuse group's kernel is generated: its plan */
-  const GroupLimits *lim; /* what one kernel takes (ir.h) */
+  GroupLimits lim; /* what one kernel takes (ir.h) */
   int min_blocks; /* the next kernel's blocks per SM for __launch_bounds__ (0: none said),
                      which caps its registers; cleared by its signature */
   int cluster;    /* the next kernel's blocks per thread block cluster (0, 1: none); cleared

@@ -5,6 +5,7 @@
 #include "codegen/cg-impl.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -882,7 +883,8 @@ static int gen_group(Cg *cg, int at) {
   GroupPlan p;
   char why[512];
   int rc = -1;
-  if (group_plan(g, &cg->users, members, n, node_group_kind(root), cg->lim, &p, why, sizeof why)) {
+  if (group_plan(g, &cg->users, members, n, node_group_kind(root), &cg->lim, &p, why,
+                 sizeof why)) {
     cg_error(cg, root, "fuse group %lld (%s) is no kernel codegen makes: %s",
              (long long)node_fuse_group(root), group_kind_name(p.kind), why);
     group_plan_free(&p);
@@ -963,9 +965,12 @@ static int gen_op(Cg *cg, const Node *n) {
 }
 
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
-  /* lim: the target's, once CodegenOptions carries one */
+  /* What its kernels take (the target's, once CodegenOptions carries one). A group's
+   * node count is the fuse pass's choice for NVRTC's time, not a kernel's limit: a group
+   * written by hand may be longer. */
   Cg cg = {.g = g, .arena = arena_new(), .d = d, .sm = opt && opt->sm ? opt->sm : 90,
-           .lim = &group_limits_default};
+           .lim = group_limits_default};
+  cg.lim.nodes = INT_MAX;
   if (ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
     users_free(&cg.users);
     arena_free(cg.arena);

@@ -139,7 +139,8 @@ static bool read_inside(const Rec *r, const Value *v) {
 static bool read_once_as(const Rec *r, const Value *v, const Node *by, int k) {
   int n;
   const int *at = users_of(r->u, v, &n);
-  return !r->u->outputs[v->id] && n == 1 && r->g->nodes[at[0]] == by && by->in[k] == v;
+  return !r->u->outputs[v->id] && n == 1 && r->g->nodes[at[0]] == by && k < by->nin &&
+         by->in[k] == v;
 }
 
 static bool same_dims(const Value *a, const Value *b) {
@@ -255,8 +256,8 @@ static int epilogue_after(Rec *r, int a) {
   for (int i = a + 1; i < p->n; i++)
     r->role[i] = ROLE_EPILOGUE;
   if (an->nout != 1 || !same_dims(an->out[0], p->out))
-    return fail(r, GROUP_FAIL_SHAPE, "the anchor's output %%%s is not the one value of the "
-                "group's shape (%%%s)", an->out[0]->name, p->out->name);
+    return fail(r, GROUP_FAIL_SHAPE, "the anchor, node %d (%s), has not one output of the "
+                "group's shape (%%%s's)", an->id, op_info[an->op].name, p->out->name);
   if (r->lim && p->n - a > r->lim->nodes)
     return fail(r, GROUP_FAIL_NODES, "%d nodes; a kernel computes at most %d", p->n - a,
                 r->lim->nodes);
@@ -372,6 +373,10 @@ static int plan_conv(Rec *r) {
  * node's output read only by the next (the last's by `by`, as its input k). */
 static int compose(Rec *r, const Node **list, int len, const Node *by, int k, View *v,
                    const char *what) {
+  for (int j = 0; j < len; j++)
+    if (list[j]->nin < 1)
+      return fail(r, GROUP_FAIL_SHAPE, "node %d (%s) is no view on the way to %s",
+                  list[j]->id, op_info[list[j]->op].name, what);
   const Value *base = list[0]->in[0];
   if (!shape_is_static(&base->type.shape))
     return fail(r, GROUP_FAIL_SHAPE, "%%%s has a symbolic shape; %s read through views need "
@@ -553,8 +558,9 @@ static int operand(Rec *r, const Value *v, int role, GroupOperand *o, const char
     return oom(r);
   int len = 0;
   /* a node may lead to several operands (a split of Q, K and V) */
-  for (int m = maker(r, v); m >= 0 && (r->role[m] == ROLE_NONE || r->role[m] == ROLE_Q ||
-                                      r->role[m] == ROLE_K || r->role[m] == ROLE_V);
+  for (int m = maker(r, v); m >= 0 && v->def->nin >= 1 &&
+                            (r->role[m] == ROLE_NONE || r->role[m] == ROLE_Q ||
+                             r->role[m] == ROLE_K || r->role[m] == ROLE_V);
        m = maker(r, v)) {
     const Node *d = v->def;
     if (r->role[m] == ROLE_NONE)

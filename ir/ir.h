@@ -519,10 +519,14 @@ GroupKind node_group_kind(const Node *n);
 
 /* What one kernel takes, in one place for the fuse pass and codegen. A group's pointwise
  * nodes (an epilogue, each of attention's two chains) read at most GROUP_MAX_INPUTS
- * values from outside (codegen's index spaces walk those and the output); a group has
- * at most GROUP_MAX_NODES nodes (NVRTC's time for one function grows faster than its
- * length); a concat anchor takes at most GROUP_MAX_CONCAT_INPUTS inputs (NVRTC's time
- * grows faster than the inputs one kernel picks from); an attention has at most
+ * values from outside (codegen's index spaces walk those and the output); the fuse pass
+ * makes groups of at most GROUP_MAX_NODES nodes (NVRTC's time for one function grows
+ * faster than its length past about a thousand ops: a chain of 4,000 takes it 30 s, 256
+ * chained ops half a second; the kernel after a group reads its output back, one load
+ * per element against hundreds of ops, and NVRTC's time stays linear in the graph); a
+ * concat anchor takes at most GROUP_MAX_CONCAT_INPUTS inputs (codegen does not part a
+ * concat with an epilogue, and NVRTC's time grows faster than the inputs one kernel
+ * picks from: codegen's CODEGEN_PART_OPERANDS); an attention has at most
  * GROUP_MAX_ATTENTION_NODES nodes, heads at most GROUP_MAX_HEAD wide, at most
  * GROUP_MAX_KEYS keys (a row of scores and the tiles in 48 KB of shared memory) and at
  * most GROUP_MAX_SCALES scalar multiplies on an operand. */
