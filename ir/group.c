@@ -177,7 +177,7 @@ static int distinct(Rec *r, const Value **v, int n) {
     return -1;
   for (int i = 0; i < n; i++)
     s[i] = (IdAt){v[i]->id, i};
-  qsort(s, (size_t)n, sizeof *s, by_id); /* by id, then by position: qsort is not stable */
+  qsort(s, (size_t)n, sizeof *s, by_id); /* by id: each id's least position is its first */
   for (int i = 0, j = 0; i < n; i = j) {
     int first = s[i].at;
     for (j = i + 1; j < n && s[j].id == s[i].id; j++)
