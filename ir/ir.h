@@ -360,16 +360,16 @@ Attr attr_make_string(const char *name, const char *s);
 Attr attr_make_ints(const char *name, const int64_t *v, int n); /* v must outlive use */
 Attr attr_make_floats(const char *name, const double *v, int n); /* v must outlive use */
 
-/* The one attribute every op accepts: `fuse = K` (an int, 1 or more) puts the node in
- * fuse group K, whose nodes the GPU runs as one kernel (passes/fuse.c). It changes
+/* One of the two attributes every op accepts: `fuse = K` (an int, 1 or more) puts the
+ * node in fuse group K, whose nodes the GPU runs as one kernel (passes/fuse.c). It changes
  * nothing about what a node computes: the reference executor ignores it. Only a group's
  * last node (its root) may have outputs used outside the group, and its first node when
  * that is not pointwise (an anchor, whose kernel then stores its one output too): by
  * nodes after the root, or as a graph output. */
 #define IR_ATTR_FUSE "fuse"
 int64_t node_fuse_group(const Node *n); /* K, or 0 when the node has no fuse attribute */
-/* The other one: `kind = "gemm"` on a group's root names its kind (group.c), which the
- * verifier checks against what the group's nodes make. */
+/* The other one: `kind = "gemm"` on a group's root (and on no other node) names the
+ * group's kind (group.c), which the verifier checks against what the group's nodes make. */
 #define IR_ATTR_KIND "kind"
 
 /* Sets attribute a on n (replacing the one of that name), copied into g's arena; removes
