@@ -1,5 +1,6 @@
-/* build.c: a graph to what the runtime loads (gpucc_build): dims bound, passes, codegen,
- * NVRTC, the memory plan (build.h), then the plan's byte form and the weights blob.
+/* build.c: a graph to what the runtime loads: the pipeline (pipeline_run, build.h) that
+ * the command line and gpucc_build share: dims bound, passes, codegen, the memory plan,
+ * NVRTC, then the plan's byte form and the weights blob.
  *
  * The memory plan: inputs and outputs in slots of their own at the start of the arena
  * (a run copies into and out of them; timed replays read them again), intermediates
@@ -771,7 +772,7 @@ static void print_values(FILE *f, const Value *const *v, int n) {
   }
 }
 
-/* An attention operand: the nodes from its buffer, and how many scales it takes. */
+/* An attention operand: its buffer, and the nodes between it and the matmul. */
 static void print_operand(FILE *f, const char *what, const GroupOperand *o) {
   fprintf(f, "; %s ", what);
   ir_print_value_name(f, o->view.base->name);
@@ -1005,25 +1006,7 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
   return st ? plan_error(d, "the plan does not validate") : 0;
 }
 
-/* ---------------------------------------------------------------- gpucc_build */
-
-static int run_passes(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
-  const Pass *passes[MAX_PASSES];
-  int n = 0;
-  PassContext ctx = {.diag = d, .calib_names = opt->calib_names,
-                     .calib_inputs = opt->calib_inputs, .ncalib = opt->ncalib};
-  if (opt->precision && precision_parse(opt->precision, &ctx.precision, d))
-    return -1;
-  if (!opt->passes) {
-    for (; pass_default_pipeline[n] && n < MAX_PASSES; n++)
-      passes[n] = pass_default_pipeline[n];
-  } else if (*opt->passes && (n = pass_parse_list(opt->passes, passes, MAX_PASSES, d)) < 0) {
-    return -1;
-  }
-  if (precision_check_passes(ctx.precision, passes, n, d))
-    return -1;
-  return pass_run_pipeline(g, passes, n, &ctx);
-}
+/* ---------------------------------------------------------------- the pipeline */
 
 static bool has_kernels(const Program *p) {
   for (int i = 0; i < p->nsteps; i++)
@@ -1071,37 +1054,54 @@ static int check_limits(const Graph *g, const Program *p, Diag *d) {
   return 0;
 }
 
-static int build_program(const Graph *g, const Program *p, const GpuccCompileOptions *opt,
-                         GpuccBuild *out, Diag *d) {
-  MemPlan mp;
-  if (check_limits(g, p, d) || memplan_build(g, p, &mp, d))
+int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
+  return opt->ndims ? codegen_bind_dims(g, opt->dim_names, opt->dim_sizes, opt->ndims, d) : 0;
+}
+
+/* opt's pass list (the default pipeline, less the fusion passes with no_fuse), run with
+ * its hooks. The calibration inputs are read during the call only. */
+static int run_passes(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
+  const Pass *passes[MAX_PASSES];
+  int n = 0;
+  PassContext ctx = {.diag = d, .calib_names = opt->calib_names,
+                     .calib_inputs = opt->calib_inputs, .ncalib = opt->ncalib,
+                     .print_after_all = opt->print_after_all, .dump_dir = opt->dump_dir,
+                     .report = opt->report};
+  if (opt->precision && precision_parse(opt->precision, &ctx.precision, d))
     return -1;
-  NvrtcOutput bin = {0};
-  NvrtcOptions nopt = {.arch = out->arch, .no_cache = opt->no_cache, .cache_dir = opt->cache_dir};
-  char name[256];
-  snprintf(name, sizeof name, "%s.cu", g->name && *g->name ? g->name : "model");
-  int rc = has_kernels(p) ? nvrtc_compile(p->source, name, &nopt, &bin, d) : 0;
-  GpuccPlan *plan = NULL;
-  if (!rc) {
-    plan = gpucc_plan_new(mp.arena_bytes, mp.weights_bytes, has_gemms(p) ? GPUCC_GEMM_WORKSPACE : 0);
-    rc = plan ? 0 : diag_error(d, (SrcLoc){0}, "out of memory");
+  if (!opt->passes) {
+    for (int i = 0; pass_default_pipeline[i] && n < MAX_PASSES; i++)
+      if (!(opt->no_fuse && pass_default_pipeline[i]->fusion))
+        passes[n++] = pass_default_pipeline[i];
+  } else if (*opt->passes && (n = pass_parse_list(opt->passes, passes, MAX_PASSES, d)) < 0) {
+    return -1;
   }
+  if (precision_check_passes(ctx.precision, passes, n, d))
+    return -1;
+  return pass_run_pipeline(g, passes, n, &ctx);
+}
+
+/* The plan stage: the runtime's plan of the program (its bytes), and the weights blob. */
+static int make_plan(const Graph *g, Compiled *c, Diag *d) {
+  const MemPlan *mp = &c->memplan;
+  GpuccBuild *out = &c->build;
+  GpuccPlan *plan = gpucc_plan_new(mp->arena_bytes, mp->weights_bytes,
+                                   has_gemms(c->program) ? GPUCC_GEMM_WORKSPACE : 0);
+  int rc = plan ? 0 : diag_error(d, (SrcLoc){0}, "out of memory");
   if (!rc)
-    rc = fill_plan(plan, g, p, &mp, &bin, out, d);
+    rc = fill_plan(plan, g, c->program, mp, &c->binary, out, d);
   if (!rc)
-    rc = memplan_weights(g, &mp, &out->weights, d);
-  out->weights_len = (size_t)mp.weights_bytes;
-  out->arena_bytes = mp.arena_bytes;
-  out->arena_lower_bound = mp.lower_bound;
-  out->arena_naive_bytes = mp.naive_bytes;
-  out->in_place = mp.in_place;
+    rc = memplan_weights(g, mp, &out->weights, d);
+  out->weights_len = (size_t)mp->weights_bytes;
+  out->arena_bytes = mp->arena_bytes;
+  out->arena_lower_bound = mp->lower_bound;
+  out->arena_naive_bytes = mp->naive_bytes;
+  out->in_place = mp->in_place;
   gpucc_plan_free(plan);
-  nvrtc_output_free(&bin);
-  memplan_free(&mp);
   return rc;
 }
 
-int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d) {
+int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled *out, Diag *d) {
   static const GpuccCompileOptions none;
   memset(out, 0, sizeof *out);
   if (!opt)
@@ -1109,19 +1109,95 @@ int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag 
   const char *arch = opt->arch ? opt->arch : NVRTC_DEFAULT_ARCH;
   if (nvrtc_check_arch(arch, d))
     return -1;
-  snprintf(out->arch, sizeof out->arch, "%s", arch);
-  if (opt->ndims && codegen_bind_dims(g, opt->dim_names, opt->dim_sizes, opt->ndims, d))
+  snprintf(out->build.arch, sizeof out->build.arch, "%s", arch);
+
+  int rc = pipeline_bind_dims(g, opt, d) || run_passes(g, opt, d);
+  if (!rc && last >= STAGE_CODEGEN) {
+    CodegenOptions co = {.sm = nvrtc_arch_sm(arch)};
+    rc = !(out->program = codegen_graph(g, &co, d));
+  }
+  if (!rc && last >= STAGE_MEMPLAN)
+    rc = check_limits(g, out->program, d) || memplan_build(g, out->program, &out->memplan, d);
+  /* A program without kernels needs no module, unless the module is what was asked for
+   * (--emit=cubin). */
+  if (!rc && last >= STAGE_NVRTC && (has_kernels(out->program) || last == STAGE_NVRTC)) {
+    NvrtcOptions nopt = {.arch = arch, .no_cache = opt->no_cache, .cache_dir = opt->cache_dir};
+    char name[256];
+    snprintf(name, sizeof name, "%s.cu", g->name && *g->name ? g->name : "model");
+    rc = nvrtc_compile(out->program->source, name, &nopt, &out->binary, d) != 0;
+  }
+  if (!rc && last >= STAGE_PLAN)
+    rc = make_plan(g, out, d);
+  if (rc) {
+    compiled_free(out);
     return -1;
-  if (run_passes(g, opt, d))
+  }
+  return 0;
+}
+
+void compiled_free(Compiled *c) {
+  program_free(c->program);
+  memplan_free(&c->memplan);
+  nvrtc_output_free(&c->binary);
+  gpucc_build_free(&c->build);
+  memset(c, 0, sizeof *c);
+}
+
+int pipeline_onnx_options(const GpuccCompileOptions *opt, OnnxOptions *lo,
+                          GpuccCompileOptions *rest, void **mem, Diag *d) {
+  *rest = *opt;
+  *lo = opt->onnx ? *opt->onnx : (OnnxOptions){0};
+  /* the bindings, then each size as text (the loader's form of --dim) */
+  enum { SIZE_CHARS = 24 };
+  size_t n = (size_t)opt->ndims;
+  *mem = calloc(n + 1, sizeof(OnnxBinding) + SIZE_CHARS);
+  if (!*mem)
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  OnnxBinding *dims = *mem;
+  char *text = (char *)(dims + n + 1);
+  for (size_t i = 0; i < n; i++) {
+    char *v = text + i * SIZE_CHARS;
+    snprintf(v, SIZE_CHARS, "%lld", (long long)opt->dim_sizes[i]);
+    dims[i] = (OnnxBinding){opt->dim_names[i], v};
+  }
+  lo->dims = dims;
+  lo->ndims = opt->ndims;
+  rest->ndims = 0;
+  rest->dim_names = NULL;
+  rest->dim_sizes = NULL;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- gpucc_build */
+
+/* The plan and weights of a finished pipeline as gpucc_build's result (c keeps the rest). */
+static int take_build(int rc, Compiled *c, GpuccBuild *out) {
+  *out = c->build;
+  memset(&c->build, 0, sizeof c->build);
+  compiled_free(c);
+  return rc;
+}
+
+int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d) {
+  Compiled c;
+  return take_build(pipeline_run(g, opt, STAGE_PLAN, &c, d), &c, out);
+}
+
+int gpucc_build_onnx(const void *bytes, size_t len, const char *name,
+                     const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d) {
+  static const GpuccCompileOptions none;
+  memset(out, 0, sizeof *out);
+  OnnxOptions lo;
+  GpuccCompileOptions rest;
+  void *mem;
+  if (pipeline_onnx_options(opt ? opt : &none, &lo, &rest, &mem, d))
     return -1;
-  CodegenOptions co = {.sm = nvrtc_arch_sm(arch)};
-  Program *p = codegen_graph(g, &co, d);
-  if (!p)
+  Graph *g = onnx_load_bytes(bytes, len, name, &lo, d);
+  free(mem);
+  if (!g)
     return -1;
-  int rc = build_program(g, p, opt, out, d);
-  program_free(p);
-  if (rc)
-    gpucc_build_free(out);
+  int rc = gpucc_build(g, &rest, out, d);
+  graph_free(g);
   return rc;
 }
 

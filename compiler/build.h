@@ -1,4 +1,5 @@
-/* build.h: the memory plan (internal to compiler/; the unit test reads it).
+/* build.h: the pipeline driver and the memory plan (internal to compiler/; the command
+ * line and the unit tests use them).
  *
  * Every value a step touches gets a place: constants a weights offset, everything else
  * an arena offset (multiples of GPUCC_ARENA_ALIGN), aliases their source's. Graph
@@ -11,6 +12,8 @@
 #define GPUCC_BUILD_H
 
 #include "codegen/codegen.h"
+#include "compiler/gpucc.h"
+#include "compiler/nvrtc.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>
@@ -46,6 +49,46 @@ void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f)
 /* The weights blob (weights_bytes, malloc'd; NULL when there are none). -1 on OOM. */
 int memplan_weights(const Graph *g, const MemPlan *mp, void **out, Diag *d);
 void memplan_free(MemPlan *mp);
+
+/* ---------------------------------------------------------------- the pipeline
+ *
+ * The one driver of a compile, which the command line (every --emit and the model.so)
+ * and the JIT API (gpucc_build) both call, so both make the same program of the same
+ * graph and options. Its stages, in order; pipeline_run stops after `last`:
+ *   bind dims   opt's symbolic dims become sizes (pipeline_bind_dims), so the passes
+ *               see concrete shapes (ONNX binds at load instead: pipeline_onnx_options)
+ *   passes      opt's list, with its report, print-after-all and dump hooks
+ *   codegen     the program: CUDA C and steps
+ *   memory plan the plan format's and cuBLASLt's limits checked, then every buffer placed
+ *   NVRTC       the cubin and PTX (nothing when the program has no kernel)
+ *   plan        the plan's bytes and the weights blob, as gpucc_build hands them back */
+typedef enum Stage { STAGE_PASSES, STAGE_CODEGEN, STAGE_MEMPLAN, STAGE_NVRTC, STAGE_PLAN } Stage;
+
+/* What the pipeline made, up to the stage it stopped after. It owns everything in it (the
+ * program refers to the graph's values, so it lives no longer than the graph), and
+ * nothing is global: a graph compiled several times (copies bound to different sizes)
+ * gives one of these each. */
+typedef struct Compiled {
+  Program *program;   /* codegen */
+  MemPlan memplan;    /* memory plan */
+  NvrtcOutput binary; /* NVRTC */
+  GpuccBuild build;   /* plan: the bytes and their numbers (arch is set from the start) */
+} Compiled;
+
+/* Runs the pipeline on g (modified in place: dims bound, passes run) up to `last`.
+ * opt may be NULL. 0, or -1 with d set (and *out empty). */
+int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled *out, Diag *d);
+void compiled_free(Compiled *c);
+
+/* The first stage alone: opt's dims bound in g and every node inferred again. */
+int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d);
+
+/* An ONNX model binds its symbolic dims at load, since its nodes' shapes follow from
+ * them: *lo becomes opt->onnx's loader options plus opt's dims, and *rest opt without
+ * the dims (for the pipeline after the load). *lo borrows opt's strings and *mem, which
+ * the caller frees after the load. -1 with d set on out of memory. */
+int pipeline_onnx_options(const GpuccCompileOptions *opt, OnnxOptions *lo,
+                          GpuccCompileOptions *rest, void **mem, Diag *d);
 
 /* The runtime's element type of an IR one and back, by name (GPUCC_DT_INVALID and
  * DT_UNKNOWN when the other layer has no such type). */

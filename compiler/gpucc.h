@@ -10,9 +10,11 @@
  *   gpucc_model_run_host(m, inputs, outputs, NULL);
  *   gpucc_model_destroy(m);
  *
- * Compiling is: bind symbolic dims, run the passes, codegen, NVRTC (cubin for the target
- * plus PTX), plan memory, write the plan. gpucc_build stops there and hands back the plan
- * bytes and the weights blob (what `gpucc X -o model.so` appends to the runtime stub).
+ * Compiling is one pipeline, the same the `gpucc` command runs (compiler/build.h): bind
+ * symbolic dims, run the passes, codegen, plan memory, NVRTC (cubin for the target plus
+ * PTX), write the plan. gpucc_build stops there and hands back the plan bytes and the
+ * weights blob: for the same graph and options, the bytes `gpucc X -o model.so` appends
+ * to the runtime stub.
  *
  * Errors: compile errors come back in the Diag, runtime errors (no device, out of GPU
  * memory) too, copied from gpucc_last_error(); nothing prints or exits.
@@ -28,12 +30,16 @@ typedef struct GpuccCompileOptions {
   /* sm_80, sm_86, sm_89, sm_90 or sm_90a. NULL: the device's own (the nearest of those at
    * or below its compute capability) when compiling for a device, else sm_90. */
   const char *arch;
-  /* Symbolic dims to bind (`--dim N=8`); every symbol left is an error at codegen. */
+  /* Symbolic dims to bind (`--dim N=8`), before the passes (an ONNX model's: at load);
+   * every symbol left is an error at codegen. */
   const char *const *dim_names;
   const int64_t *dim_sizes;
   int ndims;
   /* "constfold,dce"; "" runs none; NULL the default pipeline. */
   const char *passes;
+  /* With passes NULL: the default pipeline without the passes that only serve fusion
+   * (`--no-fuse`: one kernel or GEMM per node). */
+  bool no_fuse;
   /* "fp32" (also NULL), "tf32", "bf16", "fp16" or "fp8": what the precision pass lowers
    * f32 math to (`--precision`; passes/precision.c). Not fp32 needs that pass in `passes`
    * (fp8 the quantize pass after it too). */
@@ -48,6 +54,12 @@ typedef struct GpuccCompileOptions {
   const OnnxOptions *onnx;
   bool no_cache;         /* NVRTC's on-disk cache: neither read nor write */
   const char *cache_dir; /* NULL: compiler/nvrtc.h's default */
+  /* What the pass manager shows (passes/passes.h), each NULL for nothing: the IR before
+   * and after every pass (`--print-after-all`), DIR/00-input.gir, DIR/01-<pass>.gir, ...
+   * (`--dump-ir=DIR`), and a line per pass on what it did (`-v`). */
+  FILE *print_after_all;
+  const char *dump_dir;
+  FILE *report;
 } GpuccCompileOptions;
 
 /* What gpucc_build makes: the plan's byte form and the weights blob, both malloc'd. */
@@ -72,6 +84,11 @@ typedef struct GpuccBuild {
  * (and *out empty). */
 int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d);
 void gpucc_build_free(GpuccBuild *b);
+/* The same for an ONNX model in memory, as gpucc_compile_onnx compiles it: opt's dims
+ * are bound by the loader (opt->onnx: its other options; base_dir, the folder of any
+ * external data). name: the model in messages ("<memory>" when NULL). */
+int gpucc_build_onnx(const void *bytes, size_t len, const char *name,
+                     const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d);
 
 /* The arch gpucc_build would pick for device: "sm_90" for 9.0, the highest target at or
  * below the device's compute capability. NO_DRIVER/NO_DEVICE (message in d) when there is

@@ -29,26 +29,36 @@ GpuccStatus gpucc_device_arch(int device, char *arch, size_t n, Diag *d) {
   return GPUCC_OK;
 }
 
+/* The options with their arch: the device's own unless opt names one. Asking the device
+ * first also means no compile for a machine without one. */
+static GpuccStatus with_arch(const GpuccCompileOptions *opt, int device, GpuccCompileOptions *o,
+                             char *arch, size_t n, Diag *d) {
+  *o = opt ? *opt : (GpuccCompileOptions){0};
+  if (o->arch)
+    return GPUCC_OK;
+  o->arch = arch;
+  return gpucc_device_arch(device, arch, n, d);
+}
+
+/* The built plan and weights as a model on device (b freed). */
+static GpuccStatus create(GpuccBuild *b, int device, GpuccModel **out, Diag *d) {
+  GpuccStatus st = gpucc_model_create(b->plan, b->plan_len, b->weights, b->weights_len, device, out);
+  gpucc_build_free(b);
+  return st ? runtime_error(st, d) : GPUCC_OK;
+}
+
 GpuccStatus gpucc_compile_graph(Graph *g, const GpuccCompileOptions *opt, int device,
                                 GpuccModel **out, Diag *d) {
   *out = NULL;
-  GpuccCompileOptions o = {0};
-  if (opt)
-    o = *opt;
+  GpuccCompileOptions o;
   char arch[16];
-  if (!o.arch) {
-    /* Asking the device first also means no compile for a machine without one. */
-    GpuccStatus st = gpucc_device_arch(device, arch, sizeof arch, d);
-    if (st)
-      return st;
-    o.arch = arch;
-  }
+  GpuccStatus st = with_arch(opt, device, &o, arch, sizeof arch, d);
+  if (st)
+    return st;
   GpuccBuild b;
   if (gpucc_build(g, &o, &b, d))
     return GPUCC_ERR_INVALID_ARGUMENT;
-  GpuccStatus st = gpucc_model_create(b.plan, b.plan_len, b.weights, b.weights_len, device, out);
-  gpucc_build_free(&b);
-  return st ? runtime_error(st, d) : GPUCC_OK;
+  return create(&b, device, out, d);
 }
 
 GpuccStatus gpucc_compile_dsl(const char *text, size_t len, const char *name,
@@ -63,39 +73,18 @@ GpuccStatus gpucc_compile_dsl(const char *text, size_t len, const char *name,
   return st;
 }
 
-/* ONNX binds dims at load (shapes of the nodes depend on them), so the compile options'
- * dims become the loader's and are not bound again. */
+/* ONNX binds dims at load (shapes of the nodes depend on them): gpucc_build_onnx. */
 GpuccStatus gpucc_compile_onnx(const void *bytes, size_t len, const char *name,
                                const GpuccCompileOptions *opt, int device, GpuccModel **out,
                                Diag *d) {
   *out = NULL;
-  GpuccCompileOptions o = {0};
-  if (opt)
-    o = *opt;
-  OnnxOptions lo = {0};
-  if (o.onnx)
-    lo = *o.onnx;
-  OnnxBinding *dims = calloc((size_t)o.ndims + 1, sizeof *dims);
-  char (*vals)[24] = calloc((size_t)o.ndims + 1, sizeof *vals);
-  if (!dims || !vals) {
-    free(dims);
-    free(vals);
-    diag_error(d, (SrcLoc){0}, "out of memory");
-    return GPUCC_ERR_OUT_OF_MEMORY;
-  }
-  for (int i = 0; i < o.ndims; i++) {
-    snprintf(vals[i], sizeof vals[i], "%lld", (long long)o.dim_sizes[i]);
-    dims[i] = (OnnxBinding){o.dim_names[i], vals[i]};
-  }
-  lo.dims = dims;
-  lo.ndims = o.ndims;
-  o.ndims = 0;
-  Graph *g = onnx_load_bytes(bytes, len, name, &lo, d);
-  free(dims);
-  free(vals);
-  if (!g)
+  GpuccCompileOptions o;
+  char arch[16];
+  GpuccStatus st = with_arch(opt, device, &o, arch, sizeof arch, d);
+  if (st)
+    return st;
+  GpuccBuild b;
+  if (gpucc_build_onnx(bytes, len, name, &o, &b, d))
     return GPUCC_ERR_INVALID_ARGUMENT;
-  GpuccStatus st = gpucc_compile_graph(g, &o, device, out, d);
-  graph_free(g);
-  return st;
+  return create(&b, device, out, d);
 }

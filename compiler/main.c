@@ -1,8 +1,9 @@
 /* main.c: the gpucc command. It is the only place that prints to the user and picks exit
  * codes: library calls hand back a Diag, and this file prints it and exits 1 (bad input)
- * or 2 (bad usage). Two modes share the front half (parse the file, run the passes):
+ * or 2 (bad usage). Two modes share the front half (parse the file, then the pipeline
+ * of compiler/build.h, the JIT API's, as far as the mode needs):
  *   gpucc FILE [options]        compile: print the IR (--emit=ir), the CUDA C, a cubin,
- *                               a model.so (-o OUT), or a summary
+ *                               the memory plan, a model.so (-o OUT), or a summary
  *   gpucc run FILE [options]    run a model.so, or the graph, on the GPU (--cpu, or no
  *                               GPU: with the reference executor)
  * Output files are written to a temporary name and renamed, so a failed run leaves
@@ -49,9 +50,9 @@ typedef struct Options {
   const char *out;  /* -o */
   int iters;        /* run: --iters N, timed graph replays (0: none) */
   int device;       /* run: --device N */
-  const Pass *passes[MAX_PASSES];
+  const Pass *passes[MAX_PASSES]; /* what the pipeline will run, for the summary */
   int npasses;
-  bool passes_given; /* --passes was on the command line */
+  const char *passes_arg; /* --passes, NULL when not given */
   bool no_fuse;      /* --no-fuse: leave the passes that serve fusion out */
   Precision precision; /* --precision */
   bool precision_given;
@@ -152,7 +153,7 @@ static void print_help(void) {
          "                          API); weights over 1 GiB go to OUT.so.weights beside it\n"
          "  --arch=sm_XX            target of --emit=cuda/cubin/plan and model.so: sm_80,\n"
          "                          sm_86, sm_89, sm_90 (the default) or sm_90a\n"
-         "  --dim SYM=N             bind symbolic dim SYM (--emit=cuda/cubin, model.so)\n"
+         "  --dim SYM=N             bind symbolic dim SYM to N before the passes\n"
          "\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
          "  --dim SYM=N             bind symbolic dim SYM to N when loading\n"
@@ -255,7 +256,7 @@ static int check_mode(const Options *o) {
     if (o->so && o->cpu)
       return usage_error("a model.so runs only on the GPU; '--cpu' needs the model's .gir "
                          "or .onnx file");
-    if (o->so && (o->passes_given || o->print_after_all || o->dump_dir || o->ndims ||
+    if (o->so && (o->passes_arg || o->print_after_all || o->dump_dir || o->ndims ||
                   o->precision_given || o->ncalib))
       return usage_error("a model.so is compiled already: '--passes', '--precision', "
                          "'--calibrate', '--print-after-all', '--dump-ir' and '--dim' are "
@@ -272,9 +273,6 @@ static int check_mode(const Options *o) {
     bool code = (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "cubin") ||
                              !strcmp(o->emit, "plan"))) ||
                 (!o->emit && o->out);
-    if (o->ndims && !o->onnx && !code)
-      return usage_error("option '--dim' is only for 'gpucc run', --emit=cuda/cubin and ONNX "
-                         "models");
     if (o->output_dir)
       return usage_error("option '--output-dir' is only for 'gpucc run'");
     if (o->emit && strcmp(o->emit, "ir") != 0 && !code)
@@ -455,78 +453,102 @@ static int parse_args(int argc, char **argv, Options *o) {
   size_t flen = o->file ? strlen(o->file) : 0;
   o->onnx = flen > 5 && !strcmp(o->file + flen - 5, ".onnx");
   o->so = flen > 3 && !strcmp(o->file + flen - 3, ".so");
-  o->passes_given = passes_arg != NULL;
+  o->passes_arg = passes_arg;
   int rc = check_mode(o);
   return rc ? rc : choose_passes(o, passes_arg);
 }
 
 /* ---------------------------------------------------------------- both modes */
 
-/* Parses the file and runs the passes with the printing and dumping asked for. */
-/* --dim, --shape and --const for the ONNX loader, which applies them at load. The
- * bindings borrow o's strings and live in *b (free it). */
-static int onnx_options(const Options *o, OnnxOptions *opt, OnnxBinding **b, Diag *d) {
-  int n = o->ndims + o->nshapes + o->nconsts;
-  *b = calloc((size_t)n + 1, sizeof **b);
-  if (!*b)
+/* The command line's options as the pipeline's (compiler/build.h, the JIT API's), with
+ * what they point into: --dim's sizes, the --calibrate files read, ONNX's --shape,
+ * --const and --max-weight-bytes. opt points into the struct itself: not to be copied. */
+typedef struct Compile {
+  GpuccCompileOptions opt;
+  OnnxOptions onnx;
+  OnnxBinding *bindings; /* onnx's shapes, then its consts (borrowing o's strings) */
+  const char **dim_names, **calib_names;
+  int64_t *dim_sizes;
+  Tensor **calib;
+  int ncalib;
+} Compile;
+
+static void compile_free(Compile *c) {
+  for (int i = 0; c->calib && i < c->ncalib; i++)
+    tensor_free(c->calib[i]);
+  free(c->calib);
+  free(c->calib_names);
+  free(c->dim_names);
+  free(c->dim_sizes);
+  free(c->bindings);
+  memset(c, 0, sizeof *c);
+}
+
+/* c from o, the --calibrate files not read yet. The passes: --passes, else the default
+ * pipeline (less the fusion passes with --no-fuse), except that --emit=ir alone runs
+ * none (choose_passes made the same list, for the summary). */
+static int compile_options(const Options *o, Compile *c, Diag *d) {
+  memset(c, 0, sizeof *c);
+  c->bindings = calloc((size_t)(o->nshapes + o->nconsts) + 1, sizeof *c->bindings);
+  c->dim_names = calloc((size_t)o->ndims + 1, sizeof *c->dim_names);
+  c->dim_sizes = calloc((size_t)o->ndims + 1, sizeof *c->dim_sizes);
+  c->calib_names = calloc((size_t)o->ncalib + 1, sizeof *c->calib_names);
+  c->calib = calloc((size_t)o->ncalib + 1, sizeof *c->calib);
+  if (!c->bindings || !c->dim_names || !c->dim_sizes || !c->calib_names || !c->calib)
     return diag_error(d, (SrcLoc){0}, "out of memory");
-  OnnxBinding *p = *b;
-  *opt = (OnnxOptions){.dims = p, .ndims = o->ndims, .shapes = p + o->ndims,
-                       .nshapes = o->nshapes, .consts = p + o->ndims + o->nshapes,
-                       .nconsts = o->nconsts, .max_weight_bytes = o->max_weight_bytes};
-  for (int i = 0; i < o->ndims; i++)
-    *p++ = (OnnxBinding){o->dims[i].name, o->dims[i].value};
+  c->ncalib = o->ncalib;
+  OnnxBinding *p = c->bindings;
   for (int i = 0; i < o->nshapes; i++)
     *p++ = (OnnxBinding){o->shapes[i].name, o->shapes[i].value};
   for (int i = 0; i < o->nconsts; i++)
     *p++ = (OnnxBinding){o->consts[i].name, o->consts[i].value};
-  return 0;
-}
-
-static Graph *load_onnx(const Options *o, Diag *d) {
-  OnnxOptions opt;
-  OnnxBinding *b;
-  if (onnx_options(o, &opt, &b, d))
-    return NULL;
-  Graph *g = onnx_load(o->file, &opt, d);
-  free(b);
-  return g;
-}
-
-/* The --calibrate files, read into t[] (names into names[]); -1 with d set. */
-static int load_calibration(const Options *o, const char **names, Tensor **t, Diag *d) {
-  for (int i = 0; i < o->ncalib; i++) {
-    names[i] = o->calib[i].name;
-    if (!(t[i] = npy_read(o->calib[i].value, d)))
-      return -1;
+  c->onnx = (OnnxOptions){.shapes = c->bindings, .nshapes = o->nshapes,
+                          .consts = c->bindings + o->nshapes, .nconsts = o->nconsts,
+                          .max_weight_bytes = o->max_weight_bytes};
+  for (int i = 0; i < o->ndims; i++) {
+    c->dim_names[i] = o->dims[i].name;
+    c->dim_sizes[i] = strtoll(o->dims[i].value, NULL, 10); /* checked by check_mode */
   }
+  for (int i = 0; i < o->ncalib; i++)
+    c->calib_names[i] = o->calib[i].name;
+  c->opt = (GpuccCompileOptions){
+      .arch = o->arch, .dim_names = c->dim_names, .dim_sizes = c->dim_sizes,
+      .ndims = o->ndims, .passes = o->passes_arg, .no_fuse = o->no_fuse,
+      .precision = precision_name(o->precision), .calib_names = c->calib_names,
+      .calib_inputs = c->calib, .ncalib = o->ncalib, .onnx = &c->onnx,
+      .print_after_all = o->print_after_all ? stderr : NULL, .dump_dir = o->dump_dir,
+      .report = o->report ? stderr : NULL};
+  if (!o->passes_arg && o->mode == MODE_COMPILE && o->emit && !strcmp(o->emit, "ir"))
+    c->opt.passes = "";
   return 0;
 }
 
-static int load_graph(const Options *o, Graph **out) {
+/* Parses the file into *out and fills c (compile_options), reading the --calibrate files.
+ * An ONNX model binds --dim at load, as the JIT's gpucc_build_onnx does
+ * (pipeline_onnx_options), and then c's options have no dims left. On failure c is
+ * freed and the exit code returned. */
+static int load_graph(const Options *o, Compile *c, Graph **out) {
   Diag d = {0};
-  Graph *g = o->onnx ? load_onnx(o, &d) : dsl_parse_file(o->file, &d);
-  if (!g)
-    return diag_exit(&d, EXIT_INPUT);
-  const char **names = calloc((size_t)o->ncalib + 1, sizeof *names);
-  Tensor **calib = calloc((size_t)o->ncalib + 1, sizeof *calib);
-  PassContext ctx = {.diag = &d,
-                     .precision = o->precision,
-                     .calib_names = names,
-                     .calib_inputs = calib,
-                     .ncalib = o->ncalib,
-                     .print_after_all = o->print_after_all ? stderr : NULL,
-                     .report = o->report ? stderr : NULL,
-                     .dump_dir = o->dump_dir};
-  int rc = !names || !calib ? diag_error(&d, g->loc, "out of memory")
-           : load_calibration(o, names, calib, &d) ? -1
-                                                   : pass_run_pipeline(g, o->passes, o->npasses, &ctx);
-  for (int i = 0; calib && i < o->ncalib; i++)
-    tensor_free(calib[i]);
-  free(calib);
-  free(names);
+  Graph *g = NULL;
+  int rc = compile_options(o, c, &d);
+  if (!rc && o->onnx) {
+    OnnxOptions lo;
+    GpuccCompileOptions rest;
+    void *mem = NULL;
+    rc = pipeline_onnx_options(&c->opt, &lo, &rest, &mem, &d);
+    if (!rc && !(g = onnx_load(o->file, &lo, &d)))
+      rc = -1;
+    free(mem);
+    c->opt = rest;
+  } else if (!rc && !(g = dsl_parse_file(o->file, &d))) {
+    rc = -1;
+  }
+  for (int i = 0; !rc && i < o->ncalib; i++)
+    if (!(c->calib[i] = npy_read(o->calib[i].value, &d)))
+      rc = -1;
   if (rc) {
     graph_free(g);
+    compile_free(c);
     return diag_exit(&d, EXIT_INPUT);
   }
   *out = g;
@@ -564,12 +586,15 @@ static void print_summary(const Graph *g, const Options *o) {
 static int check_ops(const Options *o) {
   Diag d = {0};
   char *report = NULL;
-  OnnxOptions opt;
-  OnnxBinding *b;
-  if (onnx_options(o, &opt, &b, &d))
-    return diag_exit(&d, EXIT_INPUT);
-  int n = onnx_check_ops(o->file, &opt, &report, &d);
-  free(b);
+  Compile c;
+  OnnxOptions lo;
+  GpuccCompileOptions rest;
+  void *mem = NULL;
+  int n = compile_options(o, &c, &d) || pipeline_onnx_options(&c.opt, &lo, &rest, &mem, &d)
+              ? -1
+              : onnx_check_ops(o->file, &lo, &report, &d);
+  free(mem);
+  compile_free(&c);
   if (n < 0)
     return diag_exit(&d, EXIT_INPUT);
   if (n == 0)
@@ -598,128 +623,77 @@ static int write_bytes(const char *out, const void *data, size_t n) {
   return outfile_commit(&f, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
 }
 
-/* --dim for a .gir file (ONNX binds its dims at load) as the arrays codegen takes. The
- * names borrow o's strings; free both arrays. */
-static int dim_arrays(const Options *o, const char ***names, int64_t **sizes, int *n) {
-  *n = o->onnx ? 0 : o->ndims;
-  *names = calloc((size_t)*n + 1, sizeof **names);
-  *sizes = calloc((size_t)*n + 1, sizeof **sizes);
-  if (!*names || !*sizes) {
-    free(*names);
-    free(*sizes);
-    return input_error("out of memory");
-  }
-  for (int i = 0; i < *n; i++) {
-    (*names)[i] = o->dims[i].name;
-    (*sizes)[i] = strtoll(o->dims[i].value, NULL, 10);
-  }
-  return 0;
-}
-
 /* --emit=plan: the memory plan of the program, as text. */
-static int emit_plan(const Graph *g, const Program *p, const char *out) {
-  Diag d = {0};
-  MemPlan mp;
-  if (memplan_build(g, p, &mp, &d))
-    return diag_exit(&d, EXIT_INPUT);
+static int emit_plan(const Graph *g, const Compiled *c, const char *out) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   int rc = f ? 0 : input_error("out of memory");
   if (f) {
-    memplan_print(g, p, &mp, f);
+    memplan_print(g, c->program, &c->memplan, f);
     rc = fclose(f) ? input_error("out of memory") : write_bytes(out, text, len);
   }
   free(text);
-  memplan_free(&mp);
   return rc;
 }
 
-/* --emit=cuda, --emit=cubin and --emit=plan: codegen after the passes, then NVRTC for a
- * cubin or the memory plan. */
-static int emit_code(Graph *g, const Options *o) {
-  Diag d = {0};
-  const char **names;
-  int64_t *sizes;
-  int ndims;
-  int rc = dim_arrays(o, &names, &sizes, &ndims);
-  if (rc)
-    return rc;
-  rc = ndims && codegen_bind_dims(g, names, sizes, ndims, &d);
-  free(names);
-  free(sizes);
-  if (rc)
-    return diag_exit(&d, EXIT_INPUT);
-  CodegenOptions co = {.sm = nvrtc_arch_sm(o->arch)};
-  Program *p = codegen_graph(g, &co, &d);
-  if (!p)
-    return diag_exit(&d, EXIT_INPUT);
-  if (!strcmp(o->emit, "cuda")) {
-    rc = write_bytes(o->out, p->source, p->source_len);
-  } else if (!strcmp(o->emit, "plan")) {
-    rc = emit_plan(g, p, o->out);
-  } else {
-    NvrtcOptions opt = {.arch = o->arch};
-    NvrtcOutput bin;
-    rc = nvrtc_compile(p->source, "kernels.cu", &opt, &bin, &d)
-             ? diag_exit(&d, EXIT_INPUT)
-             : write_bytes(o->out, bin.cubin, bin.cubin_size);
-    nvrtc_output_free(&bin);
-  }
-  program_free(p);
-  return rc;
-}
-
-/* -o OUT without --emit: the model.so. The passes have run already (load_graph). */
-static int emit_model_so(Graph *g, const Options *o) {
-  GpuccCompileOptions copt = {.arch = o->arch, .passes = ""};
-  const char **names;
-  int64_t *sizes;
-  int rc = dim_arrays(o, &names, &sizes, &copt.ndims);
-  if (rc)
-    return rc;
-  copt.dim_names = names;
-  copt.dim_sizes = sizes;
-  Diag d = {0};
-  GpuccBuild b;
-  rc = gpucc_build(g, &copt, &b, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
-  free(names);
-  free(sizes);
-  if (rc)
-    return rc;
+/* -o OUT without --emit: the model.so of the plan the pipeline built. */
+static int emit_model_so(const Graph *g, const Options *o, const GpuccBuild *b) {
   char err[1024];
-  if (gpucc_write_model_so(gpucc_model_stub, (size_t)gpucc_model_stub_len, o->out, b.plan,
-                           b.plan_len, b.weights, b.weights_len, EMBED_WEIGHTS_MAX, err,
+  if (gpucc_write_model_so(gpucc_model_stub, (size_t)gpucc_model_stub_len, o->out, b->plan,
+                           b->plan_len, b->weights, b->weights_len, EMBED_WEIGHTS_MAX, err,
                            sizeof err))
-    rc = input_error("%s", err);
-  else if (o->report)
+    return input_error("%s", err);
+  if (o->report)
     fprintf(stderr,
             "gpucc: %s: %s for %s: %d kernel launches, %d steps; arena %" PRIu64
             " bytes (lower bound %" PRIu64 ", +%.1f%%; with no reuse %" PRIu64
             "; %d kernels in place), weights %zu bytes%s\n",
-            o->out, g->name, b.arch, b.nkernels, b.nsteps, b.arena_bytes, b.arena_lower_bound,
-            b.arena_lower_bound ? 100.0 * ((double)b.arena_bytes / (double)b.arena_lower_bound - 1) : 0.0,
-            b.arena_naive_bytes, b.in_place, b.weights_len,
-            b.weights_len > EMBED_WEIGHTS_MAX ? " (in a .weights file beside it)" : "");
-  gpucc_build_free(&b);
-  return rc;
+            o->out, g->name, b->arch, b->nkernels, b->nsteps, b->arena_bytes,
+            b->arena_lower_bound,
+            b->arena_lower_bound ? 100.0 * ((double)b->arena_bytes / (double)b->arena_lower_bound - 1) : 0.0,
+            b->arena_naive_bytes, b->in_place, b->weights_len,
+            b->weights_len > EMBED_WEIGHTS_MAX ? " (in a .weights file beside it)" : "");
+  return 0;
+}
+
+/* How far the pipeline goes for what was asked: the graph (--emit=ir, the summary), the
+ * CUDA C, the memory plan, the cubin, or everything (a model.so). */
+static Stage stage_of(const Options *o) {
+  if (!o->emit)
+    return o->out ? STAGE_PLAN : STAGE_PASSES;
+  return !strcmp(o->emit, "cuda")    ? STAGE_CODEGEN
+         : !strcmp(o->emit, "plan")  ? STAGE_MEMPLAN
+         : !strcmp(o->emit, "cubin") ? STAGE_NVRTC
+                                     : STAGE_PASSES;
 }
 
 static int cmd_compile(const Options *o) {
   if (o->check_ops)
     return check_ops(o);
+  Compile c;
   Graph *g = NULL;
-  int rc = load_graph(o, &g);
+  int rc = load_graph(o, &c, &g);
   if (rc)
     return rc;
-  if (!o->emit && o->out)
-    rc = emit_model_so(g, o);
-  else if (o->emit && strcmp(o->emit, "ir") != 0)
-    rc = emit_code(g, o);
-  else if (o->emit)
-    rc = emit_ir(g, o->out);
-  else
+  Diag d = {0};
+  Compiled out;
+  if (pipeline_run(g, &c.opt, stage_of(o), &out, &d))
+    rc = diag_exit(&d, EXIT_INPUT);
+  else if (!o->emit && o->out)
+    rc = emit_model_so(g, o, &out.build);
+  else if (!o->emit)
     print_summary(g, o);
+  else if (!strcmp(o->emit, "ir"))
+    rc = emit_ir(g, o->out);
+  else if (!strcmp(o->emit, "cuda"))
+    rc = write_bytes(o->out, out.program->source, out.program->source_len);
+  else if (!strcmp(o->emit, "plan"))
+    rc = emit_plan(g, &out, o->out);
+  else
+    rc = write_bytes(o->out, out.binary.cubin, out.binary.cubin_size);
+  compiled_free(&out);
+  compile_free(&c);
   graph_free(g);
   return rc;
 }
@@ -1108,33 +1082,61 @@ static int run_model(const Options *o, const ModelApi *api, GpuccModel *m, Tenso
   return rc;
 }
 
-/* Compiles g for device o->device with its symbolic dims bound to the inputs' sizes
- * (the passes have run already) and runs it. */
-static int run_graph_gpu(const Options *o, Graph *g, Tensor **in, Tensor **out) {
-  const char **names = calloc((size_t)g->ninputs * IR_MAX_RANK + 1, sizeof *names);
-  int64_t *sizes = calloc((size_t)g->ninputs * IR_MAX_RANK + 1, sizeof *sizes);
+/* The pipeline's dims for a run: each symbolic dim of g's inputs bound to the size the
+ * inputs have there (the first input that has it; an input that disagrees is then
+ * refused against the bound type). */
+static int run_dims(const Graph *g, Tensor *const *in, Compile *c) {
+  size_t n = (size_t)g->ninputs * IR_MAX_RANK + 1;
+  const char **names = calloc(n, sizeof *names);
+  int64_t *sizes = calloc(n, sizeof *sizes);
   if (!names || !sizes) {
     free(names);
     free(sizes);
     return input_error("out of memory");
   }
-  GpuccCompileOptions copt = {.passes = "", .dim_names = names, .dim_sizes = sizes};
+  int k = 0;
   for (int i = 0; i < g->ninputs; i++) {
     const Shape *s = &g->inputs[i]->type.shape;
-    for (int j = 0; j < s->rank && j < in[i]->rank; j++)
-      if (s->dims[j].sym) {
-        names[copt.ndims] = s->dims[j].sym;
-        sizes[copt.ndims++] = in[i]->dims[j];
+    for (int j = 0; j < s->rank && j < in[i]->rank; j++) {
+      bool seen = false;
+      for (int m = 0; s->dims[j].sym && m < k && !seen; m++)
+        seen = !strcmp(names[m], s->dims[j].sym);
+      if (s->dims[j].sym && !seen) {
+        names[k] = s->dims[j].sym;
+        sizes[k++] = in[i]->dims[j];
       }
+    }
   }
+  free(c->dim_names);
+  free(c->dim_sizes);
+  c->dim_names = names;
+  c->dim_sizes = sizes;
+  c->opt.dim_names = names;
+  c->opt.dim_sizes = sizes;
+  c->opt.ndims = k;
+  return 0;
+}
+
+/* Compiles g for device o->device with c's options (the JIT API) and runs it. */
+static int run_graph_gpu(const Options *o, const Compile *c, Graph *g, Tensor **in,
+                         Tensor **out) {
   Diag d = {0};
   GpuccModel *m = NULL;
-  int rc = gpucc_compile_graph(g, &copt, o->device, &m, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
-  free(names);
-  free(sizes);
+  int rc = gpucc_compile_graph(g, &c->opt, o->device, &m, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
   if (!rc)
     rc = run_model(o, &linked_api, m, in, out);
   gpucc_model_destroy(m);
+  return rc;
+}
+
+/* The passes of the pipeline with c's options, then the reference executor. */
+static int run_graph_cpu(const Compile *c, Graph *g, Tensor **in, Tensor **out) {
+  Diag d = {0};
+  Compiled p;
+  int rc = pipeline_run(g, &c->opt, STAGE_PASSES, &p, &d) || ir_eval(g, in, out, &d)
+               ? diag_exit(&d, EXIT_INPUT)
+               : 0;
+  compiled_free(&p);
   return rc;
 }
 
@@ -1201,8 +1203,9 @@ static int cmd_run(const Options *o) {
       return input_error("--iters times the GPU, and there is none: %s", why);
     fprintf(stderr, "gpucc: note: no GPU (%s); using the reference executor (--cpu)\n", why);
   }
+  Compile c;
   Graph *g = NULL;
-  int rc = load_graph(o, &g);
+  int rc = load_graph(o, &c, &g);
   if (rc)
     return rc;
   Tensor **in = calloc((size_t)g->ninputs + 1, sizeof *in);
@@ -1210,19 +1213,16 @@ static int cmd_run(const Options *o) {
   const char **names = calloc((size_t)g->noutputs + 1, sizeof *names);
   if (!in || !out || !names)
     rc = input_error("out of memory");
-  for (int i = 0; !rc && i < g->noutputs; i++)
-    names[i] = g->outputs[i]->name;
   if (!rc)
     rc = load_given_inputs(o, g, in);
   if (!rc)
     rc = make_default_inputs(o, g, in);
-  if (!rc && gpu) {
-    rc = run_graph_gpu(o, g, in, out);
-  } else if (!rc) {
-    Diag d = {0};
-    if (ir_eval(g, in, out, &d))
-      rc = diag_exit(&d, EXIT_INPUT);
-  }
+  if (!rc)
+    rc = run_dims(g, in, &c);
+  if (!rc)
+    rc = gpu ? run_graph_gpu(o, &c, g, in, out) : run_graph_cpu(&c, g, in, out);
+  for (int i = 0; !rc && i < g->noutputs; i++)
+    names[i] = g->outputs[i]->name; /* after the passes, as the model has them */
   if (!rc)
     rc = emit_outputs(o, names, g->noutputs, out);
   for (int i = 0; in && i < g->ninputs; i++)
@@ -1232,6 +1232,7 @@ static int cmd_run(const Options *o) {
   free(in);
   free(out);
   free(names);
+  compile_free(&c);
   graph_free(g);
   return rc;
 }

@@ -1,6 +1,7 @@
 /* fuzz_onnx.c: libFuzzer harness for the ONNX loader and everything a model meets after
- * it on the way to a model.so, short of NVRTC: load (shape inference and the verifier
- * included), the default pass pipeline, symbolic dims bound, codegen and the memory plan.
+ * it on the way to a model.so, short of NVRTC, in the compile pipeline's order
+ * (compiler/build.h): load (shape inference and the verifier included), symbolic dims
+ * bound, the default pass pipeline, codegen and the memory plan.
  *
  * The weights are capped through the loader's own option (FUZZ_MAX_WEIGHT_BYTES), so a
  * model asking for more is refused by the loader instead of being a legitimate large
@@ -78,19 +79,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(!d.failed, "onnx_load_bytes returned a graph and an error: %s", d.msg);
   FUZZ_CHECK(!ir_verify(g, &d), "the loaded graph does not verify: %s", d.msg);
 
-  /* The pipeline one pass at a time, as pass_run_pipeline runs it, so a failure names
-   * the pass. */
-  PassContext ctx = {.diag = &d, .precision = precisions[size % 4]};
-  for (int i = 0; pass_default_pipeline[i]; i++) {
-    const Pass *p = pass_default_pipeline[i];
-    FUZZ_CHECK(!p->run(g, &ctx), "pass %s failed on a valid graph: %s", p->name, d.msg);
-    FUZZ_CHECK(!ir_verify(g, &d), "the graph does not verify after pass %s: %s", p->name,
-               d.msg);
-  }
-
   if (bind_dims(g, &d)) {
     FUZZ_CHECK_ERROR(d.msg);
   } else {
+    /* The passes one at a time, as pass_run_pipeline runs them, so a failure names the
+     * pass. */
+    PassContext ctx = {.diag = &d, .precision = precisions[size % 4]};
+    for (int i = 0; pass_default_pipeline[i]; i++) {
+      const Pass *pass = pass_default_pipeline[i];
+      FUZZ_CHECK(!pass->run(g, &ctx), "pass %s failed on a valid graph: %s", pass->name,
+                 d.msg);
+      FUZZ_CHECK(!ir_verify(g, &d), "the graph does not verify after pass %s: %s",
+                 pass->name, d.msg);
+    }
     Program *p = codegen_graph(g, NULL, &d);
     if (p) {
       check_memplan(g, p);
