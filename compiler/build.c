@@ -756,6 +756,101 @@ void memplan_free(MemPlan *mp) {
   memset(mp, 0, sizeof *mp);
 }
 
+/* " 5 matmul, 6 add" for nodes[0..n), after `what` (nothing when n is 0). */
+static void print_nodes(FILE *f, const char *what, const Node *const *nodes, int n) {
+  if (!n)
+    return;
+  fprintf(f, "; %s", what);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s %d %s", i ? "," : "", nodes[i]->id, op_info[nodes[i]->op].name);
+}
+
+static void print_values(FILE *f, const Value *const *v, int n) {
+  for (int i = 0; i < n; i++) {
+    fputs(i ? ", " : " ", f);
+    ir_print_value_name(f, v[i]->name);
+  }
+}
+
+/* An attention operand: its buffer, and the nodes between it and the matmul. */
+static void print_operand(FILE *f, const char *what, const GroupOperand *o) {
+  fprintf(f, "; %s ", what);
+  ir_print_value_name(f, o->view.base->name);
+  for (int i = 0; i < o->n; i++)
+    fprintf(f, "%s %d %s", i ? "," : " through", o->node[i]->id, op_info[o->node[i]->op].name);
+}
+
+/* The plan of each fuse group, by the recognizer: its kind, its nodes by role (ir.h's
+ * GroupPlan), what it writes, what it reads. */
+static void print_groups(const Graph *g, FILE *f) {
+  int n = g->nnodes;
+  int *first = malloc(sizeof *first * (size_t)(n + 1)), *next = malloc(sizeof *next * (size_t)(n + 1));
+  const Node **members = malloc(sizeof *members * (size_t)(n + 1));
+  Users u = {0};
+  if (!first || !next || !members || ir_fuse_groups(g, first, next) || users_build(g, &u)) {
+    free(first), free(next), free(members), users_free(&u);
+    return;
+  }
+  bool any = false;
+  for (int i = 0; i < n; i++) {
+    if (first[i] < 0 || next[i] >= 0)
+      continue;
+    int m = 0;
+    for (int j = first[i]; j >= 0; j = next[j])
+      members[m++] = g->nodes[j];
+    GroupPlan p;
+    char why[512];
+    if (!any)
+      fputs("fuse groups:\n", f);
+    any = true;
+    fprintf(f, "  %lld ", (long long)node_fuse_group(g->nodes[i]));
+    if (group_plan(g, &u, members, m, node_group_kind(g->nodes[i]), NULL, &p, why, sizeof why)) {
+      fprintf(f, "no plan: %s\n", why);
+      group_plan_free(&p);
+      continue;
+    }
+    fputs(group_kind_name(p.kind), f);
+    if (p.kind == GROUP_ATTENTION) {
+      print_operand(f, "queries", &p.q);
+      print_operand(f, "keys", &p.k);
+      print_operand(f, "values", &p.v);
+      print_nodes(f, "scores", &p.scores, 1);
+      print_nodes(f, "before the softmax", p.pre, p.npre);
+      print_nodes(f, "softmax", &p.softmax, 1);
+      print_nodes(f, "after it", p.post, p.npost);
+      print_nodes(f, "output", &p.values, 1);
+      if (p.root != p.values)
+        print_nodes(f, "transposed", &p.root, 1);
+    } else {
+      print_nodes(f, "prologue", p.prologue, p.nprologue);
+      print_nodes(f, "views", p.view, p.nview);
+      print_nodes(f, "anchor", &p.anchor, p.anchor ? 1 : 0);
+      print_nodes(f, p.anchor ? "epilogue" : "nodes", p.epilogue, p.nepilogue);
+    }
+    if (p.bias) {
+      fputs("; bias", f);
+      print_values(f, &p.bias, 1);
+    }
+    if (p.residual) {
+      fputs("; residual", f);
+      print_values(f, &p.residual, 1);
+    }
+    if (p.relu || p.gelu)
+      fprintf(f, ", then %s", p.relu ? "relu" : "gelu");
+    fputs("; writes", f);
+    print_values(f, &p.out, 1);
+    if (p.side) {
+      fputc(',', f);
+      print_values(f, &p.side, 1);
+    }
+    fputs("; reads", f);
+    print_values(f, p.in, p.nin);
+    fputc('\n', f);
+    group_plan_free(&p);
+  }
+  free(first), free(next), free(members), users_free(&u);
+}
+
 static int by_place(const void *pa, const void *pb) {
   const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
   if (a->offset != b->offset)
@@ -798,6 +893,7 @@ void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f)
   fprintf(f, "arena: %" PRIu64 " bytes; lower bound %" PRIu64 " (+%.1f%%); with no reuse %" PRIu64
              "; %d kernel%s in place\n", mp->arena_bytes, mp->lower_bound, over,
           mp->naive_bytes, mp->in_place, mp->in_place == 1 ? "" : "s");
+  print_groups(g, f);
 }
 
 /* ---------------------------------------------------------------- the plan */
