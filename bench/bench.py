@@ -122,6 +122,16 @@ def build(name, batch, full=True):
     return model, batched(inputs, batch)
 
 
+def short_error(e):
+    """One line of an exception: the dynamo exporter's own summary where it gives one."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    at = text.find("## Exception summary")
+    if at >= 0:
+        text = text[at + len("## Exception summary"):]
+    text = " ".join(text.split())
+    return "%s: %s" % (type(e).__name__, text[:400])
+
+
 def export_to(model, inputs, path, how):
     """Exports once: an existing file at path is taken as it is (--work caches them)."""
     import export as exp
@@ -513,7 +523,7 @@ def measure_model(args, name, batch, todo, timer, env):
         try:
             export_to(model, inputs, os.path.join(work, how + ".onnx"), how)
         except Exception as e:  # the exporter's failure is this export's row
-            export_errors[how] = "export: %s: %s" % (type(e).__name__, str(e)[:300])
+            export_errors[how] = "export: " + short_error(e)
         log("%s b%d: export %s %.1f s" % (name, batch, how, time.monotonic() - t0))
 
     model = model.to(dev)
@@ -558,7 +568,7 @@ def measure_model(args, name, batch, todo, timer, env):
                 base["compile_gpu_ms"], info = timer(run_compiled, 8)
                 base["compile_retimed"] = info.get("groups_retimed", 0)
             except Exception as e:
-                base["compile_error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+                base["compile_error"] = short_error(e)
             compiled = None
             torch._dynamo.reset()
         torch.cuda.empty_cache()
@@ -613,7 +623,7 @@ def measure_gpucc(args, work, how, precision, gpu_in, want):
         row["gpucc_gpu_ms"], info = args.timer(run, 2 + len(run.ins) + len(run.outs))
         row["gpucc_retimed"] = info.get("groups_retimed", 0)
     except Exception as e:
-        row["error"] = "%s: %s" % (type(e).__name__, str(e)[:500])
+        row["error"] = short_error(e)
     finally:
         if m is not None:
             torch.cuda.synchronize()
@@ -692,7 +702,7 @@ def counts(args):
                 try:
                     export_to(model, inputs, path, how)
                 except Exception as e:
-                    err = "export: %s: %s" % (type(e).__name__, str(e)[:300])
+                    err = "export: " + short_error(e)
                 export_s = time.monotonic() - t0
                 nodes = None
                 if not err:
