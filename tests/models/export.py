@@ -259,7 +259,12 @@ def build(name, full):
 MODELS = ["resnet50", "mobilenetv2", "vit_b_16", "bert", "gpt2", "distilbert",
           "efficientnet_b0", "convnext_tiny", "regnet_y_800mf", "shufflenet_v2_x1_0",
           "googlenet", "t5_encoder", "llama", "whisper_encoder"]
-EXPORTERS = {"torchscript": (False, 17), "dynamo": (True, 18)}
+# name: (dynamo, opset, constant folding). The data of tests/models/data are the first two;
+# the others are the older spellings bench/bench.py compares (its ts11, ts13, ts17-nofold).
+EXPORTERS = {"torchscript": (False, 17, True), "dynamo": (True, 18, True),
+             "torchscript11": (False, 11, True), "torchscript13": (False, 13, True),
+             "nofold": (False, 17, False)}
+DEFAULT_EXPORTERS = ["torchscript", "dynamo"]
 
 
 def math_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -328,7 +333,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--full", action="store_true", help="the real model sizes")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--exporters", default=",".join(EXPORTERS))
+    ap.add_argument("--exporters", default=",".join(DEFAULT_EXPORTERS),
+                    help="of: " + ", ".join(EXPORTERS))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -347,10 +353,10 @@ def main():
         for k, o in enumerate(outs):
             np.save(os.path.join(a.out, f"{name}.out.{k}.npy"), o.detach().numpy())
         for ex in a.exporters.split(","):
-            dynamo, opset = EXPORTERS[ex]
+            dynamo, opset, fold = EXPORTERS[ex]
             path = os.path.join(a.out, f"{name}-{ex}.onnx")
             try:
-                export(model, inputs, path, dynamo, opset)
+                export(model, inputs, path, dynamo, opset, fold)
                 print(f"{name}-{ex}: {os.path.getsize(path)} bytes, "
                       f"{check_ort(path, inputs, want)}", flush=True)
             except Exception as e:  # report and go on: one exporter's bug is not fatal
