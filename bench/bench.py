@@ -539,6 +539,7 @@ def measure_model(args, name, batch, todo, timer, env):
         if args.deadline and time.monotonic() - args.t_start > args.deadline:
             log("deadline reached: stopping before %s b%d %s" % (name, batch, precision))
             return False
+        t_precision = time.monotonic()
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         torch.backends.cudnn.allow_tf32 = precision == "tf32"
@@ -585,6 +586,7 @@ def measure_model(args, name, batch, todo, timer, env):
             row["tolerance"] = REL_BY_NORM.get(precision)
             if "gpucc_rel_err" in row:
                 row["passed"] = bool(row["gpucc_rel_err"] <= REL_BY_NORM[precision])
+            row["seconds"] = time.monotonic() - t_precision  # of the run so far, for planning
             append_row(args.results, row)
             log(summary(row))
         del m
@@ -655,6 +657,14 @@ def measure(args):
     log("%s, torch %s, CUDA %s; results to %s" % (env["gpu"], env["torch"], env["cuda"],
                                                   args.results))
     args.timer = GpuTimer(args.gpu_timer)
+    measure_all(args, env)
+    print()
+    table(args)  # every row of --results so far
+    return 0
+
+
+def measure_all(args, env):
+    import torch
     done = {key(r) for r in read_results(args.results)} if args.resume else set()
     for name in args.models:
         for batch in args.batches:
@@ -664,16 +674,15 @@ def measure(args):
                 continue
             if args.deadline and time.monotonic() - args.t_start > args.deadline:
                 log("deadline reached: stopping before %s b%d (--resume goes on)" % (name, batch))
-                return 0
+                return
             try:
                 if not measure_model(args, name, batch, todo, args.timer, env):
-                    return 0
+                    return
             except Exception as e:  # one model's failure must not hide the others' rows
                 import traceback
                 traceback.print_exc()
                 log("%s b%d: %s: %s" % (name, batch, type(e).__name__, e))
                 torch.cuda.empty_cache()
-    return 0
 
 
 # ---------------------------------------------------------------------- counts only (no GPU)
