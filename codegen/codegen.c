@@ -347,7 +347,7 @@ Step *cg_add_step(Cg *cg, StepKind kind, const Node *n) {
 }
 
 const char *step_kind_name(StepKind k) {
-  return k == STEP_KERNEL ? "kernel" : k == STEP_GEMM ? "gemm" : "alias";
+  return k == STEP_KERNEL ? "kernel" : k == STEP_GEMM ? "gemm" : k == STEP_ALIAS ? "alias" : "choice";
 }
 
 /* Keeps [A-Za-z0-9_] of a model's name, at most 32 of them: a C identifier part. */

@@ -38,6 +38,7 @@ int step_nvalues(const Step *s) {
   case STEP_KERNEL: return s->kernel.nargs;
   case STEP_GEMM: return 3 + (s->gemm.c != NULL) + (s->gemm.bias != NULL);
   case STEP_ALIAS: return 2;
+  case STEP_CHOICE: return 0; /* its variants' steps follow it */
   }
   return 0;
 }
@@ -49,6 +50,7 @@ const Value *step_value(const Step *s, int i) {
     return i == 0 ? s->gemm.a : i == 1 ? s->gemm.b : i == 2 ? s->gemm.d
            : i == 3 && s->gemm.c ? s->gemm.c : s->gemm.bias;
   case STEP_ALIAS: return i == 0 ? s->alias.in : s->alias.out;
+  case STEP_CHOICE: break;
   }
   return NULL;
 }
@@ -558,9 +560,16 @@ static int share_in_place(const Program *p, MemPlan *mp) {
       next[id] = head[r];
       head[r] = id;
     }
+  int variants_end = 0; /* the steps of a choice's variants run before it: never in place */
   for (int i = 0; i < p->nsteps; i++) {
     const Step *s = &p->steps[i];
-    if (s->kind != STEP_KERNEL || !s->kernel.inplace || s->kernel.nargs != s->kernel.nread + 1)
+    if (s->kind == STEP_CHOICE) {
+      variants_end = i + 1;
+      for (int v = 0; v < s->choice.nvariants; v++)
+        variants_end += s->choice.count[v];
+    }
+    if (s->kind != STEP_KERNEL || !s->kernel.inplace || s->kernel.nargs != s->kernel.nread + 1 ||
+        i < variants_end)
       continue;
     MemSlot *o = slot_of(mp, s->kernel.args[s->kernel.nread]);
     if (o->root != o->v || o->dedicated || !o->bytes)
@@ -974,6 +983,16 @@ static int add_gemm(GpuccPlan *plan, const MemPlan *mp, const GemmStep *s, Diag 
   return gpucc_plan_add_gemm(plan, &g) ? plan_error(d, "plan GEMM step") : 0;
 }
 
+_Static_assert(CODEGEN_MAX_VARIANTS == GPUCC_MAX_VARIANTS, "codegen's variants are the plan's");
+
+static int add_choice(GpuccPlan *plan, const ChoiceStep *c, Diag *d) {
+  uint32_t count[GPUCC_MAX_VARIANTS];
+  for (int v = 0; v < c->nvariants; v++)
+    count[v] = (uint32_t)c->count[v];
+  return gpucc_plan_add_choice(plan, c->label, c->nvariants, count)
+             ? plan_error(d, "plan choice step") : 0;
+}
+
 static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const MemPlan *mp,
                      const NvrtcOutput *bin, GpuccBuild *out, Diag *d) {
   if (bin->cubin_size && gpucc_plan_set_module(plan, bin->cubin, bin->cubin_size, bin->ptx))
@@ -981,6 +1000,8 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
   for (int i = 0; i < g->ninputs; i++)
     if (add_tensor(plan, true, g->inputs[i], mp->slot[g->inputs[i]->id].offset, d))
       return -1;
+  /* Launches per inference: one variant of a choice runs, variant 0 counted. */
+  int first_end = 0, others_end = 0; /* where a choice's variant 0, and its others, end */
   for (int i = 0; i < p->nsteps; i++) {
     const Step *s = &p->steps[i];
     int rc = 0;
@@ -988,9 +1009,17 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
       rc = add_kernel(plan, mp, &s->kernel, d);
     else if (s->kind == STEP_GEMM)
       rc = add_gemm(plan, mp, &s->gemm, d);
+    else if (s->kind == STEP_CHOICE)
+      rc = add_choice(plan, &s->choice, d);
     if (rc)
       return -1;
-    out->nkernels += s->kind != STEP_ALIAS;
+    if (s->kind == STEP_CHOICE) {
+      first_end = others_end = i + 1 + s->choice.count[0];
+      for (int v = 1; v < s->choice.nvariants; v++)
+        others_end += s->choice.count[v];
+    }
+    out->nkernels += (s->kind == STEP_KERNEL || s->kind == STEP_GEMM) &&
+                     (i < first_end || i >= others_end);
   }
   for (int j = 0; j < g->noutputs; j++) {
     const Value *v = g->outputs[j];
