@@ -828,8 +828,8 @@ static GpuccStatus tuning_of_env(Tuning *t, bool *off) {
 }
 
 static GpuccStatus tune(GpuccModel *m) {
-  Tuning t;
-  bool off;
+  Tuning t = {0};
+  bool off = false;
   GpuccStatus st = tuning_of_env(&t, &off);
   if (st) return st;
   const GpuccPlan *p = m->plan;
