@@ -9,8 +9,9 @@ with their launches, total microseconds and share, the largest first. cuBLASLt's
 appear under cuBLAS's kernel names; they are its heuristic's first choices
 (GPUCC_GEMM_TUNE=0), since profiling the runtime's timing of candidates at create would
 swamp the model's own launches. Not a benchmark: ncu serializes and flushes caches
-between kernels; the shares are what it is good for. bench.py leaves a model's export
-and inputs in /tmp/gpucc-bench/MODEL-bN/ (model.onnx, in.NAME.npy) to point this at.
+between kernels; the shares are what it is good for. bench.py leaves a model's exports
+and inputs in its --work folder (default /tmp/gpucc-bench/MODEL-bN/: ts17.onnx and the
+other exports, in.NAME.npy) to point this at.
 
 usage: kernel_times.py --gpucc build/gpucc MODEL [--input NAME=FILE.npy ...] [--top N]
                   [--work DIR] [-- gpucc flags such as --precision=bf16]

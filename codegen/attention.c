@@ -37,30 +37,12 @@ enum {
   MAX_ACC = 8,              /* outputs per thread */
 };
 
-bool cg_is_attention(const Node *const *nodes, int n) {
-  int mm = 0, sm = 0;
-  for (int i = 0; i < n; i++) {
-    mm += nodes[i]->op == OP_MATMUL;
-    sm += nodes[i]->op == OP_SOFTMAX;
-  }
-  return mm == 2 && sm == 1;
-}
-
-static bool member(const Node *const *nodes, int n, const Node *m) {
-  for (int i = 0; i < n; i++)
-    if (nodes[i] == m)
-      return true;
-  return false;
-}
-
-enum { MAX_SCALES = 8 };
-
-/* An operand read through a view of an outside buffer, scaled as it loads. */
+/* An operand read through a view of an outside buffer, scaled as it loads (the plan's
+ * GroupOperand, its scales as literals). */
 typedef struct Operand {
   View view;
-  const char *scale[MAX_SCALES]; /* f32 literals multiplying each element, in order */
+  const char *scale[GROUP_MAX_SCALES]; /* f32 literals multiplying each element, in order */
   int nscale;
-  bool chain[64];    /* per member: on this operand's chain */
 } Operand;
 
 /* f32 expression e as a value of type t would hold it (rounded to t). */
@@ -68,43 +50,13 @@ static const char *rounded(Cg *cg, DType t, const char *e) {
   return t == DT_F32 ? e : cg_load(cg, t, DOM_F32, cg_store(cg, t, DOM_F32, e));
 }
 
-static int operand(Cg *cg, const Node *const *nodes, int n, const Value *v, Operand *o) {
-  const Node *chain[64];
-  const Value *at[64];
-  int len = 0;
+static void operand(Cg *cg, const GroupOperand *g, Operand *o) {
   memset(o, 0, sizeof *o);
-  while (v->kind == VK_NODE && member(nodes, n, v->def) && len < 64) {
-    at[len] = v;
-    chain[len++] = v->def;
-    const Node *d = v->def;
-    const Value *c = view_scale_factor(d);
-    v = c ? node_other_input(d, c) : d->in[0];
+  o->view = g->view;
+  for (int i = 0; i < g->nscale; i++) {
+    const Value *c = g->scale[i];
+    o->scale[o->nscale++] = cg_lit(cg, dtype_load_f64(c->type.dtype, c->data->data), DOM_F32);
   }
-  view_init(&o->view, v);
-  for (int i = len - 1; i >= 0; i--) {
-    const Node *d = chain[i];
-    for (int m = 0; m < n; m++)
-      o->chain[m] = o->chain[m] || nodes[m] == d;
-    const Value *c = view_scale_factor(d);
-    if (c) {
-      if (o->nscale == MAX_SCALES)
-        return cg_error(cg, d, "fuse group %lld: more than %d scales of one attention operand",
-                        (long long)node_fuse_group(d), MAX_SCALES);
-      o->scale[o->nscale++] = cg_lit(cg, dtype_load_f64(c->type.dtype, c->data->data), DOM_F32);
-      continue;
-    }
-    View next;
-    if (!view_through(d, at[i]->def_index, &o->view, &next))
-      return cg_error(cg, d, "fuse group %lld: %%%s is no strided view of %%%s; the attention "
-                      "kernel reads its operands through strides",
-                      (long long)node_fuse_group(d), at[i]->name, o->view.base->name);
-    o->view = next;
-  }
-  DType t = o->view.base->type.dtype;
-  if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
-    return cg_error(cg, nodes[n - 1], "fuse group %lld: the attention kernel reads f32, f16 "
-                    "and bf16, not %s", (long long)node_fuse_group(nodes[n - 1]), dtype_name(t));
-  return 0;
 }
 
 /* The stride of batch dim k (of nb) of the scores in view o ([.., rows, cols]): 0 where
@@ -176,60 +128,20 @@ typedef struct Attn {
   const char *at;            /* the flat index of score (z, i, j), for the chains */
 } Attn;
 
-static int read_attention(Cg *cg, const Node *const *nodes, int n, Attn *a) {
-  const Node *sm = NULL, *m1 = NULL, *m2 = NULL, *root = nodes[n - 1];
-  for (int i = 0; i < n; i++)
-    if (nodes[i]->op == OP_SOFTMAX)
-      sm = nodes[i];
-  /* the first matmul feeds the softmax through the pre nodes; the second reads it */
-  const Value *v = sm->in[0];
-  while (v->kind == VK_NODE && v->def->op != OP_MATMUL && member(nodes, n, v->def)) {
-    const Node *d = v->def;
-    const Value *next = NULL;
-    for (int k = 0; k < d->nin && !next; k++)
-      if (d->in[k]->kind == VK_NODE && member(nodes, n, d->in[k]->def) &&
-          cg_numel(d->in[k]) == cg_numel(sm->in[0]))
-        next = d->in[k];
-    if (!next)
-      break;
-    v = next;
-  }
-  if (v->kind == VK_NODE && v->def->op == OP_MATMUL)
-    m1 = v->def;
-  for (int i = 0; i < n; i++)
-    if (nodes[i]->op == OP_MATMUL && nodes[i] != m1)
-      m2 = nodes[i];
-  if (!m1 || !m2 || (root != m2 && (root->op != OP_TRANSPOSE || root->in[0] != m2->out[0])))
-    return cg_error(cg, root, "fuse group %lld: not an attention codegen knows (matmul, "
-                    "pointwise, softmax, pointwise, matmul, maybe a transpose)",
-                    (long long)node_fuse_group(root));
-  *a = (Attn){.m1 = m1, .m2 = m2, .sm = sm, .root = root};
-  if (operand(cg, nodes, n, m1->in[0], &a->q) || operand(cg, nodes, n, m1->in[1], &a->k) ||
-      operand(cg, nodes, n, m2->in[1], &a->v))
-    return -1;
-  /* the pre and post nodes: pointwise members off the operand chains */
-  const Node **pre = arena_alloc(cg->arena, sizeof *pre * (size_t)n);
-  const Node **post = arena_alloc(cg->arena, sizeof *post * (size_t)n);
-  int npre = 0, npost = 0;
-  bool after = false;
-  for (int i = 0; i < n; i++) {
-    const Node *m = nodes[i];
-    after = after || m == sm;
-    if (m == sm || m == m1 || m == m2 || m == root || a->q.chain[i] || a->k.chain[i] ||
-        a->v.chain[i])
-      continue;
-    if (!(op_info[m->op].flags & OPF_POINTWISE))
-      return cg_error(cg, m, "fuse group %lld: node %d (%s) is neither a view of an operand "
-                      "nor pointwise", (long long)node_fuse_group(m), m->id, op_info[m->op].name);
-    if (after)
-      post[npost++] = m;
-    else
-      pre[npre++] = m;
-  }
-  if ((npre && pre[npre - 1]->out[0] != sm->in[0]) || (!npre && sm->in[0] != m1->out[0]) ||
-      (npost && post[npost - 1]->out[0] != m2->in[0]) || (!npost && m2->in[0] != sm->out[0]))
-    return cg_error(cg, root, "fuse group %lld: the nodes around the softmax do not lead from "
-                    "the first matmul to the second", (long long)node_fuse_group(root));
+/* The kernel's view of attention plan p: its roles, operands and chains. */
+static int read_attention(Cg *cg, const GroupPlan *p, Attn *a) {
+  const Node *m1 = p->scores, *m2 = p->values, *root = p->root;
+  *a = (Attn){.m1 = m1, .m2 = m2, .sm = p->softmax, .root = root};
+  if (p->q.nscale > GROUP_MAX_SCALES || p->k.nscale > GROUP_MAX_SCALES ||
+      p->v.nscale > GROUP_MAX_SCALES)
+    return cg_error(cg, root, "fuse group %lld: more than %d scales of an attention operand",
+                    (long long)node_fuse_group(root), GROUP_MAX_SCALES);
+  operand(cg, &p->q, &a->q);
+  operand(cg, &p->k, &a->k);
+  operand(cg, &p->v, &a->v);
+  const Node *const *pre = p->pre, *const *post = p->post;
+  int npre = p->npre, npost = p->npost;
+  const Node *sm = p->softmax;
 
   const Value *s = m1->out[0], *y = root->out[0];
   a->s = s;
@@ -754,9 +666,9 @@ static int emit_simt(Cg *cg, const Attn *a) {
   return 0;
 }
 
-int cg_attention(Cg *cg, const Node *const *nodes, int n) {
+int cg_attention(Cg *cg, const GroupPlan *p) {
   Attn a;
-  if (read_attention(cg, nodes, n, &a))
+  if (read_attention(cg, p, &a))
     return -1;
   int64_t br = mma_rows(cg, &a);
   return br ? emit_mma(cg, &a, br) : emit_simt(cg, &a);

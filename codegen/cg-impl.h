@@ -16,16 +16,6 @@ void buf_puts(Buf *b, const char *s);
 
 typedef struct PwKernel PwKernel; /* pointwise.c */
 
-/* The cast and transpose nodes that start a convolution's fuse group and only lead to its
- * input: the kernel reads their source (a parameter) through the transposes' strides,
- * rounding as the cast does. */
-typedef struct Prologue {
-  const Node *node[2];
-  int n;
-  const Value *src;
-  int64_t perm[IR_MAX_RANK]; /* the convolution's input dim j is the source's dim perm[j] */
-} Prologue;
-
 typedef struct Cg {
   const Graph *g;
   Arena *arena; /* the Program's */
@@ -38,8 +28,13 @@ typedef struct Cg {
                        __restrict__ from those inputs and the output; cleared by its step */
   const Node *viewed;  /* while a concat's kernel is generated: the concat, whose input k */
   const View *views;   /* it reads through views[k] (its base a kernel parameter) */
-  const struct Prologue *pro; /* while a convolution's kernel is generated: the nodes in
-                                 its group that its input is read through */
+  const GroupPlan *pro; /* while a convolution's kernel is generated, the plan of its group
+                           when it has a prologue (the cast and transposes its input is
+                           read through: the kernel reads their source, prologue_src, a
+                           parameter, through the transposes' strides, rounding as the
+                           cast does); else NULL */
+  const GroupPlan *plan; /* while a fuse group's kernel is generated: its plan */
+  GroupLimits lim; /* what one kernel takes (ir.h) */
   int min_blocks; /* the next kernel's blocks per SM for __launch_bounds__ (0: none said),
                      which caps its registers; cleared by its signature */
   int cluster;    /* the next kernel's blocks per thread block cluster (0, 1: none); cleared
@@ -124,8 +119,9 @@ static inline int64_t cg_numel(const Value *v) { return shape_numel(&v->type.sha
 static inline int64_t cg_dim(const Value *v, int i) { return v->type.shape.dims[i].n; }
 
 /* An index space walked in row-major order, with per-operand strides in elements (0:
- * broadcast; negative: reversed) and base offsets. */
-enum { CG_MAX_OPS = 8 };
+ * broadcast; negative: reversed) and base offsets: a kernel's pointwise nodes' inputs
+ * from outside (ir.h's GROUP_MAX_INPUTS) and its output. */
+enum { CG_MAX_OPS = GROUP_MAX_INPUTS + 1 };
 typedef struct Space {
   int rank, nops;
   int64_t dims[IR_MAX_RANK];
@@ -143,21 +139,19 @@ bool space_is_identity(const Space *s, int op); /* operand op is offset i itself
 void space_emit_offsets(Cg *cg, const Space *s, const char *i, const char *p,
                         const char *indent);
 
-/* Epilogues (pointwise.c): a fuse group whose first node is not pointwise (a conv) is
- * that node's kernel, the group's pointwise nodes applied to each output element before
- * the store. cg_epilogue_begin plans it (nodes[0] the anchor); while it is active the
- * anchor's cg_kernel_begin and cg_kernel_step take the epilogue's inputs (parameters
- * after the anchor's own) and the group's output as out0, and its generator writes each
- * output element with cg_store_out(cg, n, "i", value) (plain `out0[i] = value;` when no
- * epilogue is active). cg_epilogue_end fails if the generator never called it. */
-int cg_epilogue_begin(Cg *cg, const Node *const *nodes, int n);
+/* Epilogues (pointwise.c): a fuse group with an anchor (a conv) is that node's kernel, the
+ * group's pointwise nodes after it (the plan's epilogue) applied to each output element
+ * before the store. cg_epilogue_begin plans it; while it is active the anchor's
+ * cg_kernel_begin and cg_kernel_step take the epilogue's inputs (parameters after the
+ * anchor's own) and the group's output as out0 (and the anchor's output as out1 when the
+ * plan stores it too), and its generator writes each output element with
+ * cg_store_out(cg, n, "i", value) (plain `out0[i] = value;` when no epilogue is active).
+ * cg_epilogue_end fails if the generator never called it. */
+int cg_epilogue_begin(Cg *cg, const GroupPlan *p);
 int cg_epilogue_end(Cg *cg);
 const PwKernel *cg_epilogue_of(const Cg *cg, const Node *n); /* NULL: none for n */
 void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next,
                           const Value *const **out, const Node *const **nodes, int *n);
-/* Where v is used outside fuse group `group`: -2 as a graph output, else the position of
- * the first node outside the group that reads it, or -1 (nowhere). */
-int cg_use_outside(const Cg *cg, const Value *v, int64_t group);
 /* The outputs: the group's (out0), then the anchor's when it is read outside the group
  * (out1, stored by cg_store_out beside the epilogue's result): 1 or 2. */
 int cg_epilogue_nout(const PwKernel *k);
@@ -172,35 +166,31 @@ const PwKernel *cg_chain_plan(Cg *cg, const Node *anchor, const Node *const *nod
                               int base, const char *pre);
 void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
                    const char *dst, const char *indent);
-/* A matmul's epilogue, which cuBLASLt applies: its nodes must be an add of a bias along
- * the output's last dim, then optionally an add of a residual of the output's shape, then
- * optionally a relu; or the bias add and a gelu with approximate = "tanh"; all of mm's
- * output dtype. Sets g's bias, c (the residual; NULL when absent), beta, gelu, relu and
- * d (the group's output). */
-int cg_gemm_epilogue(Cg *cg, const Node *mm, GemmStep *g);
+/* A matmul's epilogue, which cuBLASLt applies (the plan's bias, residual and relu or
+ * gelu, which the recognizer checked): sets g's bias, c (the residual; NULL when absent),
+ * beta, gelu, relu and d (the group's output). */
+void cg_gemm_epilogue(Cg *cg, const Node *mm, GemmStep *g);
 
 /* The op families, one file each. */
 int cg_pointwise(Cg *cg, const Node *n);
 /* One kernel for nodes[0..n) of a fuse group, in node order; the last is the root. */
 int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n);
-/* attention.c: a fuse group of two matmuls with a softmax between them (passes/fuse.c). */
-bool cg_is_attention(const Node *const *nodes, int n);
-int cg_attention(Cg *cg, const Node *const *nodes, int n);
+/* attention.c: an attention group (two matmuls with a softmax between them). */
+int cg_attention(Cg *cg, const GroupPlan *p);
 int cg_layout(Cg *cg, const Node *n); /* transpose expand slice concat split gather pad */
-/* layout.c: a fuse group of view nodes (transpose, reshape, gather of one constant index)
- * that make inputs of a concat, the concat, and maybe its epilogue: one kernel reading
- * the buffers before the views through strides (passes/fuse.c). */
-bool cg_is_concat_group(const Node *const *nodes, int n);
-int cg_concat_group(Cg *cg, const Node *const *nodes, int n);
+/* layout.c: a concat group: view nodes (transposes, reshapes) that make inputs of a
+ * concat, the concat, and maybe its epilogue: one kernel reading the buffers before the
+ * views through strides (the plan's operands). */
+int cg_concat_group(Cg *cg, const GroupPlan *p);
 int cg_reduce(Cg *cg, const Node *n); /* reduce_*, argmax, argmin */
 int cg_softmax(Cg *cg, const Node *n); /* softmax, log_softmax */
 int cg_layer_norm(Cg *cg, const Node *n);
 int cg_matmul(Cg *cg, const Node *n);
-/* gemm.c: a fuse group of view nodes (transpose, gather of one constant index, reshape),
- * the matmul whose first input they make, and maybe its epilogue: one GEMM reading the
- * first view node's input with a leading dim and an offset (passes/fuse.c). */
-bool cg_is_gemm_group(const Node *const *nodes, int n);
-int cg_gemm_group(Cg *cg, const Node *const *nodes, int n);
+/* gemm.c: a gemm group: maybe view nodes (transpose, gather of one constant index,
+ * reshape) that make the matmul's first input, the matmul, and maybe its epilogue: one
+ * GEMM reading the first view node's input with a leading dim and an offset (the plan's
+ * operand). */
+int cg_gemm_group(Cg *cg, const GroupPlan *p);
 int cg_det(Cg *cg, const Node *n); /* gemm.c */
 int cg_global_pool(Cg *cg, const Node *n); /* reduce.c: a reduction over the spatial dims */
 int cg_instance_norm(Cg *cg, const Node *n);

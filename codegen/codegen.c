@@ -5,6 +5,7 @@
 #include "codegen/cg-impl.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -346,7 +347,7 @@ Step *cg_add_step(Cg *cg, StepKind kind, const Node *n) {
 }
 
 const char *step_kind_name(StepKind k) {
-  return k == STEP_KERNEL ? "kernel" : k == STEP_GEMM ? "gemm" : "alias";
+  return k == STEP_KERNEL ? "kernel" : k == STEP_GEMM ? "gemm" : k == STEP_ALIAS ? "alias" : "choice";
 }
 
 /* Keeps [A-Za-z0-9_] of a model's name, at most 32 of them: a C identifier part. */
@@ -452,10 +453,10 @@ static void kernel_operands(Cg *cg, const Node *n, const Value *const **in, int 
       bases[i] = cg->views[i].base;
     *in = bases;
   }
-  if (cg->pro && n->in[0] == cg->pro->node[cg->pro->n - 1]->out[0]) {
+  if (cg->pro && n->in[0] == cg->pro->prologue[cg->pro->nprologue - 1]->out[0]) {
     const Value **ins = arena_alloc(cg->arena, sizeof *ins * (size_t)n->nin);
     memcpy(ins, *in, sizeof *ins * (size_t)n->nin);
-    ins[0] = cg->pro->src;
+    ins[0] = cg->pro->prologue_src;
     *in = ins;
   }
   if (!k)
@@ -484,9 +485,9 @@ const char *cg_kernel_begin_part(Cg *cg, const Node *n, const char *stage, const
      * group */
     head = cg_fmt(cg, "fuse group %lld = nodes ", (long long)node_fuse_group(n));
     const char *pre = "";
-    for (int j = 0; cg->pro && j < cg->pro->n; j++) {
-      const char *op = op_info[cg->pro->node[j]->op].name;
-      head = cg_fmt(cg, "%s%d %s, ", head, cg->pro->node[j]->id, op);
+    for (int j = 0; cg->pro && j < cg->pro->nprologue; j++) {
+      const char *op = op_info[cg->pro->prologue[j]->op].name;
+      head = cg_fmt(cg, "%s%d %s, ", head, cg->pro->prologue[j]->id, op);
       pre = cg_fmt(cg, "%s%s_", pre, op);
     }
     ops = cg_fmt(cg, "%s%s", pre, ops);
@@ -856,17 +857,6 @@ static int check_graph(Cg *cg) {
 
 static int gen_op(Cg *cg, const Node *n);
 
-int cg_use_outside(const Cg *cg, const Value *v, int64_t group) {
-  if (cg->users.outputs[v->id])
-    return -2;
-  int n;
-  const int *r = users_of(&cg->users, v, &n);
-  for (int k = 0; k < n; k++)
-    if (node_fuse_group(cg->g->nodes[r[k]]) != group)
-      return r[k];
-  return -1;
-}
-
 /* The tables of Cg that say where each node's group and each value's readers are. */
 static int index_graph(Cg *cg) {
   const Graph *g = cg->g;
@@ -877,47 +867,13 @@ static int index_graph(Cg *cg) {
   return 0;
 }
 
-/* The cast and transpose nodes (at most two) a group starts with when each only feeds the
- * next and the last feeds the convolution after them, as its input (passes/fuse.c's
- * conv_prologues): their count, with p filled in, or 0. */
-static int prologue_of(const Node *const *m, int n, Prologue *p) {
-  int c = 0;
-  while (c < n && c < 2 && (m[c]->op == OP_CAST || m[c]->op == OP_TRANSPOSE))
-    c++;
-  if (!c || c >= n || m[c]->op != OP_CONV)
-    return 0;
-  for (int j = 0; j < c; j++) {
-    if (m[j + 1]->in[0] != m[j]->out[0])
-      return 0;
-    for (int i = j + 1; i < n; i++)
-      for (int k = 0; k < m[i]->nin; k++)
-        if (m[i]->in[k] == m[j]->out[0] && !(i == j + 1 && k == 0))
-          return 0;
-  }
-  int r = m[0]->in[0]->type.shape.rank;
-  *p = (Prologue){.n = c, .src = m[0]->in[0]};
-  for (int j = 0; j < r; j++)
-    p->perm[j] = j;
-  for (int j = 0; j < c; j++) {
-    p->node[j] = m[j];
-    if (m[j]->op != OP_TRANSPOSE)
-      continue;
-    int len;
-    const int64_t *perm = attr_ints(m[j], "perm", &len);
-    int64_t before[IR_MAX_RANK];
-    memcpy(before, p->perm, sizeof before);
-    for (int i = 0; i < r; i++) /* no perm: the dims reversed */
-      p->perm[i] = before[perm ? (perm[i] + r) % r : r - 1 - i];
-  }
-  return c;
-}
-
 /* A fuse group's kernel, at its root (the group's last node, at position `at`); the
- * other nodes of the group have nothing of their own. A group that starts with a node
- * of another kind is that node's kernel with the rest as its epilogue. */
+ * other nodes of the group have nothing of their own. The recognizer gives the group's
+ * plan, of the kind its root names (the verifier has checked that it has one), within
+ * what one kernel takes; the plan's kind says which generator renders it. */
 static int gen_group(Cg *cg, int at) {
   const Graph *g = cg->g;
-  int64_t k = node_fuse_group(g->nodes[at]);
+  const Node *root = g->nodes[at];
   if (cg->group_next[at] >= 0)
     return 0; /* not the root */
   int n = 0;
@@ -927,41 +883,32 @@ static int gen_group(Cg *cg, int at) {
   n = 0;
   for (int i = cg->group_first[at]; i >= 0; i = cg->group_next[i])
     members[n++] = g->nodes[i];
-  /* The verifier lets only the root's output and a non-pointwise first node's leave a
-   * group; an epilogue's anchor stores its output too (a side output), these kinds of
-   * group do not. */
-  bool special = cg_is_attention(members, n) || cg_is_gemm_group(members, n) ||
-                 cg_is_concat_group(members, n);
-  const Value *v = members[0]->out[0];
-  int use = special && n > 1 && members[0]->nout == 1 ? cg_use_outside(cg, v, k) : -1;
-  if (use == -2)
-    return cg_error(cg, members[0], "fuse group %lld: graph output %%%s is made inside the "
-                    "group; this kind of group writes only its last node's output",
-                    (long long)k, v->name);
-  if (use >= 0)
-    return cg_error(cg, g->nodes[use], "fuse group %lld: node %d reads %%%s, which node %d "
-                    "makes inside the group; this kind of group writes only its last node's "
-                    "output", (long long)k, g->nodes[use]->id, v->name, members[0]->id);
-  if (cg_is_attention(members, n))
-    return cg_attention(cg, members, n);
-  if (cg_is_gemm_group(members, n))
-    return cg_gemm_group(cg, members, n);
-  if (cg_is_concat_group(members, n))
-    return cg_concat_group(cg, members, n);
-  Prologue pro;
-  int c = prologue_of(members, n, &pro);
-  if (c) {
-    cg->pro = &pro;
-    int rc = (n > c + 1 && cg_epilogue_begin(cg, members + c, n - c)) || gen_op(cg, members[c]);
-    cg->pro = NULL;
-    return cg_epilogue_end(cg) || rc ? -1 : 0;
-  }
-  if (n == 1 || (op_info[members[0]->op].flags & OPF_POINTWISE))
-    return cg_pointwise_group(cg, members, n);
-  if (cg_epilogue_begin(cg, members, n))
+  GroupPlan p;
+  char why[512];
+  int rc = -1;
+  if (group_plan(g, &cg->users, members, n, node_group_kind(root), &cg->lim, &p, why,
+                 sizeof why)) {
+    cg_error(cg, root, "fuse group %lld (%s) is no kernel codegen makes: %s",
+             (long long)node_fuse_group(root), group_kind_name(p.kind), why);
+    group_plan_free(&p);
     return -1;
-  int rc = gen_op(cg, members[0]);
-  return cg_epilogue_end(cg) || rc ? -1 : 0;
+  }
+  cg->plan = &p;
+  switch (p.kind) {
+  case GROUP_POINTWISE: rc = cg_pointwise_group(cg, members, n); break;
+  case GROUP_ATTENTION: rc = cg_attention(cg, &p); break;
+  case GROUP_GEMM: rc = cg_gemm_group(cg, &p); break;
+  case GROUP_CONCAT: rc = cg_concat_group(cg, &p); break;
+  default: /* an anchor, maybe a convolution's prologue, maybe an epilogue */
+    cg->pro = p.nprologue ? &p : NULL;
+    rc = (p.nepilogue && cg_epilogue_begin(cg, &p)) || gen_op(cg, p.anchor);
+    rc = cg_epilogue_end(cg) || rc ? -1 : 0;
+    cg->pro = NULL;
+    break;
+  }
+  cg->plan = NULL;
+  group_plan_free(&p);
+  return rc;
 }
 
 static int gen_node(Cg *cg, int at) {
@@ -1021,8 +968,12 @@ static int gen_op(Cg *cg, const Node *n) {
 }
 
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
+  /* What its kernels take on the target. A group's node count is the fuse pass's choice
+   * for NVRTC's time, not a kernel's limit: a group written by hand may be longer. */
   Cg cg = {.g = g, .arena = arena_new(), .d = d,
            .target = opt && opt->target ? opt->target : target_default()};
+  cg.lim = group_limits_for(cg.target);
+  cg.lim.nodes = INT_MAX;
   if (target_check(cg.target, d) || ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
     users_free(&cg.users);
     arena_free(cg.arena);

@@ -39,6 +39,7 @@ typedef enum StepKind {
   STEP_KERNEL, /* launch a kernel of the translation unit */
   STEP_GEMM,   /* one cuBLASLt matmul; no kernel */
   STEP_ALIAS,  /* out is in's buffer, reinterpreted (reshape, squeeze, ...); no work */
+  STEP_CHOICE, /* variants of the work of the steps after it: the runtime runs one */
 } StepKind;
 
 /* A kernel launch: name<<<grid, block, shared_bytes>>>(args...). The kernel's parameters
@@ -92,6 +93,19 @@ typedef struct AliasStep {
   const Value *in, *out;
 } AliasStep;
 
+/* Variants of one piece of work (a GEMM with another tile shape or K split, cuBLASLt or a
+ * kernel), of which the runtime runs the one it measures fastest on the actual GPU: the
+ * steps after this one are count[0] steps of variant 0 (the default, taken untimed with
+ * GPUCC_TUNE=0), then count[1] of variant 1, and so on; kernels and GEMMs only. Every
+ * variant reads and writes the same values, and none writes in place, since the memory
+ * plan serves them all. */
+enum { CODEGEN_MAX_VARIANTS = 16 };
+typedef struct ChoiceStep {
+  const char *label; /* what varies, for the runtime's log */
+  int nvariants;     /* 2 or more */
+  int count[CODEGEN_MAX_VARIANTS];
+} ChoiceStep;
+
 typedef struct Step {
   StepKind kind;
   const Node *node; /* the IR node the step implements */
@@ -99,6 +113,7 @@ typedef struct Step {
     KernelStep kernel;
     GemmStep gemm;
     AliasStep alias;
+    ChoiceStep choice;
   };
 } Step;
 
@@ -127,7 +142,7 @@ typedef struct CodegenOptions {
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d);
 void program_free(Program *p);
 
-/* The step's kind as a word ("kernel", "gemm", "alias"), for listings. */
+/* The step's kind as a word ("kernel", "gemm", "alias", "choice"), for listings. */
 const char *step_kind_name(StepKind k);
 
 /* Binds symbolic dims by name (`--dim N=8`): rewrites the inputs' types and infers

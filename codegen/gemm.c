@@ -345,8 +345,7 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
                    av->base->name, ld, av->offset);
     }
     if (cg_epilogue_of(cg, n)) {
-      if (cg_gemm_epilogue(cg, n, &g))
-        return -1;
+      cg_gemm_epilogue(cg, n, &g);
       what = g.gelu ? " with a GELU (tanh) and bias epilogue"
                     : cg_fmt(cg, " with a bias epilogue%s%s", g.c ? ", the residual as C" : "",
                              g.relu ? ", then ReLU" : "");
@@ -406,33 +405,11 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
 
 int cg_matmul(Cg *cg, const Node *n) { return matmul(cg, n, NULL); }
 
-bool cg_is_gemm_group(const Node *const *nodes, int n) {
-  for (int i = 0; i < n; i++)
-    if (nodes[i]->op == OP_MATMUL)
-      return i > 0;
-  return false;
-}
-
-int cg_gemm_group(Cg *cg, const Node *const *nodes, int n) {
-  int j = 0;
-  while (nodes[j]->op != OP_MATMUL)
-    j++;
-  View view;
-  view_init(&view, nodes[0]->in[0]);
-  for (int k = 0; k < j; k++) {
-    const Value *next = k + 1 < j ? nodes[k + 1]->in[0] : nodes[j]->in[0];
-    View v;
-    if (nodes[k]->nout != 1 || next != nodes[k]->out[0] ||
-        !view_through(nodes[k], 0, &view, &v))
-      return cg_error(cg, nodes[k], "fuse group %lld: node %d (%s) is no view on the way to "
-                      "the matmul's first input", (long long)node_fuse_group(nodes[k]),
-                      nodes[k]->id, op_info[nodes[k]->op].name);
-    view = v;
-  }
-  if (n - j > 1 && cg_epilogue_begin(cg, nodes + j, n - j))
+int cg_gemm_group(Cg *cg, const GroupPlan *p) {
+  if (p->nepilogue && cg_epilogue_begin(cg, p))
     return -1;
-  int rc = matmul(cg, nodes[j], &view);
-  return (n - j > 1 && cg_epilogue_end(cg)) || rc ? -1 : 0;
+  int rc = matmul(cg, p->anchor, p->nview ? &p->operand[0] : NULL);
+  return (p->nepilogue && cg_epilogue_end(cg)) || rc ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- det */

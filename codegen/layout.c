@@ -307,51 +307,15 @@ static int gen_concat(Cg *cg, const Node *n) {
   return 0;
 }
 
-bool cg_is_concat_group(const Node *const *nodes, int n) {
-  for (int i = 1; i < n; i++)
-    if (nodes[i]->op == OP_CONCAT)
-      return true;
-  return false;
-}
-
-int cg_concat_group(Cg *cg, const Node *const *nodes, int n) {
-  int c = 1;
-  while (nodes[c]->op != OP_CONCAT)
-    c++;
-  const Node *cat = nodes[c];
-  View *views = arena_alloc(cg->arena, sizeof *views * (size_t)cat->nin);
-  for (int k = 0; k < cat->nin; k++) {
-    /* back along the group's view nodes to the buffer they start from, then forward */
-    const Node *chain[16];
-    int len = 0;
-    const Value *v = cat->in[k];
-    for (bool member = true; member && len < 16 && v->kind == VK_NODE;) {
-      member = false;
-      for (int j = 0; j < c && !member; j++)
-        member = nodes[j] == v->def;
-      if (member) {
-        chain[len++] = v->def;
-        v = v->def->in[0];
-      }
-    }
-    view_init(&views[k], v);
-    for (int j = len - 1; j >= 0; j--) {
-      View next;
-      if (chain[j]->nout != 1 || !view_through(chain[j], 0, &views[k], &next))
-        return cg_error(cg, chain[j], "fuse group %lld: node %d (%s) is no view on the way to "
-                        "the concat", (long long)node_fuse_group(chain[j]), chain[j]->id,
-                        op_info[chain[j]->op].name);
-      views[k] = next;
-    }
-  }
-  if (n - c > 1 && cg_epilogue_begin(cg, nodes + c, n - c))
+int cg_concat_group(Cg *cg, const GroupPlan *p) {
+  if (p->nepilogue && cg_epilogue_begin(cg, p))
     return -1;
-  cg->viewed = cat;
-  cg->views = views;
-  int rc = gen_concat(cg, cat);
+  cg->viewed = p->anchor;
+  cg->views = p->operand;
+  int rc = gen_concat(cg, p->anchor);
   cg->viewed = NULL;
   cg->views = NULL;
-  return (n - c > 1 && cg_epilogue_end(cg)) || rc ? -1 : 0;
+  return (p->nepilogue && cg_epilogue_end(cg)) || rc ? -1 : 0;
 }
 
 static int gen_split(Cg *cg, const Node *n) {

@@ -156,13 +156,13 @@ static void conv_view(const Cg *cg, const Node *n, ConvView *v) {
   int64_t d[IR_MAX_RANK], st[IR_MAX_RANK], xs[IR_MAX_RANK];
   v->k = r - 2;
   v->cl = attr_int(n, "channels_last") != 0;
-  const Value *src = cg->pro ? cg->pro->src : x;
+  const Value *src = cg->pro ? cg->pro->prologue_src : x;
   v->src = src->type.dtype;
   for (int j = 0; j < r; j++)
     d[j] = cg_dim(src, j);
   contiguous_strides(r, d, st);
   for (int j = 0; j < r; j++) { /* x's dim j is the source's dim perm[j] */
-    xs[j] = st[cg->pro ? cg->pro->perm[j] : j];
+    xs[j] = st[cg->pro ? cg->pro->prologue_perm[j] : j];
     d[j] = cg_dim(x, j);
   }
   channels_first(r, d, xs, v->cl, v->xd, v->xs);

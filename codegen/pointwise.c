@@ -294,15 +294,6 @@ static int vector_width(const PwKernel *k, const Space *s, bool vec[CG_MAX_OPS])
   return 1;
 }
 
-static bool same_dims(const Value *a, const Value *b) {
-  if (a->type.shape.rank != b->type.shape.rank)
-    return false;
-  for (int i = 0; i < a->type.shape.rank; i++)
-    if (cg_dim(a, i) != cg_dim(b, i))
-      return false;
-  return true;
-}
-
 /* Checks what codegen fuses (passes/fuse.c makes nothing else, but a hand-written fuse
  * attribute can ask for more) and collects the kernel's inputs. */
 static int plan_kernel(Cg *cg, PwKernel *k) {
@@ -469,21 +460,16 @@ int cg_pointwise(Cg *cg, const Node *n) { return cg_pointwise_group(cg, &n, 1); 
  * with the group's pointwise nodes applied to each output element before it is stored:
  * the anchor's generator calls cg_store_out where it would write out0[i]. */
 
-int cg_epilogue_begin(Cg *cg, const Node *const *nodes, int n) {
+int cg_epilogue_begin(Cg *cg, const GroupPlan *p) {
   PwKernel *k = arena_alloc(cg->arena, sizeof *k);
-  *k = (PwKernel){.node = nodes + 1, .n = n - 1, .anchor = nodes[0], .base = nodes[0]->nin,
-                  .pre = "f"};
-  const Node *a = nodes[0];
-  if (a->nout != 1 || !same_dims(a->out[0], nodes[n - 1]->out[0]))
-    return cg_error(cg, a, "fuse group %lld: %%%s is not one output of the group's shape; "
-                    "codegen applies epilogues to single-output nodes of one shape",
-                    (long long)node_fuse_group(a), a->out[0]->name);
+  *k = (PwKernel){.node = p->epilogue, .n = p->nepilogue, .anchor = p->anchor,
+                  .base = p->anchor->nin, .pre = "f"};
   if (plan_kernel(cg, k))
     return -1;
   /* the anchor's output read outside the group, or a graph output, is stored too (the
    * verifier has checked that its readers come after the group's kernel) */
-  if (cg_use_outside(cg, a->out[0], node_fuse_group(a)) != -1)
-    k->side = k->outs[1] = a->out[0];
+  if (p->side)
+    k->side = k->outs[1] = p->side;
   cg->epi = k;
   return 0;
 }
@@ -512,52 +498,16 @@ void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next
   *n = k->n;
 }
 
-/* The operand of add node a that is not v (NULL when a is no add of v). */
-static const Value *other_addend(const Node *a, const Value *v) {
-  return a && a->op == OP_ADD ? node_other_input(a, v) : NULL;
-}
-
-int cg_gemm_epilogue(Cg *cg, const Node *mm, GemmStep *gs) {
-  PwKernel *k = cg->epi;
-  const Value *y = mm->out[0];
-  int rank = y->type.shape.rank;
-  if (k->side)
-    return cg_error(cg, mm, "fuse group %lld: the matmul's output %%%s is read outside the "
-                    "group; a GEMM with an epilogue writes only the group's output",
-                    (long long)node_fuse_group(mm), y->name);
-  const Value *b = k->n >= 1 ? other_addend(k->node[0], y) : NULL;
-  bool ok = b && k->n <= 3 && b != y && b->type.dtype == y->type.dtype &&
-            b->type.shape.rank >= 1 && b->type.shape.rank <= rank &&
-            cg_dim(b, b->type.shape.rank - 1) == cg_dim(y, rank - 1) &&
-            cg_numel(b) == cg_dim(y, rank - 1);
-  const Value *v = ok ? k->node[0]->out[0] : NULL, *r = NULL;
-  int at = 1;
-  const Node *g = at < k->n ? k->node[at] : NULL;
-  bool gelu = ok && k->n == 2 && g->op == OP_GELU && g->in[0] == v &&
-              !strcmp(attr_string(g, "approximate"), "tanh");
-  if (gelu) {
-    at++;
-  } else if (ok && g && g->op == OP_ADD) {
-    r = other_addend(g, v);
-    ok = r && r != v && same_dims(r, y) && r->type.dtype == y->type.dtype;
-    v = g->out[0];
-    g = ++at < k->n ? k->node[at] : NULL;
-  }
-  bool relu = ok && g && g->op == OP_RELU && g->in[0] == v;
-  at += relu;
-  if (!ok || at != k->n)
-    return cg_error(cg, mm, "fuse group %lld: a matmul's epilogue must be an add of a bias "
-                    "along the last dim, then optionally an add of a residual of the "
-                    "output's shape and a relu, or a gelu with approximate = \"tanh\"",
-                    (long long)node_fuse_group(mm));
-  k->stored = true;
-  gs->bias = b;
-  gs->c = r;
-  gs->beta = r ? 1 : 0;
-  gs->gelu = gelu;
-  gs->relu = relu;
-  gs->d = k->out;
-  return 0;
+void cg_gemm_epilogue(Cg *cg, const Node *mm, GemmStep *gs) {
+  const GroupPlan *p = cg->plan;
+  (void)mm;
+  cg->epi->stored = true;
+  gs->bias = p->bias;
+  gs->c = p->residual;
+  gs->beta = p->residual ? 1 : 0;
+  gs->gelu = p->gelu;
+  gs->relu = p->relu;
+  gs->d = cg->epi->out;
 }
 
 /* The statements of chain k for the anchor's element val at flat index idx of k's

@@ -38,6 +38,7 @@ int step_nvalues(const Step *s) {
   case STEP_KERNEL: return s->kernel.nargs;
   case STEP_GEMM: return 3 + (s->gemm.c != NULL) + (s->gemm.bias != NULL);
   case STEP_ALIAS: return 2;
+  case STEP_CHOICE: return 0; /* its variants' steps follow it */
   }
   return 0;
 }
@@ -49,6 +50,7 @@ const Value *step_value(const Step *s, int i) {
     return i == 0 ? s->gemm.a : i == 1 ? s->gemm.b : i == 2 ? s->gemm.d
            : i == 3 && s->gemm.c ? s->gemm.c : s->gemm.bias;
   case STEP_ALIAS: return i == 0 ? s->alias.in : s->alias.out;
+  case STEP_CHOICE: break;
   }
   return NULL;
 }
@@ -558,9 +560,16 @@ static int share_in_place(const Program *p, MemPlan *mp) {
       next[id] = head[r];
       head[r] = id;
     }
+  int variants_end = 0; /* the steps of a choice's variants run before it: never in place */
   for (int i = 0; i < p->nsteps; i++) {
     const Step *s = &p->steps[i];
-    if (s->kind != STEP_KERNEL || !s->kernel.inplace || s->kernel.nargs != s->kernel.nread + 1)
+    if (s->kind == STEP_CHOICE) {
+      variants_end = i + 1;
+      for (int v = 0; v < s->choice.nvariants; v++)
+        variants_end += s->choice.count[v];
+    }
+    if (s->kind != STEP_KERNEL || !s->kernel.inplace || s->kernel.nargs != s->kernel.nread + 1 ||
+        i < variants_end)
       continue;
     MemSlot *o = slot_of(mp, s->kernel.args[s->kernel.nread]);
     if (o->root != o->v || o->dedicated || !o->bytes)
@@ -756,6 +765,101 @@ void memplan_free(MemPlan *mp) {
   memset(mp, 0, sizeof *mp);
 }
 
+/* " 5 matmul, 6 add" for nodes[0..n), after `what` (nothing when n is 0). */
+static void print_nodes(FILE *f, const char *what, const Node *const *nodes, int n) {
+  if (!n)
+    return;
+  fprintf(f, "; %s", what);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s %d %s", i ? "," : "", nodes[i]->id, op_info[nodes[i]->op].name);
+}
+
+static void print_values(FILE *f, const Value *const *v, int n) {
+  for (int i = 0; i < n; i++) {
+    fputs(i ? ", " : " ", f);
+    ir_print_value_name(f, v[i]->name);
+  }
+}
+
+/* An attention operand: its buffer, and the nodes between it and the matmul. */
+static void print_operand(FILE *f, const char *what, const GroupOperand *o) {
+  fprintf(f, "; %s ", what);
+  ir_print_value_name(f, o->view.base->name);
+  for (int i = 0; i < o->n; i++)
+    fprintf(f, "%s %d %s", i ? "," : " through", o->node[i]->id, op_info[o->node[i]->op].name);
+}
+
+/* The plan of each fuse group, by the recognizer: its kind, its nodes by role (ir.h's
+ * GroupPlan), what it writes, what it reads. */
+static void print_groups(const Graph *g, FILE *f) {
+  int n = g->nnodes;
+  int *first = malloc(sizeof *first * (size_t)(n + 1)), *next = malloc(sizeof *next * (size_t)(n + 1));
+  const Node **members = malloc(sizeof *members * (size_t)(n + 1));
+  Users u = {0};
+  if (!first || !next || !members || ir_fuse_groups(g, first, next) || users_build(g, &u)) {
+    free(first), free(next), free(members), users_free(&u);
+    return;
+  }
+  bool any = false;
+  for (int i = 0; i < n; i++) {
+    if (first[i] < 0 || next[i] >= 0)
+      continue;
+    int m = 0;
+    for (int j = first[i]; j >= 0; j = next[j])
+      members[m++] = g->nodes[j];
+    GroupPlan p;
+    char why[512];
+    if (!any)
+      fputs("fuse groups:\n", f);
+    any = true;
+    fprintf(f, "  %lld ", (long long)node_fuse_group(g->nodes[i]));
+    if (group_plan(g, &u, members, m, node_group_kind(g->nodes[i]), NULL, &p, why, sizeof why)) {
+      fprintf(f, "no plan: %s\n", why);
+      group_plan_free(&p);
+      continue;
+    }
+    fputs(group_kind_name(p.kind), f);
+    if (p.kind == GROUP_ATTENTION) {
+      print_operand(f, "queries", &p.q);
+      print_operand(f, "keys", &p.k);
+      print_operand(f, "values", &p.v);
+      print_nodes(f, "scores", &p.scores, 1);
+      print_nodes(f, "before the softmax", p.pre, p.npre);
+      print_nodes(f, "softmax", &p.softmax, 1);
+      print_nodes(f, "after it", p.post, p.npost);
+      print_nodes(f, "output", &p.values, 1);
+      if (p.root != p.values)
+        print_nodes(f, "transposed", &p.root, 1);
+    } else {
+      print_nodes(f, "prologue", p.prologue, p.nprologue);
+      print_nodes(f, "views", p.view, p.nview);
+      print_nodes(f, "anchor", &p.anchor, p.anchor ? 1 : 0);
+      print_nodes(f, p.anchor ? "epilogue" : "nodes", p.epilogue, p.nepilogue);
+    }
+    if (p.bias) {
+      fputs("; bias", f);
+      print_values(f, &p.bias, 1);
+    }
+    if (p.residual) {
+      fputs("; residual", f);
+      print_values(f, &p.residual, 1);
+    }
+    if (p.relu || p.gelu)
+      fprintf(f, ", then %s", p.relu ? "relu" : "gelu");
+    fputs("; writes", f);
+    print_values(f, &p.out, 1);
+    if (p.side) {
+      fputc(',', f);
+      print_values(f, &p.side, 1);
+    }
+    fputs("; reads", f);
+    print_values(f, p.in, p.nin);
+    fputc('\n', f);
+    group_plan_free(&p);
+  }
+  free(first), free(next), free(members), users_free(&u);
+}
+
 static int by_place(const void *pa, const void *pb) {
   const MemSlot *a = *(const MemSlot *const *)pa, *b = *(const MemSlot *const *)pb;
   if (a->offset != b->offset)
@@ -798,6 +902,7 @@ void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f)
   fprintf(f, "arena: %" PRIu64 " bytes; lower bound %" PRIu64 " (+%.1f%%); with no reuse %" PRIu64
              "; %d kernel%s in place\n", mp->arena_bytes, mp->lower_bound, over,
           mp->naive_bytes, mp->in_place, mp->in_place == 1 ? "" : "s");
+  print_groups(g, f);
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -878,6 +983,16 @@ static int add_gemm(GpuccPlan *plan, const MemPlan *mp, const GemmStep *s, Diag 
   return gpucc_plan_add_gemm(plan, &g) ? plan_error(d, "plan GEMM step") : 0;
 }
 
+_Static_assert(CODEGEN_MAX_VARIANTS == GPUCC_MAX_VARIANTS, "codegen's variants are the plan's");
+
+static int add_choice(GpuccPlan *plan, const ChoiceStep *c, Diag *d) {
+  uint32_t count[GPUCC_MAX_VARIANTS];
+  for (int v = 0; v < c->nvariants; v++)
+    count[v] = (uint32_t)c->count[v];
+  return gpucc_plan_add_choice(plan, c->label, c->nvariants, count)
+             ? plan_error(d, "plan choice step") : 0;
+}
+
 static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const MemPlan *mp,
                      const NvrtcOutput *bin, GpuccBuild *out, Diag *d) {
   if (bin->cubin_size && gpucc_plan_set_module(plan, bin->cubin, bin->cubin_size, bin->ptx))
@@ -885,6 +1000,8 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
   for (int i = 0; i < g->ninputs; i++)
     if (add_tensor(plan, true, g->inputs[i], mp->slot[g->inputs[i]->id].offset, d))
       return -1;
+  /* Launches per inference: one variant of a choice runs, variant 0 counted. */
+  int first_end = 0, others_end = 0; /* where a choice's variant 0, and its others, end */
   for (int i = 0; i < p->nsteps; i++) {
     const Step *s = &p->steps[i];
     int rc = 0;
@@ -892,9 +1009,17 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
       rc = add_kernel(plan, mp, &s->kernel, d);
     else if (s->kind == STEP_GEMM)
       rc = add_gemm(plan, mp, &s->gemm, d);
+    else if (s->kind == STEP_CHOICE)
+      rc = add_choice(plan, &s->choice, d);
     if (rc)
       return -1;
-    out->nkernels += s->kind != STEP_ALIAS;
+    if (s->kind == STEP_CHOICE) {
+      first_end = others_end = i + 1 + s->choice.count[0];
+      for (int v = 1; v < s->choice.nvariants; v++)
+        others_end += s->choice.count[v];
+    }
+    out->nkernels += (s->kind == STEP_KERNEL || s->kind == STEP_GEMM) &&
+                     (i < first_end || i >= others_end);
   }
   for (int j = 0; j < g->noutputs; j++) {
     const Value *v = g->outputs[j];

@@ -43,7 +43,8 @@ typedef struct MemPlan {
 
 int memplan_build(const Graph *g, const Program *p, MemPlan *mp, Diag *d);
 /* One line per buffer (value, type, region, offset, bytes, steps it lives over), then the
- * arena's size against its lower bound and the no-reuse sum. */
+ * arena's size against its lower bound and the no-reuse sum, then each fuse group's plan:
+ * its kind, its nodes by role, what it writes and reads. */
 void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f);
 /* The weights blob (weights_bytes, malloc'd; NULL when there are none). -1 on OOM. */
 int memplan_weights(const Graph *g, const MemPlan *mp, void **out, Diag *d);

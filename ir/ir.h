@@ -360,14 +360,17 @@ Attr attr_make_string(const char *name, const char *s);
 Attr attr_make_ints(const char *name, const int64_t *v, int n); /* v must outlive use */
 Attr attr_make_floats(const char *name, const double *v, int n); /* v must outlive use */
 
-/* The one attribute every op accepts: `fuse = K` (an int, 1 or more) puts the node in
- * fuse group K, whose nodes the GPU runs as one kernel (passes/fuse.c). It changes
+/* One of the two attributes every op accepts: `fuse = K` (an int, 1 or more) puts the
+ * node in fuse group K, whose nodes the GPU runs as one kernel (passes/fuse.c). It changes
  * nothing about what a node computes: the reference executor ignores it. Only a group's
  * last node (its root) may have outputs used outside the group, and its first node when
  * that is not pointwise (an anchor, whose kernel then stores its one output too): by
  * nodes after the root, or as a graph output. */
 #define IR_ATTR_FUSE "fuse"
 int64_t node_fuse_group(const Node *n); /* K, or 0 when the node has no fuse attribute */
+/* The other one: `kind = "gemm"` on a group's root (and on no other node) names the
+ * group's kind (group.c), which the verifier checks against what the group's nodes make. */
+#define IR_ATTR_KIND "kind"
 
 /* Sets attribute a on n (replacing the one of that name), copied into g's arena; removes
  * n's attribute `name` if it has one (the others keep their order). */
@@ -484,6 +487,146 @@ int ir_check_attrs(const Node *n, Diag *d);
 /* Reorders g->nodes topologically, keeping source order where it is already valid.
  * Fails naming the values of a cycle. */
 int ir_toposort(Graph *g, Diag *d);
+
+/* ---------------------------------------------------------------- group.c: fuse group plans */
+
+/* What a fuse group's one kernel is. The fuse pass writes the kind on the group's root
+ * (IR_ATTR_KIND, by the names group_kind_name gives); the verifier runs the recognizer
+ * (group_plan) on every group and checks that it finds a plan of that kind; codegen
+ * renders the plan. */
+typedef enum GroupKind {
+  GROUP_NONE,
+  GROUP_POINTWISE, /* pointwise nodes: a thread per element of the root's output */
+  GROUP_EPILOGUE,  /* an anchor (transpose, slice, gather, layer_norm, softmax or
+                      log_softmax along the last dim), then pointwise nodes it applies to
+                      each element it stores */
+  GROUP_CONV,      /* a convolution: maybe a prologue (a cast from f32 and transposes) it
+                      reads its input through, maybe an epilogue */
+  GROUP_GEMM,      /* a matmul for cuBLASLt: maybe views its first input is read through
+                      as rows, maybe an epilogue cuBLASLt applies (a bias, a residual, a
+                      relu; or a bias and a tanh gelu) */
+  GROUP_CONCAT,    /* a concat: maybe views its inputs are read through, maybe an
+                      epilogue */
+  GROUP_ATTENTION, /* matmul, pointwise, softmax, pointwise, matmul, maybe a transpose,
+                      its operands read through views and scales */
+  GROUP_KIND_COUNT
+} GroupKind;
+
+const char *group_kind_name(GroupKind k); /* "pointwise", "epilogue", ...; "none" */
+GroupKind group_kind_from_name(const char *s); /* GROUP_NONE when s names no kind */
+/* The kind the IR_ATTR_KIND attribute of n names; GROUP_NONE when it has none. */
+GroupKind node_group_kind(const Node *n);
+
+/* What one kernel takes, in one place for the fuse pass and codegen. A group's pointwise
+ * nodes (an epilogue, each of attention's two chains) read at most GROUP_MAX_INPUTS
+ * values from outside (codegen's index spaces walk those and the output); the fuse pass
+ * makes groups of at most GROUP_MAX_NODES nodes (NVRTC's time for one function grows
+ * faster than its length past about a thousand ops: a chain of 4,000 takes it 30 s, 256
+ * chained ops half a second; the kernel after a group reads its output back, one load
+ * per element against hundreds of ops, and NVRTC's time stays linear in the graph); a
+ * concat anchor takes at most GROUP_MAX_CONCAT_INPUTS inputs (codegen does not part a
+ * concat with an epilogue, and NVRTC's time grows faster than the inputs one kernel
+ * picks from: codegen's CODEGEN_PART_OPERANDS); an attention has at most
+ * GROUP_MAX_ATTENTION_NODES nodes, heads at most GROUP_MAX_HEAD wide, at most
+ * GROUP_MAX_KEYS keys (a row of scores and the tiles in 48 KB of shared memory) and at
+ * most GROUP_MAX_SCALES scalar multiplies on an operand. */
+enum {
+  GROUP_MAX_INPUTS = 7,
+  GROUP_MAX_NODES = 256,
+  GROUP_MAX_CONCAT_INPUTS = 128,
+  GROUP_MAX_ATTENTION_NODES = 64,
+  GROUP_MAX_HEAD = 128,
+  GROUP_MAX_KEYS = 4096,
+  GROUP_MAX_SCALES = 8,
+};
+/* The limits the recognizer checks: the fuse pass and codegen pass what fits their
+ * target (group_limits_default: the ones above); the verifier checks structure only
+ * (NULL). */
+typedef struct GroupLimits {
+  int inputs, nodes, concat_inputs, attention_nodes, head, keys, scales;
+} GroupLimits;
+extern const GroupLimits group_limits_default;
+typedef struct Target Target;
+/* The limits a target's kernels take: the defaults, with fewer attention keys where a
+ * block has less static shared memory than 48 KiB. */
+GroupLimits group_limits_for(const Target *t);
+
+/* An attention operand as its kernel reads it: view of its buffer (view.base), each
+ * element multiplied by the constants scale[0..nscale) in turn (each product rounded to
+ * the operand's type), the nodes between the buffer and the matmul (node[0..n), the
+ * buffer's side first). */
+typedef struct GroupOperand {
+  View view;
+  const Value **scale;
+  int nscale;
+  const Node **node;
+  int n;
+} GroupOperand;
+
+/* Why the recognizer found no plan (GroupPlan.fail): the nodes make no such kernel, or
+ * one over a limit (a reason the fuse pass's report counts). */
+typedef enum GroupFail {
+  GROUP_FAIL_SHAPE = 1, GROUP_FAIL_INPUTS, GROUP_FAIL_NODES, GROUP_FAIL_SIZE, GROUP_FAIL_MEMORY
+} GroupFail;
+
+/* A group's plan: its nodes by role. Every list is in node order. */
+typedef struct GroupPlan {
+  GroupKind kind;
+  const Node *const *node; /* the members, in node order (the caller's array) */
+  int n;
+  const Node *root;        /* node[n - 1], whose output leaves the group */
+  const Node *anchor;      /* the node whose kernel it is (epilogue, conv, gemm, concat);
+                              NULL for pointwise and attention */
+  const Node **prologue;   /* conv: the cast and transposes its input comes through */
+  int nprologue;
+  const Value *prologue_src;            /* what prologue[0] reads, a kernel parameter */
+  int64_t prologue_perm[IR_MAX_RANK];   /* the conv input's dim j is the source's dim perm[j] */
+  const Node **view;       /* gemm, concat: the view nodes before the anchor */
+  int nview;
+  View *operand;           /* gemm: the matmul's first input as read (1 of them); concat:
+                              each input as read (anchor->nin of them); a view of the
+                              value itself where no view node leads to it */
+  int noperand;
+  const Node **epilogue;   /* pointwise: every node; else the pointwise nodes after the
+                              anchor (or after attention's root: none) */
+  int nepilogue;
+  const Value **in;        /* every value the group reads from outside, once */
+  int nin;
+  int nepilogue_in;        /* how many distinct values the epilogue reads from outside */
+  const Value *out;        /* the root's output */
+  const Value *side;       /* the anchor's output, stored too (read outside), or NULL */
+  /* gemm's epilogue: the bias add's other input, the residual (NULL: none), the
+   * activation after them */
+  const Value *bias, *residual;
+  bool relu, gelu;
+  /* attention: S = scores(Q, K), pre(S), P = softmax, post(P), O = values(P', V) */
+  const Node *scores, *softmax, *values;
+  GroupOperand q, k, v;
+  const Node **pre, **post;
+  int npre, npost;
+  GroupFail fail;          /* why not, when group_plan fails */
+  void *mem_;              /* private: what group_plan_free frees */
+} GroupPlan;
+
+/* The kind a group of these nodes (in node order) can only be, by the ops it holds: the
+ * recognizer then says whether it is one. */
+GroupKind group_guess_kind(const Node *const *node, int n);
+/* The recognizer: the plan of the group of node[0..n) (in node order, its last node the
+ * root) as a kernel of kind `kind` (GROUP_NONE: group_guess_kind's), within lim (NULL:
+ * none). u says who reads each value of g (the members' outputs must be read inside the
+ * group but the root's, and the anchor's in an epilogue that stores it too). 0, or -1
+ * with p->fail set and why holding a sentence: "node 12 (add) is no bias add of the
+ * matmul's output". Free the plan with group_plan_free either way. */
+int group_plan(const Graph *g, const Users *u, const Node *const *node, int n, GroupKind kind,
+               const GroupLimits *lim, GroupPlan *p, char *why, size_t nwhy);
+void group_plan_free(GroupPlan *p);
+/* Whether n can anchor a group: a node whose kernel computes one output element per
+ * thread and can apply pointwise nodes to it as it stores it (a conv, a concat of at most
+ * lim->concat_inputs, or an epilogue's anchor). */
+bool group_is_anchor(const Node *n, const GroupLimits *lim);
+/* Whether matmul m can take an epilogue in cuBLASLt: f32, f16, bf16 or e4m3 rows ([.., M,
+ * K]) times 2-D weights; e4m3 with weights [N, K] (transpose_b) and a 16-bit output. */
+bool group_gemm_matmul(const Node *m);
 
 /* ---------------------------------------------------------------- print.c: the text form */
 

@@ -31,6 +31,16 @@ int ir_check_attrs(const Node *n, Diag *d) {
           return diag_error(d, n->loc, "attribute '%s' of %s is given twice", a->name, op);
       continue;
     }
+    if (!strcmp(a->name, IR_ATTR_KIND)) {
+      if (a->kind != AK_STRING || !a->s || group_kind_from_name(a->s) == GROUP_NONE)
+        return diag_error(d, n->loc, "attribute '" IR_ATTR_KIND "' of %s must name a kind of "
+                          "fuse group: \"pointwise\", \"epilogue\", \"conv\", \"gemm\", "
+                          "\"concat\" or \"attention\"", op);
+      for (int j = 0; j < i; j++)
+        if (!strcmp(n->attrs[j].name, a->name))
+          return diag_error(d, n->loc, "attribute '%s' of %s is given twice", a->name, op);
+      continue;
+    }
     int k = 0;
     while (k < ns && strcmp(sp[k].name, a->name))
       k++;
@@ -438,6 +448,65 @@ int ir_fuse_groups(const Graph *g, int *first, int *next) {
   return 0;
 }
 
+/* Each fuse group's root names its kind (IR_ATTR_KIND), and the recognizer finds a plan
+ * of that kind for the group's nodes; no other node names one. Structure only: the
+ * limits of a kernel are the target's, which the fuse pass and codegen check. */
+static int check_group_plans(const Graph *g, Diag *d) {
+  int *first = malloc(sizeof *first * (size_t)(g->nnodes + 1));
+  int *next = malloc(sizeof *next * (size_t)(g->nnodes + 1));
+  const Node **members = malloc(sizeof *members * (size_t)(g->nnodes + 1));
+  Users u = {0};
+  bool any = false;
+  for (int i = 0; i < g->nnodes; i++)
+    any = any || node_fuse_group(g->nodes[i]) || attr_find(g->nodes[i], IR_ATTR_KIND);
+  if (!first || !next || !members || (any && (ir_fuse_groups(g, first, next) ||
+                                                users_build(g, &u)))) {
+    free(first);
+    free(next);
+    free(members);
+    users_free(&u);
+    return diag_error(d, g->loc, "out of memory");
+  }
+  int rc = 0;
+  for (int i = 0; any && i < g->nnodes && !rc; i++) {
+    const Node *n = g->nodes[i];
+    int64_t k = node_fuse_group(n);
+    const Attr *a = attr_find(n, IR_ATTR_KIND);
+    if (!k || next[i] >= 0) {
+      if (a && k)
+        rc = node_error(d, n, "'" IR_ATTR_KIND "' names the kind of fuse group %lld on its last "
+                        "node, not on node %d", (long long)k, n->id);
+      else if (a)
+        rc = node_error(d, n, "'" IR_ATTR_KIND "' names the kind of a fuse group, but node %d "
+                        "is in none (it has no '" IR_ATTR_FUSE "')", n->id);
+      continue;
+    }
+    int m = 0;
+    for (int j = first[i]; j >= 0; j = next[j])
+      members[m++] = g->nodes[j];
+    GroupKind kind = node_group_kind(n);
+    char why[512];
+    GroupPlan p;
+    if (!kind) {
+      GroupKind guess = group_guess_kind(members, m);
+      bool ok = !group_plan(g, &u, members, m, GROUP_NONE, NULL, &p, why, sizeof why);
+      rc = node_error(d, n, "fuse group %lld (root node %d, %%%s) names no kind: its last node "
+                      "needs " IR_ATTR_KIND " = \"%s\"%s%s", (long long)k, n->id,
+                      n->out[0]->name, group_kind_name(guess), ok ? "" : ", but ",
+                      ok ? "" : why);
+    } else if (group_plan(g, &u, members, m, kind, NULL, &p, why, sizeof why)) {
+      rc = node_error(d, n, "fuse group %lld (root node %d, %%%s): kind %s, but %s",
+                      (long long)k, n->id, n->out[0]->name, group_kind_name(kind), why);
+    }
+    group_plan_free(&p);
+  }
+  free(first);
+  free(next);
+  free(members);
+  users_free(&u);
+  return rc;
+}
+
 /* Fuse groups (IR_ATTR_FUSE): a value defined in a group by a node other than the
  * group's last one is used only inside the group, and is no graph output; except the
  * output of a group's first node that is not pointwise (its anchor), which the group's
@@ -486,7 +555,7 @@ static int check_fuse_groups(const Graph *g, Diag *d) {
   free(first);
   free(root);
   free(at);
-  return rc;
+  return rc ? rc : check_group_plans(g, d);
 }
 
 int ir_verify(const Graph *g, Diag *d) {

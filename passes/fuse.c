@@ -11,7 +11,7 @@
  *
  * A matmul of a linear layer joins a group made of its bias add (and a residual add, a
  * ReLU or a tanh GELU after it): cuBLASLt applies them in the GEMM (gemm_epilogues
- * below); two such bias adds never merge (has_gemm_bias), so each GEMM keeps one. The
+ * below); two such bias adds never merge (gemm_bias_add), so each GEMM keeps one. The
  * view nodes that pick its input's rows (a gather of one token) join it too: the GEMM
  * reads them in place (gemm_operands).
  *
@@ -19,7 +19,11 @@
  * image moved to channels last): they join its group too, and its kernel reads their
  * source through strides, rounding as it loads (conv_prologues).
  *
- * A producer joins its consumer's group when
+ * The pass proposes merges; the recognizer (ir.h's group_plan) decides: a merge stands
+ * only where the merged group is one kernel of a kind codegen renders (pointwise,
+ * epilogue, conv, gemm, concat, attention) within what a kernel takes (GroupLimits).
+ * At the end it writes each group's kind on its root (IR_ATTR_KIND), from the plan of
+ * the group's final nodes. A producer joins its consumer's group when
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
  *     anchor: at most one per group, always its first node), and the producer's output
  *     has the shape of the consumer's (a value broadcast inside a kernel would be
@@ -30,8 +34,9 @@
  *     so a value read by several nodes joins once they have come together. Except an anchor alone: its kernel can store
  *     its output as well (a side output), when its other readers come after the merged
  *     group's last node (side_output);
- *   - the merged group reads at most FUSE_MAX_INPUTS distinct values from outside;
- *   - the merged group has at most FUSE_MAX_NODES nodes.
+ *   - the merged group's pointwise nodes read at most GroupLimits.inputs distinct values
+ *     from outside, and it has at most GroupLimits.nodes nodes;
+ *   - with an anchor, the recognizer finds the anchor first and the rest its epilogue.
  * A group's last node is its root: the one node whose output leaves the group. Groups of
  * one node get no attribute. The pass renumbers every group 1, 2, ... in the order of
  * their roots, so it can run again on its own output.
@@ -40,33 +45,27 @@
  * it has an anchor or a GEMM's bias add, the values it reads from outside, its members),
  * and each value its readers (Users), so a merge attempt costs about the readers of the
  * value it concerns rather than the graph; a round over the graph is near linear, and
- * the rounds are at most FUSE_MAX_ROUNDS. */
+ * the rounds are at most FUSE_MAX_ROUNDS. A merge of two pointwise groups asks the
+ * recognizer nothing (the limits are all it could refuse); one with an anchor, or a GEMM,
+ * concat, prologue or attention merge, costs the recognizer's time on the merged group,
+ * which is at most GroupLimits.nodes of pointwise nodes and their views. */
 #include "passes/passes-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* codegen's kernels take at most 8 operands: the inputs and the one output. A round
- * merges what it can; a value read by several nodes joins a round after they have come
- * together, so a few rounds settle a real model (every test model: 2 or 3, the last one
- * merging nothing). A graph built to make each round enable one more merge stops after
- * FUSE_MAX_ROUNDS, with the groups made so far. */
-enum { FUSE_MAX_INPUTS = 7, FUSE_MAX_ROUNDS = 16 };
-
-/* A group's kernel computes all its nodes in one function, and NVRTC's time for a
- * function grows faster than its length past about a thousand ops (a chain of 4,000
- * takes it 30 s; 256 chained ops, half a second). A group stops growing at
- * FUSE_MAX_NODES: the kernel after it reads its output back, one load per element
- * against hundreds of ops, and NVRTC's time stays linear in the graph. */
-enum { FUSE_MAX_NODES = 256 };
-
-/* A concat of more inputs is no anchor: its group's kernel would take all of them, one
- * kernel (codegen's CODEGEN_PART_OPERANDS, which parts a lone concat of more: NVRTC's
- * time for a kernel grows faster than the inputs it picks from). */
-enum { FUSE_MAX_CONCAT_INPUTS = 128 };
+/* A round merges what it can; a value read by several nodes joins a round after they
+ * have come together, so a few rounds settle a real model (every test model: 2 or 3, the
+ * last one merging nothing). A graph built to make each round enable one more merge stops
+ * after FUSE_MAX_ROUNDS, with the groups made so far. What one kernel takes (the inputs
+ * its pointwise nodes read, its nodes: NVRTC's time for a function grows faster than its
+ * length, so a group stops growing at the limit and the kernel after it reads its output
+ * back) are the recognizer's limits (ir.h's GroupLimits), which the target may lower. */
+enum { FUSE_MAX_ROUNDS = 16 };
 
 typedef struct Fuse {
   const Graph *g;
+  const GroupLimits *lim;
   Users users;
   int *group; /* per node position: the position of its group's representative */
   int *at;    /* per node id: its position in g->nodes */
@@ -78,10 +77,13 @@ typedef struct Fuse {
   int *next_member;         /* per position */
   bool *anchored;           /* it has an anchor */
   bool *gemm_bias;          /* it has a GEMM's bias add (gemm_bias_add) */
-  const Value *(*ins)[FUSE_MAX_INPUTS]; /* the distinct values its pointwise nodes read */
-  int *nins;                            /* from outside it (while at most the limit) */
+  const Value *(*ins)[GROUP_MAX_INPUTS]; /* the distinct values its pointwise nodes read */
+  int *nins;                             /* from outside it (while at most the limit) */
   /* per value id: how far users_inside and read_after have seen readers join a group */
   int *inside, *after;
+  /* scratch for plan_of: positions and their nodes */
+  int *pos;
+  const Node **members;
 } Fuse;
 
 static int find(Fuse *f, int i) {
@@ -94,20 +96,35 @@ static bool fusable(const Node *n) {
   return (op_info[n->op].flags & OPF_POINTWISE) && n->nout == 1;
 }
 
-/* Ops whose GPU kernel computes one output element per thread and can apply the
- * pointwise nodes after it before storing it (codegen's cg_store_out): such a node can
- * start a group, as its anchor. */
-static bool anchor(const Node *n) {
-  if (n->nout != 1)
-    return false;
-  if (n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) {
-    /* a row per block or warp: only along the last dim */
-    int64_t axis = attr_int(n, "axis"), rank = n->in[0]->type.shape.rank;
-    return axis == -1 || axis == rank - 1;
+/* Whether n can start a group, as its anchor (ir.h's group_is_anchor). */
+static bool anchor(const Fuse *f, const Node *n) { return group_is_anchor(n, f->lim); }
+
+static int by_position(const void *pa, const void *pb) {
+  int a = *(const int *)pa, b = *(const int *)pb;
+  return (a > b) - (a < b);
+}
+
+/* The recognizer's word on the group that positions r's and p's groups (p may be -1, or
+ * r) and the positions extra[0..nextra) would make together, as a kernel of kind `kind`
+ * (GROUP_NONE: whatever it can be): 0 when it has a plan, else why not (GroupFail). */
+static int plan_of(Fuse *f, int r, int p, const int *extra, int nextra, GroupKind kind) {
+  int n = 0;
+  for (int s = 0; s < 2; s++) {
+    int grp = s ? p : r;
+    if (grp < 0 || (s && p == r))
+      continue;
+    for (int j = f->head[grp]; j >= 0; j = f->next_member[j])
+      f->pos[n++] = j;
   }
-  return n->op == OP_CONV || n->op == OP_TRANSPOSE || n->op == OP_SLICE ||
-         (n->op == OP_CONCAT && n->nin <= FUSE_MAX_CONCAT_INPUTS) ||
-         n->op == OP_GATHER || n->op == OP_LAYER_NORM || n->op == OP_RMS_NORM;
+  for (int k = 0; k < nextra; k++)
+    f->pos[n++] = extra[k];
+  qsort(f->pos, (size_t)n, sizeof *f->pos, by_position);
+  for (int k = 0; k < n; k++)
+    f->members[k] = f->g->nodes[f->pos[k]];
+  GroupPlan plan;
+  int rc = group_plan(f->g, &f->users, f->members, n, kind, f->lim, &plan, NULL, 0) ? plan.fail : 0;
+  group_plan_free(&plan);
+  return rc;
 }
 
 /* Group `child` (a representative) joins group `parent`, which stays the representative. */
@@ -133,7 +150,7 @@ static bool made_in(Fuse *f, const Value *v, int r, int p) {
 }
 
 /* The distinct values read from outside the group of position r, were position p's group
- * merged into it, into out[] (room for 2 * FUSE_MAX_INPUTS); their count. Anchors' inputs
+ * merged into it, into out[] (room for 2 * GROUP_MAX_INPUTS); their count. Anchors' inputs
  * are their own kernel's parameters and count nowhere. */
 static int outside_inputs(Fuse *f, int r, int p, const Value **out) {
   int n = 0;
@@ -149,14 +166,6 @@ static int outside_inputs(Fuse *f, int r, int p, const Value **out) {
     }
   }
   return n;
-}
-
-/* Whether the group merged from positions r and p starts with an anchor: codegen
- * generates the anchor's kernel, which applies the others after it (a pointwise node
- * ahead of a gather in the graph's order cannot join the gather's group). */
-static bool anchor_first(Fuse *f, int r, int p) {
-  int first = f->first[r] < f->first[p] ? f->first[r] : f->first[p];
-  return anchor(f->g->nodes[first]);
 }
 
 /* Whether group p is one cast, whose output v broadcasts to y: computed again for every
@@ -215,7 +224,7 @@ static bool read_after(Fuse *f, const Value *v, int r, int p) {
  * layer norm feeds the pooler and, through a cast to f32, the graph output: one kernel
  * writes both types. */
 static bool side_output(Fuse *f, const Value *v, int p, int r) {
-  if (!anchor(v->def) || p != f->at[v->def->id] || !alone(f, p) || f->side[p] || f->side[r])
+  if (!anchor(f, v->def) || p != f->at[v->def->id] || !alone(f, p) || f->side[p] || f->side[r])
     return false;
   return read_after(f, v, r, p);
 }
@@ -242,27 +251,8 @@ static bool bias_of(const Value *v, const Value *y) {
   return v->type.dtype == y->type.dtype && pass_along_last(v, y);
 }
 
-/* Whether n is a gelu of v with the tanh approximation: cuBLASLt's GELU epilogue. */
-static bool tanh_gelu_of(const Node *n, const Value *v) {
-  return n->op == OP_GELU && n->in[0] == v && !strcmp(attr_string(n, "approximate"), "tanh");
-}
-
-/* The types cuBLASLt's GEMM steps take with epilogues and input views. */
-static bool gemm_dtype(DType t) {
-  return t == DT_F32 || t == DT_F16 || t == DT_BF16 || t == DT_F8E4M3;
-}
-
-/* Whether m is a matmul cuBLASLt can give an epilogue: f32, f16, bf16 or e4m3 rows times
- * 2-D weights; e4m3 ones only with a 16-bit output (cuBLASLt's fp8 GEMMs take no f32
- * bias). */
-static bool gemm_matmul(const Node *m) {
-  DType t = m->in[0]->type.dtype;
-  return m->op == OP_MATMUL && m->nout == 1 && gemm_dtype(t) &&
-         !(t == DT_F8E4M3 && m->out[0]->type.dtype == DT_F32) &&
-         m->in[1]->type.shape.rank == 2 && m->in[0]->type.shape.rank >= 2;
-}
-
-/* Whether node a adds a bias to such a matmul's output, its one use: the start of a GEMM
+/* Whether node a adds a bias to the output of a matmul cuBLASLt can give an epilogue
+ * (group_gemm_matmul), its one use: the start of a GEMM
  * epilogue. Two of them in one group (Fuse.gemm_bias) would leave one GEMM without its
  * epilogue (a bottleneck's two 1x1 convolutions summed), so the pointwise merge keeps
  * them apart. */
@@ -271,66 +261,32 @@ static bool gemm_bias_add(const Users *u, const Node *a) {
     return false;
   for (int k = 0; k < 2; k++) {
     const Value *y = a->in[k], *b = a->in[1 - k];
-    if (y && b && y != b && y->kind == VK_NODE && gemm_matmul(y->def) && bias_of(b, y) &&
+    if (y && b && y != b && y->kind == VK_NODE && group_gemm_matmul(y->def) && bias_of(b, y) &&
         users_count(u, y) == 1)
       return true;
   }
   return false;
 }
 
-static int by_position(const void *pa, const void *pb) {
-  int a = *(const int *)pa, b = *(const int *)pb;
-  return (a > b) - (a < b);
-}
-
-/* Whether group r, which holds the add a of a bias to a matmul's output, is an epilogue
- * cuBLASLt applies: a first, then optionally a residual add (of a value of the output's
- * shape and type, cuBLASLt's C with beta 1), then optionally a ReLU of the sum (the
- * RELU_BIAS epilogue); or a and a tanh GELU of it (GELU_BIAS). */
-static bool gemm_epilogue_group(Fuse *f, int r, const Node *a) {
-  if (f->size[r] > 3)
-    return false;
-  int pos[3], n = 0;
-  for (int j = f->head[r]; j >= 0; j = f->next_member[j])
-    pos[n++] = j;
-  qsort(pos, (size_t)n, sizeof *pos, by_position);
-  const Node *chain[3];
-  for (int j = 0; j < n; j++)
-    chain[j] = f->g->nodes[pos[j]];
-  if (n == 0 || chain[0] != a)
-    return false;
-  const Value *v = a->out[0];
-  int k = 1;
-  if (n == 2 && tanh_gelu_of(chain[1], v))
-    return true;
-  const Value *res = k < n ? other_addend(chain[k], v) : NULL;
-  if (res && res != v && same_shape(res, v) && res->type.dtype == v->type.dtype)
-    v = chain[k++]->out[0];
-  if (k < n && chain[k]->op == OP_RELU && chain[k]->in[0] == v)
-    k++;
-  return k == n;
-}
-
 /* GEMM epilogues: a linear layer's bias add, and a residual add, a ReLU or a tanh GELU
- * after it, run inside cuBLASLt's GEMM (see gemm_epilogue_group). A matmul of f32, f16
- * or bf16 with 2-D weights whose only user is such an add, alone or in a group of such
- * an epilogue, joins the group as its anchor. */
+ * after it, run inside cuBLASLt's GEMM. A matmul whose only user is an add joins the
+ * add's group, as its anchor, where the recognizer finds the two a GEMM with an epilogue
+ * cuBLASLt applies. */
 static void gemm_epilogues(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *m = g->nodes[i];
-    if (closed[find(f, i)] || !gemm_matmul(m))
+    if (closed[find(f, i)] || !group_gemm_matmul(m))
       continue;
     const Value *y = m->out[0];
     int users;
     const int *u = users_of(&f->users, y, &users);
     const Node *a = users ? g->nodes[u[users - 1]] : NULL;
-    const Value *b = users == 1 ? other_addend(a, y) : NULL;
-    if (!b || b == y || !bias_of(b, y) || closed[find(f, f->at[a->id])] ||
+    if (users != 1 || !other_addend(a, y) || closed[find(f, f->at[a->id])] ||
         !users_inside(f, y, find(f, f->at[a->id])))
       continue;
     int r = find(f, f->at[a->id]);
-    if (gemm_epilogue_group(f, r, a))
+    if (!plan_of(f, r, find(f, i), NULL, 0, GROUP_GEMM))
       unite(f, find(f, i), r);
   }
 }
@@ -346,13 +302,13 @@ static bool view_op(const Node *n) {
  * transpose that leaves each row contiguous reads the buffer before them with a leading
  * dim and an offset (cuBLASLt's ldb). Those nodes (and reshapes between them), each of
  * one output used only by the next, join the matmul's group: the longest such chain
- * whose composed view is a matrix of rows. */
+ * with a node worth taking in it whose group the recognizer finds a GEMM (its composed
+ * view a matrix of rows). */
 static void gemm_operands(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *m = g->nodes[i];
-    if (m->op != OP_MATMUL || m->nout != 1 || !gemm_dtype(m->in[0]->type.dtype) ||
-        m->in[1]->type.shape.rank != 2 || closed[find(f, i)])
+    if (m->op != OP_MATMUL || m->nout != 1 || closed[find(f, i)])
       continue;
     const Node *chain[8];
     int n = 0;
@@ -368,21 +324,16 @@ static void gemm_operands(Fuse *f, const bool *closed) {
         break;
       chain[n++] = d;
     }
-    /* the longest chain from the matmul's side whose composed view is rows, with a node
-     * worth taking in it */
+    /* the longest chain from the matmul's side with a node worth taking in it that
+     * makes a GEMM */
     for (; n > 0; n--) {
-      View view;
-      view_init(&view, chain[n - 1]->in[0]);
-      bool ok = true, worth = false;
-      for (int k = n - 1; k >= 0 && ok; k--) {
-        const Value *out = k ? chain[k - 1]->in[0] : m->in[0];
-        View next;
-        ok = view_through(chain[k], out->def_index, &view, &next);
-        view = next;
+      bool worth = false;
+      int pos[8];
+      for (int k = 0; k < n; k++) {
         worth = worth || view_op(chain[k]);
+        pos[k] = f->at[chain[k]->id];
       }
-      int64_t rows, ld;
-      if (ok && worth && view_rows(&view, &rows, &ld))
+      if (worth && !plan_of(f, find(f, i), -1, pos, n, GROUP_GEMM))
         break;
     }
     for (int k = 0; k < n; k++)
@@ -398,7 +349,7 @@ static void concat_operands(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *c = g->nodes[i];
-    if (c->op != OP_CONCAT || c->nin > FUSE_MAX_CONCAT_INPUTS || closed[find(f, i)])
+    if (c->op != OP_CONCAT || c->nin > f->lim->concat_inputs || closed[find(f, i)])
       continue;
     for (int k = 0; k < c->nin; k++) {
       const Node *chain[8];
@@ -412,20 +363,16 @@ static void concat_operands(Fuse *f, const bool *closed) {
           break;
         chain[n++] = d;
       }
-      /* the longest prefix from the concat's side that composes as a view */
+      /* the longest prefix from the concat's side with a transpose in it whose group
+       * the recognizer finds a concat (the chain composes as a view) */
       for (; n > 0; n--) {
-        View view;
-        view_init(&view, chain[n - 1]->in[0]);
-        bool ok = true;
-        for (int j = n - 1; j >= 0 && ok; j--) {
-          View next;
-          ok = view_through(chain[j], 0, &view, &next);
-          view = next;
-        }
         bool has_transpose = false;
-        for (int j = 0; j < n; j++)
+        int pos[8];
+        for (int j = 0; j < n; j++) {
           has_transpose = has_transpose || chain[j]->op == OP_TRANSPOSE;
-        if (ok && has_transpose)
+          pos[j] = f->at[chain[j]->id];
+        }
+        if (has_transpose && !plan_of(f, find(f, i), -1, pos, n, GROUP_CONCAT))
           break;
       }
       for (int j = 0; j < n; j++)
@@ -438,30 +385,28 @@ static void concat_operands(Fuse *f, const bool *closed) {
  * cast from f32 to the convolution's 16-bit type and moved to channels last, goes into
  * the convolution's group, whose kernel reads the image through the transpose's strides
  * and rounds each element as it loads it (a prologue): neither is a kernel. At most two
- * such nodes, each alone and read only by the next (codegen's prologue_of). */
+ * such nodes, each alone and read only by the next: the longest such chain whose group
+ * the recognizer finds a convolution with a prologue. */
 static void conv_prologues(Fuse *f, const bool *closed) {
   const Graph *g = f->g;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *c = g->nodes[i];
     if (c->op != OP_CONV || closed[find(f, i)])
       continue;
-    DType t = c->out[0]->type.dtype;
-    const Node *chain[2];
-    int n = 0;
-    bool cast = false;
+    int pos[2], n = 0;
     for (const Value *v = c->in[0]; n < 2 && v->kind == VK_NODE; v = v->def->in[0]) {
       const Node *d = v->def;
       int p = f->at[d->id];
-      bool ok = d->op == OP_TRANSPOSE ? shape_is_static(&d->in[0]->type.shape)
-                : d->op == OP_CAST && !cast && d->in[0]->type.dtype == DT_F32 &&
-                      (t == DT_BF16 || t == DT_F16) && d->out[0]->type.dtype == t;
-      if (!ok || closed[find(f, p)] || !alone(f, p) || users_count(&f->users, v) != 1)
+      if ((d->op != OP_TRANSPOSE && d->op != OP_CAST) || closed[find(f, p)] || !alone(f, p) ||
+          users_count(&f->users, v) != 1)
         break; /* users_count counts a graph output too */
-      cast = cast || d->op == OP_CAST;
-      chain[n++] = d;
+      pos[n++] = p;
     }
+    for (; n > 0; n--)
+      if (!plan_of(f, find(f, i), -1, pos, n, GROUP_CONV))
+        break;
     for (int j = 0; j < n; j++)
-      unite(f, f->at[chain[j]->id], find(f, i));
+      unite(f, pos[j], find(f, i));
   }
 }
 
@@ -476,23 +421,24 @@ static void conv_prologues(Fuse *f, const bool *closed) {
  * multiplies between A, B or V and the buffers they come from join it too: the kernel
  * reads those buffers through strides (ir/view.c) and scales as it loads. */
 
-/* Sizes the attention kernel takes: head dims up to ATTN_MAX_HEAD, key rows up to
- * ATTN_MAX_KEYS (a row of scores lives in 48 KB of shared memory with the tiles). */
-enum { ATTN_MAX_HEAD = 128, ATTN_MAX_KEYS = 4096, ATTN_MAX_NODES = 64 };
+/* The nodes an attention would take, found by walking the graph around a softmax; the
+ * recognizer then says whether they are one (its roles, its types and the sizes the
+ * kernel takes: ir/group.c). */
+enum { ATTN_MAX_NODES = GROUP_MAX_ATTENTION_NODES };
 
-typedef struct Attn {
+typedef struct AttnSet {
   const Node *node[ATTN_MAX_NODES];
   int n;
-} Attn;
+} AttnSet;
 
-static bool attn_has(const Attn *a, const Node *n) {
+static bool attn_has(const AttnSet *a, const Node *n) {
   for (int i = 0; i < a->n; i++)
     if (a->node[i] == n)
       return true;
   return false;
 }
 
-static bool attn_add(Attn *a, const Node *n) {
+static bool attn_add(AttnSet *a, const Node *n) {
   if (attn_has(a, n))
     return true;
   if (a->n == ATTN_MAX_NODES)
@@ -502,7 +448,7 @@ static bool attn_add(Attn *a, const Node *n) {
 }
 
 /* Whether every use of v is by a node of a (and v is no graph output). */
-static bool attn_users_inside(const Fuse *f, const Attn *a, const Value *v) {
+static bool attn_users_inside(const Fuse *f, const AttnSet *a, const Value *v) {
   int n;
   const int *u = users_of(&f->users, v, &n);
   if (f->users.outputs[v->id])
@@ -516,7 +462,7 @@ static bool attn_users_inside(const Fuse *f, const Attn *a, const Value *v) {
 /* Follows operand v of an attention matmul back through view nodes and scalar
  * multiplies, adding them to a, as long as every user of the value is in a and the view
  * composes from the chain's first buffer. Returns false only when a is full. */
-static bool attn_operand(Attn *a, const Value *v) {
+static bool attn_operand(AttnSet *a, const Value *v) {
   const Node *chain[16];
   const Value *at[16];
   int n = 0;
@@ -561,7 +507,7 @@ static bool attn_operand(Attn *a, const Value *v) {
 
 /* Drops the operand chain nodes whose outputs are used outside a (a value needed
  * elsewhere is written anyway), with everything behind them on their chain. */
-static bool attn_prune(const Fuse *f, Attn *a, const Node *keep_from) {
+static bool attn_prune(const Fuse *f, AttnSet *a, const Node *keep_from) {
   bool changed = false;
   for (int i = 0; i < a->n; i++) {
     const Node *d = a->node[i];
@@ -577,16 +523,15 @@ static bool attn_prune(const Fuse *f, Attn *a, const Node *keep_from) {
   return changed;
 }
 
-/* The attention group around softmax sm, or false. */
-static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
+/* The nodes of the attention around softmax sm, or false: a walk from it to the matmuls
+ * on either side, and what leads to them computed for it alone; the recognizer checks the
+ * rest. */
+static bool attention_at(const Fuse *f, const Node *sm, AttnSet *a) {
   const Graph *g = f->g;
   const Value *p = sm->out[0];
-  int rank = p->type.shape.rank;
   a->n = 0;
-  if (!gemm_dtype(p->type.dtype) || rank < 2 || !shape_is_static(&p->type.shape) ||
-      (attr_int(sm, "axis") != -1 && attr_int(sm, "axis") != rank - 1))
+  if (p->type.shape.rank < 2)
     return false;
-  int64_t sk = p->type.shape.dims[rank - 1].n;
   attn_add(a, sm);
   /* before the softmax: a path of pointwise nodes of the score's shape to the matmul */
   const Value *v = sm->in[0];
@@ -612,7 +557,7 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
       return false;
     v = next;
   }
-  if (!m1 || m1->in[0]->type.dtype != p->type.dtype || !attn_add(a, m1))
+  if (!m1 || !attn_add(a, m1))
     return false;
   /* after it: pointwise nodes of the same shape reading the softmax or each other, up
    * to the matmul with V. The readers of the nodes taken so far, in node order: a
@@ -648,23 +593,9 @@ static bool attention_at(const Fuse *f, const Node *sm, Attn *a) {
       next[nfrom++] = 0;
     }
   }
-  if (!m2 || m2->in[0]->kind != VK_NODE || !attn_has(a, m2->in[0]->def) ||
-      m2->in[1] == m2->in[0] || m2->in[1]->type.dtype != p->type.dtype || !attn_add(a, m2))
+  if (!m2 || m2->in[0]->kind != VK_NODE || !attn_has(a, m2->in[0]->def) || !attn_add(a, m2))
     return false;
   const Value *o = m2->out[0], *vv = m2->in[1];
-  int64_t d = m1->in[0]->type.shape.dims[m1->in[0]->type.shape.rank - 1].n;
-  int64_t dv = vv->type.shape.rank >= 2 ? vv->type.shape.dims[vv->type.shape.rank - 1].n : 0;
-  if (o->type.shape.rank != rank || !shape_is_static(&o->type.shape) || vv->type.shape.rank < 2 ||
-      m1->in[1]->type.shape.rank < 2 || d < 1 || d > ATTN_MAX_HEAD || dv < 1 ||
-      dv > ATTN_MAX_HEAD || sk > ATTN_MAX_KEYS)
-    return false;
-  for (int i = 0; i < rank - 2; i++)
-    if (o->type.shape.dims[i].n != p->type.shape.dims[i].n)
-      return false; /* V would broadcast the batch wider than the scores */
-  /* every value of the scores' and probabilities' nodes stays inside, but O */
-  for (int i = 0; i < a->n; i++)
-    if (a->node[i] != m2 && !attn_users_inside(f, a, a->node[i]->out[0]))
-      return false;
   /* masks and such computed for this attention alone join too */
   for (bool grew = true; grew;) {
     grew = false;
@@ -705,17 +636,17 @@ static int attention_groups(Fuse *f, bool *closed) {
   int found = 0;
   for (int i = 0; i < f->g->nnodes; i++) {
     const Node *sm = f->g->nodes[i];
-    Attn a;
+    AttnSet a;
     if (sm->op != OP_SOFTMAX || closed[find(f, i)] || !attention_at(f, sm, &a))
       continue;
-    int root = -1;
+    int root = -1, pos[ATTN_MAX_NODES];
     bool taken = false;
     for (int k = 0; k < a.n; k++) {
-      int pos = f->at[a.node[k]->id];
-      root = pos > root ? pos : root;
-      taken = taken || closed[find(f, pos)];
+      pos[k] = f->at[a.node[k]->id];
+      root = pos[k] > root ? pos[k] : root;
+      taken = taken || closed[find(f, pos[k])];
     }
-    if (taken)
+    if (taken || plan_of(f, -1, -1, pos, a.n, GROUP_ATTENTION))
       continue;
     for (int k = 0; k < a.n; k++)
       unite(f, f->at[a.node[k]->id], root);
@@ -729,56 +660,34 @@ static int attention_groups(Fuse *f, bool *closed) {
  * of merges (the refusals that stand) for the report. */
 enum { MISSED_BROADCAST, MISSED_ANCHOR, MISSED_SHARED, MISSED_INPUTS, MISSED_SIZE, NMISSED };
 
-/* The report's remark: "9 fuse groups of 31 nodes (4 pointwise, 2 conv, 1 softmax, 1
- * transpose, 1 matmul); not merged: 2 read outside the group (...)", the groups by each
- * group's first node, then the producers a pointwise node could not take, by reason. */
-static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngroups,
+/* The report's remark: "9 fuse groups of 31 nodes (4 pointwise, 2 conv, 1 epilogue, 1
+ * gemm, 1 attention); not merged: 2 read outside the group (...)", the groups by kind,
+ * then the producers a pointwise node could not take, by reason. */
+static void describe(const Fuse *f, const int *kinds, int nodes, int64_t ngroups,
                      const int *missed, char *buf, size_t cap) {
-  static const Op kinds[] = {OP_CONV, OP_SOFTMAX, OP_LAYER_NORM, OP_TRANSPOSE, OP_MATMUL};
-  enum { NKINDS = sizeof kinds / sizeof kinds[0] };
-  int count[NKINDS + 1] = {0}, nodes = 0, attention = 0;
-  for (int i = 0; i < f->g->nnodes; i++) {
-    int r = find(f, i);
-    if (size[r] < 2)
-      continue;
-    nodes++;
-    if (f->first[r] != i)
-      continue;
-    if (closed[r]) {
-      attention++;
-      continue;
+  size_t at = (size_t)snprintf(buf, cap, "%lld fuse group%s of %d nodes", (long long)ngroups,
+                               ngroups == 1 ? "" : "s", nodes);
+  const char *sep = " (";
+  for (int k = GROUP_NONE + 1; k < GROUP_KIND_COUNT && at < cap; k++)
+    if (kinds[k]) {
+      at += (size_t)snprintf(buf + at, cap - at, "%s%d %s", sep, kinds[k],
+                             group_kind_name((GroupKind)k));
+      sep = ", ";
     }
-    const Node *lead = f->g->nodes[i];
-    if (lead->op == OP_CAST || lead->op == OP_TRANSPOSE) {
-      int conv = -1; /* a convolution's prologue leads its group: the first one after it */
-      for (int j = f->head[r]; j >= 0; j = f->next_member[j])
-        if (j > i && f->g->nodes[j]->op == OP_CONV && (conv < 0 || j < conv))
-          conv = j;
-      if (conv >= 0)
-        lead = f->g->nodes[conv];
-    }
-    Op op = lead->op == OP_LOG_SOFTMAX ? OP_SOFTMAX : lead->op;
-    int k = 0;
-    while (k < NKINDS && kinds[k] != op)
-      k++;
-    count[k]++; /* count[NKINDS]: pointwise (and the other anchors) */
-  }
-  size_t at = (size_t)snprintf(buf, cap, "%lld fuse group%s of %d nodes (%d pointwise",
-                               (long long)ngroups, ngroups == 1 ? "" : "s", nodes, count[NKINDS]);
-  for (int k = 0; k < NKINDS && at < cap; k++)
-    if (count[k])
-      at += (size_t)snprintf(buf + at, cap - at, ", %d %s", count[k], op_info[kinds[k]].name);
-  if (attention && at < cap)
-    at += (size_t)snprintf(buf + at, cap - at, ", %d attention", attention);
-  if (at < cap)
+  if (ngroups && at < cap)
     at += (size_t)snprintf(buf + at, cap - at, ")");
-  static const char *why[NMISSED] = {
+  char inputs[96], size[96];
+  snprintf(inputs, sizeof inputs, "over the input limit (a kernel reads at most %d values)",
+           f->lim->inputs);
+  snprintf(size, sizeof size, "over the size limit (a kernel computes at most %d nodes)",
+           f->lim->nodes);
+  const char *why[NMISSED] = {
       [MISSED_BROADCAST] = "broadcast (it would be computed again per element)",
       [MISSED_ANCHOR] = "a second anchor (a kernel computes one, first)",
       [MISSED_SHARED] = "read outside the group (fusing would compute it twice)",
-      [MISSED_INPUTS] = "over the input limit (a kernel reads at most 7 values)",
-      [MISSED_SIZE] = "over the size limit (a kernel computes at most 256 nodes)"};
-  const char *sep = "; not merged: ";
+      [MISSED_INPUTS] = inputs,
+      [MISSED_SIZE] = size};
+  sep = "; not merged: ";
   for (int k = 0; k < NMISSED && at < cap; k++)
     if (missed[k]) {
       at += (size_t)snprintf(buf + at, cap - at, "%s%d %s", sep, missed[k], why[k]);
@@ -786,17 +695,55 @@ static void describe(Fuse *f, const int *size, const bool *closed, int64_t ngrou
     }
 }
 
+/* Writes each group's kind on its root (IR_ATTR_KIND), from the recognizer's plan of
+ * its final nodes, and counts the groups by kind and their nodes. */
+static int name_kinds(Fuse *f, Graph *g, int *kinds, int *nodes, Diag *d) {
+  int *first = malloc(sizeof *first * (size_t)(g->nnodes + 1));
+  int *next = malloc(sizeof *next * (size_t)(g->nnodes + 1));
+  if (!first || !next || ir_fuse_groups(g, first, next)) {
+    free(first);
+    free(next);
+    return diag_error(d, g->loc, "fuse: out of memory");
+  }
+  int rc = 0;
+  for (int i = 0; i < g->nnodes && !rc; i++) {
+    Node *n = g->nodes[i];
+    node_remove_attr(n, IR_ATTR_KIND);
+    if (first[i] < 0)
+      continue;
+    ++*nodes;
+    if (next[i] >= 0)
+      continue;
+    int m = 0;
+    for (int j = first[i]; j >= 0; j = next[j])
+      f->members[m++] = g->nodes[j];
+    GroupPlan plan;
+    char why[512];
+    if (group_plan(g, &f->users, f->members, m, GROUP_NONE, f->lim, &plan, why, sizeof why)) {
+      rc = diag_error(d, n->loc, "fuse: internal error: fuse group %lld (root node %d) is no "
+                      "kernel: %s", (long long)node_fuse_group(n), n->id, why);
+    } else {
+      node_set_attr(g, n, attr_make_string(IR_ATTR_KIND, group_kind_name(plan.kind)));
+      kinds[plan.kind]++;
+    }
+    group_plan_free(&plan);
+  }
+  free(first);
+  free(next);
+  return rc;
+}
+
 static void fuse_free(Fuse *f) {
   users_free(&f->users);
   free(f->group), free(f->at), free(f->side), free(f->size), free(f->first), free(f->last);
   free(f->head), free(f->tail), free(f->next_member), free(f->anchored), free(f->gemm_bias);
-  free(f->ins), free(f->nins), free(f->inside), free(f->after);
+  free(f->ins), free(f->nins), free(f->inside), free(f->after), free(f->pos), free(f->members);
 }
 
 /* Every node a group of its own. */
-static int fuse_init(Fuse *f, const Graph *g) {
+static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
   size_t n = (size_t)g->nnodes + 1, nid = (size_t)g->next_value_id + 1;
-  *f = (Fuse){.g = g};
+  *f = (Fuse){.g = g, .lim = lim};
   f->group = malloc(sizeof *f->group * n);
   f->at = malloc(sizeof *f->at * ((size_t)g->next_node_id + 1));
   f->side = calloc(n, sizeof *f->side);
@@ -812,9 +759,11 @@ static int fuse_init(Fuse *f, const Graph *g) {
   f->nins = malloc(sizeof *f->nins * n);
   f->inside = calloc(nid, sizeof *f->inside);
   f->after = calloc(nid, sizeof *f->after);
+  f->pos = malloc(sizeof *f->pos * n);
+  f->members = malloc(sizeof *f->members * n);
   if (users_build(g, &f->users) || !f->group || !f->at || !f->side || !f->size || !f->first ||
       !f->last || !f->head || !f->tail || !f->next_member || !f->anchored || !f->gemm_bias ||
-      !f->ins || !f->nins || !f->inside || !f->after)
+      !f->ins || !f->nins || !f->inside || !f->after || !f->pos || !f->members)
     return -1;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *m = g->nodes[i];
@@ -822,7 +771,7 @@ static int fuse_init(Fuse *f, const Graph *g) {
     f->at[m->id] = i;
     f->size[i] = 1;
     f->next_member[i] = -1;
-    f->anchored[i] = anchor(m);
+    f->anchored[i] = anchor(f, m);
     f->gemm_bias[i] = gemm_bias_add(&f->users, m);
     /* what a pointwise node reads (an anchor's inputs are its kernel's own), as far as a
      * merge can use: a group of more stays out of every merge anyway */
@@ -834,8 +783,8 @@ static int fuse_init(Fuse *f, const Graph *g) {
         dup = f->ins[i][j] == v;
       if (dup)
         continue;
-      if (f->nins[i] == FUSE_MAX_INPUTS) {
-        f->nins[i] = FUSE_MAX_INPUTS + 1;
+      if (f->nins[i] == lim->inputs) {
+        f->nins[i] = lim->inputs + 1;
         break;
       }
       f->ins[i][f->nins[i]++] = v;
@@ -849,7 +798,9 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   int *size = calloc((size_t)g->nnodes + 1, sizeof *size);
   int64_t *id = calloc((size_t)g->nnodes + 1, sizeof *id);
   bool *closed = calloc((size_t)g->nnodes + 1, sizeof *closed);
-  if (fuse_init(&f, g) || !size || !id || !closed) {
+  /* What one kernel of the target takes. */
+  const GroupLimits limits = group_limits_for(pass_target(ctx)), *lim = &limits;
+  if (fuse_init(&f, g, lim) || !size || !id || !closed) {
     fuse_free(&f);
     free(size);
     free(id);
@@ -870,7 +821,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
         continue;
       for (int k = 0; k < n->nin; k++) {
         Value *v = n->in[k];
-        if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(v->def)))
+        if (!v || v->kind != VK_NODE || !(fusable(v->def) || anchor(&f, v->def)))
           continue;
         int p = find(&f, f.at[v->def->id]), r = find(&f, i);
         if (p == r || closed[p] || closed[r])
@@ -880,10 +831,9 @@ static int run_fuse(Graph *g, PassContext *ctx) {
           continue;
         }
         bool ap = f.anchored[p], ar = f.anchored[r];
-        if ((ap && ar) || ((ap || ar) && !anchor_first(&f, r, p)) ||
-            (f.gemm_bias[p] && f.gemm_bias[r])) {
+        if ((ap && ar) || (f.gemm_bias[p] && f.gemm_bias[r])) {
           missed[MISSED_ANCHOR]++;
-          continue; /* one kernel computes one anchor, first; a GEMM is one too */
+          continue; /* one kernel computes one anchor; a GEMM is one too */
         }
         const Value *side = users_inside(&f, v, r) ? NULL : v;
         /* a group that stores its anchor's output still runs before that output's
@@ -893,16 +843,27 @@ static int run_fuse(Graph *g, PassContext *ctx) {
           missed[MISSED_SHARED]++;
           continue;
         }
-        if (f.size[p] + f.size[r] > FUSE_MAX_NODES) {
+        if (f.size[p] + f.size[r] > lim->nodes) {
           missed[MISSED_SIZE]++;
           continue;
         }
-        const Value *ins[2 * (FUSE_MAX_INPUTS + 1)];
-        int nins = f.nins[r] > FUSE_MAX_INPUTS || f.nins[p] > FUSE_MAX_INPUTS
-                       ? FUSE_MAX_INPUTS + 1
+        const Value *ins[2 * (GROUP_MAX_INPUTS + 1)];
+        int nins = f.nins[r] > lim->inputs || f.nins[p] > lim->inputs
+                       ? lim->inputs + 1
                        : outside_inputs(&f, r, p, ins);
-        if (nins > FUSE_MAX_INPUTS) {
+        if (nins > lim->inputs) {
           missed[MISSED_INPUTS]++;
+          continue;
+        }
+        /* Two pointwise groups make one whenever the limits above hold (their nodes are
+         * pointwise, of the output's shape or a lone cast, read inside): an anchor's
+         * group is one only where the recognizer finds the anchor first and the rest its
+         * epilogue. name_kinds has the recognizer check every group at the end. */
+        int why = ap || ar ? plan_of(&f, r, p, NULL, 0, GROUP_NONE) : 0;
+        if (why) {
+          missed[why == GROUP_FAIL_INPUTS  ? MISSED_INPUTS
+                 : why == GROUP_FAIL_NODES ? MISSED_SIZE
+                                           : MISSED_ANCHOR]++;
           continue;
         }
         unite(&f, p, r);
@@ -940,23 +901,24 @@ static int run_fuse(Graph *g, PassContext *ctx) {
     set_group(g, g->nodes[i], k);
   }
   ctx->changes += fused;
-  int nmissed = 0;
+  int kinds[GROUP_KIND_COUNT] = {0}, nodes = 0, nmissed = 0;
+  int rc = name_kinds(&f, g, kinds, &nodes, ctx->diag);
   for (int k = 0; k < NMISSED; k++)
     nmissed += missed[k];
-  if (next || nmissed)
-    describe(&f, size, closed, next, missed, ctx->note, sizeof ctx->note);
+  if (!rc && (next || nmissed))
+    describe(&f, kinds, nodes, next, missed, ctx->note, sizeof ctx->note);
   fuse_free(&f);
   free(closed);
   free(size);
   free(id);
-  return 0;
+  return rc;
 }
 
 const Pass pass_fuse = {
     .name = "fuse",
     .summary = "group chains of pointwise nodes, and convolutions, softmaxes, transposes "
                "and GEMMs with the pointwise nodes after them, into one GPU kernel each "
-               "(fuse = K)",
+               "(fuse = K, the root's kind = \"...\")",
     .run = run_fuse,
     .fusion = true,
 };

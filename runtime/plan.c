@@ -67,6 +67,8 @@ static void free_step(GpuccStep *s) {
   if (s->kind == GPUCC_STEP_KERNEL) {
     free(s->kernel.name);
     free(s->kernel.args);
+  } else if (s->kind == GPUCC_STEP_CHOICE) {
+    free(s->choice.label);
   }
 }
 
@@ -206,6 +208,21 @@ GpuccStatus gpucc_plan_add_copy(GpuccPlan *p, GpuccPtr dst, GpuccPtr src, uint64
 GpuccStatus gpucc_plan_add_memset(GpuccPlan *p, GpuccPtr dst, uint64_t bytes, uint8_t value) {
   GpuccStep s = {.kind = GPUCC_STEP_MEMSET, .fill = {dst, bytes, value}};
   return add_step(p, &s);
+}
+
+GpuccStatus gpucc_plan_add_choice(GpuccPlan *p, const char *label, int nvariants,
+                                  const uint32_t *count) {
+  if (!count) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_add_choice: NULL count");
+  if (nvariants < 1 || nvariants > GPUCC_MAX_VARIANTS)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "plan: choice '%s': %d variants (1 to %d)",
+                      label ? label : "?", nvariants, GPUCC_MAX_VARIANTS);
+  GpuccStep s = {.kind = GPUCC_STEP_CHOICE};
+  GpuccStatus st = copy_name(label, "choice", &s.choice.label);
+  if (st) return st;
+  s.choice.nvariants = nvariants;
+  memcpy(s.choice.count, count, (size_t)nvariants * sizeof *count);
+  if ((st = add_step(p, &s))) free_step(&s);
+  return st;
 }
 
 /* ---------------------------------------------------------------- validation */
@@ -395,6 +412,30 @@ static GpuccStatus check_gemm(const GpuccPlan *p, int i, const GpuccGemm *g) {
   return GPUCC_OK;
 }
 
+/* A choice's variants are the steps after it: each at least one step, together no more
+ * than the plan has left, and only kernels and GEMMs (a choice among copies would choose
+ * nothing, and a choice within a choice is not a plan codegen writes). */
+static GpuccStatus check_choice(const GpuccPlan *p, int i, const GpuccChoice *c) {
+  if (!name_ok(c->label)) return bad("plan: step %d: choice has an empty or overlong label", i);
+  if (c->nvariants < 1 || c->nvariants > GPUCC_MAX_VARIANTS)
+    return bad("plan: step %d (choice '%s'): %d variants (1 to %d)", i, c->label, c->nvariants,
+               GPUCC_MAX_VARIANTS);
+  int64_t steps = 0;
+  for (int v = 0; v < c->nvariants; v++) {
+    if (c->count[v] < 1)
+      return bad("plan: step %d (choice '%s'): variant %d has no steps", i, c->label, v);
+    steps += c->count[v];
+  }
+  if (steps > p->nsteps - i - 1)
+    return bad("plan: step %d (choice '%s'): its variants hold %lld steps, %d follow it", i,
+               c->label, (long long)steps, p->nsteps - i - 1);
+  for (int j = i + 1; j <= i + steps; j++)
+    if (p->steps[j].kind != GPUCC_STEP_KERNEL && p->steps[j].kind != GPUCC_STEP_GEMM)
+      return bad("plan: step %d (choice '%s'): step %d of its variants is not a kernel or a "
+                 "GEMM", i, c->label, j);
+  return GPUCC_OK;
+}
+
 static GpuccStatus check_step(const GpuccPlan *p, int i, const GpuccStep *s) {
   char label[96];
   switch (s->kind) {
@@ -417,6 +458,7 @@ static GpuccStatus check_step(const GpuccPlan *p, int i, const GpuccStep *s) {
     snprintf(label, sizeof label, "plan: step %d (memset)", i);
     if (s->fill.dst.region != GPUCC_REGION_ARENA) return bad("%s: destination is not in the arena", label);
     return check_range(p, label, s->fill.dst, s->fill.bytes);
+  case GPUCC_STEP_CHOICE: return check_choice(p, i, &s->choice);
   }
   return bad("plan: step %d has kind %d", i, (int)s->kind);
 }
@@ -565,6 +607,11 @@ static void put_step(Buf *b, const GpuccStep *s) {
     putptr(b, s->fill.dst);
     put64(b, s->fill.bytes);
     put32(b, s->fill.value);
+    break;
+  case GPUCC_STEP_CHOICE:
+    putstr(b, s->choice.label);
+    put32(b, (uint32_t)s->choice.nvariants);
+    for (int v = 0; v < s->choice.nvariants; v++) put32(b, s->choice.count[v]);
     break;
   }
 }
@@ -835,6 +882,15 @@ static GpuccStatus read_steps(Reader *r, GpuccPlan *p) {
       uint32_t value = get32(r);
       if (!r->failed && value > 255) return reader_fail(r, "memset value %u", value);
       if (!r->failed) st = gpucc_plan_add_memset(p, dst, bytes, (uint8_t)value);
+      break;
+    }
+    case GPUCC_STEP_CHOICE: {
+      const char *label = getstr(r);
+      uint32_t nv = get32(r), count[GPUCC_MAX_VARIANTS];
+      if (!r->failed && (nv < 1 || nv > GPUCC_MAX_VARIANTS))
+        return reader_fail(r, "choice of %u variants", nv);
+      for (uint32_t v = 0; v < nv && !r->failed; v++) count[v] = get32(r);
+      if (!r->failed) st = gpucc_plan_add_choice(p, label, (int)nv, count);
       break;
     }
     default: return reader_fail(r, "step %d has kind %u", i, kind);

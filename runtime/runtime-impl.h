@@ -34,4 +34,27 @@ bool gpucc_numel(const int64_t *dims, int rank, uint64_t *out);
 /* "f32[1,3,224,224]" into buf. */
 void gpucc_format_type(char *buf, size_t n, GpuccDType t, int rank, const int64_t *dims);
 
+/* ---------------------------------------------------------------- tunecache.c
+ *
+ * What create decided by timing, on disk: per plan step, up to GPUCC_TUNE_WORDS words
+ * (a choice's variant; a GEMM's cuBLASLt algorithm and workspace). A step with nwords 0
+ * has no record. */
+enum { GPUCC_TUNE_WORDS = 9 };
+typedef struct GpuccTuneEntry {
+  int nwords;
+  uint64_t w[GPUCC_TUNE_WORDS];
+} GpuccTuneEntry;
+
+/* The cache file of key (one line of printable text), malloc'd; NULL when the environment
+ * names no cache folder ($GPUCC_CACHE_DIR, $XDG_CACHE_HOME, $HOME) or out of memory. */
+char *gpucc_tune_path(const char *key);
+/* Fills entries[0 .. nsteps) from the file at path: true when it is a regular file for
+ * this key whose every line is well formed and names a step below nsteps once; else
+ * false, with every entry empty. */
+bool gpucc_tune_read(const char *path, const char *key, GpuccTuneEntry *entries, int nsteps);
+/* Writes the file atomically (a temporary renamed into place), making its folders; false
+ * when that fails, which costs only the next create's timing. */
+bool gpucc_tune_write(const char *path, const char *key, const GpuccTuneEntry *entries,
+                      int nsteps);
+
 #endif

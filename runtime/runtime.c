@@ -28,7 +28,7 @@ typedef struct Launch {
  * not the fastest here, and may run as two or three kernels (a split-K reduction, or an
  * epilogue its main kernel lacks), so create asks for its best TUNE_MAX, adds each one
  * that splits K once more with K whole (one kernel, where cuBLASLt takes that), and times
- * them all (tune_gemms). */
+ * them all (tune_gemm). */
 enum { TUNE_MAX = 8, TUNE_CANDS = 2 * TUNE_MAX };
 
 /* A GEMM step, resolved: descriptors, layouts (A, B, C, D) and the chosen algorithm.
@@ -64,6 +64,9 @@ struct GpuccModel {
   uint64_t *stage_in, *stage_out;
   int kernels; /* kernel nodes in the graph: kernels per inference */
   bool debug;  /* GPUCC_RUNTIME_DEBUG: no graph, steps one by one */
+  uint64_t plan_hash; /* of the plan's bytes: the tuning cache's key */
+  int *chosen;        /* per step: a choice's variant (0 until tuned) */
+  bool *skip;         /* per step: in a variant not chosen, so never run */
 };
 
 #define DEBUG_HINT "; set GPUCC_RUNTIME_DEBUG=1 to run the steps one by one and name the failing one"
@@ -94,6 +97,7 @@ static const char *step_label(const GpuccModel *m, int i, char *buf, size_t n) {
     break;
   case GPUCC_STEP_COPY: snprintf(buf, n, "step %d (copy)", i); break;
   case GPUCC_STEP_MEMSET: snprintf(buf, n, "step %d (memset)", i); break;
+  case GPUCC_STEP_CHOICE: snprintf(buf, n, "step %d (choice '%s')", i, s->choice.label); break;
   }
   return buf;
 }
@@ -372,7 +376,9 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
 static GpuccStatus prepare_steps(GpuccModel *m) {
   int n = m->plan->nsteps;
   if (!(m->launches = calloc((size_t)n + 1, sizeof *m->launches)) ||
-      !(m->gemms = calloc((size_t)n + 1, sizeof *m->gemms)))
+      !(m->gemms = calloc((size_t)n + 1, sizeof *m->gemms)) ||
+      !(m->chosen = calloc((size_t)n + 1, sizeof *m->chosen)) ||
+      !(m->skip = calloc((size_t)n + 1, sizeof *m->skip)))
     return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
   for (int i = 0; i < n; i++) {
     GpuccStatus st = GPUCC_OK;
@@ -426,6 +432,7 @@ static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
     if (st->fill.bytes)
       r = cu->cuMemsetD8Async(dev_addr(m, st->fill.dst), st->fill.value, st->fill.bytes, s);
     break;
+  case GPUCC_STEP_CHOICE: break; /* its chosen variant's steps follow it */
   }
   if (r) return gpucc_cu_fail(cu, r, "%s", step_label(m, i, label, sizeof label));
   return GPUCC_OK;
@@ -482,7 +489,7 @@ static GpuccStatus time_graph(const GpuccModel *m, CUgraphExec exec, CUevent ev[
   if ((r = cu->cuEventRecord(ev[0], s)) || (r = cu->cuGraphLaunch(exec, s)) ||
       (r = cu->cuEventRecord(ev[1], s)) || (r = cu->cuEventSynchronize(ev[1])) ||
       (r = cu->cuEventElapsedTime(ms, ev[0], ev[1])))
-    return gpucc_cu_fail(cu, r, "timing a GEMM candidate");
+    return gpucc_cu_fail(cu, r, "timing a candidate");
   return GPUCC_OK;
 }
 
@@ -559,6 +566,25 @@ static int same_gemm(const GpuccModel *m, int i) {
   return -1;
 }
 
+/* The trial to keep among t[0 .. n): the fastest, unless one within TUNE_SLACK of it (or,
+ * with fewest, any) runs fewer kernels; the faster of equals, the first of ties. -1 when
+ * none ran. */
+static int pick_trial(const Trial *t, int n, bool fewest) {
+  int best = -1;
+  for (int c = 0; c < n; c++)
+    if (isfinite(t[c].us) && (best < 0 || t[c].us < t[best].us)) best = c;
+  if (best < 0) return -1;
+  int pick = best;
+  for (int c = 0; c < n; c++) {
+    bool fewer = t[c].kernels < t[pick].kernels,
+         equal = t[c].kernels == t[pick].kernels && t[c].us < t[pick].us;
+    if (isfinite(t[c].us) && (fewest || t[c].us <= t[best].us * (1 + TUNE_SLACK)) &&
+        (fewer || equal))
+      pick = c;
+  }
+  return pick;
+}
+
 static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool fewest, bool log) {
   Gemm *G = &m->gemms[i];
   int j = same_gemm(m, i);
@@ -570,18 +596,8 @@ static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool fewest, b
   Trial t[TUNE_CANDS];
   GpuccStatus st = time_algos(m, i, ev, t);
   if (st) return st;
-  int best = -1, pick;
-  for (int c = 0; c < G->ncand; c++)
-    if (isfinite(t[c].us) && (best < 0 || t[c].us < t[best].us)) best = c;
-  if (best < 0) return GPUCC_OK; /* none ran alone: keep the heuristic's first */
-  pick = best; /* then the fewest kernels (within the slack), the faster of equals */
-  for (int c = 0; c < G->ncand; c++) {
-    bool fewer = t[c].kernels < t[pick].kernels,
-         equal = t[c].kernels == t[pick].kernels && t[c].us < t[pick].us;
-    if (isfinite(t[c].us) && (fewest || t[c].us <= t[best].us * (1 + TUNE_SLACK)) &&
-        (fewer || equal))
-      pick = c;
-  }
+  int pick = pick_trial(t, G->ncand, fewest);
+  if (pick < 0) return GPUCC_OK; /* none ran alone: keep the heuristic's first */
   G->algo = G->cand[pick].algo;
   G->workspace = G->cand[pick].workspaceSize;
   if (log) {
@@ -602,10 +618,174 @@ static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool fewest, b
   return GPUCC_OK;
 }
 
-static GpuccStatus tune_gemms(GpuccModel *m) {
-  const char *env = getenv("GPUCC_GEMM_TUNE");
-  if (env && !strcmp(env, "0")) return GPUCC_OK;
-  bool log = env && !strcmp(env, "log"), fewest = env && !strcmp(env, "fewest");
+/* ---------------------------------------------------------------- choosing variants
+ *
+ * Each variant of a choice runs as the model's graph will run it: its steps TUNE_REPS
+ * times captured into a graph, replayed, the least of TUNE_ROUNDS replays kept; the pick
+ * is pick_trial's. A variant that cannot be launched on this GPU (a launch refused while
+ * capturing) is no candidate; a choice none of whose variants launches is an error. */
+
+/* Steps [first, first + n) TUNE_REPS times as a graph: *exec, and t's kernels per run.
+ * On a refused launch, *exec stays NULL and the status says why. */
+static GpuccStatus capture_steps(GpuccModel *m, int first, int n, Trial *t, CUgraphExec *exec) {
+  const CuApi *cu = m->cu;
+  t->us = INFINITY;
+  t->kernels = 0;
+  *exec = NULL;
+  CUresult r = cu->cuStreamBeginCapture(m->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (r) return gpucc_cu_fail(cu, r, "cuStreamBeginCapture");
+  GpuccStatus st = GPUCC_OK;
+  for (int k = 0; k < TUNE_REPS && !st; k++)
+    for (int j = first; j < first + n && !st; j++) st = enqueue_step(m, j, m->stream);
+  CUgraph graph = NULL;
+  r = cu->cuStreamEndCapture(m->stream, &graph); /* even after a failure: the stream lives on */
+  if (!st && r) st = gpucc_cu_fail(cu, r, "cuStreamEndCapture of a variant");
+  if (!st && !(st = count_kernels(cu, graph, &t->kernels))) {
+    t->kernels /= TUNE_REPS;
+    if ((r = cu->cuGraphInstantiate(exec, graph, 0))) {
+      *exec = NULL;
+      st = gpucc_cu_fail(cu, r, "cuGraphInstantiate of a variant");
+    }
+  }
+  if (graph) cu->cuGraphDestroy(graph);
+  return st;
+}
+
+static GpuccStatus tune_choice(GpuccModel *m, int i, CUevent ev[2], bool log) {
+  const GpuccChoice *c = &m->plan->steps[i].choice;
+  Trial t[GPUCC_MAX_VARIANTS];
+  CUgraphExec exec[GPUCC_MAX_VARIANTS] = {NULL};
+  int first[GPUCC_MAX_VARIANTS];
+  char why[512] = "";
+  GpuccStatus refused = GPUCC_OK, st = GPUCC_OK;
+  for (int v = 0, at = i + 1; v < c->nvariants; at += (int)c->count[v++]) {
+    first[v] = at;
+    GpuccStatus r = capture_steps(m, at, (int)c->count[v], &t[v], &exec[v]);
+    if (r && !refused) {
+      refused = r;
+      snprintf(why, sizeof why, "%s", gpucc_last_error());
+    }
+  }
+  for (int round = 0; round <= TUNE_ROUNDS && !st; round++)
+    for (int v = 0; v < c->nvariants && !st; v++) {
+      float ms;
+      if (exec[v] && !(st = time_graph(m, exec[v], ev, &ms)) && round &&
+          ms * 1000 / TUNE_REPS < t[v].us)
+        t[v].us = ms * 1000 / TUNE_REPS;
+    }
+  for (int v = 0; v < c->nvariants; v++)
+    if (exec[v]) m->cu->cuGraphExecDestroy(exec[v]);
+  if (st) return st;
+  int pick = pick_trial(t, c->nvariants, false);
+  char label[GPUCC_MAX_NAME + 96];
+  if (pick < 0)
+    return gpucc_fail(refused, "%s: no variant can be launched on this GPU; the first says: %s",
+                      step_label(m, i, label, sizeof label), why);
+  m->chosen[i] = pick;
+  if (log) {
+    fprintf(stderr, "gpucc runtime: %s:", step_label(m, i, label, sizeof label));
+    for (int v = 0; v < c->nvariants; v++) {
+      const GpuccStep *s = &m->plan->steps[first[v]];
+      fprintf(stderr, " %s%s %.1fus/%dk", v == pick ? "*" : "",
+              s->kind == GPUCC_STEP_KERNEL ? s->kernel.name : "cublaslt", t[v].us, t[v].kernels);
+    }
+    fprintf(stderr, "\n");
+  }
+  return GPUCC_OK;
+}
+
+/* skip[] from chosen[]: the steps of every variant not chosen. */
+static void apply_choices(GpuccModel *m) {
+  const GpuccPlan *p = m->plan;
+  for (int i = 0; i < p->nsteps; i++) {
+    if (p->steps[i].kind != GPUCC_STEP_CHOICE) continue;
+    const GpuccChoice *c = &p->steps[i].choice;
+    for (int v = 0, at = i + 1; v < c->nvariants; at += (int)c->count[v++])
+      for (int j = at; j < at + (int)c->count[v]; j++) m->skip[j] = v != m->chosen[i];
+  }
+}
+
+/* ---------------------------------------------------------------- the tuning cache
+ *
+ * What timing decided is kept on disk (tunecache.c) under a key of everything that could
+ * change it: the plan's bytes, the GPU (name, compute capability, SMs), the driver, the
+ * cuBLASLt version and the GEMM policy (GPUCC_GEMM_TUNE). */
+
+typedef struct Tuning {
+  bool gemms;  /* GEMM algorithms are timed */
+  bool fewest; /* GPUCC_GEMM_TUNE=fewest */
+  bool log;    /* each decision printed to stderr */
+  bool fresh;  /* the cache is not read (but written) */
+} Tuning;
+
+static GpuccStatus tune_key(const GpuccModel *m, const Tuning *t, char *key, size_t n) {
+  const CuApi *cu = m->cu;
+  char name[128] = "";
+  int major = 0, minor = 0, sms = 0, driver = 0;
+  CUresult r;
+  if ((r = cu->cuDeviceGetName(name, (int)sizeof name, m->dev)) ||
+      (r = cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, m->dev)) ||
+      (r = cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, m->dev)) ||
+      (r = cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, m->dev)) ||
+      (r = cu->cuDriverGetVersion(&driver)))
+    return gpucc_cu_fail(cu, r, "querying the device for the tuning cache's key");
+  for (char *c = name; *c; c++)
+    if (*c < 0x20 || *c > 0x7e) *c = '?'; /* the key is one line of text */
+  snprintf(key, n, "plan %016llx gpu %s cc %d.%d sms %d driver %d cublaslt %zu gemm %s",
+           (unsigned long long)m->plan_hash, name, major, minor, sms, driver,
+           m->lt->cublasLtGetVersion(), !t->gemms ? "heuristic" : t->fewest ? "fewest" : "fastest");
+  return GPUCC_OK;
+}
+
+/* Whether step i's decision is timed: a choice of several variants, a GEMM of several
+ * candidates when GEMMs are timed. */
+static bool tuned_step(const GpuccModel *m, const Tuning *t, int i) {
+  const GpuccStep *s = &m->plan->steps[i];
+  return (s->kind == GPUCC_STEP_CHOICE && s->choice.nvariants > 1) ||
+         (s->kind == GPUCC_STEP_GEMM && t->gemms && m->gemms[i].ncand);
+}
+
+/* Takes the cache's decisions when there is one for every timed step and each still
+ * holds: a variant the choice has, an algorithm cuBLASLt accepts for the GEMM with the
+ * workspace the plan has. */
+static bool use_cached(GpuccModel *m, const Tuning *t, const GpuccTuneEntry *e) {
+  const GpuccPlan *p = m->plan;
+  for (int i = 0; i < p->nsteps; i++) {
+    if (!tuned_step(m, t, i)) {
+      if (e[i].nwords) return false;
+      continue;
+    }
+    const GpuccStep *s = &p->steps[i];
+    if (s->kind == GPUCC_STEP_CHOICE) {
+      if (e[i].nwords != 1 || e[i].w[0] >= (uint64_t)s->choice.nvariants) return false;
+      continue;
+    }
+    Gemm *G = &m->gemms[i];
+    cublasLtMatmulAlgo_t algo;
+    _Static_assert(sizeof algo.data == 8 * sizeof(uint64_t), "cuBLASLt's algo is 8 words");
+    if (e[i].nwords != 9 || e[i].w[8] > p->workspace_bytes) return false;
+    memcpy(algo.data, e[i].w, sizeof algo.data);
+    cublasLtMatmulHeuristicResult_t res;
+    if (m->lt->cublasLtMatmulAlgoCheck(m->lt_handle, G->desc, G->layout[0], G->layout[1],
+                                       G->layout[2], G->layout[3], &algo, &res) ||
+        res.workspaceSize > e[i].w[8])
+      return false;
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    if (!e[i].nwords) continue;
+    if (p->steps[i].kind == GPUCC_STEP_CHOICE) {
+      m->chosen[i] = (int)e[i].w[0];
+    } else {
+      memcpy(m->gemms[i].algo.data, e[i].w, sizeof m->gemms[i].algo.data);
+      m->gemms[i].workspace = (size_t)e[i].w[8];
+    }
+  }
+  return true;
+}
+
+/* Times every timed step: GEMM algorithms first (the variants that hold GEMMs are timed
+ * with their chosen algorithms), then choices; records the decisions in e. */
+static GpuccStatus time_all(GpuccModel *m, const Tuning *t, GpuccTuneEntry *e) {
   const CuApi *cu = m->cu;
   CUevent ev[2] = {NULL, NULL};
   CUresult r;
@@ -613,11 +793,70 @@ static GpuccStatus tune_gemms(GpuccModel *m) {
   if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) ||
       (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
     st = gpucc_cu_fail(cu, r, "cuEventCreate");
-  for (int i = 0; i < m->plan->nsteps && !st; i++)
-    if (m->plan->steps[i].kind == GPUCC_STEP_GEMM && m->gemms[i].ncand)
-      st = tune_gemm(m, i, ev, fewest, log);
+  const GpuccPlan *p = m->plan;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < p->nsteps && !st; i++) {
+      if (!tuned_step(m, t, i) || (p->steps[i].kind == GPUCC_STEP_CHOICE) != (pass == 1)) continue;
+      if (pass == 0) {
+        st = tune_gemm(m, i, ev, t->fewest, t->log);
+        e[i].nwords = 9;
+        memcpy(e[i].w, m->gemms[i].algo.data, sizeof m->gemms[i].algo.data);
+        e[i].w[8] = m->gemms[i].workspace;
+      } else {
+        st = tune_choice(m, i, ev, t->log);
+        e[i].nwords = 1;
+        e[i].w[0] = (uint64_t)m->chosen[i];
+      }
+    }
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu->cuEventDestroy(ev[k]);
+  return st;
+}
+
+/* GPUCC_TUNE and GPUCC_GEMM_TUNE (runtime.h), read at create. */
+static GpuccStatus tuning_of_env(Tuning *t, bool *off) {
+  const char *env = getenv("GPUCC_TUNE"), *gemm = getenv("GPUCC_GEMM_TUNE");
+  if (env && *env && strcmp(env, "0") && strcmp(env, "1") && strcmp(env, "log") && strcmp(env, "fresh"))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
+                      "GPUCC_TUNE=%s: expected 0 (no timing), 1 (the default), log or fresh", env);
+  *off = env && !strcmp(env, "0");
+  *t = (Tuning){.gemms = !*off && !(gemm && !strcmp(gemm, "0")),
+                .fewest = gemm && !strcmp(gemm, "fewest"),
+                .log = (env && !strcmp(env, "log")) || (gemm && !strcmp(gemm, "log")),
+                .fresh = env && !strcmp(env, "fresh")};
+  return GPUCC_OK;
+}
+
+static GpuccStatus tune(GpuccModel *m) {
+  Tuning t = {0};
+  bool off = false;
+  GpuccStatus st = tuning_of_env(&t, &off);
+  if (st) return st;
+  const GpuccPlan *p = m->plan;
+  bool any = false;
+  for (int i = 0; i < p->nsteps && !off; i++) any = any || tuned_step(m, &t, i);
+  if (!any) {
+    apply_choices(m);
+    return GPUCC_OK;
+  }
+  char key[512];
+  if ((st = tune_key(m, &t, key, sizeof key))) return st;
+  char *path = gpucc_tune_path(key);
+  GpuccTuneEntry *e = calloc((size_t)p->nsteps, sizeof *e);
+  if (!e) {
+    free(path);
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  if (!t.fresh && path && gpucc_tune_read(path, key, e, p->nsteps) && use_cached(m, &t, e)) {
+    if (t.log) fprintf(stderr, "gpucc runtime: decisions from the cache %s\n", path);
+  } else {
+    memset(e, 0, (size_t)p->nsteps * sizeof *e);
+    if (!(st = time_all(m, &t, e)) && path && !gpucc_tune_write(path, key, e, p->nsteps) && t.log)
+      fprintf(stderr, "gpucc runtime: could not write the tuning cache %s\n", path);
+  }
+  free(path);
+  free(e);
+  apply_choices(m);
   return st;
 }
 
@@ -627,7 +866,8 @@ static GpuccStatus capture_graph(GpuccModel *m) {
   CUresult r = cu->cuStreamBeginCapture(m->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
   if (r) return gpucc_cu_fail(cu, r, "cuStreamBeginCapture");
   GpuccStatus st = GPUCC_OK;
-  for (int i = 0; i < m->plan->nsteps && !st; i++) st = enqueue_step(m, i, m->stream);
+  for (int i = 0; i < m->plan->nsteps && !st; i++)
+    if (!m->skip[i]) st = enqueue_step(m, i, m->stream);
   /* End the capture even after a failure, so the stream is usable and destroyable. */
   r = cu->cuStreamEndCapture(m->stream, &m->graph);
   if (st) return st;
@@ -687,7 +927,7 @@ static GpuccStatus build(GpuccModel *m, const void *weights) {
     return st;
   if ((r = m->cu->cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING)))
     return gpucc_cu_fail(m->cu, r, "cuStreamCreate");
-  if ((st = tune_gemms(m))) return st;
+  if ((st = tune(m))) return st;
   /* Zeroed after the GEMM candidates wrote into it: a zeroed arena makes a first run
    * deterministic, and index-reading kernels safe, even if a plan reads a slot before
    * writing it. */
@@ -705,6 +945,7 @@ GpuccStatus gpucc_model_create(const void *plan, size_t plan_len, const void *we
   GpuccModel *m = calloc(1, sizeof *m);
   if (!m) return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
   GpuccStatus st = gpucc_plan_parse(plan, plan_len, &m->plan);
+  m->plan_hash = gpucc_fnv1a64(plan, plan_len);
   if (!st && weights_len != m->plan->weights_bytes)
     st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "weights: %zu bytes given, the plan needs %llu",
                     weights_len, (unsigned long long)m->plan->weights_bytes);
@@ -758,6 +999,8 @@ void gpucc_model_destroy(GpuccModel *m) {
   for (int i = 0; m->gemms && i < m->plan->nsteps; i++) free(m->gemms[i].cand);
   free(m->launches);
   free(m->gemms);
+  free(m->chosen);
+  free(m->skip);
   free(m->stage_in);
   free(m->stage_out);
   gpucc_plan_free(m->plan);
@@ -874,6 +1117,7 @@ static GpuccStatus launch(GpuccModel *m, CUstream s) {
     return GPUCC_OK;
   }
   for (int i = 0; i < m->plan->nsteps; i++) {
+    if (m->skip[i]) continue;
     GpuccStatus st = enqueue_step(m, i, s);
     if (st) return st;
     if ((r = cu->cuStreamSynchronize(s))) {

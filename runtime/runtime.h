@@ -89,7 +89,8 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  *            4 OUTPUTS      u64 arena_offset           (same for both)
  *            5 STEPS    u32 n, n times: u32 kind, then the step's fields in the order of
  *                       the structs below; a ptr is u32 region  u32 0  u64 offset, a
- *                       double is its IEEE bits as u64
+ *                       double is its IEEE bits as u64; a choice is str label
+ *                       u32 nvariants  u32 count[nvariants]
  *   str      u32 len, len bytes, one NUL
  * Each section appears exactly once, each is read to its last byte, and nothing follows
  * the last one. The checksum makes a damaged file an error; the reader still checks every
@@ -97,7 +98,7 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  */
 
 #define GPUCC_PLAN_MAGIC "GPUCCPLN"
-#define GPUCC_PLAN_VERSION 3u /* 2: the GEMM bias epilogue; 3: its GELU form */
+#define GPUCC_PLAN_VERSION 4u /* 2: the GEMM bias epilogue; 3: its GELU form; 4: choices */
 #define GPUCC_MAX_RANK 8
 #define GPUCC_MAX_NAME 4096        /* bytes in a tensor or kernel name */
 #define GPUCC_MAX_KERNEL_ARGS 1024 /* CUDA allows 32 KiB of parameters: 4096 of 8 bytes */
@@ -137,6 +138,7 @@ typedef enum GpuccStepKind {
   GPUCC_STEP_GEMM = 2,
   GPUCC_STEP_COPY = 3,
   GPUCC_STEP_MEMSET = 4,
+  GPUCC_STEP_CHOICE = 5,
 } GpuccStepKind;
 
 /* name<<<grid, block, shared_bytes>>>(args...): an extern "C" kernel of the module. */
@@ -194,6 +196,19 @@ typedef struct GpuccMemset {
   uint8_t value; /* every byte */
 } GpuccMemset;
 
+/* Variants of one piece of work, of which the runtime runs one: the steps after the
+ * choice hold count[0] steps of variant 0, then count[1] of variant 1, and so on. Each
+ * variant computes the same values (a GEMM or a convolution with another tile shape or K
+ * split, cuBLASLt against a kernel of the module); create times them on the GPU and keeps
+ * the fastest (see the model section). Variant 0 is the default, taken untimed with
+ * GPUCC_TUNE=0. A variant's steps are kernels or GEMMs; a choice holds no choice. */
+#define GPUCC_MAX_VARIANTS 16
+typedef struct GpuccChoice {
+  char *label; /* what varies, for logs: "k12_matmul 128x768x3072" */
+  int nvariants;                      /* 1 to GPUCC_MAX_VARIANTS */
+  uint32_t count[GPUCC_MAX_VARIANTS]; /* steps of each variant, 1 or more */
+} GpuccChoice;
+
 typedef struct GpuccStep {
   GpuccStepKind kind;
   union {
@@ -201,6 +216,7 @@ typedef struct GpuccStep {
     GpuccGemm gemm;
     GpuccCopy copy;
     GpuccMemset fill;
+    GpuccChoice choice;
   };
 } GpuccStep;
 
@@ -238,6 +254,9 @@ GPUCC_API GpuccStatus gpucc_plan_add_copy(GpuccPlan *p, GpuccPtr dst, GpuccPtr s
                                           uint64_t bytes);
 GPUCC_API GpuccStatus gpucc_plan_add_memset(GpuccPlan *p, GpuccPtr dst, uint64_t bytes,
                                             uint8_t value);
+/* A choice among nvariants variants, whose steps the caller adds next, in order. */
+GPUCC_API GpuccStatus gpucc_plan_add_choice(GpuccPlan *p, const char *label, int nvariants,
+                                            const uint32_t *count);
 
 /* Checks every field: types, ranks, dims, counts, names, and that every byte a step or
  * a tensor touches lies inside its region. The message names the step or tensor. */
@@ -288,6 +307,22 @@ static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
  * fastest: one kernel a GEMM, slower for f32 GEMMs of few rows.
  * GPUCC_GEMM_TUNE=log: each GEMM's candidates (time and kernels per call) and the choice
  * are printed to stderr.
+ *
+ * Choices (GPUCC_STEP_CHOICE): create times each variant on this GPU, as it times GEMM
+ * algorithms, and keeps the fastest (one within 3% that runs fewer kernels wins; of equals
+ * the first). What timing decided, GEMM algorithms included, is cached on disk in
+ * $GPUCC_CACHE_DIR/tune (else $XDG_CACHE_HOME/gpucc/tune, else ~/.cache/gpucc/tune),
+ * keyed by the plan's bytes, the GPU's name, compute capability and SM count, the driver
+ * and cuBLASLt versions and the GEMM policy: a second create of the same model on the same
+ * kind of GPU times nothing and decides the same. A cache file that does not hold up (a
+ * damaged line, a variant the choice lacks, an algorithm cuBLASLt refuses) is timed anew
+ * and rewritten. GPUCC_TUNE at create:
+ *   1 (or unset)  the cache, else timing;
+ *   0             no timing and no cache: variant 0 of every choice and cuBLASLt's first
+ *                 heuristic choice for every GEMM (deterministic);
+ *   log           as 1, with each decision printed to stderr (or where it came from);
+ *   fresh         timing whatever the cache holds, and the cache rewritten;
+ * anything else is an error.
  */
 
 typedef struct GpuccModel GpuccModel;

@@ -74,7 +74,7 @@ def gir_concat_group(n):
     takes every input."""
     ins = ", ".join(["%x"] * n)
     return ("graph group(%%x: f32[1, 4]) {\n  %%c = concat(%s) {axis = 0, fuse = 1}\n"
-            "  %%y = relu(%%c) {fuse = 1}\n  return %%y\n}\n" % ins)
+            "  %%y = relu(%%c) {fuse = 1, kind = \"concat\"}\n  return %%y\n}\n" % ins)
 
 
 def gir_huge_outputs(n):

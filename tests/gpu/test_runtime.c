@@ -15,10 +15,12 @@
 #include "runtime/cuda-impl.h"
 #include "../unit/check.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <nvrtc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const CuApi *cu;
 static CUdevice dev;
@@ -29,7 +31,19 @@ static const char *kernel_src =
     "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = x[i] * (float)a + 1.0f;\n"
     "}\n"
-    "extern \"C\" __global__ void k_fault(float *p) { p[threadIdx.x] = 1.0f; }\n";
+    "extern \"C\" __global__ void k_fault(float *p) { p[threadIdx.x] = 1.0f; }\n"
+    /* Two variants of k_affine for the tuner, told apart by what they add: a slow one
+     * (a spin of about a millisecond first) and a fast one. */
+    "extern \"C\" __global__ void k_slow(const float *x, float *y, long long n, double a) {\n"
+    "  long long t0 = clock64();\n"
+    "  while (clock64() - t0 < 2000000) {}\n"
+    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = x[i] * (float)a + 2.0f;\n"
+    "}\n"
+    "extern \"C\" __global__ void k_fast(const float *x, float *y, long long n, double a) {\n"
+    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = x[i] * (float)a + 3.0f;\n"
+    "}\n";
 
 /* NVRTC output for arch ("compute_90": PTX, "sm_90": a cubin). malloc'd; NULL on error. */
 static char *nvrtc(const char *arch, bool cubin, size_t *len) {
@@ -68,7 +82,10 @@ static const float weights_b[K * NN] = {1, 2, 3, 4, -1, 0.5f, 0, 2, 3, -2, 1, 0.
 
 typedef enum Module { MOD_CUBIN, MOD_PTX, MOD_WRONG_CUBIN_AND_PTX } Module;
 
-static void *make_plan(Module mod, const char *kernel, uint64_t arena, size_t *len) {
+/* The plan: the kernel, a GEMM, a copy and a memset. With alt, the kernel step is a choice
+ * between kernel (variant 0) and alt. */
+static void *make_plan_choice(Module mod, const char *kernel, const char *alt, uint64_t arena,
+                              size_t *len) {
   GpuccPlan *p = gpucc_plan_new(arena, sizeof weights_b, 1 << 22);
   char sm[16], compute[16], other[16];
   snprintf(sm, sizeof sm, "sm_%d%d", cc_major, cc_minor);
@@ -96,7 +113,12 @@ static void *make_plan(Module mod, const char *kernel, uint64_t arena, size_t *l
   GpuccArg args[] = {gpucc_ptr_arg(gpucc_arena_ptr(0)), gpucc_ptr_arg(gpucc_arena_ptr(256)),
                      gpucc_scalar_arg(N), gpucc_scalar_arg(two_bits)};
   uint32_t grid[3] = {1, 1, 1}, block[3] = {128, 1, 1};
+  if (alt) {
+    uint32_t count[2] = {1, 1};
+    gpucc_plan_add_choice(p, "k_affine", 2, count);
+  }
   gpucc_plan_add_kernel(p, kernel, grid, block, 0, args, 4);
+  if (alt) gpucc_plan_add_kernel(p, alt, grid, block, 0, args, 4);
 
   /* Row-major c_i[2x4] = a_i[2x3] @ b[3x4] as column-major c^T = b^T a^T: cuBLASLt's A is
    * the weights b (broadcast: stride 0), its B is a, m = 4, n = 2, k = 3. */
@@ -119,6 +141,10 @@ static void *make_plan(Module mod, const char *kernel, uint64_t arena, size_t *l
   CHECK(st == GPUCC_OK);
   gpucc_plan_free(p);
   return bytes;
+}
+
+static void *make_plan(Module mod, const char *kernel, uint64_t arena, size_t *len) {
+  return make_plan_choice(mod, kernel, NULL, arena, len);
 }
 
 /* ---------------------------------------------------------------- checking results */
@@ -292,6 +318,125 @@ static void test_modules_and_debug(void) {
   unsetenv("GPUCC_RUNTIME_DEBUG");
 }
 
+/* ---------------------------------------------------------------- choices */
+
+/* Which variant of make_plan_choice's kernel ran: what it added to 2x (1: k_affine, 2:
+ * k_slow, 3: k_fast), or -1. */
+static int which_variant(GpuccModel *m) {
+  Data d;
+  memset(&d, 0, sizeof d);
+  fill_inputs(&d, 1.0f);
+  const void *in[] = {d.x, d.a};
+  void *out[] = {d.y, d.c, d.m};
+  if (gpucc_model_run_host(m, in, out, NULL)) {
+    fprintf(stderr, "run: %s\n", gpucc_last_error());
+    return -1;
+  }
+  for (int add = 1; add <= 3; add++) {
+    bool all = true;
+    for (int i = 0; i < N; i++) all = all && near(d.y[i], 2.0 * d.x[i] + add);
+    if (all) return add;
+  }
+  return -1;
+}
+
+/* Creates the slow-or-fast plan with GPUCC_TUNE=tune (NULL: unset) and says which ran. */
+static int chosen_with(const char *tune) {
+  if (tune) setenv("GPUCC_TUNE", tune, 1);
+  else unsetenv("GPUCC_TUNE");
+  size_t len;
+  void *plan = make_plan_choice(MOD_CUBIN, "k_slow", "k_fast", 4096, &len);
+  GpuccModel *m = create(plan, len);
+  free(plan);
+  int v = m ? which_variant(m) : -1;
+  gpucc_model_destroy(m);
+  unsetenv("GPUCC_TUNE");
+  return v;
+}
+
+/* The cache folder's one file, read into buf; its path into path. */
+static bool read_cache(const char *dir, char *path, size_t n, char *buf, size_t cap) {
+  char sub[512];
+  snprintf(sub, sizeof sub, "%s/tune", dir);
+  DIR *d = opendir(sub);
+  if (!d) return false;
+  struct dirent *e;
+  int files = 0;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') {
+      snprintf(path, n, "%s/%s", sub, e->d_name);
+      files++;
+    }
+  closedir(d);
+  FILE *f = files == 1 ? fopen(path, "r") : NULL;
+  if (!f) return false;
+  size_t got = fread(buf, 1, cap - 1, f);
+  buf[got] = 0;
+  fclose(f);
+  return true;
+}
+
+static void test_choices(void) {
+  char dir[] = "/tmp/gpucc-test-choice-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("GPUCC_CACHE_DIR", dir, 1);
+  /* Timed: the fast variant, and the decision lands in the cache (the choice is step 0:
+   * "0 1"). */
+  CHECK(chosen_with(NULL) == 3);
+  char path[1024], text[4096];
+  CHECK(read_cache(dir, path, sizeof path, text, sizeof text));
+  CHECK(strstr(text, "\n0 1\n") != NULL);
+  /* GPUCC_TUNE=0: the default, variant 0, untimed. */
+  CHECK(chosen_with("0") == 2);
+  /* The cache is what the next create follows: told variant 0, it runs variant 0. */
+  char *at = strstr(text, "\n0 1\n");
+  if (at) {
+    at[3] = '0';
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(text, f) >= 0);
+    if (f) fclose(f);
+    CHECK(chosen_with(NULL) == 2);
+    CHECK(chosen_with("log") == 2);
+  }
+  /* fresh: timed again, the cache rewritten. */
+  CHECK(chosen_with("fresh") == 3);
+  CHECK(read_cache(dir, path, sizeof path, text, sizeof text) && strstr(text, "\n0 1\n"));
+  /* A damaged cache is a miss: timed again. A variant the choice lacks, too. */
+  FILE *f = fopen(path, "w");
+  CHECK(f && fputs("gpucc-tune 1\ngarbage\n", f) >= 0);
+  if (f) fclose(f);
+  CHECK(chosen_with(NULL) == 3);
+  CHECK(read_cache(dir, path, sizeof path, text, sizeof text));
+  if ((at = strstr(text, "\n0 1\n"))) {
+    at[3] = '5';
+    f = fopen(path, "w");
+    CHECK(f && fputs(text, f) >= 0);
+    if (f) fclose(f);
+    CHECK(chosen_with(NULL) == 3);
+  }
+  /* An unknown setting is an error, not a guess. */
+  setenv("GPUCC_TUNE", "fastest", 1);
+  size_t len;
+  void *plan = make_plan_choice(MOD_CUBIN, "k_slow", "k_fast", 4096, &len);
+  GpuccModel *m = NULL;
+  CHECK(gpucc_model_create(plan, len, weights_b, sizeof weights_b, 0, &m) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(m == NULL && strstr(gpucc_last_error(), "GPUCC_TUNE=fastest") != NULL);
+  unsetenv("GPUCC_TUNE");
+  /* Debug mode runs the chosen variant alone, step by step. */
+  setenv("GPUCC_RUNTIME_DEBUG", "1", 1);
+  m = create(plan, len);
+  if (m) CHECK(which_variant(m) == 3);
+  gpucc_model_destroy(m);
+  unsetenv("GPUCC_RUNTIME_DEBUG");
+  free(plan);
+  unlink(path);
+  char sub[512];
+  snprintf(sub, sizeof sub, "%s/tune", dir);
+  rmdir(sub);
+  rmdir(dir);
+  unsetenv("GPUCC_CACHE_DIR");
+}
+
 static size_t free_memory(void) {
   size_t fr = 0, total = 0;
   cu->cuMemGetInfo(&fr, &total);
@@ -407,6 +552,7 @@ int main(int argc, char **argv) {
   } else {
     test_model();
     test_modules_and_debug();
+    test_choices();
     test_errors();
     test_device_properties();
   }

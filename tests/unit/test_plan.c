@@ -8,13 +8,14 @@
  * wrong. The payload writer is checked by reading its output back with the trailer
  * parser; the dlopen side is tests/gpu/test_model_so.c.
  */
-#include "runtime/runtime.h"
+#include "runtime/runtime-impl.h" /* the tuning cache (tunecache.c) */
 #include "check.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- a plan with everything */
@@ -54,6 +55,11 @@ static GpuccPlan *sample_plan(void) {
   CHECK(gpucc_plan_add_gemm(p, &g) == GPUCC_OK);
   CHECK(gpucc_plan_add_copy(p, gpucc_arena_ptr(2048), gpucc_weights_ptr(0), 128) == GPUCC_OK);
   CHECK(gpucc_plan_add_memset(p, gpucc_arena_ptr(3000), 96, 0xab) == GPUCC_OK);
+  /* Two variants of one GEMM: a kernel, or cuBLASLt. */
+  uint32_t count[2] = {1, 1};
+  CHECK(gpucc_plan_add_choice(p, "k0_scale or cublaslt", 2, count) == GPUCC_OK);
+  CHECK(gpucc_plan_add_kernel(p, "k0_scale", grid, block, 0, args, 3) == GPUCC_OK);
+  CHECK(gpucc_plan_add_gemm(p, &g) == GPUCC_OK);
   return p;
 }
 
@@ -112,6 +118,12 @@ static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
       CHECK(same_ptr(s->fill.dst, t->fill.dst) && s->fill.bytes == t->fill.bytes &&
             s->fill.value == t->fill.value);
       break;
+    case GPUCC_STEP_CHOICE:
+      CHECK(!strcmp(s->choice.label, t->choice.label));
+      CHECK(s->choice.nvariants == t->choice.nvariants);
+      for (int v = 0; v < s->choice.nvariants && v < t->choice.nvariants; v++)
+        CHECK(s->choice.count[v] == t->choice.count[v]);
+      break;
     }
   }
 }
@@ -151,7 +163,7 @@ static void test_round_trip(void) {
   CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
   const unsigned char *b = bytes;
   CHECK(len > 32 && !memcmp(b, "GPUCCPLN", 8));
-  CHECK(b[8] == 3 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 3, little-endian */
+  CHECK(b[8] == 4 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 4, little-endian */
   CHECK(b[12] == 5);                                          /* five sections */
   CHECK(rd64(b + 16) == len - 32 && rd64(b + 24) == fnv(b + 32, len - 32));
 
@@ -171,6 +183,7 @@ static void test_round_trip(void) {
     CHECK(q->steps[0].kernel.args[2].scalar == 0xfedcba9876543210ull);
     CHECK(q->steps[1].gemm.alpha == 1.5 && q->steps[1].gemm.stride_a == 0);
     CHECK(q->steps[3].fill.value == 0xab);
+    CHECK(q->nsteps == 7 && q->steps[4].choice.nvariants == 2 && q->steps[4].choice.count[1] == 1);
   }
   gpucc_plan_free(q);
   gpucc_plan_free(p);
@@ -411,6 +424,36 @@ static void test_invalid(void) {
   gpucc_plan_add_memset(p, gpucc_arena_ptr(UINT64_MAX), 2, 0); /* offset + bytes wraps */
   EXPECT_INVALID(p, "run past the arena");
 
+  /* Choices: their variants must follow them, hold steps, and be kernels or GEMMs. */
+  uint32_t one[GPUCC_MAX_VARIANTS] = {1, 1, 1}, none[2] = {1, 0};
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_set_module(p, NULL, 0, ptx);
+  gpucc_plan_add_choice(p, "c", 2, one);
+  gpucc_plan_add_kernel(p, "k", grid, block, 0, NULL, 0);
+  EXPECT_INVALID(p, "step 0 (choice 'c'): its variants hold 2 steps, 1 follow it");
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_set_module(p, NULL, 0, ptx);
+  gpucc_plan_add_choice(p, "c", 2, none);
+  gpucc_plan_add_kernel(p, "k", grid, block, 0, NULL, 0);
+  EXPECT_INVALID(p, "variant 1 has no steps");
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_set_module(p, NULL, 0, ptx);
+  gpucc_plan_add_choice(p, "c", 2, one);
+  gpucc_plan_add_kernel(p, "k", grid, block, 0, NULL, 0);
+  gpucc_plan_add_memset(p, gpucc_arena_ptr(0), 16, 0);
+  EXPECT_INVALID(p, "step 2 of its variants is not a kernel or a GEMM");
+  p = gpucc_plan_new(4096, 1024, 0);
+  gpucc_plan_set_module(p, NULL, 0, ptx);
+  gpucc_plan_add_choice(p, "outer", 2, one);
+  gpucc_plan_add_choice(p, "inner", 1, one);
+  gpucc_plan_add_kernel(p, "k", grid, block, 0, NULL, 0);
+  EXPECT_INVALID(p, "step 1 of its variants is not a kernel or a GEMM");
+  p = gpucc_plan_new(0, 0, 0);
+  CHECK(gpucc_plan_add_choice(p, "c", GPUCC_MAX_VARIANTS + 1, one) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_choice(p, "c", 0, one) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_choice(p, "", 1, one) == GPUCC_ERR_INVALID_ARGUMENT);
+  gpucc_plan_free(p);
+
   /* Builder-level refusals. */
   CHECK(gpucc_plan_add_input(NULL, "x", GPUCC_DT_F32, 0, NULL, 0) == GPUCC_ERR_INVALID_ARGUMENT);
   p = gpucc_plan_new(0, 0, 0);
@@ -571,7 +614,98 @@ static void test_payload(void) {
   CHECK(rmdir(dir) == 0); /* fails if a temporary was left behind */
 }
 
+/* ---------------------------------------------------------------- the tuning cache */
+
+static void write_bytes(const char *path, const char *text, size_t n) {
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f) {
+    CHECK(fwrite(text, 1, n, f) == n);
+    fclose(f);
+  }
+}
+
+/* gpucc_tune_read of the file at path holding the n bytes of text, for a plan of nsteps
+ * steps. */
+static bool reads_n(const char *path, const char *text, size_t n, int nsteps) {
+  write_bytes(path, text, n);
+  GpuccTuneEntry e[8];
+  bool ok = gpucc_tune_read(path, "k", e, nsteps);
+  for (int i = 0; !ok && i < nsteps; i++) CHECK(e[i].nwords == 0);
+  return ok;
+}
+static bool reads(const char *path, const char *text, int nsteps) {
+  return reads_n(path, text, strlen(text), nsteps);
+}
+
+static void test_tune_cache(void) {
+  char dir[] = "/tmp/gpucc-test-tune-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("GPUCC_CACHE_DIR", dir, 1);
+  char *path = gpucc_tune_path("plan 1 gpu X");
+  CHECK(path && !strncmp(path, dir, strlen(dir)) && strstr(path, "/tune/"));
+  char *other = gpucc_tune_path("plan 2 gpu X");
+  CHECK(other && strcmp(path, other)); /* each key its own file */
+  free(other);
+
+  /* Written (making the folder), then read back; another key or a plan of fewer steps
+   * finds nothing. */
+  GpuccTuneEntry e[5] = {{0}}, r[5];
+  e[1] = (GpuccTuneEntry){1, {3}};
+  e[3] = (GpuccTuneEntry){9, {1, 2, 3, UINT64_MAX, 0, 5, 6, 7, 4096}};
+  CHECK(gpucc_tune_write(path, "plan 1 gpu X", e, 5));
+  CHECK(gpucc_tune_read(path, "plan 1 gpu X", r, 5));
+  CHECK(r[0].nwords == 0 && r[2].nwords == 0 && r[4].nwords == 0);
+  CHECK(r[1].nwords == 1 && r[1].w[0] == 3);
+  CHECK(r[3].nwords == 9 && r[3].w[3] == UINT64_MAX && r[3].w[8] == 4096);
+  CHECK(!gpucc_tune_read(path, "plan 1 gpu Y", r, 5));
+  CHECK(!gpucc_tune_read(path, "plan 1 gpu", r, 5)); /* a prefix of the key is not the key */
+  CHECK(!gpucc_tune_read(path, "plan 1 gpu X", r, 3)); /* step 3 of a 3-step plan */
+
+  /* Damage of every kind is a miss, never a crash or a half-read file. */
+  char bad[512];
+  snprintf(bad, sizeof bad, "%s/bad.txt", dir);
+  CHECK(reads(bad, "gpucc-tune 1\nkey k\n1 3\n", 2));
+  CHECK(reads(bad, "gpucc-tune 1\nkey k\n", 2));          /* nothing decided */
+  CHECK(!reads(bad, "gpucc-tune 2\nkey k\n1 3\n", 2));   /* another format */
+  CHECK(!reads(bad, "gpucc-tune 1\nkey k\n1 zz\n", 2));
+  CHECK(!reads(bad, "gpucc-tune 1\nkey k\n1 3\n1 3\n", 2)); /* a step twice */
+  CHECK(!reads(bad, "gpucc-tune 1\nkey k\n1\n", 2));      /* no words */
+  CHECK(!reads(bad, "gpucc-tune 1\nkey k\n1 3", 2));       /* no end of line */
+  CHECK(!reads(bad, "gpucc-tune 1\nkey k\n1 12345678901234567\n", 2)); /* 17 digits */
+  CHECK(!reads(bad, "gpucc-tune 1\nkey k\n1 1 2 3 4 5 6 7 8 9 a\n", 2)); /* 10 words */
+  CHECK(!reads(bad, "gpucc-tune 1\nkey k\n1  3\n", 2));   /* an empty word */
+  CHECK(!reads(bad, "gpucc-tune 1\nkey k\n-1 3\n", 2));
+  static const char nul[] = "gpucc-tune 1\nkey k\n1 3\n\0junk\n";
+  CHECK(!reads_n(bad, nul, sizeof nul - 1, 2)); /* a NUL does not end the file early */
+  char big[8192];
+  memset(big, '1', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  CHECK(!reads(bad, big, 2)); /* larger than any file of a 2-step plan */
+
+  /* Not a regular file: a FIFO nobody writes (must not block) and a folder. */
+  char fifo[512];
+  snprintf(fifo, sizeof fifo, "%s/fifo.txt", dir);
+  CHECK(mkfifo(fifo, 0600) == 0);
+  CHECK(!gpucc_tune_read(fifo, "k", r, 5));
+  CHECK(!gpucc_tune_read(dir, "k", r, 5));
+  unlink(fifo);
+  unlink(bad);
+
+  /* A folder that cannot be made: no file, no crash. */
+  CHECK(!gpucc_tune_write("/proc/gpucc-no-such/tune/x.txt", "k", e, 5));
+
+  unlink(path);
+  free(path);
+  char sub[512];
+  snprintf(sub, sizeof sub, "%s/tune", dir);
+  rmdir(sub);
+  rmdir(dir);
+  unsetenv("GPUCC_CACHE_DIR");
+}
+
 int main(void) {
+  test_tune_cache();
   test_round_trip();
   test_damage();
   test_invalid();
