@@ -21,7 +21,9 @@
  *     times the reciprocal of the sum): softmax(x) {axis}; a softmax over the last
  *     axis between two transposes that cancel: the softmax over the axis it moved;
  *   - slices that cut one axis into pieces (dynamo's Q, K and V): one split, as the
- *     TorchScript exporter writes it.
+ *     TorchScript exporter writes it;
+ *   - last, a mean over H and W of an image [N, C, H, W] (dynamo's adaptive average
+ *     pool): global_average_pool, as TorchScript writes it.
  * A pattern matches only when every intermediate value is read by the pattern alone (no
  * other node, no graph output: it would have to be computed anyway), the reductions keep
  * their dims, the axes agree, and each constant is the one the formula has, within
@@ -409,6 +411,30 @@ static int slices_to_split(Edit *e, Node *n, Diag *d) {
   return 1;
 }
 
+/* n = the mean over both spatial dims of an image [N, C, H, W], keeping them (the dynamo
+ * exporter's adaptive_avg_pool2d(x, 1)): global_average_pool(x), as TorchScript writes
+ * it, which the layout pass runs in channels last. Only once the norms are made (a norm
+ * over H and W starts with such a mean), and only for rank 4: a mean over the last dim
+ * of [B, S, E] is no pool of channels S. */
+static int mean_as_pool(Edit *e, Node *n) {
+  const Value *x = n->in[0];
+  int r = x->type.shape.rank, na = 0;
+  const int64_t *axes = attr_ints(n, "axes", &na);
+  if (n->op != OP_REDUCE_MEAN || node_fuse_group(n) || r != 4 || na != 2 ||
+      !attr_int(n, "keepdims") || !dtype_is_float(x->type.dtype))
+    return 0;
+  bool seen[IR_MAX_RANK] = {false};
+  for (int i = 0; i < na; i++) {
+    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a < 2 || a >= r || seen[a])
+      return 0;
+    seen[a] = true;
+  }
+  Value *in = n->in[0];
+  pass_edit_rewrite(e, n, OP_GLOBAL_AVERAGE_POOL, &in, 1, NULL, 0);
+  return 1;
+}
+
 /* ---------------------------------------------------------------- norms */
 
 /* The first axis of the trailing axes [a, rank) that reduction r reduces, keeping dims;
@@ -627,6 +653,11 @@ static int run_canonicalize(Graph *g, PassContext *ctx) {
     if (again && pass_dce.run(g, &quiet))
       return -1;
   }
+  Edit e;
+  pass_edit_begin(&e, g);
+  for (int i = 0; i < e.norig; i++)
+    changed += mean_as_pool(&e, g->nodes[i]);
+  pass_edit_end(&e);
   ctx->changes += changed;
   return 0;
 }
