@@ -7,7 +7,12 @@
  *           __shfl_xor_sync butterflies (and a block reduction through shared memory);
  *           neighbouring lanes read neighbouring elements.
  *   column  a thread per output walking its elements in order; neighbouring threads
- *           read neighbouring elements of the kept innermost dim.
+ *           read neighbouring elements of the kept innermost dim. When those threads
+ *           would not fill the GPU once (an image's mean over its pixels in channels
+ *           last, a few channels at batch 1: a thread walked 12,544 pixels alone), a
+ *           block takes 32 neighbouring outputs instead, its warps striding through the
+ *           elements as lanes, and sums the 8 lanes' partials through shared memory
+ *           (column split).
  * f16 and bf16 accumulate in f32. The results are ir/interp.c's (eval_reduce,
  * eval_argmax, eval_softmax, eval_layer_norm) up to the order of float additions. */
 #include "codegen/cg-impl.h"
@@ -19,7 +24,10 @@
 
 enum { ROW_BLOCK_MIN = 2048 };
 
-typedef enum Mode { COLUMN, ROW_WARP, ROW_BLOCK } Mode;
+typedef enum Mode { COLUMN, COLUMN_SPLIT, ROW_WARP, ROW_BLOCK } Mode;
+
+/* Column split: a block of 32 neighbouring outputs by COLUMN_LANES lanes (its warps). */
+enum { COLUMN_LANES = 8, COLUMN_SPLIT_MIN_LEN = 64 };
 
 /* The kernel's loop over outputs; defines o (the output), lane and the lane count. */
 typedef struct Loop {
@@ -37,8 +45,24 @@ static Loop make_loop(const Cg *cg, bool row, int64_t nout, int64_t len) {
   return l;
 }
 
+/* A column reduction's loop: column split when a thread per output would leave the GPU
+ * mostly idle and each has enough elements to share out. */
+static Loop column_loop(const Cg *cg, int64_t nout, int64_t len) {
+  const Target *t = cg->target;
+  Loop l = make_loop(cg, false, nout, len);
+  if (len >= COLUMN_SPLIT_MIN_LEN && nout < (int64_t)t->sms * t->block &&
+      t->block == 32 * COLUMN_LANES) {
+    l.mode = COLUMN_SPLIT;
+    l.grid = cg_blocks(cg, nout, 32);
+  }
+  return l;
+}
+
 static const char *mode_note(Cg *cg, const Loop *l) {
   return l->mode == COLUMN ? cg_fmt(cg, "a thread per output, %" PRId64 " elements each", l->len)
+         : l->mode == COLUMN_SPLIT
+             ? cg_fmt(cg, "32 outputs a block, its %d warps sharing each one's %" PRId64 " elements",
+                      COLUMN_LANES, l->len)
          : l->mode == ROW_WARP ? cg_fmt(cg, "a warp per output row of %" PRId64, l->len)
                                : cg_fmt(cg, "a block per output row of %" PRId64, l->len);
 }
@@ -52,6 +76,12 @@ static void loop_begin(Cg *cg, const Loop *l, bool lanes) {
       buf_puts(b, "  const int lane = 0, lanes = 1;\n");
     buf_printf(b, "  for (idx_t o = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; o < %" PRId64 "; o += (idx_t)gridDim.x * blockDim.x) {\n", l->nout);
     break;
+  case COLUMN_SPLIT: /* o clamped for reading; `live` says whether it is this thread's */
+    buf_printf(b, "  const int cl = threadIdx.x & 31, lane = threadIdx.x >> 5, lanes = %d;\n", COLUMN_LANES);
+    buf_printf(b, "  for (idx_t ob = (idx_t)blockIdx.x * 32; ob < %" PRId64 "; ob += (idx_t)gridDim.x * 32) {\n", l->nout);
+    buf_printf(b, "    const bool live = ob + cl < %" PRId64 ";\n", l->nout);
+    buf_printf(b, "    const idx_t o = live ? ob + cl : %" PRId64 ";\n", l->nout - 1);
+    break;
   case ROW_WARP:
     buf_puts(b, "  const int lane = threadIdx.x & 31, lanes = 32;\n");
     buf_printf(b, "  for (idx_t o = (idx_t)blockIdx.x * %u + (threadIdx.x >> 5); o < %" PRId64 "; o += (idx_t)gridDim.x * %u) {\n", l->block / 32, l->nout, l->block / 32);
@@ -63,10 +93,21 @@ static void loop_begin(Cg *cg, const Loop *l, bool lanes) {
   }
 }
 
-/* "var = <combined over the lanes>;" */
-static void emit_combine(Cg *cg, const Loop *l, const char *var, const char *functor,
-                         const char *ident) {
-  if (l->mode == ROW_WARP)
+/* "var = <combined over the lanes>;" (every lane gets it) */
+static void emit_combine(Cg *cg, const Loop *l, const char *T, const char *var,
+                         const char *functor, const char *ident) {
+  if (l->mode == COLUMN_SPLIT) /* every thread combines its column's lanes, in order */
+    buf_printf(&cg->src,
+               "    {\n"
+               "      __shared__ %s part[%d][32];\n"
+               "      part[lane][cl] = %s;\n"
+               "      __syncthreads();\n"
+               "      %s = part[0][cl];\n"
+               "      for (int k = 1; k < %d; k++) %s = %s()(%s, part[k][cl]);\n"
+               "      __syncthreads(); /* before the next pass or output writes part again */\n"
+               "    }\n",
+               T, COLUMN_LANES, var, var, COLUMN_LANES, var, functor, var);
+  else if (l->mode == ROW_WARP)
     buf_printf(&cg->src, "    %s = gc_warp_reduce(%s, %s());\n", var, var, functor);
   else if (l->mode == ROW_BLOCK)
     buf_printf(&cg->src, "    %s = gc_block_reduce(%s, %s(), %s);\n", var, var, functor, ident);
@@ -85,7 +126,7 @@ static void emit_pass(Cg *cg, const Loop *l, const char *T, const char *var, con
   buf_printf(b, "      const %s v = %s;\n", T, v_load);
   buf_printf(b, "      %s = %s()(%s, %s);\n", var, functor, var, elem);
   buf_puts(b, "    }\n");
-  emit_combine(cg, l, var, functor, ident);
+  emit_combine(cg, l, T, var, functor, ident);
 }
 
 /* ---------------------------------------------------------------- reduce_*, argmax */
@@ -175,10 +216,11 @@ static int reduce_over(Cg *cg, const Node *n, const bool *red, Op op) {
   for (int i = 0; i < rank; i++)
     if (red[i])
       len *= cg_dim(x, i);
-  Loop l = make_loop(cg, row, nout, len);
+  Loop l = row ? make_loop(cg, row, nout, len) : column_loop(cg, nout, len);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
+  const char *mine = l.mode == COLUMN_SPLIT ? "lane == 0 && live" : "lane == 0";
   Buf *b = &cg->src;
   loop_begin(cg, &l, true);
   space_emit_offsets(cg, &kept, "o", "xo", "    ");
@@ -197,14 +239,14 @@ static int reduce_over(Cg *cg, const Node *n, const bool *red, Op op) {
     buf_puts(b, off.s);
     buf_printf(b, "      best = %s()(best, %s{%s, (long long)j});\n", f, A, v_load);
     buf_puts(b, "    }\n");
-    emit_combine(cg, &l, "best", f, cg_fmt(cg, "%s{0, -1}", A));
-    buf_puts(b, "    if (lane == 0) out0[o] = best.i < 0 ? 0 : best.i;\n");
+    emit_combine(cg, &l, A, "best", f, cg_fmt(cg, "%s{0, -1}", A));
+    buf_printf(b, "    if (%s) out0[o] = best.i < 0 ? 0 : best.i;\n", mine);
   } else {
     RedOp r = red_op(cg, op, dom, len);
     if (op == OP_REDUCE_LOG_SUM_EXP)
       emit_pass(cg, &l, T, "m", cg_lit(cg, -INFINITY, dom), "gc_max", "v", off.s, v_load);
     emit_pass(cg, &l, T, "acc", r.ident, r.functor, r.elem, off.s, v_load);
-    buf_printf(b, "    if (lane == 0) out0[o] = %s;\n",
+    buf_printf(b, "    if (%s) out0[o] = %s;\n", mine,
                cg_store(cg, y->type.dtype, r.final_dom, r.final));
   }
   free(off.s);
@@ -428,7 +470,7 @@ int cg_hardmax(Cg *cg, const Node *n) {
   buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes)\n", len);
   buf_printf(b, "      best = gc_argbest<false, false>()(best, %s{%s, (long long)j});\n", A,
              cg_load(cg, x->type.dtype, dom, cg_fmt(cg, "in0[%s]", at)));
-  emit_combine(cg, &l, "best", "gc_argbest<false, false>", cg_fmt(cg, "%s{0, -1}", A));
+  emit_combine(cg, &l, A, "best", "gc_argbest<false, false>", cg_fmt(cg, "%s{0, -1}", A));
   DType dt = y->type.dtype;
   buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) out0[%s] = j == best.i ? %s : %s;\n",
              len, at, cg_const_of(cg, dt, 1), cg_const_of(cg, dt, 0));
