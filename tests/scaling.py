@@ -135,7 +135,10 @@ def run_case(name, gpucc, tmp):
     big = None
     for _ in range(RUNS):  # the first that keeps within the bound will do
         t0 = time.monotonic()
-        t = cpu_time(cmds[1], status, max(20.0, 3 * limit))
+        # The bound is on CPU time; the wall-clock stop only ends a run far past it, so
+        # a machine whose cores are shared several ways over (ctest -j on two cores,
+        # beside other work) does not stop a run that keeps within the bound.
+        t = cpu_time(cmds[1], status, max(60.0, 10 * limit))
         if t is None:
             print("FAIL %-18s n=%d: %.3fs, n=%d: stopped after %.0fs (bound %.1fs)" %
                   (name, n, small, RATIO * n, time.monotonic() - t0, limit))
