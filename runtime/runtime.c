@@ -524,23 +524,31 @@ static GpuccStatus capture_algo(GpuccModel *m, int i, const cublasLtMatmulHeuris
   return st;
 }
 
-/* Every candidate's time: the least of TUNE_ROUNDS replays after a warm-up one, the
- * candidates taking turns so that a slow spell of the GPU falls on all of them. */
-static GpuccStatus time_algos(GpuccModel *m, int i, CUevent ev[2], Trial *t) {
-  const Gemm *G = &m->gemms[i];
-  CUgraphExec exec[TUNE_CANDS] = {NULL};
-  GpuccStatus st = GPUCC_OK;
-  for (int c = 0; c < G->ncand && !st; c++) st = capture_algo(m, i, &G->cand[c], &t[c], &exec[c]);
+/* The time of each of the n captured candidates exec[] (a NULL one keeps t's INFINITY):
+ * the least of TUNE_ROUNDS replays after a warm-up one, per call, the candidates taking
+ * turns so that a slow spell of the GPU falls on all of them. Destroys exec[], after a
+ * failure too; st is a failure of the captures before (then nothing is timed). */
+static GpuccStatus time_rounds(GpuccModel *m, CUgraphExec *exec, int n, CUevent ev[2],
+                               Trial *t, GpuccStatus st) {
   for (int round = 0; round <= TUNE_ROUNDS && !st; round++)
-    for (int c = 0; c < G->ncand && !st; c++) {
+    for (int c = 0; c < n && !st; c++) {
       float ms;
       if (exec[c] && !(st = time_graph(m, exec[c], ev, &ms)) && round &&
           ms * 1000 / TUNE_REPS < t[c].us)
         t[c].us = ms * 1000 / TUNE_REPS;
     }
-  for (int c = 0; c < G->ncand; c++)
+  for (int c = 0; c < n; c++)
     if (exec[c]) m->cu->cuGraphExecDestroy(exec[c]);
   return st;
+}
+
+/* Every GEMM candidate's time (time_rounds). */
+static GpuccStatus time_algos(GpuccModel *m, int i, CUevent ev[2], Trial *t) {
+  const Gemm *G = &m->gemms[i];
+  CUgraphExec exec[TUNE_CANDS] = {NULL};
+  GpuccStatus st = GPUCC_OK;
+  for (int c = 0; c < G->ncand && !st; c++) st = capture_algo(m, i, &G->cand[c], &t[c], &exec[c]);
+  return time_rounds(m, exec, G->ncand, ev, t, st);
 }
 
 /* Step j < i whose GEMM is step i's but for where its operands lie; -1 if none. */
@@ -666,16 +674,7 @@ static GpuccStatus tune_choice(GpuccModel *m, int i, CUevent ev[2], bool log) {
       snprintf(why, sizeof why, "%s", gpucc_last_error());
     }
   }
-  for (int round = 0; round <= TUNE_ROUNDS && !st; round++)
-    for (int v = 0; v < c->nvariants && !st; v++) {
-      float ms;
-      if (exec[v] && !(st = time_graph(m, exec[v], ev, &ms)) && round &&
-          ms * 1000 / TUNE_REPS < t[v].us)
-        t[v].us = ms * 1000 / TUNE_REPS;
-    }
-  for (int v = 0; v < c->nvariants; v++)
-    if (exec[v]) m->cu->cuGraphExecDestroy(exec[v]);
-  if (st) return st;
+  if ((st = time_rounds(m, exec, c->nvariants, ev, t, GPUCC_OK))) return st;
   int pick = pick_trial(t, c->nvariants, false);
   char label[GPUCC_MAX_NAME + 96];
   if (pick < 0)
