@@ -634,25 +634,9 @@ static int canonicalize_node(Edit *e, Node *n, Diag *d) {
 }
 
 static int run_canonicalize(Graph *g, PassContext *ctx) {
-  int changed = 0;
-  bool again = true;
-  for (int round = 0; again && round < CANON_MAX_ROUNDS; round++) {
-    again = false;
-    Edit e;
-    pass_edit_begin(&e, g);
-    int rc = 0;
-    for (int i = 0; i < e.norig && rc >= 0; i++) {
-      rc = canonicalize_node(&e, g->nodes[i], ctx->diag);
-      changed += rc > 0;
-      again = again || rc > 0;
-    }
-    pass_edit_end(&e);
-    if (rc < 0)
-      return -1;
-    PassContext quiet = {.diag = ctx->diag};
-    if (again && pass_dce.run(g, &quiet))
-      return -1;
-  }
+  int changed = pass_rewrite_rounds(g, ctx, CANON_MAX_ROUNDS, canonicalize_node);
+  if (changed < 0)
+    return -1;
   Edit e;
   pass_edit_begin(&e, g);
   for (int i = 0; i < e.norig; i++)

@@ -41,6 +41,13 @@ typedef struct Edit {
   int *kid, *last_kid, *sibling; /* by node id: the nodes added just before it, in order */
 } Edit;
 void pass_edit_begin(Edit *e, Graph *g);
+/* A rule-based pass's rounds: each offers rule every node of the round's start through an
+ * Edit (the nodes a rewrite adds are placed when the round ends and met the next one),
+ * then, when a rule rewrote a node, removes what is left dead (the rules count uses);
+ * until a round rewrites nothing or max_rounds have run. rule returns 1 for a rewrite, 0,
+ * or -1 with d set. The rewrites made, or -1. */
+int pass_rewrite_rounds(Graph *g, PassContext *ctx, int max_rounds,
+                        int (*rule)(Edit *e, Node *n, Diag *d));
 /* Puts every added node just before the node it was added before (after the ones added
  * there earlier, each with the ones added before it in front), and frees e. */
 void pass_edit_end(Edit *e);

@@ -193,6 +193,30 @@ void pass_edit_begin(Edit *e, Graph *g) {
   }
 }
 
+int pass_rewrite_rounds(Graph *g, PassContext *ctx, int max_rounds,
+                        int (*rule)(Edit *e, Node *n, Diag *d)) {
+  int changed = 0;
+  bool again = true;
+  for (int round = 0; again && round < max_rounds; round++) {
+    again = false;
+    Edit e;
+    pass_edit_begin(&e, g);
+    int rc = 0;
+    for (int i = 0; i < e.norig && rc >= 0; i++) {
+      rc = rule(&e, g->nodes[i], ctx->diag);
+      changed += rc > 0;
+      again = again || rc > 0;
+    }
+    pass_edit_end(&e);
+    if (rc < 0)
+      return -1;
+    PassContext quiet = {.diag = ctx->diag, .target = ctx->target};
+    if (again && pass_dce.run(g, &quiet))
+      return -1;
+  }
+  return changed;
+}
+
 void pass_edit_end(Edit *e) {
   Graph *g = e->g;
   if (g->nnodes > e->norig) {

@@ -387,28 +387,9 @@ static int simplify_node(Edit *e, Node *n, Diag *d) {
 enum { SIMPLIFY_MAX_ROUNDS = 32 };
 
 static int run_simplify(Graph *g, PassContext *ctx) {
-  int changed = 0;
-  bool again = true;
-  for (int round = 0; again && round < SIMPLIFY_MAX_ROUNDS; round++) {
-    again = false;
-    /* the nodes of the round's start, in order; the nodes a rewrite adds go in front of
-     * the node it rewrites when the round ends, and are looked at the next round */
-    Edit e;
-    pass_edit_begin(&e, g);
-    int rc = 0;
-    for (int i = 0; i < e.norig && rc >= 0; i++) {
-      rc = simplify_node(&e, g->nodes[i], ctx->diag);
-      changed += rc > 0;
-      again = again || rc > 0;
-    }
-    pass_edit_end(&e);
-    if (rc < 0)
-      return -1;
-    /* the rules count uses: what a round left without users must not count */
-    PassContext quiet = {.diag = ctx->diag, .target = ctx->target};
-    if (again && pass_dce.run(g, &quiet))
-      return -1;
-  }
+  int changed = pass_rewrite_rounds(g, ctx, SIMPLIFY_MAX_ROUNDS, simplify_node);
+  if (changed < 0)
+    return -1;
   ctx->changes += changed;
   return 0;
 }
