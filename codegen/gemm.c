@@ -346,8 +346,9 @@ static int matmul(Cg *cg, const Node *n, const View *av) {
     }
     if (cg_epilogue_of(cg, n)) {
       cg_gemm_epilogue(cg, n, &g);
-      what = g.gelu ? " with a GELU (tanh) and bias epilogue"
-                    : cg_fmt(cg, " with a bias epilogue%s%s", g.c ? ", the residual as C" : "",
+      what = g.gelu    ? " with a GELU (tanh) and bias epilogue"
+             : !g.bias ? " with the residual as C (beta 1)"
+                       : cg_fmt(cg, " with a bias epilogue%s%s", g.c ? ", the residual as C" : "",
                              g.relu ? ", then ReLU" : "");
     }
     if (g.dtype_d != dt)

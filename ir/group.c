@@ -435,7 +435,8 @@ static const Value *other_addend(const Node *a, const Value *v) {
 
 /* cuBLASLt's epilogue of matmul m: an add of a bias along the last dim, then maybe an add
  * of a residual of the output's shape and type (C, beta 1), then maybe a relu of the sum
- * (RELU_BIAS); or the bias add and a tanh gelu of it (GELU_BIAS). */
+ * (RELU_BIAS); or the bias add and a tanh gelu of it (GELU_BIAS); or, for a linear layer
+ * without a bias (Llama's and T5's projections), the residual add alone. */
 static int gemm_epilogue(Rec *r, const Node *m) {
   GroupPlan *p = r->p;
   const Node *const *e = p->epilogue;
@@ -447,23 +448,29 @@ static int gemm_epilogue(Rec *r, const Node *m) {
   if (ne > 3)
     return fail(r, GROUP_FAIL_SHAPE, "%d nodes follow the matmul; cuBLASLt's epilogue is at "
                 "most 3", ne);
-  if (!b || b == y || !bias_of(b, y))
-    return fail(r, GROUP_FAIL_SHAPE, "node %d (%s) is no add of a bias along the last dim "
-                "to the matmul's output", e[0]->id, op_info[e[0]->op].name);
-  p->bias = b;
-  const Value *v = e[0]->out[0];
-  int at = 1;
-  if (ne == 2 && e[1]->op == OP_GELU && e[1]->in[0] == v &&
-      !strcmp(attr_string(e[1], "approximate"), "tanh")) {
-    p->gelu = true;
-    return 0;
+  if (!b || b == y)
+    return fail(r, GROUP_FAIL_SHAPE, "node %d (%s) is no add to the matmul's output",
+                e[0]->id, op_info[e[0]->op].name);
+  const Value *v = y;
+  int at = 0;
+  if (bias_of(b, y)) {
+    p->bias = b;
+    v = e[at++]->out[0];
+    if (ne == 2 && e[1]->op == OP_GELU && e[1]->in[0] == v &&
+        !strcmp(attr_string(e[1], "approximate"), "tanh")) {
+      p->gelu = true;
+      return 0;
+    }
   }
   const Value *res = at < ne ? other_addend(e[at], v) : NULL;
   if (res && res != v && same_dims(res, y) && res->type.dtype == y->type.dtype) {
     p->residual = res;
     v = e[at++]->out[0];
   }
-  if (at < ne && e[at]->op == OP_RELU && e[at]->in[0] == v) {
+  if (at == 0)
+    return fail(r, GROUP_FAIL_SHAPE, "node %d (add) adds neither a bias along the last dim "
+                "nor a residual of the matmul's shape and type", e[0]->id);
+  if (p->bias && at < ne && e[at]->op == OP_RELU && e[at]->in[0] == v) {
     p->relu = true;
     at++;
   }

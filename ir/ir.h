@@ -595,7 +595,7 @@ typedef struct GroupPlan {
   int nepilogue_in;        /* how many distinct values the epilogue reads from outside */
   const Value *out;        /* the root's output */
   const Value *side;       /* the anchor's output, stored too (read outside), or NULL */
-  /* gemm's epilogue: the bias add's other input, the residual (NULL: none), the
+  /* gemm's epilogue: the bias add's other input, the residual (each NULL: none), the
    * activation after them */
   const Value *bias, *residual;
   bool relu, gelu;
