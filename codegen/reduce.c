@@ -12,7 +12,10 @@
  *           last, a few channels at batch 1: a thread walked 12,544 pixels alone), a
  *           block takes 32 neighbouring outputs instead, its warps striding through the
  *           elements as lanes, and sums the 8 lanes' partials through shared memory
- *           (column split).
+ *           (column split). On a target with clusters, when those blocks would still
+ *           not fill the SMs (32 channels: one block), the blocks of a cluster share
+ *           each output's elements too, and every block sums all their partials, in rank
+ *           order, through distributed shared memory.
  * f16 and bf16 accumulate in f32. The results are ir/interp.c's (eval_reduce,
  * eval_argmax, eval_softmax, eval_layer_norm) up to the order of float additions. */
 #include "codegen/cg-impl.h"
@@ -26,19 +29,22 @@ enum { ROW_BLOCK_MIN = 2048 };
 
 typedef enum Mode { COLUMN, COLUMN_SPLIT, ROW_WARP, ROW_BLOCK } Mode;
 
-/* Column split: a block of 32 neighbouring outputs by COLUMN_LANES lanes (its warps). */
-enum { COLUMN_LANES = 8, COLUMN_SPLIT_MIN_LEN = 64 };
+/* Column split: a block of 32 neighbouring outputs by COLUMN_LANES lanes (its warps);
+ * the blocks of a cluster split further while each lane keeps COLUMN_SPLIT_MIN_STEPS
+ * elements. */
+enum { COLUMN_LANES = 8, COLUMN_SPLIT_MIN_LEN = 64, COLUMN_SPLIT_MIN_STEPS = 16 };
 
 /* The kernel's loop over outputs; defines o (the output), lane and the lane count. */
 typedef struct Loop {
   Mode mode;
   int64_t nout, len;
   unsigned grid, block;
+  int cluster; /* column split: the blocks of a cluster sharing 32 outputs (1: none) */
 } Loop;
 
 static Loop make_loop(const Cg *cg, bool row, int64_t nout, int64_t len) {
   Loop l = {.mode = !row ? COLUMN : len > ROW_BLOCK_MIN ? ROW_BLOCK : ROW_WARP,
-            .nout = nout, .len = len, .block = (unsigned)cg->target->block};
+            .nout = nout, .len = len, .block = (unsigned)cg->target->block, .cluster = 1};
   l.grid = l.mode == COLUMN     ? cg_blocks(cg, nout, l.block)
            : l.mode == ROW_WARP ? cg_blocks(cg, nout, l.block / 32)
                                 : cg_blocks(cg, nout, 1);
@@ -53,13 +59,20 @@ static Loop column_loop(const Cg *cg, int64_t nout, int64_t len) {
   if (len >= COLUMN_SPLIT_MIN_LEN && nout < (int64_t)t->sms * t->block &&
       t->block == 32 * COLUMN_LANES) {
     l.mode = COLUMN_SPLIT;
-    l.grid = cg_blocks(cg, nout, 32);
+    int64_t blocks = (nout + 31) / 32, fill = t->sms / blocks;
+    int64_t s = cg_cluster_split(cg, fill, t->cluster_max, len / COLUMN_LANES,
+                                 COLUMN_SPLIT_MIN_STEPS);
+    l.cluster = (int)s;
+    l.grid = (unsigned)(cg_blocks(cg, nout, 32 * (unsigned)s) * s);
   }
   return l;
 }
 
 static const char *mode_note(Cg *cg, const Loop *l) {
   return l->mode == COLUMN ? cg_fmt(cg, "a thread per output, %" PRId64 " elements each", l->len)
+         : l->mode == COLUMN_SPLIT && l->cluster > 1
+             ? cg_fmt(cg, "32 outputs a cluster of %d blocks, their %d warps sharing each one's %"
+                      PRId64 " elements", l->cluster, COLUMN_LANES * l->cluster, l->len)
          : l->mode == COLUMN_SPLIT
              ? cg_fmt(cg, "32 outputs a block, its %d warps sharing each one's %" PRId64 " elements",
                       COLUMN_LANES, l->len)
@@ -77,8 +90,15 @@ static void loop_begin(Cg *cg, const Loop *l, bool lanes) {
     buf_printf(b, "  for (idx_t o = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; o < %" PRId64 "; o += (idx_t)gridDim.x * blockDim.x) {\n", l->nout);
     break;
   case COLUMN_SPLIT: /* o clamped for reading; `live` says whether it is this thread's */
-    buf_printf(b, "  const int cl = threadIdx.x & 31, lane = threadIdx.x >> 5, lanes = %d;\n", COLUMN_LANES);
-    buf_printf(b, "  for (idx_t ob = (idx_t)blockIdx.x * 32; ob < %" PRId64 "; ob += (idx_t)gridDim.x * 32) {\n", l->nout);
+    if (l->cluster > 1) { /* a cluster's blocks are lanes rank * 8 .. */
+      buf_printf(b, "  const int rank = (int)(blockIdx.x %% %d), cl = threadIdx.x & 31, lane = (threadIdx.x >> 5) + rank * %d, lanes = %d;\n",
+                 l->cluster, COLUMN_LANES, COLUMN_LANES * l->cluster);
+      buf_printf(b, "  for (idx_t ob = (idx_t)(blockIdx.x / %d) * 32; ob < %" PRId64 "; ob += (idx_t)(gridDim.x / %d) * 32) {\n",
+                 l->cluster, l->nout, l->cluster);
+    } else {
+      buf_printf(b, "  const int cl = threadIdx.x & 31, lane = threadIdx.x >> 5, lanes = %d;\n", COLUMN_LANES);
+      buf_printf(b, "  for (idx_t ob = (idx_t)blockIdx.x * 32; ob < %" PRId64 "; ob += (idx_t)gridDim.x * 32) {\n", l->nout);
+    }
     buf_printf(b, "    const bool live = ob + cl < %" PRId64 ";\n", l->nout);
     buf_printf(b, "    const idx_t o = live ? ob + cl : %" PRId64 ";\n", l->nout - 1);
     break;
@@ -96,7 +116,22 @@ static void loop_begin(Cg *cg, const Loop *l, bool lanes) {
 /* "var = <combined over the lanes>;" (every lane gets it) */
 static void emit_combine(Cg *cg, const Loop *l, const char *T, const char *var,
                          const char *functor, const char *ident) {
-  if (l->mode == COLUMN_SPLIT) /* every thread combines its column's lanes, in order */
+  if (l->mode == COLUMN_SPLIT && l->cluster > 1) /* every block combines all lanes, in order */
+    buf_printf(&cg->src,
+               "    {\n"
+               "      typedef %s gc_part[%d][32];\n"
+               "      GC_BLOCK_SHARED(gc_part, part);\n"
+               "      part[threadIdx.x >> 5][cl] = %s;\n"
+               "      gc_cluster_sync();\n"
+               "      %s = (*gc_cluster_map(&part, 0u))[0][cl];\n"
+               "      for (int r = 0; r < %d; r++) {\n"
+               "        const gc_part *p = gc_cluster_map(&part, (unsigned)r);\n"
+               "        for (int k = r ? 0 : 1; k < %d; k++) %s = %s()(%s, (*p)[k][cl]);\n"
+               "      }\n"
+               "      gc_cluster_sync(); /* before the next pass or output writes part again */\n"
+               "    }\n",
+               T, COLUMN_LANES, var, var, l->cluster, COLUMN_LANES, var, functor, var);
+  else if (l->mode == COLUMN_SPLIT) /* every thread combines its column's lanes, in order */
     buf_printf(&cg->src,
                "    {\n"
                "      __shared__ %s part[%d][32];\n"
@@ -219,6 +254,7 @@ static int reduce_over(Cg *cg, const Node *n, const bool *red, Op op) {
   Loop l = row ? make_loop(cg, row, nout, len) : column_loop(cg, nout, len);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
+  cg->cluster = l.cluster;
   const char *name = cg_kernel_begin(cg, n, mode_note(cg, &l));
   const char *mine = l.mode == COLUMN_SPLIT ? "lane == 0 && live" : "lane == 0";
   Buf *b = &cg->src;

@@ -570,13 +570,18 @@ def cases():
         # reduce.c
         ("global_average_pool", {"x": x}, "%y = global_average_pool(%x)"),
         ("global_average_pool_block", {"x": f(2, 3, 50, 50)}, "%y = global_average_pool(%x)"),
-        # column split: few outputs of many elements, the innermost dim kept (37 outputs:
-        # a second block of 32 with 5 live); two passes (log-sum-exp), an argmax's pairs
+        # column split: few outputs of many elements, the innermost dim kept (40 outputs:
+        # a second block of 32 with 8 live); two passes (log-sum-exp), an argmax's pairs
         ("global_average_pool_column_split", {"x": f(1, 20, 30, 40)},
          "%y = global_average_pool(%x) {channels_last = 1}"),
         ("reduce_log_sum_exp_column_split", {"x": f(70, 37)},
          "%y = reduce_log_sum_exp(%x) {axes = [0]}"),
         ("argmax_column_split", {"x": f(100, 5)}, "%y = argmax(%x) {axis = 0}"),
+        # and split further over the blocks of a cluster (sm_90): 4 blocks for the pool's 75
+        # steps a lane, 4 for the log-sum-exp, 2 for the argmax, partials summed in rank order
+        ("reduce_log_sum_exp_column_cluster", {"x": f(600, 37)},
+         "%y = reduce_log_sum_exp(%x) {axes = [0]}"),
+        ("argmax_column_cluster", {"x": f(300, 5)}, "%y = argmax(%x) {axis = 0}"),
         ("global_max_pool", {"x": xn}, "%y = global_max_pool(%x)"),
         ("global_max_pool_i8", {"x": i8}, "%y = global_max_pool(%x)"),
         ("instance_norm", {"x": x, "s": f(4), "b": f(4)}, "%y = instance_norm(%x, %s, %b)"),
