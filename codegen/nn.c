@@ -471,53 +471,43 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
 
 /* ---------------------------------------------------------------- conv */
 
-/* A grouped or depthwise convolution in channels last (RegNet's groups of 16 channels,
- * MobileNet's, EfficientNet's and ConvNeXt's depthwise layers), when no implicit GEMM
- * runs it: a thread computes V neighbouring output channels of one pixel (V = 16 bytes of
- * them), so that each load serves V outputs. Depthwise (a channel a group), the V
- * channels' inputs are one 16-byte load a tap; otherwise the V outputs share their group's
- * input channels, loaded 16 bytes at a time and multiplied by each output's weights
- * (channels innermost too). Returns 1 when the convolution is not of that form. */
+/* A grouped convolution in channels last whose groups' channels come in 16-byte vectors
+ * (RegNetY's groups of 16), when no implicit GEMM runs it: a thread per output, as in
+ * gen_conv, but its group's input channels and its weights' row (channels innermost too)
+ * are loaded 16 bytes at a time, V channels a load (8 in bf16/f16, 4 in f32). (Computing
+ * V outputs a thread instead, to share each input load, left too few threads to fill an
+ * H200 at batch 1: RegNetY-800MF and ConvNeXt-T ran 7% and 36% slower.) Returns 1 when
+ * the convolution is not of that form. */
 static int gen_conv_vec(Cg *cg, const Node *n, const ConvView *v, const Win *win,
                         int64_t group) {
   const Value *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
   DType t = y->type.dtype, xt = n->in[0]->type.dtype;
   int k = v->k;
-  int64_t C = v->xd[1], M = v->yd[1], CG = v->wd[1], MG = M / group;
+  int64_t M = v->yd[1], CG = v->wd[1], MG = M / group;
   int64_t V = t == DT_F32 ? 4 : 8;
-  bool depthwise = CG == 1 && MG == 1;
   if (!v->cl || group == 1 || (t != DT_F32 && t != DT_BF16 && t != DT_F16) || xt != t ||
-      w->type.dtype != t || v->src != t || v->xs[1] != 1 || M % V || v->xs[0] % V)
-    return 1;
-  if (depthwise ? C != M : MG % V || CG % V || v->ws[1] != 1 || v->ws[0] % V)
+      w->type.dtype != t || v->src != t || v->xs[1] != 1 || v->ws[1] != 1 || CG % V ||
+      v->xs[0] % V || v->ws[0] % V)
     return 1;
   for (int j = 0; j < k; j++)
-    if (v->xs[2 + j] % V || (!depthwise && v->ws[2 + j] % V))
+    if (v->xs[2 + j] % V || v->ws[2 + j] % V)
       return 1;
   Dom dom = cg_dom(t);
-  const char *T = cg_dom_type(dom), *E = cg_ctype(t);
+  const char *T = cg_dom_type(dom);
   int64_t numel = cg_numel(y), NKER = 1;
   for (int j = 0; j < k; j++)
     NKER *= win->kernel[j];
-  const char *note = cg_fmt(cg, "direct: a thread per %" PRId64 " output channels of a pixel, "
-                            "%" PRId64 " channel%s x %" PRId64 " taps each%s, channels last", V,
-                            CG, CG == 1 ? "" : "s", NKER, depthwise ? " (depthwise)" : "");
+  const char *note = cg_fmt(cg, "direct: a thread per output, %" PRId64 " channels x %" PRId64
+                            " taps each, %" PRId64 " channels a load, channels last", CG, NKER, V);
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
-  int64_t most = cg_max_numel(n) > numel ? cg_max_numel(n) : numel;
-  /* the grid-stride step is V times cg_idx_type's */
-  int64_t step = (int64_t)cg->target->max_blocks * cg->target->threads_block;
-  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, most + (V - 1) * step));
-  buf_printf(b, "  for (idx_t i = ((idx_t)blockIdx.x * blockDim.x + threadIdx.x) * %" PRId64 "; i < %"
-             PRId64 "; i += (idx_t)gridDim.x * blockDim.x * %" PRId64 ") {\n", V, numel, V);
+  cg_loop_begin(cg, n, numel);
   emit_unravel(cg, y, true, "m", "b");
-  buf_printf(b, "    typedef gc_vec<%s, %" PRId64 "> vec_t;\n", E, V);
-  buf_printf(b, "    %s acc[%" PRId64 "];\n#pragma unroll\n", T, V);
-  buf_printf(b, "    for (int e = 0; e < %" PRId64 "; e++) acc[e] = %s;\n", V,
-             bias ? cg_load(cg, bias->type.dtype, dom, "in2[m + e]") : cg_fmt(cg, "(%s)0", T));
+  buf_printf(b, "    typedef gc_vec<%s, %" PRId64 "> vec_t;\n", cg_ctype(t), V);
+  buf_printf(b, "    %s acc = %s;\n", T,
+             bias ? cg_load(cg, bias->type.dtype, dom, "in2[m]") : cg_fmt(cg, "(%s)0", T));
   buf_printf(b, "    const idx_t xb = b * %" PRId64 " + %s, wb = m * %" PRId64 ";\n", v->xs[0],
-             depthwise ? "m" : affine(cg, MG == 1 ? "m" : cg_fmt(cg, "m / %" PRId64, MG), CG, 0),
-             v->ws[0]);
+             affine(cg, MG == 1 ? "m" : cg_fmt(cg, "m / %" PRId64, MG), CG, 0), v->ws[0]);
   const char *xoff = "xb", *woff = "wb";
   for (int j = 0; j < k; j++) {
     indent(b, 2 + j);
@@ -532,29 +522,18 @@ static int gen_conv_vec(Cg *cg, const Node *n, const ConvView *v, const Win *win
     woff = cg_fmt(cg, "%s + %s", woff, affine(cg, cg_fmt(cg, "q%d", j), v->ws[2 + j], 0));
   }
   const char *in = cg_fmt(cg, "%*s", 2 * (2 + k), "");
-  if (depthwise) {
-    buf_printf(b, "%sconst vec_t xv = *(const vec_t *)(in0 + %s);\n#pragma unroll\n", in, xoff);
-    buf_printf(b, "%sfor (int e = 0; e < %" PRId64 "; e++) acc[e] += %s * %s;\n", in, V,
-               cg_load(cg, t, dom, "xv.e[e]"),
-               cg_load(cg, t, dom, cg_fmt(cg, "in1[%s + e * %" PRId64 "]", woff, v->ws[0])));
-  } else {
-    buf_printf(b, "%sfor (idx_t c = 0; c < %" PRId64 "; c += %" PRId64 ") {\n", in, CG, V);
-    buf_printf(b, "%s  const vec_t xv = *(const vec_t *)(in0 + %s + c);\n", in, xoff);
-    buf_printf(b, "#pragma unroll\n%s  for (int e = 0; e < %" PRId64 "; e++) {\n", in, V);
-    buf_printf(b, "%s    const vec_t wv = *(const vec_t *)(in1 + %s + c + e * %" PRId64 ");\n",
-               in, woff, v->ws[0]);
-    buf_printf(b, "#pragma unroll\n%s    for (int u = 0; u < %" PRId64 "; u++) acc[e] += %s * %s;\n",
-               in, V, cg_load(cg, t, dom, "xv.e[u]"), cg_load(cg, t, dom, "wv.e[u]"));
-    buf_printf(b, "%s  }\n%s}\n", in, in);
-  }
+  buf_printf(b, "%sfor (idx_t c = 0; c < %" PRId64 "; c += %" PRId64 ") {\n", in, CG, V);
+  buf_printf(b, "%s  const vec_t xv = *(const vec_t *)(in0 + %s + c), wv = *(const vec_t *)(in1 + %s + c);\n",
+             in, xoff, woff);
+  buf_printf(b, "#pragma unroll\n%s  for (int u = 0; u < %" PRId64 "; u++) acc += %s * %s;\n", in,
+             V, cg_load(cg, t, dom, "xv.e[u]"), cg_load(cg, t, dom, "wv.e[u]"));
+  buf_printf(b, "%s}\n", in);
   for (int j = k - 1; j >= 0; j--) {
     indent(b, 2 + j);
     buf_puts(b, "}\n");
   }
-  buf_printf(b, "#pragma unroll\n    for (int e = 0; e < %" PRId64 "; e++) {\n", V);
-  cg_store_out(cg, n, "i + e", cg_store(cg, t, dom, "acc[e]"), "      ");
-  buf_puts(b, "    }\n");
-  cg_loop_end(cg, n, name, numel / V);
+  cg_store_out(cg, n, "i", cg_store(cg, t, dom, "acc"), "    ");
+  cg_loop_end(cg, n, name, numel);
   return 0;
 }
 
