@@ -255,6 +255,19 @@ static void gc_ldsm4(unsigned *r, const void *p) {
   for (int i = 0; i < 4; i++) memcpy(&r[i], (const unsigned char *)gc_ldsm_row[w][8 * i + l / 4] + 4 * (l % 4), 4);
   gc_warp_bars[w]->arrive_and_wait();
 }
+// ldmatrix.x4.trans: two 16-bit elements of a column of each matrix
+static void gc_ldsm4t(unsigned *r, const void *p) {
+  int w = gc_warp(), l = threadIdx.x & 31;
+  gc_ldsm_row[w][l] = p;
+  gc_warp_bars[w]->arrive_and_wait();
+  for (int i = 0; i < 4; i++) {
+    unsigned short lo, hi;
+    memcpy(&lo, (const unsigned char *)gc_ldsm_row[w][8 * i + 2 * (l % 4)] + 2 * (l / 4), 2);
+    memcpy(&hi, (const unsigned char *)gc_ldsm_row[w][8 * i + 2 * (l % 4) + 1] + 2 * (l / 4), 2);
+    r[i] = lo | (unsigned)hi << 16;
+  }
+  gc_warp_bars[w]->arrive_and_wait();
+}
 // cp.async: copied at once, so every wait has nothing left to wait for
 template <class T, class I> static void gc_cp16(void *dst, const T *base, I at, bool ok) {
   if (ok) memcpy(dst, base + at, 16); else memset(dst, 0, 16);
@@ -513,6 +526,12 @@ def cases():
                     "z": np.float32(0)}
     causal_tc_in = {"x": f(1, 100, 100), "t": np.tril(np.ones((100, 100), bool)).reshape(1, 1, 100, 100),
                     "c": np.float32(0.25), "lo": np.float32(-3.4028235e+38)}
+    lmask = np.where(rng.random((1, 1, 1, 300)) < 0.3, -np.inf, 0).astype(np.float32)
+    lmask[..., 290:] = -10000.0  # a padded tail, masked by a finite value
+    long_masked_in = {"q": f(1, 300, 32), "k": f(1, 300, 32), "v": f(1, 300, 32), "m": lmask,
+                      "z": np.float32(0)}
+    long_causal_in = {"x": f(1, 300, 96), "t": np.tril(np.ones((300, 300), bool)).reshape(1, 1, 300, 300),
+                      "c": np.float32(0.25), "lo": np.float32(-3.4028235e+38)}
     return [
         # nn.c
         ("conv", {"x": x, "w": f(6, 2, 3, 3), "b": f(6)}, "%y = conv(%x, %w, %b) {strides = [2, 3], pads = [1, 0, 2, 1], dilations = [2, 1], group = 2}"),
@@ -712,6 +731,26 @@ def cases():
         # of a bf16 tie, a step apart, and move their row's probabilities and output by about
         # a step of the largest of them times a value: atol 2^-8 x 0.1 x 3)
         ("bf16_attention_tc_many_heads", {"q": f(264, 70, 16) / 4, "k": f(264, 16, 70), "v": f(264, 70, 16)},
+         "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)", 1.2e-3),
+        # long key counts, none a multiple of the tile (a masked tail): several heads,
+        # masks (a fully masked key range), a causal triangle, Whisper's 1500 keys of head size
+        # 64, head size 128 (tiles of 32 keys); blocks of 32 query rows with four key slices
+        # of each tile (few heads), 64 rows with two (70 heads) and 128 rows with one (140)
+        ("bf16_attention_tc_long_masked", long_masked_in, attn_masked(1, 300, 2, 16)),
+        ("fp16_attention_tc_long_causal", long_causal_in, attn_causal(300, 2, 16)),
+        ("fp16_attention_tc_1500", {"q": f(2, 24, 64), "k": f(2, 64, 1500), "v": f(2, 1500, 64),
+                                    "c": np.float32(0.125)},
+         "%s = matmul(%q, %k)\n%d = mul(%s, %c)\n%p = softmax(%d) {axis = -1}\n%y = matmul(%p, %v)"),
+        ("bf16_attention_tc_1500", {"q": f(1, 40, 64), "k": f(1, 64, 1500), "v": f(1, 1500, 64),
+                                    "c": np.float32(0.125)},
+         "%s = matmul(%q, %k)\n%d = mul(%s, %c)\n%p = softmax(%d) {axis = -1}\n%y = matmul(%p, %v)"),
+        ("bf16_attention_tc_head128", {"q": f(3, 20, 128) / 4, "k": f(3, 128, 200) / 4, "v": f(3, 200, 64)},
+         "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)"),
+        # (one score lands on the other side of an f16 tie, as in many_heads; the kernel
+        # before key slices gave the same answer)
+        ("fp16_attention_tc_two_slices", {"q": f(70, 70, 16) / 4, "k": f(70, 16, 600), "v": f(70, 600, 16)},
+         "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)", 2.5e-4),
+        ("bf16_attention_tc_one_slice", {"q": f(140, 70, 16) / 4, "k": f(140, 16, 300), "v": f(140, 300, 16)},
          "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)", 1.2e-3),
         ("bf16_layer_norm_gelu", {"x": f(4, 64), "s": f(64), "b": f(64)},
          "%n = layer_norm(%x, %s, %b)\n%y = gelu(%n)"),
