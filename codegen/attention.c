@@ -24,6 +24,10 @@
  *   registers. Where the blocks would leave SMs idle (few heads, long sequences: Whisper's
  *   8 x 1500), a block takes fewer rows and its warps split every tile's keys into 2 or 4
  *   slices, their maxima, sums and outputs combined through shared memory at the end.
+ *   A warp takes its slice 32 keys at a time (the scores' registers). The work on each
+ *   score is what dominates, not the products: one ex2 (flushing subnormals), no masking
+ *   but in a partial last tile (rows past the last query compute what no one stores), and
+ *   the probabilities rounded once, straight into the A fragment's pairs.
  *   Two passes over the keys: the first finds each row's max and sum of exponentials (the
  *   sum rescaled when the max grows), the second makes the probabilities exactly as the
  *   softmax node would (exp(s - max) / sum, rounded to its type), applies the post nodes
@@ -32,10 +36,12 @@
  *   warp), which costs a third product where one pass with an online softmax (FlashAttention)
  *   would rescale the outputs instead; but then the probabilities that meet the values
  *   would be exp(s - a running max) rounded before the division, not the softmax's, and
- *   the post nodes (the exporters' NaN masking) would see them unnormalized: the outputs
+ *   the post nodes (the exporters' NaN masking) would see them unnormalized. The outputs
  *   would move by about a step of the type where the unfused nodes agree with the kernel
- *   to ties (emulate.py's bf16 and fp16 cases hold it to that). No row of scores is kept
- *   anywhere, so any number of keys fits.
+ *   to ties: simulated in numpy for this file's emulator cases, 3e-3 by norm in bf16
+ *   (docs/precision.md allows 5e-2 for a model), but 0.5-5% of the elements beyond
+ *   emulate.py's two steps of the type. No row of scores is kept anywhere, so any number
+ *   of keys fits.
  * - Otherwise (f32, odd head sizes) a block computes BR query rows of one head on CUDA
  *   cores: the queries go to shared memory; the keys pass through it BC rows at a time,
  *   each warp computing one row's scores for BC keys (a lane per key); the whole row of
@@ -250,6 +256,22 @@ static void begin_tiles(Cg *cg, const Attn *a, int64_t rows) {
   buf_puts(b, "    }\n");
 }
 
+/* dst = the 16 bits of probability val (an f32 expression) as the post nodes, if any,
+ * make it, each node's value rounded to its type (the last is the values' type: the second
+ * product's operand); the chain's element is at (i, j). */
+static void store_prob_bits(Cg *cg, const Attn *a, const char *val, const char *dst,
+                            const char *ind) {
+  Buf *b = &cg->src;
+  DType t = a->sm->out[0]->type.dtype;
+  if (!a->post) {
+    buf_printf(b, "%s%s = %s.bits;\n", ind, dst, cg_store(cg, t, DOM_F32, val));
+    return;
+  }
+  buf_printf(b, "%s{\n%s  %s sv;\n", ind, ind, cg_ctype(a->m2->in[0]->type.dtype));
+  cg_chain_emit(cg, a->post, a->at, cg_store(cg, t, DOM_F32, val), "sv", cg_fmt(cg, "%s  ", ind));
+  buf_printf(b, "%s  %s = sv.bits;\n%s}\n", ind, dst, ind);
+}
+
 /* ---------------------------------------------------------------- on tensor cores */
 
 enum {
@@ -262,9 +284,10 @@ enum {
 };
 
 /* The tensor-core kernel's shape: rg row groups of 16 queries times ks key slices (a warp
- * each, rg * ks = 8), tiles of tk keys, a slice kc = tk / ks of every tile to a warp. */
+ * each, rg * ks = 8), tiles of tk keys, a slice kc = tk / ks of every tile to a warp, which
+ * takes kw keys of it at a time (32 at most: the scores' registers). */
 typedef struct MmaShape {
-  int64_t rg, ks, tk, kc, nkt; /* ... and nkt tiles */
+  int64_t rg, ks, tk, kc, kw, nkt; /* ... and nkt tiles */
   bool keep;                   /* the first pass's scores stay in registers for the second */
 } MmaShape;
 
@@ -305,6 +328,7 @@ static bool mma_shape(const Cg *cg, const Attn *a, MmaShape *m) {
     m->ks = ks;
   }
   m->kc = m->tk / m->ks;
+  m->kw = m->kc < 32 ? m->kc : 32;
   m->nkt = (a->sk + m->tk - 1) / m->tk;
   m->keep = a->sm->in[0]->type.dtype == t && m->nkt * m->kc <= MMA_KEEP;
   return true;
@@ -413,6 +437,25 @@ static int tile_loads(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
   return n;
 }
 
+/* The kept scores of the warp's keys jw.. (registers: constant indices in unrolled loops) */
+static const char *kept(Cg *cg, const MmaShape *m) {
+  return m->kw < m->kc ? cg_fmt(cg, "sp[jt * %" PRId64 " + kh]", m->kc / m->kw) : "sp[jt]";
+}
+
+/* Indents what the kernel's source holds from offset `from` on by two more spaces. */
+static void indent_from(Cg *cg, size_t from) {
+  Buf *b = &cg->src;
+  const char *text = cg_fmt(cg, "%s", b->s + from);
+  b->len = from;
+  b->s[from] = '\0';
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    int n = nl ? (int)(nl - p) + 1 : (int)strlen(p);
+    buf_printf(b, "%s%.*s", *p == '#' || *p == '\n' ? "" : "  ", n, p);
+    p += n;
+  }
+}
+
 /* A pass over the key tiles, two stages in flight: tile jt + 1's copies start before tile
  * jt's math, which `body` emits (keys j0.. of stage st; the warp's slice from jw). */
 static void emit_pass(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
@@ -427,10 +470,10 @@ static void emit_pass(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
   if (m->keep)
     buf_puts(b, "#pragma unroll\n");
   buf_printf(b, "    for (int jt = 0; jt < %" PRId64 "; jt++) {\n"
-             "      const int j0 = jt * %" PRId64 ", jw = j0 + ks * %" PRId64 ", st = jt & 1;\n"
+             "      const int j0 = jt * %" PRId64 ", st = jt & 1;\n"
              "      if (jt + 1 < %" PRId64 ") {\n"
              "        const int jn = j0 + %" PRId64 ", sn = st ^ 1;\n",
-             m->nkt, m->tk, m->kc, m->nkt, m->tk);
+             m->nkt, m->tk, m->nkt, m->tk);
   for (int i = 0; i < n; i++)
     emit_load(cg, &l[i], "        ");
   buf_puts(b, "      }\n      gc_cp_commit();\n      gc_cp_wait<1>();\n");
@@ -438,18 +481,48 @@ static void emit_pass(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
   for (int i = 0; i < n; i++)
     emit_load_scale(cg, &l[i], "      ");
   buf_puts(b, "      __syncthreads();\n");
-  body(cg, a, m);
+  if (m->kw == m->kc) {
+    buf_printf(b, "      const int jw = j0 + ks * %" PRId64 "; /* the warp's keys */\n", m->kc);
+    body(cg, a, m);
+  } else {
+    buf_printf(b, "#pragma unroll\n"
+               "      for (int kh = 0; kh < %" PRId64 "; kh++) {\n"
+               "        const int jw = j0 + ks * %" PRId64 " + kh * %" PRId64 "; /* the warp's keys */\n",
+               m->kc / m->kw, m->kc, m->kw);
+    size_t from = b->len;
+    body(cg, a, m);
+    indent_from(cg, from);
+    buf_puts(b, "      }\n");
+  }
   buf_puts(b, "      __syncthreads();\n    }\n");
 }
 
-/* The element (i, j) of the scores that accumulator e of n8 tile nt holds, clamped into
- * the scores (so that the chains read inside their inputs), and ok: whether it is one. */
-static void emit_element(Cg *cg, const Attn *a, const char *ind) {
+/* For chain k: the element (i, j) of the scores that accumulator e of n8 tile nt holds,
+ * clamped into the scores (so that the chain reads inside its inputs: rows past the last
+ * query compute what no one stores, keys past the last are masked after). */
+static void emit_element(Cg *cg, const Attn *a, const PwKernel *k, const char *ind) {
+  if (k)
+    buf_printf(&cg->src,
+               "%sconst int i = min(ia + (e >> 1) * 8, %" PRId64 "), "
+               "j = min(jw + nt * 8 + 2 * t4 + (e & 1), %" PRId64 ");\n",
+               ind, a->sq - 1, a->sk - 1);
+}
+
+/* Where the last tile is partial, for the warp's elements e of n8 tile nt past the last
+ * key: arr[nt][e] = x, or (pairs) arr[nt][e >> 1] &= x. */
+static void emit_tail(Cg *cg, const Attn *a, const MmaShape *m, const char *arr, const char *x) {
+  if (a->sk % m->tk == 0)
+    return;
   buf_printf(&cg->src,
-             "%sconst int ie = ia + (e >> 1) * 8, je = jw + nt * 8 + 2 * t4 + (e & 1);\n"
-             "%sconst bool ok = ie < %" PRId64 " && je < %" PRId64 ";\n"
-             "%sconst int i = min(ie, %" PRId64 "), j = min(je, %" PRId64 ");\n",
-             ind, ind, a->sq, a->sk, ind, a->sq - 1, a->sk - 1);
+             "      if (j0 + %" PRId64 " > %" PRId64 ") /* the last tile: keys past the end */\n"
+             "#pragma unroll\n"
+             "        for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+             "#pragma unroll\n"
+             "          for (int e = 0; e < 4; e++)\n"
+             "            if (jw + nt * 8 + 2 * t4 + (e & 1) >= %" PRId64 ") %s;\n",
+             m->tk, a->sk, m->kw / 8, a->sk,
+             strcmp(arr, "pp") ? cg_fmt(cg, "%s[nt][e] = %s", arr, x)
+                               : cg_fmt(cg, "%s[nt][e >> 1] &= %s", arr, x));
 }
 
 /* The warp's scores of its slice of the tile: s[nt][e] for key jw + nt * 8 + 2 t4 + (e & 1)
@@ -458,20 +531,20 @@ static void emit_element(Cg *cg, const Attn *a, const char *ind) {
 static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
   Buf *b = &cg->src;
   const char *mma = a->q.view.base->type.dtype == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
-  buf_printf(b, "      float s[%" PRId64 "][4] = {};\n", m->kc / 8);
+  buf_printf(b, "      float s[%" PRId64 "][4] = {};\n", m->kw / 8);
   buf_printf(b, "#pragma unroll\n      for (int kk = 0; kk < %" PRId64 "; kk++)\n", a->d / 16);
   buf_printf(b, "#pragma unroll\n        for (int nt = 0; nt < %" PRId64 "; nt += 2) {\n"
              "          unsigned fb[4];\n"
              "          gc_ldsm4(fb, &sm.st[st].k[jw - j0 + nt * 8 + (lm >> 1) * 8 + lr][kk * 8 + "
              "(lm & 1) * 4]);\n"
              "          %s(s[nt], qf[kk], fb);\n"
-             "          %s(s[nt + 1], qf[kk], fb + 2);\n        }\n", m->kc / 8, mma, mma);
-  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kc / 8);
+             "          %s(s[nt + 1], qf[kk], fb + 2);\n        }\n", m->kw / 8, mma, mma);
+  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
-  emit_element(cg, a, "          ");
-  buf_puts(b, "          float x;\n");
-  store_score(cg, a->pre, a->m1, a->at, "s[nt][e]", "x", "          ");
-  buf_puts(b, "          s[nt][e] = ok ? x : -GC_INF;\n        }\n");
+  emit_element(cg, a, a->pre, "          ");
+  store_score(cg, a->pre, a->m1, a->at, "s[nt][e]", "s[nt][e]", "          ");
+  buf_puts(b, "        }\n");
+  emit_tail(cg, a, m, "s", "-GC_INF");
 }
 
 /* Pass 1's tile: the scores, the running max and sum of exponentials of the lane's two
@@ -488,13 +561,13 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
       "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 1));\n"
       "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 2));\n"
       "        const float ref = isinf(m) ? 0.f : m, rl = ref * L2E;\n"
-      "        float l = isinf(mx[h]) ? 0.f : sum[h] * exp2f(fmaf(mx[h], L2E, -rl));\n"
+      "        float l = isinf(mx[h]) ? 0.f : sum[h] * gc_ex2(fmaf(mx[h], L2E, -rl));\n"
       "#pragma unroll\n"
-      "        for (int nt = 0; nt < %" PRId64 "; nt++) l += exp2f(fmaf(s[nt][2 * h], L2E, -rl)) + exp2f(fmaf(s[nt][2 * h + 1], L2E, -rl));\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) l += gc_ex2(fmaf(s[nt][2 * h], L2E, -rl)) + gc_ex2(fmaf(s[nt][2 * h + 1], L2E, -rl));\n"
       "        mx[h] = m;\n"
       "        sum[h] = l;\n"
       "      }\n",
-      m->kc / 8, m->kc / 8);
+      m->kw / 8, m->kw / 8);
   if (!m->keep)
     return;
   DType t = a->q.view.base->type.dtype;
@@ -502,8 +575,8 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
                             cg_store(cg, t, DOM_F32, "s[nt][%d]"), cg_store(cg, t, DOM_F32, "s[nt][%d]"));
   buf_printf(b, "#pragma unroll\n"
              "      for (int nt = 0; nt < %" PRId64 "; nt++) {\n"
-             "        sp[jt][nt][0] = %s;\n        sp[jt][nt][1] = %s;\n      }\n",
-             m->kc / 8, cg_fmt(cg, pack, 0, 1), cg_fmt(cg, pack, 2, 3));
+             "        %s[nt][0] = %s;\n        %s[nt][1] = %s;\n      }\n",
+             m->kw / 8, kept(cg, m), cg_fmt(cg, pack, 0, 1), kept(cg, m), cg_fmt(cg, pack, 2, 3));
 }
 
 /* Pass 2's tile: the scores (kept or computed again), the probabilities as the softmax and
@@ -520,24 +593,24 @@ static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
                "      for (int nt = 0; nt < %" PRId64 "; nt++)\n"
                "#pragma unroll\n"
                "        for (int e = 0; e < 4; e++) s[nt][e] = %s;\n",
-               m->kc / 8, m->kc / 8, cg_fmt(cg, half, "sp[jt][nt][e >> 1] >> (e & 1) * 16 & 0xffffu"));
+               m->kw / 8, m->kw / 8, cg_fmt(cg, half, cg_fmt(cg, "%s[nt][e >> 1] >> (e & 1) * 16 & 0xffffu", kept(cg, m))));
   } else {
     emit_scores(cg, a, m);
   }
-  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kc / 8);
+  buf_printf(b, "      unsigned pp[%" PRId64 "][2]; /* the probabilities, pairs of 16 bits */\n", m->kw / 8);
+  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
-  emit_element(cg, a, "          ");
-  buf_puts(b, "          const float prob = exp2f(fmaf(s[nt][e], L2E, -mxl[e >> 1])) * rs[e >> 1];\n"
-              "          float x;\n");
-  store_score(cg, a->post, a->sm, a->at, "prob", "x", "          ");
-  const char *bits = cg_fmt(cg, "(unsigned)%s.bits", cg_store(cg, t, DOM_F32, "%s"));
+  emit_element(cg, a, a->post, "          ");
+  buf_puts(b, "          const float prob = gc_ex2(fmaf(s[nt][e], L2E, -mxl[e >> 1])) * rs[e >> 1];\n");
+  buf_puts(b, "          unsigned x;\n");
+  store_prob_bits(cg, a, "prob", "x", "          ");
+  buf_puts(b, "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | x << 16 : x;\n        }\n");
+  emit_tail(cg, a, m, "pp", "e & 1 ? 0xffffu : 0xffff0000u");
   buf_printf(b,
-      "          s[nt][e] = ok ? x : 0.f;\n        }\n"
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk++) {\n"
       "        /* the accumulators of keys kk * 16.. are the A fragment of those keys */\n"
-      "        const unsigned fa[4] = {%s | %s << 16, %s | %s << 16,\n"
-      "                                %s | %s << 16, %s | %s << 16};\n"
+      "        const unsigned fa[4] = {pp[2 * kk][0], pp[2 * kk][1], pp[2 * kk + 1][0], pp[2 * kk + 1][1]};\n"
       "#pragma unroll\n"
       "        for (int nt = 0; nt < %" PRId64 "; nt += 2) {\n"
       "          unsigned fb[4];\n"
@@ -546,11 +619,7 @@ static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
       "          %s(o[nt + 1], fa, fb + 2);\n"
       "        }\n"
       "      }\n",
-      m->kc / 16, cg_fmt(cg, bits, "s[2 * kk][0]"), cg_fmt(cg, bits, "s[2 * kk][1]"),
-      cg_fmt(cg, bits, "s[2 * kk][2]"), cg_fmt(cg, bits, "s[2 * kk][3]"),
-      cg_fmt(cg, bits, "s[2 * kk + 1][0]"), cg_fmt(cg, bits, "s[2 * kk + 1][1]"),
-      cg_fmt(cg, bits, "s[2 * kk + 1][2]"), cg_fmt(cg, bits, "s[2 * kk + 1][3]"), a->dv / 8,
-      mma, mma);
+      m->kw / 16, a->dv / 8, mma, mma);
 }
 
 static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
@@ -610,8 +679,8 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
       "    float mx[2] = {-GC_INF, -GC_INF}, sum[2] = {0.f, 0.f};\n",
       a->d / 16, a->d / 16);
   if (m->keep)
-    buf_printf(b, "    unsigned sp[%" PRId64 "][%" PRId64 "][2]; /* the scores, kept */\n", m->nkt,
-               m->kc / 8);
+    buf_printf(b, "    unsigned sp[%" PRId64 "][%" PRId64 "][2]; /* the scores, kept */\n",
+               m->nkt * (m->kc / m->kw), m->kw / 8);
   buf_puts(b, "    /* pass 1: each row's max and its sum of exponentials, rescaled as the max grows */\n");
   emit_pass(cg, a, m, true, false, emit_stats);
   buf_puts(b, "    float rs[2], mxl[2]; /* 1 / the sum, the max times log2(e) */\n"
@@ -634,7 +703,7 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
     buf_printf(b, "      for (int k = 0; k < %" PRId64 "; k++) m = fmax(m, stat[k][row][0]);\n"
                "      const float rl = isinf(m) ? 0.f : m * L2E;\n"
                "      for (int k = 0; k < %" PRId64 "; k++)\n"
-               "        if (!isinf(stat[k][row][0])) l += stat[k][row][1] * exp2f(fmaf(stat[k][row][0], L2E, -rl));\n"
+               "        if (!isinf(stat[k][row][0])) l += stat[k][row][1] * gc_ex2(fmaf(stat[k][row][0], L2E, -rl));\n"
                "      mx[h] = m;\n"
                "      sum[h] = l;\n", ks, ks);
   }

@@ -659,6 +659,8 @@ static const char *const preamble[] = {
     "__device__ __forceinline__ void gc_mma_f16(float *c, const unsigned *a, const unsigned *b) { asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
     "// the same with A 16x8 and B 8x8 of TF32 values (f32 bits, rounded by gc_tf32): mma.m16n8k8\n"
     "__device__ __forceinline__ void gc_mma_tf32(float *c, const unsigned *a, const unsigned *b) { asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    "// 2^x, flushing subnormal results to zero (one instruction where exp2f takes four)\n"
+    "__device__ __forceinline__ float gc_ex2(float x) { float r; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n"
     "// ldmatrix.x4: four 8x8 matrices of 16-bit values (8 rows of 16 bytes: four 32-bit slots),\n"
     "// lanes 8i..8i+7 giving matrix i's rows; r[i] gets row lane / 4, slot lane % 4 of matrix i\n"
     "__device__ __forceinline__ void gc_ldsm4(unsigned *r, const void *p) { asm volatile(\"{ .reg .u64 a; .reg .u32 s; cvta.to.shared.u64 a, %4; cvt.u32.u64 s, a; ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [s]; }\" : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"l\"(p)); }\n"

@@ -255,6 +255,8 @@ static void gc_ldsm4(unsigned *r, const void *p) {
   for (int i = 0; i < 4; i++) memcpy(&r[i], (const unsigned char *)gc_ldsm_row[w][8 * i + l / 4] + 4 * (l % 4), 4);
   gc_warp_bars[w]->arrive_and_wait();
 }
+// ex2.approx.ftz: subnormal results flushed to zero
+static inline float gc_ex2(float x) { const float r = exp2f(x); return r < 0x1p-126f ? 0.f : r; }
 // ldmatrix.x4.trans: two 16-bit elements of a column of each matrix
 static void gc_ldsm4t(unsigned *r, const void *p) {
   int w = gc_warp(), l = threadIdx.x & 31;
