@@ -317,16 +317,19 @@ static bool mma_shape(const Cg *cg, const Attn *a, MmaShape *m) {
   if (mma_smem(a, m->rg, 1, m->tk) > smem)
     return false;
   /* warps to key slices (fewer rows a block) while a block's rows would cover a head's
-   * queries twice over or the blocks would leave SMs without one: Whisper's 8 heads of
-   * 1500 queries make 96 blocks of 128 rows, 192 of 64 */
+   * queries twice over or the blocks would leave SMs without one, and every slice has
+   * keys: Whisper's 8 heads of 1500 queries make 96 blocks of 128 rows, 192 of 64 */
   for (;;) {
     int64_t rg = m->rg / 2, ks = MMA_WARPS / rg, rows = m->rg * 16;
     bool want = rg * 16 >= a->sq || a->batch * ((a->sq + rows - 1) / rows) < cg->target->sms;
-    if (rg < 2 || m->tk / ks < 16 || !want || mma_smem(a, rg, ks, m->tk) > smem)
+    if (rg < 2 || m->tk / ks < 16 || 16 * (ks - 1) >= a->sk || !want ||
+        mma_smem(a, rg, ks, m->tk) > smem)
       break;
     m->rg = rg;
     m->ks = ks;
   }
+  while (m->tk / 2 >= a->sk && m->tk / 2 >= 16 * m->ks) /* no tile of keys only past the end */
+    m->tk /= 2;
   m->kc = m->tk / m->ks;
   m->kw = m->kc < 32 ? m->kc : 32;
   m->nkt = (a->sk + m->tk - 1) / m->tk;
@@ -508,9 +511,9 @@ static void emit_element(Cg *cg, const Attn *a, const PwKernel *k, const char *i
                ind, a->sq - 1, a->sk - 1);
 }
 
-/* Where the last tile is partial, for the warp's elements e of n8 tile nt past the last
- * key: arr[nt][e] = x, or (pairs) arr[nt][e >> 1] &= x. */
-static void emit_tail(Cg *cg, const Attn *a, const MmaShape *m, const char *arr, const char *x) {
+/* Where the last tile is partial: statement `stmt` for the warp's elements e of n8 tile nt
+ * past the last key. */
+static void emit_tail(Cg *cg, const Attn *a, const MmaShape *m, const char *stmt) {
   if (a->sk % m->tk == 0)
     return;
   buf_printf(&cg->src,
@@ -520,13 +523,11 @@ static void emit_tail(Cg *cg, const Attn *a, const MmaShape *m, const char *arr,
              "#pragma unroll\n"
              "          for (int e = 0; e < 4; e++)\n"
              "            if (jw + nt * 8 + 2 * t4 + (e & 1) >= %" PRId64 ") %s;\n",
-             m->tk, a->sk, m->kw / 8, a->sk,
-             strcmp(arr, "pp") ? cg_fmt(cg, "%s[nt][e] = %s", arr, x)
-                               : cg_fmt(cg, "%s[nt][e >> 1] &= %s", arr, x));
+             m->tk, a->sk, m->kw / 8, a->sk, stmt);
 }
 
 /* The warp's scores of its slice of the tile: s[nt][e] for key jw + nt * 8 + 2 t4 + (e & 1)
- * of row ia + (e >> 1) * 8, after the pre nodes; -inf outside the scores. The keys'
+ * of row ia + (e >> 1) * 8, after the pre nodes; -inf past the last key. The keys'
  * fragments by ldmatrix: two n8 tiles' of 16 dims at a time. */
 static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
   Buf *b = &cg->src;
@@ -544,7 +545,7 @@ static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
   emit_element(cg, a, a->pre, "          ");
   store_score(cg, a->pre, a->m1, a->at, "s[nt][e]", "s[nt][e]", "          ");
   buf_puts(b, "        }\n");
-  emit_tail(cg, a, m, "s", "-GC_INF");
+  emit_tail(cg, a, m, "s[nt][e] = -GC_INF");
 }
 
 /* Pass 1's tile: the scores, the running max and sum of exponentials of the lane's two
@@ -605,7 +606,7 @@ static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
   buf_puts(b, "          unsigned x;\n");
   store_prob_bits(cg, a, "prob", "x", "          ");
   buf_puts(b, "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | x << 16 : x;\n        }\n");
-  emit_tail(cg, a, m, "pp", "e & 1 ? 0xffffu : 0xffff0000u");
+  emit_tail(cg, a, m, "pp[nt][e >> 1] &= e & 1 ? 0xffffu : 0xffff0000u");
   buf_printf(b,
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk++) {\n"

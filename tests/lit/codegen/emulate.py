@@ -754,6 +754,9 @@ def cases():
          "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)", 2.5e-4),
         ("bf16_attention_tc_one_slice", {"q": f(140, 70, 16) / 4, "k": f(140, 16, 300), "v": f(140, 300, 16)},
          "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)", 1.2e-3),
+        # 5 keys (a tile of 16), head sizes 48 and 80
+        ("bf16_attention_tc_few_keys", {"q": f(2, 3, 48), "k": f(2, 48, 5) / 4, "v": f(2, 5, 80)},
+         "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)"),
         ("bf16_layer_norm_gelu", {"x": f(4, 64), "s": f(64), "b": f(64)},
          "%n = layer_norm(%x, %s, %b)\n%y = gelu(%n)"),
         ("fp16_softmax_scale", {"x": f(6, 300), "s": f(300)}, "%p = softmax(%x)\n%y = mul(%p, %s)"),
