@@ -757,6 +757,9 @@ def cases():
         # kernel of 2026-11-25 gave the same answer)
         ("bf16_attention_tc_one_slice", {"q": f(4, 70, 16) / 4, "k": f(4, 16, 300), "v": f(4, 300, 16)},
          "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)", 1.2e-3, ["--sms=4"]),
+        # values through registers (rows of 100 elements), the scores computed again
+        ("fp16_attention_tc_split_one_slice", dict(long_causal_in, x=f(1, 300, 100)),
+         attn_causal(300, 2, 16, rest=4), 1e-5, ["--sms=1"]),
         # 5 keys (a tile of 16), head sizes 48 and 80
         ("bf16_attention_tc_few_keys", {"q": f(2, 3, 48), "k": f(2, 48, 5) / 4, "v": f(2, 5, 80)},
          "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)"),
