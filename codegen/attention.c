@@ -318,7 +318,10 @@ static bool mma_shape(const Cg *cg, const Attn *a, MmaShape *m) {
     return false;
   /* warps to key slices (fewer rows a block) while a block's rows would cover a head's
    * queries twice over or the blocks would leave SMs without one, and every slice has
-   * keys: Whisper's 8 heads of 1500 queries make 96 blocks of 128 rows, 192 of 64 */
+   * keys: Whisper's 8 heads of 1500 queries make 96 blocks of 128 rows, 192 of 64. An
+   * untimed rule: fewer rows a block fill the SMs more evenly but read the keys and values
+   * from L2 more often. Once codegen can emit choice steps (codegen.h's ChoiceStep), the
+   * runtime could time the shapes (and keep) instead. */
   for (;;) {
     int64_t rg = m->rg / 2, ks = MMA_WARPS / rg, rows = m->rg * 16;
     bool want = rg * 16 >= a->sq || a->batch * ((a->sq + rows - 1) / rows) < cg->target->sms;
