@@ -14,13 +14,34 @@
  * would round it; the math is f32, the sums in the reference's order up to the order of
  * additions. Two kernels:
  *
- * - 16-bit operands (bf16, f16; head sizes a multiple of 16) run on tensor cores
- *   (mma.m16n8k16, f32 accumulators). A warp owns 16 query rows, their queries in
- *   registers; the keys pass through shared memory BC at a time, twice: the first pass
- *   finds each row's max and sum of exponentials (the sum rescaled when the max grows),
- *   the second recomputes the scores, makes the probabilities as the softmax would and
- *   multiplies them, straight from the accumulators, by the values' tile. No row of
- *   scores is kept anywhere, so any number of keys fits.
+ * - 16-bit operands (bf16, f16; head sizes a multiple of 16, up to 128) run on tensor
+ *   cores (mma.m16n8k16, f32 accumulators). A block of 8 warps owns up to 128 query rows,
+ *   a warp 16 of them, their queries in registers (ldmatrix). The keys and the values pass
+ *   through shared memory a tile of 64 (32 for large heads) at a time, copied by cp.async
+ *   in two stages: tile jt + 1 is in flight while tile jt is multiplied, its fragments
+ *   read by ldmatrix (.trans for the values, which stay rows of keys as in memory). Rows
+ *   of 16-byte vectors are copied (scaled in place after they arrive); others go through
+ *   registers. Where the blocks would leave SMs idle (few heads, long sequences: Whisper's
+ *   8 x 1500), a block takes fewer rows and its warps split every tile's keys into 2 or 4
+ *   slices, their maxima, sums and outputs combined through shared memory at the end.
+ *   A warp takes its slice 32 keys at a time (the scores' registers). The work on each
+ *   score is what dominates, not the products: one ex2 (flushing subnormals), no masking
+ *   but in a partial last tile (rows past the last query compute what no one stores), and
+ *   the probabilities rounded once, straight into the A fragment's pairs.
+ *   Two passes over the keys: the first finds each row's max and sum of exponentials (the
+ *   sum rescaled when the max grows), the second makes the probabilities exactly as the
+ *   softmax node would (exp(s - max) / sum, rounded to its type), applies the post nodes
+ *   and multiplies them, straight from the accumulators, by the values' tile. The scores
+ *   are computed again in the second pass unless they fit in registers (up to 256 keys a
+ *   warp), which costs a third product where one pass with an online softmax (FlashAttention)
+ *   would rescale the outputs instead; but then the probabilities that meet the values
+ *   would be exp(s - a running max) rounded before the division, not the softmax's, and
+ *   the post nodes (the exporters' NaN masking) would see them unnormalized. The outputs
+ *   would move by about a step of the type where the unfused nodes agree with the kernel
+ *   to ties: simulated in numpy for this file's emulator cases, 3e-3 by norm in bf16
+ *   (docs/precision.md allows 5e-2 for a model), but 0.5-5% of the elements beyond
+ *   emulate.py's two steps of the type. No row of scores is kept anywhere, so any number
+ *   of keys fits.
  * - Otherwise (f32, odd head sizes) a block computes BR query rows of one head on CUDA
  *   cores: the queries go to shared memory; the keys pass through it BC rows at a time,
  *   each warp computing one row's scores for BC keys (a lane per key); the whole row of
@@ -235,31 +256,88 @@ static void begin_tiles(Cg *cg, const Attn *a, int64_t rows) {
   buf_puts(b, "    }\n");
 }
 
+/* dst = the 16 bits of probability val (an f32 expression) as the post nodes, if any,
+ * make it, each node's value rounded to its type (the last is the values' type: the second
+ * product's operand); the chain's element is at (i, j). */
+static void store_prob_bits(Cg *cg, const Attn *a, const char *val, const char *dst,
+                            const char *ind) {
+  Buf *b = &cg->src;
+  DType t = a->sm->out[0]->type.dtype;
+  if (!a->post) {
+    buf_printf(b, "%s%s = %s.bits;\n", ind, dst, cg_store(cg, t, DOM_F32, val));
+    return;
+  }
+  buf_printf(b, "%s{\n%s  %s sv;\n", ind, ind, cg_ctype(a->m2->in[0]->type.dtype));
+  cg_chain_emit(cg, a->post, a->at, cg_store(cg, t, DOM_F32, val), "sv", cg_fmt(cg, "%s  ", ind));
+  buf_printf(b, "%s  %s = sv.bits;\n%s}\n", ind, dst, ind);
+}
+
 /* ---------------------------------------------------------------- on tensor cores */
 
 enum {
-  MMA_BC = 64,  /* keys per tile */
-  MMA_KEEP = 4,  /* key tiles whose scores stay in registers between the passes */
-  MMA_WARPS = 8, /* a block's warps: the kernel is written for 8 (row groups x column slices) */
+  MMA_WARPS = 8, /* a block's warps: the kernel is written for 8 (row groups x key slices) */
   MMA_THREADS = MMA_WARPS * 32,
+  MMA_TILE = 64, /* keys a tile at most (halved while two stages do not fit) */
+  MMA_PAD = 4,   /* pairs (8 elements) after each row of a shared tile: the 16-byte rows that
+                    ldmatrix reads at once then fall in different banks */
+  MMA_KEEP = 256, /* keys a warp may keep the scores of in registers between the passes */
 };
 
-/* The tensor-core kernel's rows per block (8 warps: 16 rows each, or 2, 4 warps to a row
- * group splitting the output's columns), or 0 when it does not run a: it needs 16-bit
- * operands of one type, probabilities of that type (they go to the second product as
- * the accumulators hold them), and head sizes that are multiples of 16, up to 128. */
-static int64_t mma_rows(const Cg *cg, const Attn *a) {
+/* The tensor-core kernel's shape: rg row groups of 16 queries times ks key slices (a warp
+ * each, rg * ks = 8), tiles of tk keys, a slice kc = tk / ks of every tile to a warp, which
+ * takes kw keys of it at a time (32 at most: the scores' registers). */
+typedef struct MmaShape {
+  int64_t rg, ks, tk, kc, kw, nkt; /* ... and nkt tiles */
+  bool keep;                   /* the first pass's scores stay in registers for the second */
+} MmaShape;
+
+/* Bytes of the kernel's shared memory: a union of the queries' tile, two stages of the
+ * keys' and the values' tiles and (key slices) the slices' outputs, then their statistics. */
+static int64_t mma_smem(const Attn *a, int64_t rg, int64_t ks, int64_t tk) {
+  int64_t q = rg * 16 * (a->d / 2 + MMA_PAD) * 4;
+  int64_t st = 2 * tk * (a->d / 2 + MMA_PAD + a->dv / 2 + MMA_PAD) * 4;
+  int64_t part = ks > 1 ? rg * 16 * a->dv * 4 : 0;
+  int64_t u = q > st ? q : st;
+  return (u > part ? u : part) + (ks > 1 ? ks * rg * 16 * 2 * 4 : 0);
+}
+
+/* The tensor-core kernel's shape for a, or false when it does not run a: it needs 16-bit
+ * operands of one type, probabilities of that type (they go to the second product as the
+ * accumulators hold them), and head sizes that are multiples of 16, up to 128. */
+static bool mma_shape(const Cg *cg, const Attn *a, MmaShape *m) {
   DType t = a->q.view.base->type.dtype;
   if ((t != DT_BF16 && t != DT_F16) || a->k.view.base->type.dtype != t ||
       a->v.view.base->type.dtype != t || a->m2->in[0]->type.dtype != t || a->d % 16 ||
       a->dv % 16 || a->d > 128 || a->dv > 128)
-    return 0;
-  int64_t br = 128;
-  /* halved while the tiles would not fill the SMs twice over */
-  while (br > 32 && a->dv % (8 * MMA_THREADS / br) == 0 &&
-         (br / 2 >= a->sq || a->batch * ((a->sq + br - 1) / br) < 2 * cg->target->sms))
-    br /= 2;
-  return br;
+    return false;
+  int smem = cg->target->smem_block;
+  *m = (MmaShape){.rg = MMA_WARPS, .ks = 1, .tk = MMA_TILE};
+  while (m->tk > 16 && mma_smem(a, m->rg, 1, m->tk) > smem)
+    m->tk /= 2;
+  if (mma_smem(a, m->rg, 1, m->tk) > smem)
+    return false;
+  /* warps to key slices (fewer rows a block) while a block's rows would cover a head's
+   * queries twice over or the blocks would leave SMs without one, and every slice has
+   * keys: Whisper's 8 heads of 1500 queries make 96 blocks of 128 rows, 192 of 64. An
+   * untimed rule: fewer rows a block fill the SMs more evenly but read the keys and values
+   * from L2 more often. Once codegen can emit choice steps (codegen.h's ChoiceStep), the
+   * runtime could time the shapes (and keep) instead. */
+  for (;;) {
+    int64_t rg = m->rg / 2, ks = MMA_WARPS / rg, rows = m->rg * 16;
+    bool want = rg * 16 >= a->sq || a->batch * ((a->sq + rows - 1) / rows) < cg->target->sms;
+    if (rg < 2 || m->tk / ks < 16 || 16 * (ks - 1) >= a->sk || !want ||
+        mma_smem(a, rg, ks, m->tk) > smem)
+      break;
+    m->rg = rg;
+    m->ks = ks;
+  }
+  while (m->tk / 2 >= a->sk && m->tk / 2 >= 16 * m->ks) /* no tile of keys only past the end */
+    m->tk /= 2;
+  m->kc = m->tk / m->ks;
+  m->kw = m->kc < 32 ? m->kc : 32;
+  m->nkt = (a->sk + m->tk - 1) / m->tk;
+  m->keep = a->sm->in[0]->type.dtype == t && m->nkt * m->kc <= MMA_KEEP;
+  return true;
 }
 
 /* Whether operand o's rows load as 16-byte vectors of 8 elements along dim cd: stride 1
@@ -293,279 +371,395 @@ static const char *scaled(Cg *cg, const Operand *o, const char *fn, const char *
   return o->nscale ? cg_fmt(cg, "%s(%s)", fn, u) : u;
 }
 
-/* Loads `rows` rows of operand o (param p, scaler sc) into the pairs dst[r][c / 2]: row r
- * is element first + r of the dim of stride rs, column c of the dim cd of stride cs, up
- * to `width` columns; rows from `limit` on are zeros. */
-static void emit_rows(Cg *cg, const Operand *o, int p, const char *sc, int cd, int64_t rows,
-                      int64_t width, const char *base, const char *first, int64_t limit,
-                      int64_t rs, const char *dst, const char *ind) {
+/* Rows of an operand bound for a shared tile: operand o (parameter p, scaler sc), `rows`
+ * rows of `width` elements, row r element first + r of the dim of stride rs (rows from
+ * limit on are zeros), column c of dim cd, into the pairs dst[r][c / 2]. */
+typedef struct TileLoad {
+  const Operand *o;
+  int p, cd;
+  const char *sc, *base, *first, *dst;
+  int64_t rows, width, limit, rs;
+} TileLoad;
+
+/* Starts tile load l: rows of 16-byte vectors by cp.async (16 bytes of zeros past the
+ * limit), in flight until the caller waits for them, others through registers, scaled on
+ * the way. */
+static void emit_load(Cg *cg, const TileLoad *l, const char *ind) {
   Buf *b = &cg->src;
-  int64_t cs = o->view.stride[cd];
-  bool vec = vec8(o, cd);
-  int per = vec ? 8 : 2; /* elements a thread loads at once */
-  buf_printf(b, "%sfor (int e = tid; e < %" PRId64 "; e += %d) {\n", ind, rows * width / per,
+  const Operand *o = l->o;
+  if (vec8(o, l->cd)) {
+    buf_printf(b, "%sfor (int e = tid; e < %" PRId64 "; e += %d) {\n", ind,
+               l->rows * l->width / 8, MMA_THREADS);
+    buf_printf(b, "%s  const int r = e / %" PRId64 ", c = e %% %" PRId64 " * 8;\n", ind,
+               l->width / 8, l->width / 8);
+    buf_printf(b, "%s  gc_cp16(&%s[r][c / 2], in%d, %s + (idx_t)(%s + r) * %" PRId64 " + c, "
+               "%s + r < %" PRId64 ");\n%s}\n", ind, l->dst, l->p, l->base, l->first, l->rs,
+               l->first, l->limit, ind);
+    return;
+  }
+  int64_t cs = o->view.stride[l->cd];
+  const char *el = scaled(cg, o, l->sc, cg_fmt(cg, "(unsigned)in%d[%s + (idx_t)(%s + r) * %" PRId64
+                                               " + (idx_t)(c + %%d) * %" PRId64 "].bits",
+                                               l->p, l->base, l->first, l->rs, cs));
+  buf_printf(b, "%sfor (int e = tid; e < %" PRId64 "; e += %d) {\n", ind, l->rows * l->width / 2,
              MMA_THREADS);
-  buf_printf(b, "%s  const int r = e / %" PRId64 ", c = e %% %" PRId64 " * %d;\n", ind,
-             width / per, width / per, per);
-  if (vec) {
-    buf_printf(b, "%s  gc_vec<unsigned, 4> u = {};\n", ind);
-    buf_printf(b, "%s  if (%s + r < %" PRId64 ") u = *(const gc_vec<unsigned, 4> *)(in%d + %s + "
-               "(idx_t)(%s + r) * %" PRId64 " + c);\n", ind, first, limit, p, base, first, rs);
-    if (o->nscale)
-      buf_printf(b, "%s  for (int h = 0; h < 4; h++) u.e[h] = %s | %s << 16;\n", ind,
-                 scaled(cg, o, sc, "u.e[h] & 0xffffu"), scaled(cg, o, sc, "u.e[h] >> 16"));
-    buf_printf(b, "%s  *(gc_vec<unsigned, 4> *)&%s[r][c / 2] = u;\n%s}\n", ind, dst, ind);
-    return;
-  }
-  const char *el = scaled(cg, o, sc, cg_fmt(cg, "(unsigned)in%d[%s + (idx_t)(%s + r) * %" PRId64
-                                            " + (idx_t)(c + %%d) * %" PRId64 "].bits",
-                                            p, base, first, rs, cs));
-  buf_printf(b, "%s  %s[r][c / 2] = %s + r < %" PRId64 " ? %s | %s << 16 : 0u;\n%s}\n", ind, dst,
-             first, limit, cg_fmt(cg, el, 0), cg_fmt(cg, el, 1), ind);
+  buf_printf(b, "%s  const int r = e / %" PRId64 ", c = e %% %" PRId64 " * 2;\n", ind,
+             l->width / 2, l->width / 2);
+  buf_printf(b, "%s  %s[r][c / 2] = %s + r < %" PRId64 " ? %s | %s << 16 : 0u;\n%s}\n", ind,
+             l->dst, l->first, l->limit, cg_fmt(cg, el, 0), cg_fmt(cg, el, 1), ind);
 }
 
-/* The values' tile, keys j0.. as pairs of rows: sm.kv.v[t][jp] holds column t of
- * keys j0 + 2 jp and j0 + 2 jp + 1 (the B operand of P V), zeros past the last key. A warp
- * stores eight columns of all 32 pairs (each lane loading 16 bytes of two rows), so that
- * its stores fall in 32 banks, as the fragments' loads do. */
-static void emit_values(Cg *cg, const Attn *a) {
-  Buf *b = &cg->src;
-  const Operand *o = &a->v;
-  int cd = o->view.rank - 1;
-  int64_t rs = o->view.stride[cd - 1], cs = o->view.stride[cd], dv = a->dv;
-  if (vec8(o, cd)) {
-    buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", MMA_BC / 2 * dv / 8,
-               MMA_THREADS);
-    buf_printf(b, "        const int jp = e %% %d, c = e / %d * 8, j = j0 + 2 * jp;\n", MMA_BC / 2,
-               MMA_BC / 2);
-    buf_puts(b, "        gc_vec<unsigned, 4> u0 = {}, u1 = {};\n");
-    for (int h = 0; h < 2; h++)
-      buf_printf(b, "        if (j + %d < %" PRId64 ") u%d = *(const gc_vec<unsigned, 4> *)(in2 + vb + "
-                 "(idx_t)(j + %d) * %" PRId64 " + c);\n", h, a->sk, h, h, rs);
-    buf_puts(b, "        for (int h = 0; h < 4; h++) {\n");
-    for (int h = 0; h < 2 && o->nscale; h++)
-      buf_printf(b, "          u%d.e[h] = %s | %s << 16;\n", h,
-                 scaled(cg, o, "scv", cg_fmt(cg, "u%d.e[h] & 0xffffu", h)),
-                 scaled(cg, o, "scv", cg_fmt(cg, "u%d.e[h] >> 16", h)));
-    buf_puts(b, "          sm.kv.v[c + 2 * h][jp] = (u0.e[h] & 0xffffu) | u1.e[h] << 16;\n"
-                "          sm.kv.v[c + 2 * h + 1][jp] = u0.e[h] >> 16 | (u1.e[h] & 0xffff0000u);\n"
-                "        }\n      }\n");
+/* Once tile load l has arrived: the scales of the rows it copied by cp.async, applied in
+ * place by the threads that copied them (the copies a thread waited for are its own). */
+static void emit_load_scale(Cg *cg, const TileLoad *l, const char *ind) {
+  const Operand *o = l->o;
+  if (!o->nscale || !vec8(o, l->cd))
     return;
-  }
-  const char *el = scaled(cg, o, "scv", cg_fmt(cg, "(unsigned)in2[vb + (idx_t)(j + %%d) * %" PRId64
-                                               " + (idx_t)t * %" PRId64 "].bits", rs, cs));
-  buf_printf(b, "      for (int e = tid; e < %" PRId64 "; e += %d) {\n", MMA_BC / 2 * dv, MMA_THREADS);
-  buf_printf(b, "        const int t = e %% %" PRId64 ", jp = e / %" PRId64 ", j = j0 + 2 * jp;\n",
-             dv, dv);
-  buf_printf(b, "        sm.kv.v[t][jp] = (j < %" PRId64 " ? %s : 0u) | (j + 1 < %" PRId64
-             " ? %s : 0u) << 16;\n      }\n", a->sk, cg_fmt(cg, el, 0), a->sk, cg_fmt(cg, el, 1));
-}
-
-/* The element (i, j) of the scores that accumulator e of n8 tile nt holds, clamped into
- * the scores (so that the chains read inside their inputs), and ok: whether it is one. */
-static void emit_element(Cg *cg, const Attn *a, const char *ind) {
   buf_printf(&cg->src,
-             "%sconst int ie = ia + (e >> 1) * 8, je = j0 + nt * 8 + 2 * t4 + (e & 1);\n"
-             "%sconst bool ok = ie < %" PRId64 " && je < %" PRId64 ";\n"
-             "%sconst int i = min(ie, %" PRId64 "), j = min(je, %" PRId64 ");\n",
-             ind, ind, a->sq, a->sk, ind, a->sq - 1, a->sk - 1);
+             "%sfor (int e = tid; e < %" PRId64 "; e += %d) {\n"
+             "%s  const int r = e / %" PRId64 ", c = e %% %" PRId64 " * 8;\n"
+             "%s  unsigned *u = &%s[r][c / 2];\n"
+             "%s  if (%s + r < %" PRId64 ")\n"
+             "%s    for (int h = 0; h < 4; h++) u[h] = %s | %s << 16;\n"
+             "%s}\n",
+             ind, l->rows * l->width / 8, MMA_THREADS, ind, l->width / 8, l->width / 8, ind,
+             l->dst, ind, l->first, l->limit, ind, scaled(cg, o, l->sc, "u[h] & 0xffffu"),
+             scaled(cg, o, l->sc, "u[h] >> 16"), ind);
 }
 
-/* One key tile's scores of the warp's 16 rows: s[nt][e] for key j0 + nt * 8 + 2 t4 + (e & 1)
- * of row ia + (e >> 1) * 8, after the pre nodes; -inf outside the scores. */
-static void emit_scores(Cg *cg, const Attn *a, const char *mma) {
+/* The keys' (k) and the values' (v) tile loads of the key tile starting at key `first`
+ * into stage `stage`. */
+static int tile_loads(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
+                      const char *first, const char *stage, TileLoad *l) {
+  int r = a->rank, n = 0;
+  if (k)
+    l[n++] = (TileLoad){.o = &a->k, .p = 1, .cd = r - 2, .sc = "sck", .base = "kb",
+                        .first = first, .dst = cg_fmt(cg, "sm.st[%s].k", stage), .rows = m->tk,
+                        .width = a->d, .limit = a->sk, .rs = a->k.view.stride[r - 1]};
+  if (v)
+    l[n++] = (TileLoad){.o = &a->v, .p = 2, .cd = r - 1, .sc = "scv", .base = "vb",
+                        .first = first, .dst = cg_fmt(cg, "sm.st[%s].v", stage), .rows = m->tk,
+                        .width = a->dv, .limit = a->sk, .rs = a->v.view.stride[r - 2]};
+  return n;
+}
+
+/* The kept scores of the warp's keys jw.. (registers: constant indices in unrolled loops) */
+static const char *kept(Cg *cg, const MmaShape *m) {
+  return m->kw < m->kc ? cg_fmt(cg, "sp[jt * %" PRId64 " + kh]", m->kc / m->kw) : "sp[jt]";
+}
+
+/* Indents what the kernel's source holds from offset `from` on by two more spaces. */
+static void indent_from(Cg *cg, size_t from) {
   Buf *b = &cg->src;
-  buf_printf(b, "      float s[%d][4] = {};\n", MMA_BC / 8);
+  const char *text = cg_fmt(cg, "%s", b->s + from);
+  b->len = from;
+  b->s[from] = '\0';
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    int n = nl ? (int)(nl - p) + 1 : (int)strlen(p);
+    buf_printf(b, "%s%.*s", *p == '#' || *p == '\n' ? "" : "  ", n, p);
+    p += n;
+  }
+}
+
+/* A pass over the key tiles, two stages in flight: tile jt + 1's copies start before tile
+ * jt's math, which `body` emits (keys j0.. of stage st; the warp's slice from jw). */
+static void emit_pass(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
+                      void (*body)(Cg *, const Attn *, const MmaShape *)) {
+  Buf *b = &cg->src;
+  TileLoad l[2];
+  int n = tile_loads(cg, a, m, k, v, "jn", "sn", l);
+  buf_puts(b, "    {\n      const int jn = 0, sn = 0;\n");
+  for (int i = 0; i < n; i++)
+    emit_load(cg, &l[i], "      ");
+  buf_puts(b, "      gc_cp_commit();\n    }\n");
+  if (m->keep)
+    buf_puts(b, "#pragma unroll\n");
+  buf_printf(b, "    for (int jt = 0; jt < %" PRId64 "; jt++) {\n"
+             "      const int j0 = jt * %" PRId64 ", st = jt & 1;\n"
+             "      if (jt + 1 < %" PRId64 ") {\n"
+             "        const int jn = j0 + %" PRId64 ", sn = st ^ 1;\n",
+             m->nkt, m->tk, m->nkt, m->tk);
+  for (int i = 0; i < n; i++)
+    emit_load(cg, &l[i], "        ");
+  buf_puts(b, "      }\n      gc_cp_commit();\n      gc_cp_wait<1>();\n");
+  n = tile_loads(cg, a, m, k, v, "j0", "st", l);
+  for (int i = 0; i < n; i++)
+    emit_load_scale(cg, &l[i], "      ");
+  buf_puts(b, "      __syncthreads();\n");
+  if (m->kw == m->kc) {
+    buf_printf(b, "      const int jw = j0 + ks * %" PRId64 "; /* the warp's keys */\n", m->kc);
+    body(cg, a, m);
+  } else {
+    buf_printf(b, "#pragma unroll\n"
+               "      for (int kh = 0; kh < %" PRId64 "; kh++) {\n"
+               "        const int jw = j0 + ks * %" PRId64 " + kh * %" PRId64 "; /* the warp's keys */\n",
+               m->kc / m->kw, m->kc, m->kw);
+    size_t from = b->len;
+    body(cg, a, m);
+    indent_from(cg, from);
+    buf_puts(b, "      }\n");
+  }
+  buf_puts(b, "      __syncthreads();\n    }\n");
+}
+
+/* For chain k: the element (i, j) of the scores that accumulator e of n8 tile nt holds,
+ * clamped into the scores (so that the chain reads inside its inputs: rows past the last
+ * query compute what no one stores, keys past the last are masked after). */
+static void emit_element(Cg *cg, const Attn *a, const PwKernel *k, const char *ind) {
+  if (k)
+    buf_printf(&cg->src,
+               "%sconst int i = min(ia + (e >> 1) * 8, %" PRId64 "), "
+               "j = min(jw + nt * 8 + 2 * t4 + (e & 1), %" PRId64 ");\n",
+               ind, a->sq - 1, a->sk - 1);
+}
+
+/* Where the last tile is partial: statement `stmt` for the warp's elements e of n8 tile nt
+ * past the last key. */
+static void emit_tail(Cg *cg, const Attn *a, const MmaShape *m, const char *stmt) {
+  if (a->sk % m->tk == 0)
+    return;
+  buf_printf(&cg->src,
+             "      if (j0 + %" PRId64 " > %" PRId64 ") /* the last tile: keys past the end */\n"
+             "#pragma unroll\n"
+             "        for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+             "#pragma unroll\n"
+             "          for (int e = 0; e < 4; e++)\n"
+             "            if (jw + nt * 8 + 2 * t4 + (e & 1) >= %" PRId64 ") %s;\n",
+             m->tk, a->sk, m->kw / 8, a->sk, stmt);
+}
+
+/* The warp's scores of its slice of the tile: s[nt][e] for key jw + nt * 8 + 2 t4 + (e & 1)
+ * of row ia + (e >> 1) * 8, after the pre nodes; -inf past the last key. The keys'
+ * fragments by ldmatrix: two n8 tiles' of 16 dims at a time. */
+static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
+  Buf *b = &cg->src;
+  const char *mma = a->q.view.base->type.dtype == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
+  buf_printf(b, "      float s[%" PRId64 "][4] = {};\n", m->kw / 8);
   buf_printf(b, "#pragma unroll\n      for (int kk = 0; kk < %" PRId64 "; kk++)\n", a->d / 16);
-  buf_printf(b, "#pragma unroll\n        for (int nt = 0; nt < %d; nt++) {\n", MMA_BC / 8);
-  buf_puts(b, "          const unsigned fb[2] = {sm.kv.k[nt * 8 + g][kk * 8 + t4], "
-              "sm.kv.k[nt * 8 + g][kk * 8 + 4 + t4]};\n");
-  buf_printf(b, "          %s(s[nt], qf[kk], fb);\n        }\n", mma);
-  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %d; nt++)\n", MMA_BC / 8);
+  buf_printf(b, "#pragma unroll\n        for (int nt = 0; nt < %" PRId64 "; nt += 2) {\n"
+             "          unsigned fb[4];\n"
+             "          gc_ldsm4(fb, &sm.st[st].k[jw - j0 + nt * 8 + (lm >> 1) * 8 + lr][kk * 8 + "
+             "(lm & 1) * 4]);\n"
+             "          %s(s[nt], qf[kk], fb);\n"
+             "          %s(s[nt + 1], qf[kk], fb + 2);\n        }\n", m->kw / 8, mma, mma);
+  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
-  emit_element(cg, a, "          ");
-  buf_puts(b, "          float x;\n");
-  store_score(cg, a->pre, a->m1, a->at, "s[nt][e]", "x", "          ");
-  buf_puts(b, "          s[nt][e] = ok ? x : -GC_INF;\n        }\n");
+  emit_element(cg, a, a->pre, "          ");
+  store_score(cg, a->pre, a->m1, a->at, "s[nt][e]", "s[nt][e]", "          ");
+  buf_puts(b, "        }\n");
+  emit_tail(cg, a, m, "s[nt][e] = -GC_INF");
 }
 
-/* The running max and sum of exponentials of the lane's two rows, over tile s. */
-static void emit_stats(Cg *cg) {
-  buf_printf(&cg->src,
+/* Pass 1's tile: the scores, the running max and sum of exponentials of the lane's two
+ * rows, and (keep) the scores packed in the operands' type. */
+static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
+  Buf *b = &cg->src;
+  emit_scores(cg, a, m);
+  buf_printf(b,
       "#pragma unroll\n"
       "      for (int h = 0; h < 2; h++) {\n"
       "        float m = mx[h];\n"
       "#pragma unroll\n"
-      "        for (int nt = 0; nt < %d; nt++) m = fmax(m, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) m = fmax(m, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
       "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 1));\n"
       "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 2));\n"
       "        const float ref = isinf(m) ? 0.f : m, rl = ref * L2E;\n"
-      "        float l = isinf(mx[h]) ? 0.f : sum[h] * exp2f(fmaf(mx[h], L2E, -rl));\n"
+      "        float l = isinf(mx[h]) ? 0.f : sum[h] * gc_ex2(fmaf(mx[h], L2E, -rl));\n"
       "#pragma unroll\n"
-      "        for (int nt = 0; nt < %d; nt++) l += exp2f(fmaf(s[nt][2 * h], L2E, -rl)) + exp2f(fmaf(s[nt][2 * h + 1], L2E, -rl));\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) l += gc_ex2(fmaf(s[nt][2 * h], L2E, -rl)) + gc_ex2(fmaf(s[nt][2 * h + 1], L2E, -rl));\n"
       "        mx[h] = m;\n"
       "        sum[h] = l;\n"
       "      }\n",
-      MMA_BC / 8, MMA_BC / 8);
+      m->kw / 8, m->kw / 8);
+  if (!m->keep)
+    return;
+  DType t = a->q.view.base->type.dtype;
+  const char *pack = cg_fmt(cg, "(unsigned)%s.bits | (unsigned)%s.bits << 16",
+                            cg_store(cg, t, DOM_F32, "s[nt][%d]"), cg_store(cg, t, DOM_F32, "s[nt][%d]"));
+  buf_printf(b, "#pragma unroll\n"
+             "      for (int nt = 0; nt < %" PRId64 "; nt++) {\n"
+             "        %s[nt][0] = %s;\n        %s[nt][1] = %s;\n      }\n",
+             m->kw / 8, kept(cg, m), cg_fmt(cg, pack, 0, 1), kept(cg, m), cg_fmt(cg, pack, 2, 3));
 }
 
-/* The probabilities of tile s (the scores), as the softmax and the post nodes make them,
- * times the values' tile, into the accumulators o. */
-static void emit_probs(Cg *cg, const Attn *a, const char *mma, int64_t dvw) {
+/* Pass 2's tile: the scores (kept or computed again), the probabilities as the softmax and
+ * the post nodes make them, times the values' tile into the accumulators o; the values'
+ * fragments by ldmatrix.trans, two n8 tiles' of 16 keys at a time. */
+static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
   Buf *b = &cg->src;
   DType t = a->q.view.base->type.dtype;
-  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %d; nt++)\n", MMA_BC / 8);
+  const char *mma = t == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
+  if (m->keep) {
+    const char *half = cg_load(cg, t, DOM_F32, cg_fmt(cg, "%s{(unsigned short)(%%s)}", cg_ctype(t)));
+    buf_printf(b, "      float s[%" PRId64 "][4];\n"
+               "#pragma unroll\n"
+               "      for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+               "#pragma unroll\n"
+               "        for (int e = 0; e < 4; e++) s[nt][e] = %s;\n",
+               m->kw / 8, m->kw / 8, cg_fmt(cg, half, cg_fmt(cg, "%s[nt][e >> 1] >> (e & 1) * 16 & 0xffffu", kept(cg, m))));
+  } else {
+    emit_scores(cg, a, m);
+  }
+  buf_printf(b, "      unsigned pp[%" PRId64 "][2]; /* the probabilities, pairs of 16 bits */\n", m->kw / 8);
+  buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
-  emit_element(cg, a, "          ");
-  buf_puts(b, "          const float prob = exp2f(fmaf(s[nt][e], L2E, -mxl[e >> 1])) * rs[e >> 1];\n"
-              "          float x;\n");
-  store_score(cg, a->post, a->sm, a->at, "prob", "x", "          ");
-  const char *bits = cg_fmt(cg, "(unsigned)%s.bits", cg_store(cg, t, DOM_F32, "%s"));
+  emit_element(cg, a, a->post, "          ");
+  buf_puts(b, "          const float prob = gc_ex2(fmaf(s[nt][e], L2E, -mxl[e >> 1])) * rs[e >> 1];\n");
+  buf_puts(b, "          unsigned x;\n");
+  store_prob_bits(cg, a, "prob", "x", "          ");
+  buf_puts(b, "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | x << 16 : x;\n        }\n");
+  emit_tail(cg, a, m, "pp[nt][e >> 1] &= e & 1 ? 0xffffu : 0xffff0000u");
   buf_printf(b,
-      "          s[nt][e] = ok ? x : 0.f;\n        }\n"
       "#pragma unroll\n"
-      "      for (int kk = 0; kk < %d; kk++) {\n"
+      "      for (int kk = 0; kk < %" PRId64 "; kk++) {\n"
       "        /* the accumulators of keys kk * 16.. are the A fragment of those keys */\n"
-      "        const unsigned fa[4] = {%s | %s << 16, %s | %s << 16,\n"
-      "                                %s | %s << 16, %s | %s << 16};\n"
+      "        const unsigned fa[4] = {pp[2 * kk][0], pp[2 * kk][1], pp[2 * kk + 1][0], pp[2 * kk + 1][1]};\n"
       "#pragma unroll\n"
-      "        for (int nt = 0; nt < %" PRId64 "; nt++) {\n"
-      "          const int c = cs * %" PRId64 " + nt * 8 + g;\n"
-      "          const unsigned fb[2] = {sm.kv.v[c][kk * 8 + t4], sm.kv.v[c][kk * 8 + 4 + t4]};\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt += 2) {\n"
+      "          unsigned fb[4];\n"
+      "          gc_ldsm4t(fb, &sm.st[st].v[jw - j0 + kk * 16 + (lm & 1) * 8 + lr][nt * 4 + (lm >> 1) * 4]);\n"
       "          %s(o[nt], fa, fb);\n"
+      "          %s(o[nt + 1], fa, fb + 2);\n"
       "        }\n"
       "      }\n",
-      MMA_BC / 16, cg_fmt(cg, bits, "s[2 * kk][0]"), cg_fmt(cg, bits, "s[2 * kk][1]"),
-      cg_fmt(cg, bits, "s[2 * kk][2]"), cg_fmt(cg, bits, "s[2 * kk][3]"),
-      cg_fmt(cg, bits, "s[2 * kk + 1][0]"), cg_fmt(cg, bits, "s[2 * kk + 1][1]"),
-      cg_fmt(cg, bits, "s[2 * kk + 1][2]"), cg_fmt(cg, bits, "s[2 * kk + 1][3]"), dvw / 8, dvw,
-      mma);
+      m->kw / 16, a->dv / 8, mma, mma);
 }
 
-static int emit_mma(Cg *cg, const Attn *a, int64_t br) {
-  DType t = a->q.view.base->type.dtype;
-  const char *mma = t == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
-  int64_t rg = br / 16, cs = 8 / rg, dvw = a->dv / cs, dw = a->d / 2;
-  int64_t tiles = a->batch * ((a->sq + br - 1) / br), nkt = (a->sk + MMA_BC - 1) / MMA_BC;
-  /* the scores of the first pass stay in registers for the second, as pairs of 16-bit
-   * values, when they are stored in the operands' type and there are few tiles of them;
-   * otherwise the second pass computes them again */
-  bool keep = a->sm->in[0]->type.dtype == t && nkt <= MMA_KEEP;
+static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
+  int64_t rows = m->rg * 16, dv = a->dv, ks = m->ks;
+  int64_t tiles = a->batch * ((a->sq + rows - 1) / rows);
   cg->min_blocks = 2; /* 128 registers: two blocks of 8 warps on an SM */
   cg->threads = MMA_THREADS;
   const char *name = begin_kernel(cg, a, cg_fmt(cg, "on tensor cores, %" PRId64 " query rows "
-                                                "per block, %d keys per tile%s", br, MMA_BC,
-                                                keep ? ", the scores kept in registers" : ""));
+                                                "per block, %" PRId64 " keys per tile%s%s", rows,
+                                                m->tk, ks > 1 ? cg_fmt(cg, " in %" PRId64
+                                                " slices", ks) : "",
+                                                m->keep ? ", the scores kept in registers" : ""));
   Buf *b = &cg->src;
-  buf_printf(b,
-      "  /* pairs of 16-bit values: the queries' tile, then the keys' and the values' */\n"
-      "  __shared__ union alignas(16) { unsigned q[%" PRId64 "][%" PRId64 "]; struct { "
-      "unsigned k[%d][%" PRId64 "]; unsigned v[%" PRId64 "][%d]; } kv; } sm;\n",
-      br, dw + 4, MMA_BC, dw + 4, a->dv, MMA_BC / 2 + 4);
+  int64_t dp = a->d / 2 + MMA_PAD, vp = dv / 2 + MMA_PAD;
+  buf_puts(b, "  /* pairs of 16-bit values, each row padded by 16 bytes: the queries' tile, then\n"
+              "   * two stages of the keys' and the values' tiles");
+  buf_puts(b, ks > 1 ? "; the key slices' outputs, summed */\n" : " */\n");
+  buf_printf(b, "  __shared__ union alignas(16) {\n"
+             "    unsigned q[%" PRId64 "][%" PRId64 "];\n"
+             "    struct { unsigned k[%" PRId64 "][%" PRId64 "]; unsigned v[%" PRId64 "][%" PRId64 "]; } st[2];\n",
+             rows, dp, m->tk, dp, m->tk, vp);
+  if (ks > 1)
+    buf_printf(b, "    float part[%" PRId64 "][%" PRId64 "];\n", rows, dv);
+  buf_puts(b, "  } sm;\n");
+  if (ks > 1)
+    buf_printf(b, "  __shared__ float stat[%" PRId64 "][%" PRId64 "][2]; /* each slice's max and sum of a row */\n",
+               ks, rows);
   buf_puts(b, "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, "
               "t4 = lane & 3;\n"
+              "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n"
               "  const float L2E = 1.44269504f; /* exp(x) = 2^(x log2(e)) */\n");
-  buf_printf(b, "  /* warp: rows rg * 16.., output columns cs * %" PRId64 ".. */\n", dvw);
-  if (cs == 1) /* constant: the fragments' addresses too */
-    buf_puts(b, "  const int rg = warp, cs = 0;\n");
+  buf_printf(b, "  /* warp: rows rg * 16.., keys ks * %" PRId64 ".. of each tile */\n", m->kc);
+  if (ks == 1) /* constant: the fragments' addresses too */
+    buf_puts(b, "  const int rg = warp, ks = 0;\n");
   else
-    buf_printf(b, "  const int rg = warp %% %" PRId64 ", cs = warp / %" PRId64 ";\n", rg, rg);
+    buf_printf(b, "  const int rg = warp %% %" PRId64 ", ks = warp / %" PRId64 ";\n", m->rg, m->rg);
   emit_scaler(cg, &a->q, "scq");
   emit_scaler(cg, &a->k, "sck");
   emit_scaler(cg, &a->v, "scv");
-  begin_tiles(cg, a, br);
+  begin_tiles(cg, a, rows);
   int r = a->rank;
+  TileLoad ql = {.o = &a->q, .p = 0, .cd = r - 1, .sc = "scq", .base = "qb", .first = "i0",
+                 .dst = "sm.q", .rows = rows, .width = a->d, .limit = a->sq,
+                 .rs = a->q.view.stride[r - 2]};
   buf_puts(b, "    __syncthreads();\n");
-  emit_rows(cg, &a->q, 0, "scq", r - 1, br, a->d, "qb", "i0", a->sq, a->q.view.stride[r - 2],
-            "sm.q", "    ");
+  emit_load(cg, &ql, "    ");
+  buf_puts(b, "    gc_cp_commit();\n    gc_cp_wait<0>();\n");
+  emit_load_scale(cg, &ql, "    ");
   buf_printf(b,
       "    __syncthreads();\n"
       "    unsigned qf[%" PRId64 "][4];\n"
       "#pragma unroll\n"
-      "    for (int kk = 0; kk < %" PRId64 "; kk++) {\n"
-      "      const int r = rg * 16 + g;\n"
-      "      qf[kk][0] = sm.q[r][kk * 8 + t4]; qf[kk][1] = sm.q[r + 8][kk * 8 + t4];\n"
-      "      qf[kk][2] = sm.q[r][kk * 8 + 4 + t4]; qf[kk][3] = sm.q[r + 8][kk * 8 + 4 + t4];\n"
-      "    }\n"
+      "    for (int kk = 0; kk < %" PRId64 "; kk++)\n"
+      "      gc_ldsm4(qf[kk], &sm.q[rg * 16 + (lm & 1) * 8 + lr][kk * 8 + (lm >> 1) * 4]);\n"
+      "    __syncthreads();\n"
       "    const int ia = i0 + rg * 16 + g; /* this lane's rows: ia and ia + 8 */\n"
       "    float mx[2] = {-GC_INF, -GC_INF}, sum[2] = {0.f, 0.f};\n",
       a->d / 16, a->d / 16);
-  const char *keys = keep ? cg_fmt(cg, "#pragma unroll\n"
-                                       "    for (int jt = 0; jt < %" PRId64 "; jt++) {\n"
-                                       "      const int j0 = jt * %d;\n"
-                                       "      __syncthreads();\n", nkt, MMA_BC)
-                          : cg_fmt(cg, "    for (int j0 = 0; j0 < %" PRId64 "; j0 += %d) {\n"
-                                       "      __syncthreads();\n", a->sk, MMA_BC);
-  const char *pack = cg_fmt(cg, "(unsigned)%s.bits | (unsigned)%s.bits << 16",
-                            cg_store(cg, t, DOM_F32, "s[nt][%d]"), cg_store(cg, t, DOM_F32, "s[nt][%d]"));
-  const char *half = cg_load(cg, t, DOM_F32, cg_fmt(cg, "%s{(unsigned short)(%%s)}", cg_ctype(t)));
-  if (keep)
-    buf_printf(b, "    unsigned sp[%" PRId64 "][%d][2]; /* the scores, kept */\n", nkt, MMA_BC / 8);
+  if (m->keep)
+    buf_printf(b, "    unsigned sp[%" PRId64 "][%" PRId64 "][2]; /* the scores, kept */\n",
+               m->nkt * (m->kc / m->kw), m->kw / 8);
   buf_puts(b, "    /* pass 1: each row's max and its sum of exponentials, rescaled as the max grows */\n");
-  buf_puts(b, keys);
-  emit_rows(cg, &a->k, 1, "sck", r - 2, MMA_BC, a->d, "kb", "j0", a->sk, a->k.view.stride[r - 1],
-            "sm.kv.k", "      ");
-  buf_puts(b, "      __syncthreads();\n");
-  emit_scores(cg, a, mma);
-  emit_stats(cg);
-  if (keep)
-    buf_printf(b, "#pragma unroll\n"
-               "      for (int nt = 0; nt < %d; nt++) {\n"
-               "        sp[jt][nt][0] = %s;\n        sp[jt][nt][1] = %s;\n      }\n",
-               MMA_BC / 8, cg_fmt(cg, pack, 0, 1), cg_fmt(cg, pack, 2, 3));
-  buf_printf(b,
-      "    }\n"
-      "    float rs[2], mxl[2]; /* 1 / the sum, the max times log2(e) */\n"
-      "#pragma unroll\n"
-      "    for (int h = 0; h < 2; h++) {\n"
-      "      float l = sum[h];\n"
-      "      l += __shfl_xor_sync(0xffffffffu, l, 1);\n"
-      "      l += __shfl_xor_sync(0xffffffffu, l, 2);\n"
-      "      rs[h] = 1.f / l;\n"
-      "      mxl[h] = isinf(mx[h]) ? 0.f : mx[h] * L2E;\n"
-      "    }\n"
-      "    /* pass 2: the probabilities, as the softmax makes them, times the values */\n"
-      "    float o[%" PRId64 "][4] = {};\n", dvw / 8);
-  buf_puts(b, keys);
-  if (!keep)
-    emit_rows(cg, &a->k, 1, "sck", r - 2, MMA_BC, a->d, "kb", "j0", a->sk,
-              a->k.view.stride[r - 1], "sm.kv.k", "      ");
-  emit_values(cg, a);
-  buf_puts(b, "      __syncthreads();\n");
-  if (keep)
-    buf_printf(b, "      float s[%d][4];\n"
+  emit_pass(cg, a, m, true, false, emit_stats);
+  buf_puts(b, "    float rs[2], mxl[2]; /* 1 / the sum, the max times log2(e) */\n"
+              "#pragma unroll\n"
+              "    for (int h = 0; h < 2; h++) {\n"
+              "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);\n"
+              "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);\n");
+  if (ks > 1) {
+    buf_puts(b, "      if (t4 == 0) {\n"
+                "        stat[ks][rg * 16 + g + h * 8][0] = mx[h];\n"
+                "        stat[ks][rg * 16 + g + h * 8][1] = sum[h];\n"
+                "      }\n"
+                "    }\n"
+                "    __syncthreads();\n"
+                "    /* the slices' statistics of each row combined */\n"
+                "#pragma unroll\n"
+                "    for (int h = 0; h < 2; h++) {\n"
+                "      const int row = rg * 16 + g + h * 8;\n"
+                "      float m = -GC_INF, l = 0.f;\n");
+    buf_printf(b, "      for (int k = 0; k < %" PRId64 "; k++) m = fmax(m, stat[k][row][0]);\n"
+               "      const float rl = isinf(m) ? 0.f : m * L2E;\n"
+               "      for (int k = 0; k < %" PRId64 "; k++)\n"
+               "        if (!isinf(stat[k][row][0])) l += stat[k][row][1] * gc_ex2(fmaf(stat[k][row][0], L2E, -rl));\n"
+               "      mx[h] = m;\n"
+               "      sum[h] = l;\n", ks, ks);
+  }
+  buf_printf(b, "      rs[h] = 1.f / sum[h];\n"
+             "      mxl[h] = isinf(mx[h]) ? 0.f : mx[h] * L2E;\n"
+             "    }\n"
+             "    /* pass 2: the probabilities, as the softmax makes them, times the values */\n"
+             "    float o[%" PRId64 "][4] = {};\n", dv / 8);
+  emit_pass(cg, a, m, !m->keep, true, emit_probs);
+  const char *el = "const int row = rg * 16 + g + (e >> 1) * 8, c = nt * 8 + 2 * t4 + (e & 1);\n";
+  if (ks > 1)
+    buf_printf(b, "    /* the slices' outputs: slice 1's stored, the others' added in turn, then to slice 0's */\n"
+               "    for (int k = 1; k < %" PRId64 "; k++) {\n"
+               "      if (ks == k)\n"
                "#pragma unroll\n"
-               "      for (int nt = 0; nt < %d; nt++)\n"
+               "        for (int nt = 0; nt < %" PRId64 "; nt++)\n"
                "#pragma unroll\n"
-               "        for (int e = 0; e < 4; e++) s[nt][e] = %s;\n",
-               MMA_BC / 8, MMA_BC / 8,
-               cg_fmt(cg, half, "sp[jt][nt][e >> 1] >> (e & 1) * 16 & 0xffffu"));
-  else
-    emit_scores(cg, a, mma);
-  emit_probs(cg, a, mma, dvw);
+               "          for (int e = 0; e < 4; e++) {\n            %s"
+               "            sm.part[row][c] = k == 1 ? o[nt][e] : sm.part[row][c] + o[nt][e];\n"
+               "          }\n"
+               "      __syncthreads();\n"
+               "    }\n"
+               "    if (ks != 0) continue;\n"
+               "#pragma unroll\n"
+               "    for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+               "#pragma unroll\n"
+               "      for (int e = 0; e < 4; e++) {\n        %s"
+               "        o[nt][e] += sm.part[row][c];\n"
+               "      }\n", ks, dv / 8, el, dv / 8, el);
   /* the output: a lane's two neighbouring columns as one store where they are adjacent */
   bool pairs = a->ostr[r - 1] == 1;
   for (int i = 0; i < r - 1; i++)
     pairs = pairs && a->ostr[i] % 2 == 0;
   const char *T = cg_ctype(a->y->type.dtype);
-  buf_printf(b, "    }\n#pragma unroll\n    for (int nt = 0; nt < %" PRId64 "; nt++)\n", dvw / 8);
+  buf_printf(b, "#pragma unroll\n    for (int nt = 0; nt < %" PRId64 "; nt++)\n", dv / 8);
   if (pairs)
     buf_printf(b,
         "#pragma unroll\n"
         "      for (int h = 0; h < 2; h++) {\n"
-        "        const int i = ia + h * 8, c = cs * %" PRId64 " + nt * 8 + 2 * t4;\n"
+        "        const int i = ia + h * 8, c = nt * 8 + 2 * t4;\n"
         "        if (i < %" PRId64 ") *(gc_vec<%s, 2> *)(out0 + ob + (idx_t)i * %" PRId64 " + c) = {%s, %s};\n"
         "      }\n",
-        dvw, a->sq, T, a->ostr[r - 2], cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][2 * h]"),
+        a->sq, T, a->ostr[r - 2], cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][2 * h]"),
         cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][2 * h + 1]"));
   else
     buf_printf(b,
         "#pragma unroll\n"
         "      for (int e = 0; e < 4; e++) {\n"
-        "        const int i = ia + (e >> 1) * 8, c = cs * %" PRId64 " + nt * 8 + 2 * t4 + (e & 1);\n"
+        "        const int i = ia + (e >> 1) * 8, c = nt * 8 + 2 * t4 + (e & 1);\n"
         "        if (i < %" PRId64 ") out0[ob + (idx_t)i * %" PRId64 " + (idx_t)c * %" PRId64 "] = %s;\n"
         "      }\n",
-        dvw, a->sq, a->ostr[r - 2], a->ostr[r - 1],
+        a->sq, a->ostr[r - 2], a->ostr[r - 1],
         cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][e]"));
   buf_puts(b, "  }\n}\n");
   cg_kernel_step_values(cg, a->root, name, cg_blocks(cg, tiles, 1), MMA_THREADS, a->in, a->nin,
@@ -670,6 +864,6 @@ int cg_attention(Cg *cg, const GroupPlan *p) {
   Attn a;
   if (read_attention(cg, p, &a))
     return -1;
-  int64_t br = mma_rows(cg, &a);
-  return br ? emit_mma(cg, &a, br) : emit_simt(cg, &a);
+  MmaShape m;
+  return mma_shape(cg, &a, &m) ? emit_mma(cg, &a, &m) : emit_simt(cg, &a);
 }
