@@ -547,6 +547,12 @@ def cases():
          "%y = conv(%x, %w, %b) {strides = [2, 3], pads = [1, 0, 2, 1], dilations = [2, 1], group = 2, channels_last = 1}"),
         ("conv_depthwise_channels_last", {"x": f(2, 9, 10, 4), "w": f(4, 3, 3, 1)},
          "%y = conv(%x, %w) {pads = [1, 1, 1, 1], group = 4, channels_last = 1}"),
+        # depthwise in channels last: a block per 32 channels (a second chunk of 8 live),
+        # their taps' weights in shared memory; 1-d too
+        ("conv_depthwise_channels_last_wide", {"x": f(2, 7, 9, 40), "w": f(40, 5, 3, 1), "b": f(40)},
+         "%y = conv(%x, %w, %b) {strides = [2, 1], pads = [2, 1, 2, 1], dilations = [1, 2], group = 40, channels_last = 1}"),
+        ("conv_depthwise_1d_channels_last", {"x": f(2, 11, 36), "w": f(36, 3, 1)},
+         "%y = conv(%x, %w) {pads = [1, 1], group = 36, channels_last = 1}"),
         # grouped in channels last, each group's 8 input channels two 16-byte loads a tap
         ("conv_grouped_channels_last_vec", {"x": f(2, 9, 10, 16), "w": f(8, 3, 3, 8), "b": f(8)},
          "%y = conv(%x, %w, %b) {strides = [2, 1], pads = [1, 0, 2, 1], dilations = [1, 2], group = 2, channels_last = 1}"),
@@ -776,6 +782,8 @@ def cases():
         ("fp16_softmax_scale", {"x": f(6, 300), "s": f(300)}, "%p = softmax(%x)\n%y = mul(%p, %s)"),
         ("bf16_conv_bias_relu", {"x": x, "w": f(6, 2, 3, 3), "b": f(6)},
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1], group = 2}\n%y = relu(%c)"),
+        ("bf16_conv_depthwise_channels_last", {"x": f(2, 6, 5, 72), "w": f(72, 7, 7, 1), "b": f(72)},
+         "%c = conv(%x, %w, %b) {pads = [3, 3, 3, 3], group = 72, channels_last = 1}\n%y = relu(%c)"),
         # grouped in channels last, bf16: 8 channels a load
         ("bf16_conv_grouped_channels_last_vec", {"x": f(1, 7, 9, 32), "w": f(32, 3, 3, 16), "b": f(32)},
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1], strides = [2, 2], group = 2, channels_last = 1}\n%y = relu(%c)"),
