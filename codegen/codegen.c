@@ -346,6 +346,29 @@ Step *cg_add_step(Cg *cg, StepKind kind, const Node *n) {
   return s;
 }
 
+int cg_choice_begin(Cg *cg, const Node *n, const char *label) {
+  cg_add_step(cg, STEP_CHOICE, n)->choice.label = label;
+  return cg->nsteps - 1;
+}
+
+void cg_variant_begin(Cg *cg, int choice) {
+  cg->variant = cg->steps[choice].choice.nvariants;
+  cg->variant_first = cg->nsteps;
+}
+
+void cg_variant_end(Cg *cg, int choice) {
+  ChoiceStep *c = &cg->steps[choice].choice;
+  if (c->nvariants < CODEGEN_MAX_VARIANTS)
+    c->count[c->nvariants++] = cg->nsteps - cg->variant_first;
+  cg->variant = -1;
+}
+
+void cg_choice_end(Cg *cg, int choice) {
+  for (int i = choice + 1; i < cg->nsteps; i++)
+    if (cg->steps[i].kind == STEP_KERNEL)
+      cg->steps[i].kernel.inplace = 0;
+}
+
 const char *step_kind_name(StepKind k) {
   return k == STEP_KERNEL ? "kernel" : k == STEP_GEMM ? "gemm" : k == STEP_ALIAS ? "alias" : "choice";
 }
@@ -396,6 +419,8 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
                                 const Value *const *in, int nin, const Value *const *out,
                                 int nout, const char *note) {
   Buf *b = &cg->src;
+  if (cg->variant >= 0)
+    name = cg_fmt(cg, "%s_v%d", name, cg->variant);
   buf_printf(b, "\n/* %s(", head);
   for (int k = 0; k < nin; k++) {
     if (k)
@@ -971,7 +996,7 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   /* What its kernels take on the target. A group's node count is the fuse pass's choice
    * for NVRTC's time, not a kernel's limit: a group written by hand may be longer. */
   Cg cg = {.g = g, .arena = arena_new(), .d = d,
-           .target = opt && opt->target ? opt->target : target_default()};
+           .target = opt && opt->target ? opt->target : target_default(), .variant = -1};
   cg.lim = group_limits_for(cg.target);
   cg.lim.nodes = INT_MAX;
   if (target_check(cg.target, d) || ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {

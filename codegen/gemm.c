@@ -119,11 +119,11 @@ static bool tc_gemm_fits(const Node *n, int64_t K, bool tb, bool rows, int64_t l
          ld % 4 == 0 && off % 4 == 0;
 }
 
-/* rows m of A: in0[off + m * ld + k] */
-static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64_t ld,
-                   int64_t off) {
+/* The kernel with K split S ways; rows m of A: in0[off + m * ld + k] */
+static int tc_gemm_split(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64_t ld,
+                         int64_t off, int64_t S) {
   int64_t MT = (M + TC_TILE - 1) / TC_TILE, NT = (N + TC_TILE - 1) / TC_TILE, tiles = MT * NT;
-  int64_t steps = (K + TC_BK - 1) / TC_BK, S = tc_splits(cg, M, NT, steps);
+  int64_t steps = (K + TC_BK - 1) / TC_BK;
   int64_t KS = (steps + S - 1) / S * TC_BK; /* rank r sums the taps [r KS, (r + 1) KS) */
   double scale = attr_float(n, "scale");
   const char *offs = off ? cg_fmt(cg, "%" PRId64 " + ", off) : "";
@@ -263,6 +263,38 @@ static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64
   int64_t clusters = cg->target->max_blocks / S;
   clusters = tiles < clusters ? tiles : clusters;
   cg_kernel_step(cg, n, name, (unsigned)(clusters * S), TC_THREADS);
+  return 0;
+}
+
+/* The GEMM as variants of the K split, timed by the runtime on the GPU (a choice step):
+ * tc_splits' choice first (the default, GPUCC_TUNE=0), then every other split a cluster
+ * can make of its steps (each block at least 3 of them). */
+static int tc_gemm(Cg *cg, const Node *n, int64_t M, int64_t N, int64_t K, int64_t ld,
+                   int64_t off) {
+  int64_t NT = (N + TC_TILE - 1) / TC_TILE, steps = (K + TC_BK - 1) / TC_BK;
+  int64_t split[CODEGEN_MAX_VARIANTS];
+  int ns = 0;
+  split[ns++] = tc_splits(cg, M, NT, steps);
+  for (int64_t want = 1; want <= cg->target->cluster_max && ns < CODEGEN_MAX_VARIANTS; want++) {
+    int64_t s = cg_cluster_split(cg, want, cg->target->cluster_max, steps, 3);
+    bool seen = false;
+    for (int k = 0; k < ns; k++)
+      seen = seen || split[k] == s;
+    if (!seen)
+      split[ns++] = s;
+  }
+  if (ns == 1)
+    return tc_gemm_split(cg, n, M, N, K, ld, off, split[0]);
+  int c = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: GEMM %" PRId64 " x %" PRId64 " x %" PRId64
+                                        ", K split", n->id, M, N, K));
+  for (int k = 0; k < ns; k++) {
+    cg_variant_begin(cg, c);
+    int rc = tc_gemm_split(cg, n, M, N, K, ld, off, split[k]);
+    cg_variant_end(cg, c);
+    if (rc)
+      return rc;
+  }
+  cg_choice_end(cg, c);
   return 0;
 }
 

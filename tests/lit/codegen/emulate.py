@@ -297,10 +297,31 @@ def host_preamble(src):
     return "\n".join(out) + "\n"
 
 
+VARIANT = re.compile(r"^(\w+)_v(\d+)$")
+
+
+def variant_passes(kernels):
+    """The kernels of each pass: every variant of a choice (kernels named <base>_v0,
+    <base>_v1, ...: codegen's variants of one piece of work) runs in a pass of its own,
+    pass j taking variant j of each choice (its last, where a choice has fewer)."""
+    count = {}
+    for kernel, _, _ in kernels:
+        m = VARIANT.match(kernel)
+        if m:
+            count[m.group(1)] = max(count.get(m.group(1), 0), int(m.group(2)) + 1)
+    passes = []
+    for j in range(max(count.values(), default=1)):
+        passes.append([k for k in kernels
+                       if not VARIANT.match(k[0]) or
+                       int(VARIANT.match(k[0]).group(2)) == min(j, count[VARIANT.match(k[0]).group(1)] - 1)])
+    return passes
+
+
 def host_main(d, src, inputs, outs, expect):
     """main(): reads the inputs, launches every kernel in order on buffers named after the
     values in each kernel's comment (its parameters in0.., out0.. in that order), writes
-    the outputs."""
+    the outputs: out<i>_<pass>.bin, one pass for each variant (variant_passes), the
+    buffers that are not inputs cleared before each."""
     lines = ["int main() {"]
     sizes = {}
     kernels = []
@@ -323,15 +344,21 @@ def host_main(d, src, inputs, outs, expect):
         if name in sizes:
             lines.append(f'  {{ FILE *f = fopen("{d}/in_{name}.bin", "rb"); '
                          f'if (!f || fread(b_{name}, 1, {a.nbytes}, f) != {a.nbytes}) return 2; fclose(f); }}')
-    for kernel, cluster, names in kernels:
-        params = re.search(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\(\d+, 1, 1\) )?" + kernel + r"\(([^)]*)\)", src).group(1)
-        args = []
-        for p in params.split(","):
-            m = re.match(r"\s*(const )?(\w+) \*(?:__restrict__ )?(in|out)(\d+)", p)
-            args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
-        lines.append(f"  gc_launch({cluster}, [&] {{ {kernel}({', '.join(args)}); }});")
-    for i, (o, e) in enumerate(zip(outs, expect)):
-        lines.append(f'  {{ FILE *f = fopen("{d}/out{i}.bin", "wb"); fwrite(b_{o}, 1, {e.nbytes}, f); fclose(f); }}')
+    passes = variant_passes(kernels)
+    for j, run in enumerate(passes):
+        if j:
+            for name, nbytes in sizes.items():
+                if name not in inputs:
+                    lines.append(f"  memset(b_{name}, 0, sizeof b_{name});")
+        for kernel, cluster, names in run:
+            params = re.search(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\(\d+, 1, 1\) )?" + kernel + r"\(([^)]*)\)", src).group(1)
+            args = []
+            for p in params.split(","):
+                m = re.match(r"\s*(const )?(\w+) \*(?:__restrict__ )?(in|out)(\d+)", p)
+                args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
+            lines.append(f"  gc_launch({cluster}, [&] {{ {kernel}({', '.join(args)}); }});")
+        for i, (o, e) in enumerate(zip(outs, expect)):
+            lines.append(f'  {{ FILE *f = fopen("{d}/out{i}_{j}.bin", "wb"); fwrite(b_{o}, 1, {e.nbytes}, f); fclose(f); }}')
     lines.append("  return 0;\n}\n")
     return "\n".join(lines)
 
@@ -394,7 +421,8 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5):
     if r.returncode:
         return False, "codegen: " + r.stderr
     src = r.stdout
-    if name.startswith("fused_") and src.count("__launch_bounds__") != 1:
+    kernels = set(m.group(1) for m in re.finditer(r"__launch_bounds__\([^)]*\) (?:__cluster_dims__\(\d+, 1, 1\) )?(\w+)\(", src))
+    if name.startswith("fused_") and len(set(VARIANT.sub(r"\1", k) for k in kernels)) != 1:
         return False, "the fuse pass left more than one kernel"
     cpp = os.path.join(d, "k.cpp")
     with open(cpp, "w") as f:
@@ -407,8 +435,9 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5):
     r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
     if r.returncode:
         return False, f"the emulated kernels exited with {r.returncode}: {r.stderr[:2000]}"
-    for i, (o, e) in enumerate(zip(outs, expect)):
-        got = np.fromfile(os.path.join(d, f"out{i}.bin"), dtype=e.dtype).reshape(e.shape)
+    npasses = len(variant_passes([(k, 1, []) for k in kernels]))
+    for j, i, (o, e) in ((j, i, oe) for j in range(npasses) for i, oe in enumerate(zip(outs, expect))):
+        got = np.fromfile(os.path.join(d, f"out{i}_{j}.bin"), dtype=e.dtype).reshape(e.shape)
         if e.dtype.kind == "f":
             rtol = {"bf16": 2.0 ** -7, "fp16": 2.0 ** -9, "tf32": 2.0 ** -9}.get(lowered, 1e-4)
             if lowered:  # a sum that cancels, a term a step apart: a quarter step of the rms
@@ -420,7 +449,8 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5):
             bad = got != e
         if bad.any():
             at = tuple(np.argwhere(bad)[0])
-            return False, (f"%{o} differs in {int(bad.sum())} of {e.size} elements; first at "
+            which = f" (variant pass {j})" if npasses > 1 else ""
+            return False, (f"%{o}{which} differs in {int(bad.sum())} of {e.size} elements; first at "
                            f"{list(at)}: {got[at]} (kernel) vs {e[at]} (reference)")
     return True, ""
 
