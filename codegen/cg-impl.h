@@ -43,6 +43,8 @@ typedef struct Cg {
                      written for a number of warps (0: the target's block); cleared by its
                      signature */
   const Target *target; /* CodegenOptions.target: every machine fact codegen uses */
+  int variants;      /* CodegenOptions.variants: a choice's variants at most (2 to
+                        CODEGEN_MAX_VARIANTS), or 1: no choices */
   int variant;       /* while a choice's variant is generated: its number, which its
                         kernels' names end in (_v<k>); -1 otherwise */
   int variant_first; /* the step its steps start at */

@@ -997,6 +997,8 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
    * for NVRTC's time, not a kernel's limit: a group written by hand may be longer. */
   Cg cg = {.g = g, .arena = arena_new(), .d = d,
            .target = opt && opt->target ? opt->target : target_default(), .variant = -1};
+  cg.variants = opt && opt->variants > 0 && opt->variants < CODEGEN_MAX_VARIANTS
+                    ? opt->variants : CODEGEN_MAX_VARIANTS;
   cg.lim = group_limits_for(cg.target);
   cg.lim.nodes = INT_MAX;
   if (target_check(cg.target, d) || ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {

@@ -132,6 +132,7 @@ typedef struct Program {
  * blocks with grid-stride loops doing the rest) are every other kernel's geometry. */
 typedef struct CodegenOptions {
   const Target *target; /* NULL: target_default() */
+  int variants; /* a choice's variants at most; 1: none (each group's default); 0: all */
 } CodegenOptions;
 
 /* Generates the program of g, which must verify and have only concrete shapes (a

@@ -1152,7 +1152,7 @@ int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled 
 
   int rc = pipeline_bind_dims(g, opt, d) || run_passes(g, opt, t, d);
   if (!rc && last >= STAGE_CODEGEN) {
-    CodegenOptions co = {.target = t};
+    CodegenOptions co = {.target = t, .variants = opt->variants};
     rc = !(out->program = codegen_graph(g, &co, d));
   }
   if (!rc && last >= STAGE_MEMPLAN)

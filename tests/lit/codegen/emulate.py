@@ -858,6 +858,9 @@ def cases():
         ("fused_gemm_3xtf32_view", {"x": f(5, 9, 12), "w": f(20, 12)},
          "%t = const i64[] 3\n%g = gather(%x, %t) {axis = 1}\n%y = matmul(%g, %w) {transpose_b = 1}"),
         ("gemm_3xtf32_inf", {"x": inf_nan(f(130, 64)), "w": exact_tap5(f(200, 64))}, "%y = matmul(%x, %w) {transpose_b = 1, scale = 0.5}"),
+        # the family's 32 x 32 tile alone (the output's sides at most 32), K split 4 ways
+        # (13 steps: the last block's 1, itself partial) and not split
+        ("gemm_3xtf32_small_split_k", {"x": f(20, 400), "w": f(24, 400)}, "%y = matmul(%x, %w) {transpose_b = 1}"),
         # a split into more outputs than one kernel takes (codegen's CODEGEN_PART_OPERANDS,
         # 128): a kernel per part, over the slab of the axis its outputs fill; a concat of
         # more inputs likewise (sizes 1 to 3 along the middle axis)
