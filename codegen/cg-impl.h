@@ -48,6 +48,7 @@ typedef struct Cg {
   int variant;       /* while a choice's variant is generated: its number, which its
                         kernels' names end in (_v<k>); -1 otherwise */
   int variant_first; /* the step its steps start at */
+  size_t variant_src; /* the byte of the source its kernels start at */
   /* by node position: the first node of its fuse group and the next one after it
    * (ir_fuse_groups) */
   int *group_first, *group_next;

@@ -354,12 +354,15 @@ int cg_choice_begin(Cg *cg, const Node *n, const char *label) {
 void cg_variant_begin(Cg *cg, int choice) {
   cg->variant = cg->steps[choice].choice.nvariants;
   cg->variant_first = cg->nsteps;
+  cg->variant_src = cg->src.len;
 }
 
 void cg_variant_end(Cg *cg, int choice) {
   ChoiceStep *c = &cg->steps[choice].choice;
-  if (c->nvariants < CODEGEN_MAX_VARIANTS)
+  if (c->nvariants < CODEGEN_MAX_VARIANTS) {
+    c->source_bytes[c->nvariants] = cg->src.len - cg->variant_src;
     c->count[c->nvariants++] = cg->nsteps - cg->variant_first;
+  }
   cg->variant = -1;
 }
 

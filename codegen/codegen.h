@@ -104,6 +104,7 @@ typedef struct ChoiceStep {
   const char *label; /* what varies, for the runtime's log */
   int nvariants;     /* 2 or more */
   int count[CODEGEN_MAX_VARIANTS];
+  size_t source_bytes[CODEGEN_MAX_VARIANTS]; /* of Program.source: each variant's kernels */
 } ChoiceStep;
 
 typedef struct Step {
