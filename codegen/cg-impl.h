@@ -49,6 +49,13 @@ typedef struct Cg {
                         kernels' names end in (_v<k>); -1 otherwise */
   int variant_first; /* the step its steps start at */
   size_t variant_src; /* the byte of the source its kernels start at */
+  /* The kernel being written (kernel_begin): its name and where its signature starts in
+   * src; and every kernel's code so far, its name made "@", to launch an earlier kernel
+   * of the same code instead of compiling another (cg_kernel_step_values) */
+  const char *open_name;
+  size_t open_at;
+  struct CgCode *codes;
+  int ncodes, codes_cap;
   /* by node position: the first node of its fuse group and the next one after it
    * (ir_fuse_groups) */
   int *group_first, *group_next;

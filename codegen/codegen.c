@@ -439,7 +439,9 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   }
   if (note)
     buf_printf(b, "\n * %s", note);
-  buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d",
+  buf_puts(b, " */\n");
+  cg->open_at = b->len;
+  buf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d",
              cg->threads ? cg->threads : cg->target->block);
   if (cg->min_blocks)
     buf_printf(b, ", %d", cg->min_blocks);
@@ -447,6 +449,7 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   if (cg->cluster > 1)
     buf_printf(b, " __cluster_dims__(%d, 1, 1)", cg->cluster);
   buf_printf(b, " %s(", name);
+  cg->open_name = name;
   cg->min_blocks = cg->cluster = cg->threads = 0;
   int a = 0;
   for (int k = 0; k < nin; k++)
@@ -572,9 +575,52 @@ void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count) {
   cg_kernel_step(cg, n, name, cg_blocks(cg, count, cg->target->block), (unsigned)cg->target->block);
 }
 
+/* A kernel's code with its name made "@", and the name of the kernel that has it. */
+typedef struct CgCode {
+  uint64_t hash;
+  const char *code, *name;
+} CgCode;
+
+/* The kernel just written, `name`, when no earlier kernel has its code (its text from the
+ * signature on, the name aside); else that kernel's name, its text dropped from the
+ * source but the comment, which says what it launches. NVRTC compiles each code once:
+ * a transformer's layers, or the variants of groups of one shape, are many launches of
+ * few kernels. */
+static const char *dedup_kernel(Cg *cg, const char *name) {
+  Buf *b = &cg->src;
+  if (name != cg->open_name || cg->open_at >= b->len)
+    return name; /* not the kernel just written */
+  cg->open_name = NULL;
+  const char *text = b->s + cg->open_at, *at = strstr(text, name);
+  size_t nlen = strlen(name);
+  if (!at)
+    return name;
+  char *code = cg_fmt(cg, "%.*s@%s", (int)(at - text), text, at + nlen);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char *c = code; *c; c++)
+    h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+  for (int i = 0; i < cg->ncodes; i++)
+    if (cg->codes[i].hash == h && !strcmp(cg->codes[i].code, code)) {
+      b->len = cg->open_at;
+      b->s[b->len] = 0;
+      buf_printf(b, "/* launches %s: the same code */\n", cg->codes[i].name);
+      return cg->codes[i].name;
+    }
+  if (cg->ncodes == cg->codes_cap) {
+    cg->codes_cap = cg->codes_cap ? 2 * cg->codes_cap : 64;
+    CgCode *grown = realloc(cg->codes, (size_t)cg->codes_cap * sizeof *grown);
+    if (!grown)
+      abort(); /* out of memory aborts, like arena_alloc */
+    cg->codes = grown;
+  }
+  cg->codes[cg->ncodes++] = (CgCode){h, code, name};
+  return name;
+}
+
 void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned grid,
                            unsigned block, const Value *const *in, int nin,
                            const Value *const *out, int nout) {
+  name = dedup_kernel(cg, name);
   int params = nout;
   for (int i = 0; i < nin; i++)
     params += in[i] != NULL;
@@ -1015,6 +1061,7 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
     if (gen_node(&cg, i) || cg.failed) {
       users_free(&cg.users);
       free(cg.src.s);
+      free(cg.codes);
       arena_free(cg.arena);
       return NULL;
     }
@@ -1026,6 +1073,7 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   p->steps = cg.steps;
   p->nsteps = cg.nsteps;
   free(cg.src.s);
+  free(cg.codes);
   return p;
 }
 

@@ -2,7 +2,9 @@
  *
  * codegen turns a verified IR graph whose shapes are all concrete into
  *   - one CUDA C translation unit (a string) holding an `extern "C" __global__` kernel per
- *     node that needs work, with every shape and stride baked in as a constant, and
+ *     node that needs work, with every shape and stride baked in as a constant (a node
+ *     whose kernel would have the code of an earlier one, its name aside, launches that
+ *     one: its comment stays, saying so), and
  *   - the steps that run the graph, in execution order: a kernel launch, a GEMM for
  *     cuBLASLt, or an alias (a node whose output is its input's bytes: no work).
  *

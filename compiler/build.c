@@ -970,8 +970,16 @@ static void report_variants(const Program *p, const NvrtcOutput *bin, double ms,
         src_extra += s->choice.source_bytes[v];
     }
     if (s->kind == STEP_KERNEL && names && extra) {
-      names[nnames] = s->kernel.name;
-      extra[nnames++] = x;
+      /* a kernel counts as the variants' when only their steps launch it (codegen
+       * launches a kernel again for a group of the same code) */
+      int j = 0;
+      while (j < nnames && strcmp(names[j], s->kernel.name))
+        j++;
+      if (j == nnames) {
+        names[nnames++] = s->kernel.name;
+        extra[j] = x;
+      }
+      extra[j] = extra[j] && x;
     }
   }
   if (!choices) {

@@ -275,8 +275,27 @@ DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "i
 
 BYTES = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
          "f16": 2, "bf16": 2}
-KERNEL = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)"
-                    r"(?:.|\n)*?__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\((\d+), 1, 1\) )?(\w+)\(")
+# a launch: its kernel's comment (the values it reads and writes), then the kernel, or a
+# line naming an earlier kernel of the same code that it launches instead (codegen's
+# dedup_kernel)
+HEAD = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)")
+SIGNATURE = re.compile(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\((\d+), 1, 1\) )?(\w+)\(")
+SAME = re.compile(r"\*/\n/\* launches (\w+): the same code \*/")
+
+
+def launches(src):
+    """(inputs, outputs, cluster, kernel) of each launch, in order."""
+    heads = list(HEAD.finditer(src))
+    cluster = {m.group(2): m.group(1) for m in SIGNATURE.finditer(src)}
+    out = []
+    for i, h in enumerate(heads):
+        seg = src[h.start():heads[i + 1].start() if i + 1 < len(heads) else len(src)]
+        same, sig = SAME.search(seg), SIGNATURE.search(seg)
+        if same and (not sig or same.start() < sig.start()):
+            out.append((h.group(1), h.group(2), cluster[same.group(1)], same.group(1)))
+        elif sig:
+            out.append((h.group(1), h.group(2), sig.group(1), sig.group(2)))
+    return out
 VALUE = re.compile(r"%([\w.]+): (\w+)\[([0-9, ]*)\]")
 
 
@@ -325,7 +344,7 @@ def host_main(d, src, inputs, outs, expect):
     lines = ["int main() {"]
     sizes = {}
     kernels = []
-    for ins, outv, cluster, kernel in KERNEL.findall(src):
+    for ins, outv, cluster, kernel in launches(src):
         names = []
         for seg in (ins, outv):
             for name, dt, dims in VALUE.findall(seg):
@@ -873,6 +892,8 @@ def cases():
         # the family's 32 x 32 tile alone (the output's sides at most 32), K split 4 ways
         # (13 steps: the last block's 1, itself partial) and not split
         ("gemm_3xtf32_small_split_k", {"x": f(20, 400), "w": f(24, 400)}, "%y = matmul(%x, %w) {transpose_b = 1}"),
+        # two nodes of one code: the second launches the first's kernel on its own buffers
+        ("same_code_twice", {"a": f(4, 9), "b": f(4, 9)}, "%p = sigmoid(%a)\n%q = sigmoid(%b)\nreturn %p, %q"),
         # a split into more outputs than one kernel takes (codegen's CODEGEN_PART_OPERANDS,
         # 128): a kernel per part, over the slab of the axis its outputs fill; a concat of
         # more inputs likewise (sizes 1 to 3 along the middle axis)
