@@ -464,6 +464,29 @@ static void test_pool_steps(void) {
   graph_free(g);
 }
 
+/* Two nodes whose kernels have one code (their names aside): the second step launches
+ * the first kernel, whose code the source holds once; a third of another shape has its
+ * own. */
+static void test_same_code(void) {
+  static const char text[] =
+      "graph t(%a: f32[4, 9], %b: f32[4, 9], %c: f32[5, 9]) {\n"
+      "  %p = sigmoid(%a)\n  %q = sigmoid(%b)\n  %r = sigmoid(%c)\n  return %p, %q, %r\n}\n";
+  Diag d = {0};
+  Graph *g = dsl_parse("t.gir", text, sizeof text - 1, &d);
+  Program *p = g ? codegen_graph(g, NULL, &d) : NULL;
+  CHECK(p && p->nsteps == 3);
+  if (p && p->nsteps == 3) {
+    const char *a = p->steps[0].kernel.name, *b = p->steps[1].kernel.name, *c = p->steps[2].kernel.name;
+    CHECK(!strcmp(a, "k0_sigmoid_p") && !strcmp(b, a) && strcmp(c, a));
+    CHECK(p->steps[1].kernel.args[0] == g->inputs[1] && p->steps[1].kernel.args[1] == g->outputs[1]);
+    const char *first = strstr(p->source, "void __launch_bounds__(256) k0_sigmoid_p(");
+    CHECK(first && !strstr(first + 40, "k0_sigmoid_p(") && !strstr(p->source, "k1_sigmoid_q("));
+    CHECK(strstr(p->source, "/* launches k0_sigmoid_p: the same code */"));
+  }
+  program_free(p);
+  graph_free(g);
+}
+
 /* topk over rows of 300: a block per row (100), sorting 512 in shared memory; it reads
  * x and writes the values and the indices. */
 static void test_topk_step(void) {
@@ -647,6 +670,7 @@ int main(void) {
   test_conv_tf32_step();
   test_pool_steps();
   test_topk_step();
+  test_same_code();
   test_scatter_steps();
   test_errors();
   char cache[] = "/tmp/gpucc-test-codegen-XXXXXX";
