@@ -137,9 +137,11 @@ static TcConfig tc_default(const Cg *cg, int64_t M, int64_t N, int64_t K) {
 /* The kernels of the family into c[] (at most TC_MAX_KERNELS), the default first; then,
  * for each tile of tc_tiles that the output fills (no side of 64 where the output's is
  * at most 32), K unsplit and split to make one block an SM and to fill every SM's block
- * slots (TC_RESIDENT an SM). The tiles narrower than the default's only while its blocks
- * leave slots idle: once they fill the GPU, narrower tiles only read more. Each
- * configuration once. A short GEMM, whose tiles' blocks all run at once, each over at
+ * slots (TC_RESIDENT an SM); the default's tile also split 2, 3, 4, 6 and 8 ways up to
+ * that last split (the time of a split K has its optimum between the tiles' fill and
+ * the partial tiles' sum, which no rule of the GPU's size places). The tiles narrower
+ * than the default's only while its blocks leave slots idle: once they fill the GPU,
+ * narrower tiles only read more. Each configuration once. A short GEMM, whose tiles' blocks all run at once, each over at
  * most 2 * TC_STAGES steps of K (K <= 192), keeps its default alone: its time is its launch and
  * a load or two, which no tile or split shortens much, and NVRTC's time for more kernels
  * is not worth it. */
@@ -152,14 +154,21 @@ static int tc_family(const Cg *cg, int64_t M, int64_t N, int64_t K, TcConfig *c)
   if (tiles <= slots && steps <= 2 * TC_STAGES)
     return nc;
   bool idle = tiles < slots;
-  for (size_t i = 0; i < sizeof tc_tiles / sizeof tc_tiles[0]; i++) {
-    int bm = tc_tiles[i][0], bn = tc_tiles[i][1];
-    if ((bm > 32 && M <= 32) || (bn > 32 && N <= 32) ||
-        (!idle && (bm < c[0].bm || bn < c[0].bn)))
+  for (int i = -1; i < (int)(sizeof tc_tiles / sizeof tc_tiles[0]); i++) {
+    /* the default's tile first (i = -1), then the others */
+    int bm = i < 0 ? c[0].bm : tc_tiles[i][0], bn = i < 0 ? c[0].bn : tc_tiles[i][1];
+    if ((i >= 0 && bm == c[0].bm && bn == c[0].bn) || (bm > 32 && M <= 32) ||
+        (bn > 32 && N <= 32) || (!idle && (bm < c[0].bm || bn < c[0].bn)))
       continue;
     tiles = tc_tile_count(M, N, bm, bn);
-    int64_t split[3] = {1, tc_split(cg, tiles, t->sms, steps), tc_split(cg, tiles, slots, steps)};
-    for (int k = 0; k < 3 && nc < TC_MAX_KERNELS; k++) {
+    static const int64_t ways[] = {2, 3, 4, 6, 8};
+    int64_t fill = tc_split(cg, tiles, slots, steps), split[8] = {1};
+    int ns = 1;
+    for (size_t w = 0; bm == c[0].bm && bn == c[0].bn && w < 5 && ways[w] <= fill; w++)
+      split[ns++] = cg_cluster_split(cg, ways[w], t->cluster_max, steps, TC_STAGES);
+    split[ns++] = tc_split(cg, tiles, t->sms, steps);
+    split[ns++] = fill;
+    for (int k = 0; k < ns && nc < TC_MAX_KERNELS; k++) {
       bool seen = false;
       for (int j = 0; j < nc; j++)
         seen = seen || (c[j].bm == bm && c[j].bn == bn && c[j].split == split[k]);

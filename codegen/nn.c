@@ -248,7 +248,8 @@ static MmaConfig mma_default(const Cg *cg, int64_t M, int64_t cout, int64_t K) {
 /* The kernels of the family into c[] (at most MMA_MAX_KERNELS), the default first; then,
  * for each tile of mma_tiles that the output fills (BM 128 only over more than 64 rows,
  * BN 64 over more than 32 channels), K unsplit and split to make one block an SM and to
- * fill every SM's slots; the tiles smaller than the default's only while its blocks
+ * fill every SM's slots, the default's tile also 2, 3, 4, 6 and 8 ways up to that last
+ * (as gemm.c's tc_family); the tiles smaller than the default's only while its blocks
  * leave slots idle. Each configuration once. A short convolution, whose tiles' blocks all
  * run at once, each over at most 2 * MMA_MIN_STEPS steps of K (K <= 256), keeps its
  * default alone: its time is its launch and a few loads, and NVRTC's time for more
@@ -261,15 +262,21 @@ static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, MmaConfi
   if (tiles <= slots && steps <= 2 * MMA_MIN_STEPS)
     return nc;
   bool idle = tiles < slots;
-  for (size_t i = 0; i < sizeof mma_tiles / sizeof mma_tiles[0]; i++) {
-    int64_t bm = mma_tiles[i][0], bn = mma_tiles[i][1];
-    if ((bm > 64 && M <= 64) || (bn > 32 && cout <= 32) ||
-        (!idle && (bm < c[0].bm || bn < c[0].bn)))
+  for (int i = -1; i < (int)(sizeof mma_tiles / sizeof mma_tiles[0]); i++) {
+    /* the default's tile first (i = -1), then the others */
+    int64_t bm = i < 0 ? c[0].bm : mma_tiles[i][0], bn = i < 0 ? c[0].bn : mma_tiles[i][1];
+    if ((i >= 0 && bm == c[0].bm && bn == c[0].bn) || (bm > 64 && M <= 64) ||
+        (bn > 32 && cout <= 32) || (!idle && (bm < c[0].bm || bn < c[0].bn)))
       continue;
     tiles = (M + bm - 1) / bm * ((cout + bn - 1) / bn);
-    int64_t split[3] = {1, k_splits(cg, (sms + tiles - 1) / tiles, steps),
-                        k_splits(cg, (slots + tiles - 1) / tiles, steps)};
-    for (int k = 0; k < 3 && nc < MMA_MAX_KERNELS; k++) {
+    static const int64_t ways[] = {2, 3, 4, 6, 8};
+    int64_t fill = k_splits(cg, (slots + tiles - 1) / tiles, steps), split[8] = {1};
+    int ns = 1;
+    for (size_t w = 0; bm == c[0].bm && bn == c[0].bn && w < 5 && ways[w] <= fill; w++)
+      split[ns++] = k_splits(cg, ways[w], steps);
+    split[ns++] = k_splits(cg, (sms + tiles - 1) / tiles, steps);
+    split[ns++] = fill;
+    for (int k = 0; k < ns && nc < MMA_MAX_KERNELS; k++) {
       bool seen = false;
       for (int j = 0; j < nc; j++)
         seen = seen || (c[j].bm == bm && c[j].bn == bn && c[j].split == split[k]);

@@ -868,8 +868,9 @@ def cases():
          "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%a = add(%c, %r)\n%y = relu(%a)"),
         # the implicit GEMM's family of variants (nn.c's mma_family), each kernel run in a
         # pass of its own: 100 x 48 x 576 takes the default 64 x 32 tiles with K split 4
-        # ways, 128 x 64 and 64 x 64 split and not, and 128 x 32; 81 x 24 x 576 (at most
-        # 32 channels) 64 x 32 and 128 x 32, split and not
+        # ways, and 3, 2 and not, and 128 x 64 split and not; 81 x 24 x 576 (at most 32
+        # channels) 64 x 32 and 128 x 32, split and not; 64 x 48 x 288 (64 pixels) 64 x 32
+        # and 64 x 64, split 2 ways and not
         ("bf16_conv_variants", {"x": f(1, 64, 10, 10), "w": f(48, 64, 3, 3), "b": f(48)},
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}\n%y = relu(%c)"),
         ("bf16_conv_variants_narrow", {"x": f(1, 9, 9, 64), "w": f(24, 3, 3, 64)},
@@ -878,6 +879,10 @@ def cases():
          "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%y = add(%c, %r)"),
         ("tf32_conv_variants_narrow", {"x": f(1, 64, 9, 9), "w": f(24, 64, 3, 3)},
          "%y = conv(%x, %w) {pads = [1, 1, 1, 1]}"),
+        ("conv_3xtf32_variants_narrow", {"x": f(1, 9, 9, 64), "w": f(24, 3, 3, 64)},
+         "%y = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}"),
+        ("bf16_conv_variants_square", {"x": f(1, 8, 8, 32), "w": f(48, 3, 3, 32), "b": f(48)},
+         "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}"),
         # f32 linear layers (weights [N, K]) on tensor cores, 3xTF32: partial row and column
         # tiles, K split over 2 blocks of a cluster, the second's last step partial; 4 blocks
         # with the group's epilogue (bias, residual, ReLU) applied to their sum; one block,
