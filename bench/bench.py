@@ -32,7 +32,8 @@ there):
         cache flush lets the host run ahead;
   - gpucc's compile time (`gpucc model.onnx -o model.so`, cold with an empty
     GPUCC_CACHE_DIR, then warm with the same one) and create time (gpucc_model_create,
-    cold with an empty GPUCC_CACHE_DIR for the runtime's cached choices, then warm), and
+    cold with an empty GPUCC_CACHE_DIR for the runtime's cached choices, then warm, then
+    with timing off: GPUCC_TUNE=0), and
     torch.compile's (its first three calls);
   - model FLOPs (torch.utils.flop_counter: matmuls, convolutions, attention) over gpucc's
     GPU time as a share of the GPU's dense GEMM rate in that precision, measured in the
@@ -614,6 +615,21 @@ def measure_gpucc(args, work, how, precision, gpu_in, want):
         so.lib.gpucc_model_destroy(m)
         m = None
         m, row["create_warm_s"] = so.create(0)
+        # and with timing off (GPUCC_TUNE=0, read at create): what a warm load should match
+        so.lib.gpucc_model_destroy(m)
+        m = None
+        tune = os.environ.get("GPUCC_TUNE")
+        os.environ["GPUCC_TUNE"] = "0"
+        try:
+            m, row["create_untuned_s"] = so.create(0)
+        finally:
+            if tune is None:
+                del os.environ["GPUCC_TUNE"]
+            else:
+                os.environ["GPUCC_TUNE"] = tune
+        so.lib.gpucc_model_destroy(m)
+        m = None
+        m, _ = so.create(0)
         row["gpucc_kernels"] = so.lib.gpucc_model_kernels(m)
         run = GpuccRunner(so, m, gpu_in)
         got = [t.clone() for t in run()]
@@ -838,15 +854,19 @@ def table(args):
                 b, p, fmt(gpu, "%.2f"), fmt(call, "%.2f"), n, len(rs)))
         out.append("")
         out.append("| model | batch | precision | export | gpucc compile s cold / warm | "
-                   "create ms cold / warm | torch.compile s | GEMM TFLOP/s | model GFLOP |")
-        out.append("|" + "---|" * 9)
+                   "create ms cold / warm / untuned | warm / untuned | torch.compile s | "
+                   "GEMM TFLOP/s | model GFLOP |")
+        out.append("|" + "---|" * 10)
         for r in measured:
-            out.append("| %s | %d | %s | %s | %s / %s | %s / %s | %s | %s | %s |" % (
+            ms = lambda k: r[k] * 1e3 if r.get(k) else None  # noqa: E731
+            ratio = (r["create_warm_s"] / r["create_untuned_s"]
+                     if r.get("create_warm_s") and r.get("create_untuned_s") else None)
+            out.append("| %s | %d | %s | %s | %s / %s | %s / %s / %s | %s | %s | %s | %s |" % (
                 shown(r), r["batch"], r["precision"], r.get("export", "ts17"),
                 fmt(r.get("gpucc_compile_cold_s"), "%.1f"),
                 fmt(r.get("gpucc_compile_warm_s"), "%.1f"),
-                fmt(r["create_cold_s"] * 1e3 if r.get("create_cold_s") else None, "%.0f"),
-                fmt(r["create_warm_s"] * 1e3 if r.get("create_warm_s") else None, "%.0f"),
+                fmt(ms("create_cold_s"), "%.0f"), fmt(ms("create_warm_s"), "%.0f"),
+                fmt(ms("create_untuned_s"), "%.0f"), fmt(ratio, "%.2f"),
                 fmt(r.get("compile_s"), "%.1f"), fmt(r.get("gemm_tflops"), "%.0f"),
                 fmt(r["flops"] / 1e9 if r.get("flops") else None, "%.1f")))
         failures = [r for r in measured if r.get("error") or r.get("compile_error")]

@@ -43,6 +43,19 @@ typedef struct Cg {
                      written for a number of warps (0: the target's block); cleared by its
                      signature */
   const Target *target; /* CodegenOptions.target: every machine fact codegen uses */
+  int variants;      /* CodegenOptions.variants: a choice's variants at most (2 to
+                        CODEGEN_MAX_VARIANTS), or 1: no choices */
+  int variant;       /* while a choice's variant is generated: its number, which its
+                        kernels' names end in (_v<k>); -1 otherwise */
+  int variant_first; /* the step its steps start at */
+  size_t variant_src; /* the byte of the source its kernels start at */
+  /* The kernel being written (kernel_begin): its name and where its signature starts in
+   * src; and every kernel's code so far, its name made "@", to launch an earlier kernel
+   * of the same code instead of compiling another (cg_kernel_step_values) */
+  const char *open_name;
+  size_t open_at;
+  struct CgCode *codes;
+  int ncodes, codes_cap;
   /* by node position: the first node of its fuse group and the next one after it
    * (ir_fuse_groups) */
   int *group_first, *group_next;
@@ -103,6 +116,15 @@ void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned gri
                            unsigned block, const Value *const *in, int nin,
                            const Value *const *out, int nout);
 Step *cg_add_step(Cg *cg, StepKind kind, const Node *n);
+/* Variants (codegen.h's ChoiceStep): a generator that can do a node's work several ways
+ * opens a choice (the index of its step), generates each variant's kernels and GEMMs as
+ * usual between cg_variant_begin and cg_variant_end, and closes it. Open one only for two
+ * variants or more. cg_choice_end clears the in-place flags of the variants' kernels:
+ * the memory plan serves them all. */
+int cg_choice_begin(Cg *cg, const Node *n, const char *label);
+void cg_variant_begin(Cg *cg, int choice);
+void cg_variant_end(Cg *cg, int choice);
+void cg_choice_end(Cg *cg, int choice);
 /* The grid-stride loop "for (idx_t i ...; i < count; ...) {" with idx_t sized for count
  * and for every operand of n (cg_max_numel), and its end: closes the loop and the
  * kernel, and records the launch. */

@@ -346,6 +346,32 @@ Step *cg_add_step(Cg *cg, StepKind kind, const Node *n) {
   return s;
 }
 
+int cg_choice_begin(Cg *cg, const Node *n, const char *label) {
+  cg_add_step(cg, STEP_CHOICE, n)->choice.label = label;
+  return cg->nsteps - 1;
+}
+
+void cg_variant_begin(Cg *cg, int choice) {
+  cg->variant = cg->steps[choice].choice.nvariants;
+  cg->variant_first = cg->nsteps;
+  cg->variant_src = cg->src.len;
+}
+
+void cg_variant_end(Cg *cg, int choice) {
+  ChoiceStep *c = &cg->steps[choice].choice;
+  if (c->nvariants < CODEGEN_MAX_VARIANTS) {
+    c->source_bytes[c->nvariants] = cg->src.len - cg->variant_src;
+    c->count[c->nvariants++] = cg->nsteps - cg->variant_first;
+  }
+  cg->variant = -1;
+}
+
+void cg_choice_end(Cg *cg, int choice) {
+  for (int i = choice + 1; i < cg->nsteps; i++)
+    if (cg->steps[i].kind == STEP_KERNEL)
+      cg->steps[i].kernel.inplace = 0;
+}
+
 const char *step_kind_name(StepKind k) {
   return k == STEP_KERNEL ? "kernel" : k == STEP_GEMM ? "gemm" : k == STEP_ALIAS ? "alias" : "choice";
 }
@@ -396,6 +422,8 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
                                 const Value *const *in, int nin, const Value *const *out,
                                 int nout, const char *note) {
   Buf *b = &cg->src;
+  if (cg->variant >= 0)
+    name = cg_fmt(cg, "%s_v%d", name, cg->variant);
   buf_printf(b, "\n/* %s(", head);
   for (int k = 0; k < nin; k++) {
     if (k)
@@ -411,7 +439,9 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   }
   if (note)
     buf_printf(b, "\n * %s", note);
-  buf_printf(b, " */\nextern \"C\" __global__ void __launch_bounds__(%d",
+  buf_puts(b, " */\n");
+  cg->open_at = b->len;
+  buf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d",
              cg->threads ? cg->threads : cg->target->block);
   if (cg->min_blocks)
     buf_printf(b, ", %d", cg->min_blocks);
@@ -419,6 +449,7 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   if (cg->cluster > 1)
     buf_printf(b, " __cluster_dims__(%d, 1, 1)", cg->cluster);
   buf_printf(b, " %s(", name);
+  cg->open_name = name;
   cg->min_blocks = cg->cluster = cg->threads = 0;
   int a = 0;
   for (int k = 0; k < nin; k++)
@@ -544,9 +575,52 @@ void cg_loop_end(Cg *cg, const Node *n, const char *name, int64_t count) {
   cg_kernel_step(cg, n, name, cg_blocks(cg, count, cg->target->block), (unsigned)cg->target->block);
 }
 
+/* A kernel's code with its name made "@", and the name of the kernel that has it. */
+typedef struct CgCode {
+  uint64_t hash;
+  const char *code, *name;
+} CgCode;
+
+/* The kernel just written, `name`, when no earlier kernel has its code (its text from the
+ * signature on, the name aside); else that kernel's name, its text dropped from the
+ * source but the comment, which says what it launches. NVRTC compiles each code once:
+ * a transformer's layers, or the variants of groups of one shape, are many launches of
+ * few kernels. */
+static const char *dedup_kernel(Cg *cg, const char *name) {
+  Buf *b = &cg->src;
+  if (name != cg->open_name || cg->open_at >= b->len)
+    return name; /* not the kernel just written */
+  cg->open_name = NULL;
+  const char *text = b->s + cg->open_at, *at = strstr(text, name);
+  size_t nlen = strlen(name);
+  if (!at)
+    return name;
+  char *code = cg_fmt(cg, "%.*s@%s", (int)(at - text), text, at + nlen);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char *c = code; *c; c++)
+    h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+  for (int i = 0; i < cg->ncodes; i++)
+    if (cg->codes[i].hash == h && !strcmp(cg->codes[i].code, code)) {
+      b->len = cg->open_at;
+      b->s[b->len] = 0;
+      buf_printf(b, "/* launches %s: the same code */\n", cg->codes[i].name);
+      return cg->codes[i].name;
+    }
+  if (cg->ncodes == cg->codes_cap) {
+    cg->codes_cap = cg->codes_cap ? 2 * cg->codes_cap : 64;
+    CgCode *grown = realloc(cg->codes, (size_t)cg->codes_cap * sizeof *grown);
+    if (!grown)
+      abort(); /* out of memory aborts, like arena_alloc */
+    cg->codes = grown;
+  }
+  cg->codes[cg->ncodes++] = (CgCode){h, code, name};
+  return name;
+}
+
 void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned grid,
                            unsigned block, const Value *const *in, int nin,
                            const Value *const *out, int nout) {
+  name = dedup_kernel(cg, name);
   int params = nout;
   for (int i = 0; i < nin; i++)
     params += in[i] != NULL;
@@ -976,7 +1050,9 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   /* What its kernels take on the target. A group's node count is the fuse pass's choice
    * for NVRTC's time, not a kernel's limit: a group written by hand may be longer. */
   Cg cg = {.g = g, .arena = arena_new(), .d = d,
-           .target = opt && opt->target ? opt->target : target_default()};
+           .target = opt && opt->target ? opt->target : target_default(), .variant = -1};
+  cg.variants = opt && opt->variants > 0 && opt->variants < CODEGEN_MAX_VARIANTS
+                    ? opt->variants : CODEGEN_MAX_VARIANTS;
   cg.lim = group_limits_for(cg.target);
   cg.lim.nodes = INT_MAX;
   if (target_check(cg.target, d) || ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
@@ -990,6 +1066,7 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
     if (gen_node(&cg, i) || cg.failed) {
       users_free(&cg.users);
       free(cg.src.s);
+      free(cg.codes);
       arena_free(cg.arena);
       return NULL;
     }
@@ -1001,6 +1078,7 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   p->steps = cg.steps;
   p->nsteps = cg.nsteps;
   free(cg.src.s);
+  free(cg.codes);
   return p;
 }
 

@@ -2,7 +2,9 @@
  *
  * codegen turns a verified IR graph whose shapes are all concrete into
  *   - one CUDA C translation unit (a string) holding an `extern "C" __global__` kernel per
- *     node that needs work, with every shape and stride baked in as a constant, and
+ *     node that needs work, with every shape and stride baked in as a constant (a node
+ *     whose kernel would have the code of an earlier one, its name aside, launches that
+ *     one: its comment stays, saying so), and
  *   - the steps that run the graph, in execution order: a kernel launch, a GEMM for
  *     cuBLASLt, or an alias (a node whose output is its input's bytes: no work).
  *
@@ -104,6 +106,7 @@ typedef struct ChoiceStep {
   const char *label; /* what varies, for the runtime's log */
   int nvariants;     /* 2 or more */
   int count[CODEGEN_MAX_VARIANTS];
+  size_t source_bytes[CODEGEN_MAX_VARIANTS]; /* of Program.source: each variant's kernels */
 } ChoiceStep;
 
 typedef struct Step {
@@ -132,6 +135,7 @@ typedef struct Program {
  * blocks with grid-stride loops doing the rest) are every other kernel's geometry. */
 typedef struct CodegenOptions {
   const Target *target; /* NULL: target_default() */
+  int variants; /* a choice's variants at most; 1: none (each group's default); 0: all */
 } CodegenOptions;
 
 /* Generates the program of g, which must verify and have only concrete shapes (a

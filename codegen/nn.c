@@ -210,16 +210,81 @@ enum {
   MMA_BK = 32,
   MMA_WARPS = 8, /* the kernel is written for 8 warps, 4 x 2 over the tile */
   MMA_THREADS = MMA_WARPS * 32,
+  MMA_RESIDENT = 2,    /* blocks an SM runs at once (3xTF32's __launch_bounds__) */
+  MMA_MIN_STEPS = 4,   /* K steps a block of a split K at least */
+  MMA_MAX_KERNELS = 6, /* kernel variants of a convolution at most */
 };
 
+/* One kernel of the implicit GEMM's family: BM x BN tiles (BM 64 or 128, BN 32 or 64),
+ * K split over S blocks of a cluster. */
+typedef struct MmaConfig {
+  int64_t bm, bn, split;
+} MmaConfig;
+
+static const int64_t mma_tiles[][2] = {{128, 64}, {64, 64}, {128, 32}, {64, 32}};
+
 /* The blocks that share a tile's K steps: 1, or on a target with clusters the blocks of a
- * thread block cluster, which sum their partial tiles through distributed shared memory.
- * Enough of them that the tiles' blocks fill the SMs twice (two blocks an SM), at most
- * the target's (portable) cluster size and at least 4 steps each; then as few as give
- * each that many steps. */
-static int64_t k_splits(const Cg *cg, int64_t tiles, int64_t steps) {
-  const Target *t = cg->target;
-  return cg_cluster_split(cg, 2 * t->sms / tiles, t->cluster_max, steps, 4);
+ * thread block cluster, which sum their partial tiles through distributed shared memory:
+ * `want` of them, at most the target's (portable) cluster size and at least
+ * MMA_MIN_STEPS steps each; then as few as give each that many steps. */
+static int64_t k_splits(const Cg *cg, int64_t want, int64_t steps) {
+  return cg_cluster_split(cg, want, cg->target->cluster_max, steps, MMA_MIN_STEPS);
+}
+
+/* The default, variant 0 (what GPUCC_TUNE=0 runs), by grid fill: BN 32 for narrow layers
+ * and where 64 x 64 tiles would not fill half the SMs, BM 64 when 128 rows would leave
+ * block slots idle; K split about as many ways as the tiles' blocks go into every SM's
+ * slots. */
+static MmaConfig mma_default(const Cg *cg, int64_t M, int64_t cout, int64_t K) {
+  int64_t sms = cg->target->sms, slots = sms * MMA_RESIDENT;
+  bool few = (M + 63) / 64 * ((cout + 63) / 64) < sms / 2;
+  MmaConfig c = {.bn = cout <= 32 || few ? 32 : 64};
+  int64_t NT = (cout + c.bn - 1) / c.bn;
+  c.bm = (M + 127) / 128 * NT >= slots ? 128 : 64;
+  c.split = k_splits(cg, slots / ((M + c.bm - 1) / c.bm * NT), (K + MMA_BK - 1) / MMA_BK);
+  return c;
+}
+
+/* The kernels of the family into c[] (at most MMA_MAX_KERNELS), the default first; then,
+ * for each tile of mma_tiles that the output fills (BM 128 only over more than 64 rows,
+ * BN 64 over more than 32 channels), K unsplit and split to make one block an SM and to
+ * fill every SM's slots, the default's tile also 2, 3, 4, 6 and 8 ways up to that last
+ * (as gemm.c's tc_family); the tiles smaller than the default's only while its blocks
+ * leave slots idle. Each configuration once. A short convolution, whose tiles' blocks all
+ * run at once, each over at most 2 * MMA_MIN_STEPS steps of K (K <= 256), keeps its
+ * default alone: its time is its launch and a few loads, and NVRTC's time for more
+ * kernels is not worth it. */
+static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, MmaConfig *c) {
+  int64_t sms = cg->target->sms, slots = sms * MMA_RESIDENT, steps = (K + MMA_BK - 1) / MMA_BK;
+  int nc = 0;
+  c[nc++] = mma_default(cg, M, cout, K);
+  int64_t tiles = (M + c[0].bm - 1) / c[0].bm * ((cout + c[0].bn - 1) / c[0].bn);
+  if (tiles <= slots && steps <= 2 * MMA_MIN_STEPS)
+    return nc;
+  bool idle = tiles < slots;
+  for (int i = -1; i < (int)(sizeof mma_tiles / sizeof mma_tiles[0]); i++) {
+    /* the default's tile first (i = -1), then the others */
+    int64_t bm = i < 0 ? c[0].bm : mma_tiles[i][0], bn = i < 0 ? c[0].bn : mma_tiles[i][1];
+    if ((i >= 0 && bm == c[0].bm && bn == c[0].bn) || (bm > 64 && M <= 64) ||
+        (bn > 32 && cout <= 32) || (!idle && (bm < c[0].bm || bn < c[0].bn)))
+      continue;
+    tiles = (M + bm - 1) / bm * ((cout + bn - 1) / bn);
+    static const int64_t ways[] = {2, 3, 4, 6, 8};
+    int64_t fill = k_splits(cg, (slots + tiles - 1) / tiles, steps), split[8] = {1};
+    int ns = 1;
+    for (size_t w = 0; bm == c[0].bm && bn == c[0].bn && w < 5 && ways[w] <= fill; w++)
+      split[ns++] = k_splits(cg, ways[w], steps);
+    split[ns++] = k_splits(cg, (sms + tiles - 1) / tiles, steps);
+    split[ns++] = fill;
+    for (int k = 0; k < ns && nc < MMA_MAX_KERNELS; k++) {
+      bool seen = false;
+      for (int j = 0; j < nc; j++)
+        seen = seen || (c[j].bm == bm && c[j].bn == bn && c[j].split == split[k]);
+      if (!seen)
+        c[nc++] = (MmaConfig){bm, bn, split[k]};
+    }
+  }
+  return nc;
 }
 
 /* The statements that store slots src[0..count) at row[at..] in shared memory, as 16-byte
@@ -247,21 +312,18 @@ static const char *load_slots(Cg *cg, const char *dst, const char *ld, const cha
   return cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) %s[j] = %s;\n", count, dst, slot);
 }
 
-static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q) {
+/* The kernel of configuration cf. */
+static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
+                    const MmaConfig *cf) {
   const Value *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
   DType t = y->type.dtype, xt = v->src;
   int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw, OHW = q->oh * q->ow;
-  /* 8 warps as 4 x 2: BN 32 for narrow layers and where 64 x 64 tiles would not fill
-   * half the SMs (twice the tiles: ResNet-50's layer3 and layer4 at batch 1), BM 64 when
-   * 128 leaves SMs idle */
-  int sms = cg->target->sms;
-  bool few = (M + 63) / 64 * ((q->cout + 63) / 64) < sms / 2;
-  int64_t BN = q->cout <= 32 || few ? 32 : 64, NT = (q->cout + BN - 1) / BN;
-  int64_t BM = (M + 127) / 128 * NT >= 2 * sms ? 128 : 64, MT = (M + BM - 1) / BM;
+  /* 8 warps as 4 x 2 over the tile */
+  int64_t BN = cf->bn, NT = (q->cout + BN - 1) / BN, BM = cf->bm, MT = (M + BM - 1) / BM;
   int64_t MI = BM / 64, NJ = BN / 16, TPM = MMA_THREADS / BM, KPT = MMA_BK / TPM;
   int64_t EPB = BN * MMA_BK / MMA_THREADS, BPR = MMA_BK / EPB;
   /* split K: block rank r of a cluster of S sums the taps [r KS, (r + 1) KS) */
-  int64_t steps = (K + MMA_BK - 1) / MMA_BK, S = k_splits(cg, MT * NT, steps);
+  int64_t steps = (K + MMA_BK - 1) / MMA_BK, S = cf->split;
   int64_t KS = (steps + S - 1) / S * MMA_BK;
   /* f32 on TF32: one tap a slot, rounded as stored (tf32 = 1) or split at the fragments */
   bool wide = t == DT_F32, split = wide && !attr_int(n, "tf32");
@@ -277,7 +339,7 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
                             v->cl ? ", channels last" : "", xt == t ? "" : ", the input rounded as loaded",
                             S > 1 ? cg_fmt(cg, ", K split over the %" PRId64 " blocks of a cluster", S) : "");
   if (split)
-    cg->min_blocks = 2; /* at most 128 registers (3xTF32 needs ~140 unbounded): two blocks an SM */
+    cg->min_blocks = MMA_RESIDENT; /* at most 128 registers (3xTF32 needs ~140 unbounded) */
   cg->cluster = (int)S;
   cg->threads = MMA_THREADS;
   const char *name = cg_kernel_begin(cg, n, note);
@@ -467,6 +529,31 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   clusters = MT * NT < clusters ? MT * NT : clusters;
   cg_kernel_step(cg, n, name, (unsigned)(clusters * S), MMA_THREADS);
   return 0;
+}
+
+/* The implicit GEMM as a choice among mma_family's kernels, which the runtime times;
+ * with --variants=1 (or a family of one) the default alone. */
+static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q) {
+  MmaConfig c[MMA_MAX_KERNELS];
+  int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw;
+  int nc = mma_family(cg, M, q->cout, K, c);
+  nc = nc < cg->variants ? nc : cg->variants;
+  if (nc == 1)
+    return conv_mma(cg, n, v, q, &c[0]);
+  const char *label = cg_fmt(cg, "node %d: implicit GEMM %" PRId64 " x %" PRId64 " x %" PRId64
+                             ", variants (tile/K split):", n->id, M, q->cout, K);
+  for (int k = 0; k < nc; k++)
+    label = cg_fmt(cg, "%s%s %" PRId64 "x%" PRId64 "/%" PRId64, label, k ? "," : "", c[k].bm,
+                   c[k].bn, c[k].split);
+  int ch = cg_choice_begin(cg, n, label), rc = 0;
+  for (int k = 0; k < nc && !rc; k++) {
+    cg_variant_begin(cg, ch);
+    rc = conv_mma(cg, n, v, q, &c[k]);
+    cg_variant_end(cg, ch);
+  }
+  if (!rc)
+    cg_choice_end(cg, ch);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- conv */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* PLAN_SHUFFLES: placements tried after the four orders, each the best so far with some
  * buffers swapped (deterministic), while the arena is above its lower bound. PLAN_PAIRS
@@ -867,6 +868,144 @@ static int by_place(const void *pa, const void *pb) {
   return a->v->id - b->v->id;
 }
 
+/* ---------------------------------------------------------------- variants
+ *
+ * What the choices' variants cost: each choice's variants, and in all the bytes of CUDA C
+ * and of the cubin that the variants beyond each default take (codegen counts the
+ * source's bytes; the cubin's are its ELF sections named after their kernels: code,
+ * constants, attributes), and NVRTC's time for the module, measured. */
+
+/* Whether step i is in a variant of a choice other than its first: *in the step after. */
+static bool extra_variant(const Program *p, int i, int *from, int *to) {
+  const Step *s = &p->steps[i];
+  if (s->kind == STEP_CHOICE) {
+    *from = *to = i + 1 + s->choice.count[0];
+    for (int v = 1; v < s->choice.nvariants; v++)
+      *to += s->choice.count[v];
+  }
+  return i >= *from && i < *to;
+}
+
+/* One line per choice: its label, its variants and what they are. */
+static void print_choices(const Program *p, FILE *f, const char *indent) {
+  for (int i = 0; i < p->nsteps; i++) {
+    const Step *s = &p->steps[i];
+    if (s->kind != STEP_CHOICE)
+      continue;
+    int kernels = 0, gemms = 0, at = i + 1;
+    for (int v = 0; v < s->choice.nvariants; v++)
+      for (int j = 0; j < s->choice.count[v]; j++, at++) {
+        kernels += p->steps[at].kind == STEP_KERNEL;
+        gemms += p->steps[at].kind == STEP_GEMM;
+      }
+    fprintf(f, "%sstep %d: %d variants (%d kernel%s, %d cuBLASLt GEMM%s): %s\n",
+            indent, i, s->choice.nvariants, kernels, kernels == 1 ? "" : "s", gemms,
+            gemms == 1 ? "" : "s", s->choice.label);
+  }
+}
+
+/* w little-endian bytes of b[off..] (0 past its n bytes). */
+static uint64_t rd_le(const unsigned char *b, size_t n, uint64_t off, int w) {
+  uint64_t v = 0;
+  if (off > n || (uint64_t)w > n - off)
+    return 0;
+  for (int i = w - 1; i >= 0; i--)
+    v = v << 8 | b[off + (uint64_t)i];
+  return v;
+}
+
+/* The bytes of the cubin's sections named after a kernel (".text.NAME",
+ * ".nv.info.NAME", ...; not the shared memory's, which take no bytes of the file) into
+ * *all, and those of the kernels in extra[] into *extra. 0, or -1 when the cubin is no
+ * ELF this reads. */
+static int cubin_kernel_bytes(const NvrtcOutput *bin, const char *const *names, int nnames,
+                              const bool *extra, uint64_t *all, uint64_t *xbytes) {
+  const unsigned char *b = bin->cubin;
+  size_t n = bin->cubin_size;
+  *all = *xbytes = 0;
+#define RD(off, w) rd_le(b, n, (off), (w))
+  if (n < 64 || memcmp(b, "\x7f" "ELF", 4) || b[4] != 2 || b[5] != 1)
+    return -1;
+  uint64_t shoff = RD(0x28, 8), shent = RD(0x3a, 2), shnum = RD(0x3c, 2), shstr = RD(0x3e, 2);
+  if (shent < 64 || shstr >= shnum || shoff > n || shnum > (n - shoff) / shent)
+    return -1;
+  uint64_t stroff = RD(shoff + shstr * shent + 24, 8), strsize = RD(shoff + shstr * shent + 32, 8);
+  if (stroff > n || strsize > n - stroff)
+    return -1;
+  for (uint64_t k = 0; k < shnum; k++) {
+    uint64_t h = shoff + k * shent, name = RD(h, 4), type = RD(h + 4, 4), size = RD(h + 32, 8);
+    if (name >= strsize || type == 8 /* SHT_NOBITS */)
+      continue;
+    const char *sn = (const char *)b + stroff + name, *dot = NULL;
+    size_t len = strnlen(sn, strsize - name);
+    for (size_t c = 0; c < len; c++)
+      dot = sn[c] == '.' ? sn + c : dot;
+    if (!dot || len == strsize - name)
+      continue;
+    for (int j = 0; j < nnames; j++)
+      if (!strcmp(dot + 1, names[j])) {
+        *all += size;
+        *xbytes += extra[j] ? size : 0;
+        break;
+      }
+  }
+#undef RD
+  return 0;
+}
+
+/* -v: the choices, then what their variants beyond the defaults cost. bin NULL: no
+ * module was compiled (or from_cache: it came from NVRTC's cache, ms not NVRTC's). */
+static void report_variants(const Program *p, const NvrtcOutput *bin, double ms, FILE *f) {
+  int choices = 0, variants = 0, nnames = 0, from = 0, to = 0;
+  size_t src_extra = 0;
+  const char **names = calloc((size_t)p->nsteps + 1, sizeof *names);
+  bool *extra = calloc((size_t)p->nsteps + 1, sizeof *extra);
+  for (int i = 0; i < p->nsteps; i++) {
+    const Step *s = &p->steps[i];
+    bool x = extra_variant(p, i, &from, &to);
+    if (s->kind == STEP_CHOICE) {
+      choices++;
+      variants += s->choice.nvariants;
+      for (int v = 1; v < s->choice.nvariants; v++)
+        src_extra += s->choice.source_bytes[v];
+    }
+    if (s->kind == STEP_KERNEL && names && extra) {
+      /* a kernel counts as the variants' when only their steps launch it (codegen
+       * launches a kernel again for a group of the same code) */
+      int j = 0;
+      while (j < nnames && strcmp(names[j], s->kernel.name))
+        j++;
+      if (j == nnames) {
+        names[nnames++] = s->kernel.name;
+        extra[j] = x;
+      }
+      extra[j] = extra[j] && x;
+    }
+  }
+  if (!choices) {
+    fprintf(f, "gpucc: variants: none (every group has one kernel or GEMM)\n");
+  } else {
+    print_choices(p, f, "gpucc: variants: choice at ");
+    fprintf(f, "gpucc: variants: %d choice%s carry %d variants, %d beyond their defaults: %zu of "
+               "the CUDA C's %zu bytes (%.1f%%)", choices, choices == 1 ? "" : "s", variants, variants - choices,
+            src_extra, p->source_len, p->source_len ? 100.0 * (double)src_extra / (double)p->source_len : 0.0);
+    uint64_t all = 0, xb = 0;
+    if (bin && names && extra && !cubin_kernel_bytes(bin, names, nnames, extra, &all, &xb)) {
+      double share = all ? (double)xb / (double)all : 0;
+      fprintf(f, ", %" PRIu64 " of the cubin's %zu bytes (%.1f%% of its kernels' %" PRIu64 ")",
+              xb, bin->cubin_size, 100 * share, all);
+      if (bin->from_cache)
+        fprintf(f, "; the module from NVRTC's cache");
+      else
+        fprintf(f, "; NVRTC took %.0f ms, about %.0f ms of it theirs (in proportion to the "
+                   "kernels' bytes)", ms, ms * share);
+    }
+    fputc('\n', f);
+  }
+  free(names);
+  free(extra);
+}
+
 void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f) {
   fprintf(f, "memory plan of %s: %d steps\n", g->name, p->nsteps);
   const MemSlot **order = calloc((size_t)mp->nslots + 1, sizeof *order);
@@ -903,6 +1042,7 @@ void memplan_print(const Graph *g, const Program *p, const MemPlan *mp, FILE *f)
              "; %d kernel%s in place\n", mp->arena_bytes, mp->lower_bound, over,
           mp->naive_bytes, mp->in_place, mp->in_place == 1 ? "" : "s");
   print_groups(g, f);
+  print_choices(p, f, "choice at ");
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -1152,7 +1292,7 @@ int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled 
 
   int rc = pipeline_bind_dims(g, opt, d) || run_passes(g, opt, t, d);
   if (!rc && last >= STAGE_CODEGEN) {
-    CodegenOptions co = {.target = t};
+    CodegenOptions co = {.target = t, .variants = opt->variants};
     rc = !(out->program = codegen_graph(g, &co, d));
   }
   if (!rc && last >= STAGE_MEMPLAN)
@@ -1163,7 +1303,16 @@ int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled 
     NvrtcOptions nopt = {.arch = arch, .no_cache = opt->no_cache, .cache_dir = opt->cache_dir};
     char name[256];
     snprintf(name, sizeof name, "%s.cu", g->name && *g->name ? g->name : "model");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = nvrtc_compile(out->program->source, name, &nopt, &out->binary, d) != 0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!rc && opt->report)
+      report_variants(out->program, &out->binary,
+                      (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+                      opt->report);
+  } else if (!rc && last >= STAGE_CODEGEN && opt->report) {
+    report_variants(out->program, NULL, 0, opt->report);
   }
   if (!rc && last >= STAGE_PLAN)
     rc = make_plan(g, out, d);

@@ -56,6 +56,10 @@ typedef struct GpuccCompileOptions {
   /* ONNX only: --shape, --const, max weight bytes, base_dir (its dims are ignored: use
    * dim_names). NULL: none. */
   const OnnxOptions *onnx;
+  /* The variants a group carries at most (`--variants=N`; codegen.h's ChoiceStep), which
+   * the runtime times at create: 1 gives only each group's default, no choice (the
+   * shortest NVRTC time); 0 all of codegen's families. */
+  int variants;
   bool no_cache;         /* NVRTC's on-disk cache: neither read nor write */
   const char *cache_dir; /* NULL: compiler/nvrtc.h's default */
   /* What the pass manager shows (passes/passes.h), each NULL for nothing: the IR before

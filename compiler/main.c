@@ -48,6 +48,7 @@ typedef struct Options {
   const char *emit; /* NULL, "ir", "cuda" or "cubin"; NULL with -o: a model.so */
   const char *arch; /* --arch for --emit=cuda/cubin/plan and model.so; NULL: the default */
   int sms;          /* --sms N: the target's SM count instead of the table's (0: the table's) */
+  int variants;     /* --variants N: a group's kernel variants at most (0: codegen's own) */
   Target target;    /* compile mode: --arch's entry of the target table, --sms over it */
   const char *out;  /* -o */
   int iters;        /* run: --iters N, timed graph replays (0: none) */
@@ -157,6 +158,9 @@ static void print_help(void) {
          "                          sm_86, sm_89, sm_90 (the default) or sm_90a, with the\n"
          "                          SM count and cache of one GPU of it (-v says which)\n"
          "  --sms=N                 the target's SM count instead (codegen fills N SMs)\n"
+         "  --variants=N            kernel variants a GEMM or convolution carries at most,\n"
+         "                          timed on the GPU at create (1: only the default of\n"
+         "                          each, the shortest NVRTC time; default: all, up to 8)\n"
          "  --dim SYM=N             bind symbolic dim SYM to N before the passes\n");
   printf("\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
@@ -261,10 +265,10 @@ static int check_mode(const Options *o) {
       return usage_error("a model.so runs only on the GPU; '--cpu' needs the model's .gir "
                          "or .onnx file");
     if (o->so && (o->passes_arg || o->print_after_all || o->dump_dir || o->ndims ||
-                  o->precision_given || o->ncalib))
+                  o->precision_given || o->ncalib || o->variants))
       return usage_error("a model.so is compiled already: '--passes', '--precision', "
-                         "'--calibrate', '--print-after-all', '--dump-ir' and '--dim' are "
-                         "for .gir and .onnx files");
+                         "'--calibrate', '--variants', '--print-after-all', '--dump-ir' and "
+                         "'--dim' are for .gir and .onnx files");
   } else {
     if (o->iters || o->device)
       return usage_error("options '--iters' and '--device' are only for 'gpucc run'");
@@ -433,16 +437,17 @@ static int parse_args(int argc, char **argv, Options *o) {
         return rc;
     } else if ((v = option_value(a, "--iters", argc, argv, &i, &missing)) ||
                (v = option_value(a, "--device", argc, argv, &i, &missing)) ||
-               (v = option_value(a, "--sms", argc, argv, &i, &missing))) {
+               (v = option_value(a, "--sms", argc, argv, &i, &missing)) ||
+               (v = option_value(a, "--variants", argc, argv, &i, &missing))) {
       bool dev = a[2] == 'd';
-      const char *opt = dev ? "--device" : a[2] == 'i' ? "--iters" : "--sms";
+      const char *opt = dev ? "--device" : a[2] == 'i' ? "--iters" : a[2] == 'v' ? "--variants" : "--sms";
       char *end;
       errno = 0;
       long n = strtol(v, &end, 10);
       if (!*v || *end || errno || n < (dev ? 0 : 1) || n > 1000000)
         return usage_error("%s expects a %s number, got '%s'", opt,
                            dev ? "non-negative" : "positive", v);
-      *(dev ? &o->device : a[2] == 'i' ? &o->iters : &o->sms) = (int)n;
+      *(dev ? &o->device : a[2] == 'i' ? &o->iters : a[2] == 'v' ? &o->variants : &o->sms) = (int)n;
     } else if ((v = option_value(a, "--dim", argc, argv, &i, &missing))) {
       int rc = add_binding(o->dims, &o->ndims, "--dim", v);
       if (rc)
@@ -530,7 +535,7 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
    * reference executor the default */
   c->opt = (GpuccCompileOptions){
       .arch = o->arch, .target = o->mode == MODE_COMPILE ? &o->target : NULL, .dim_names = c->dim_names, .dim_sizes = c->dim_sizes,
-      .ndims = o->ndims, .passes = o->passes_arg, .no_fuse = o->no_fuse,
+      .ndims = o->ndims, .passes = o->passes_arg, .no_fuse = o->no_fuse, .variants = o->variants,
       .precision = precision_name(o->precision), .calib_names = c->calib_names,
       .calib_inputs = c->calib, .ncalib = o->ncalib, .onnx = &c->onnx,
       .print_after_all = o->print_after_all ? stderr : NULL, .dump_dir = o->dump_dir,

@@ -55,6 +55,20 @@ static const Step *only_step(const Program *p, StepKind kind) {
   return p->steps[0].kind == kind ? &p->steps[0] : NULL;
 }
 
+/* The default of a piece of work that may be a choice (codegen.h's ChoiceStep): the first
+ * step, or when that is a choice, its variant 0's one step. */
+static const Step *default_step(const Program *p, StepKind kind) {
+  CHECK(p && p->nsteps >= 1);
+  if (!p || p->nsteps < 1)
+    return NULL;
+  if (p->steps[0].kind != STEP_CHOICE)
+    return only_step(p, kind);
+  const ChoiceStep *c = &p->steps[0].choice;
+  CHECK(c->nvariants >= 2 && c->count[0] == 1 && p->nsteps >= 2);
+  CHECK(p->nsteps >= 2 && p->steps[1].kind == kind);
+  return p->nsteps >= 2 && p->steps[1].kind == kind ? &p->steps[1] : NULL;
+}
+
 /* ---------------------------------------------------------------- GEMM steps */
 
 /* Y[4, 16] = X[4, 8] W[8, 16]: column-major Y^T = W^T X^T, so cuBLASLt's A is W (m = 16,
@@ -330,7 +344,8 @@ static void test_target_geometry(void) {
  * pads 1, is one 64 x 32 tile of 576 taps (18 steps of 32), which sm_90's 132 SMs would
  * leave idle: split over min(264 / 1, 8 (the cluster size), 18 / 4) = 4 blocks of a
  * cluster; over 2 where clusters hold 2; not at all on sm_80 (no clusters), nor where
- * there are few SMs to fill (one: 2 / 1 = 2 blocks). */
+ * there are few SMs to fill (one: 2 / 1 = 2 blocks). That is the default, variant 0 of
+ * the choice among the family's tiles and splits where there are several. */
 static void test_target_clusters(void) {
   static const struct {
     const char *arch;
@@ -348,7 +363,7 @@ static void test_target_clusters(void) {
     Type c[2] = {ty(DT_F32, 4, (int64_t[]){1, 64, 8, 8}), ty(DT_F32, 4, (int64_t[]){16, 64, 3, 3})};
     Attr pads = attr_make_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
     Program *p = gen1_for(&t, &g, OP_CONV, 2, c, &pads, 1, &d);
-    const Step *s = only_step(p, STEP_KERNEL);
+    const Step *s = default_step(p, STEP_KERNEL);
     if (s) {
       char want[64];
       snprintf(want, sizeof want, "__cluster_dims__(%d, 1, 1)", cases[i].split);
@@ -444,6 +459,29 @@ static void test_pool_steps(void) {
     CHECK(!strcmp(s->kernel.name, "k0_global_average_pool_y") && s->kernel.grid[0] == 6);
     CHECK(strstr(p->source, "gc_block_reduce(acc, gc_add(), (float)0)") &&
           strstr(p->source, "acc / (float)2500"));
+  }
+  program_free(p);
+  graph_free(g);
+}
+
+/* Two nodes whose kernels have one code (their names aside): the second step launches
+ * the first kernel, whose code the source holds once; a third of another shape has its
+ * own. */
+static void test_same_code(void) {
+  static const char text[] =
+      "graph t(%a: f32[4, 9], %b: f32[4, 9], %c: f32[5, 9]) {\n"
+      "  %p = sigmoid(%a)\n  %q = sigmoid(%b)\n  %r = sigmoid(%c)\n  return %p, %q, %r\n}\n";
+  Diag d = {0};
+  Graph *g = dsl_parse("t.gir", text, sizeof text - 1, &d);
+  Program *p = g ? codegen_graph(g, NULL, &d) : NULL;
+  CHECK(p && p->nsteps == 3);
+  if (p && p->nsteps == 3) {
+    const char *a = p->steps[0].kernel.name, *b = p->steps[1].kernel.name, *c = p->steps[2].kernel.name;
+    CHECK(!strcmp(a, "k0_sigmoid_p") && !strcmp(b, a) && strcmp(c, a));
+    CHECK(p->steps[1].kernel.args[0] == g->inputs[1] && p->steps[1].kernel.args[1] == g->outputs[1]);
+    const char *first = strstr(p->source, "void __launch_bounds__(256) k0_sigmoid_p(");
+    CHECK(first && !strstr(first + 40, "k0_sigmoid_p(") && !strstr(p->source, "k1_sigmoid_q("));
+    CHECK(strstr(p->source, "/* launches k0_sigmoid_p: the same code */"));
   }
   program_free(p);
   graph_free(g);
@@ -632,6 +670,7 @@ int main(void) {
   test_conv_tf32_step();
   test_pool_steps();
   test_topk_step();
+  test_same_code();
   test_scatter_steps();
   test_errors();
   char cache[] = "/tmp/gpucc-test-codegen-XXXXXX";

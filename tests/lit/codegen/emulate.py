@@ -290,8 +290,27 @@ DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "i
 
 BYTES = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
          "f16": 2, "bf16": 2}
-KERNEL = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)"
-                    r"(?:.|\n)*?__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\((\d+), 1, 1\) )?(\w+)\(")
+# a launch: its kernel's comment (the values it reads and writes), then the kernel, or a
+# line naming an earlier kernel of the same code that it launches instead (codegen's
+# dedup_kernel)
+HEAD = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)")
+SIGNATURE = re.compile(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\((\d+), 1, 1\) )?(\w+)\(")
+SAME = re.compile(r"\*/\n/\* launches (\w+): the same code \*/")
+
+
+def launches(src):
+    """(inputs, outputs, cluster, kernel) of each launch, in order."""
+    heads = list(HEAD.finditer(src))
+    cluster = {m.group(2): m.group(1) for m in SIGNATURE.finditer(src)}
+    out = []
+    for i, h in enumerate(heads):
+        seg = src[h.start():heads[i + 1].start() if i + 1 < len(heads) else len(src)]
+        same, sig = SAME.search(seg), SIGNATURE.search(seg)
+        if same and (not sig or same.start() < sig.start()):
+            out.append((h.group(1), h.group(2), cluster[same.group(1)], same.group(1)))
+        elif sig:
+            out.append((h.group(1), h.group(2), sig.group(1), sig.group(2)))
+    return out
 VALUE = re.compile(r"%([\w.]+): (\w+)\[([0-9, ]*)\]")
 
 
@@ -312,14 +331,35 @@ def host_preamble(src):
     return "\n".join(out) + "\n"
 
 
+VARIANT = re.compile(r"^(\w+)_v(\d+)$")
+
+
+def variant_passes(kernels):
+    """The kernels of each pass: every variant of a choice (kernels named <base>_v0,
+    <base>_v1, ...: codegen's variants of one piece of work) runs in a pass of its own,
+    pass j taking variant j of each choice (its last, where a choice has fewer)."""
+    count = {}
+    for kernel, _, _ in kernels:
+        m = VARIANT.match(kernel)
+        if m:
+            count[m.group(1)] = max(count.get(m.group(1), 0), int(m.group(2)) + 1)
+    passes = []
+    for j in range(max(count.values(), default=1)):
+        passes.append([k for k in kernels
+                       if not VARIANT.match(k[0]) or
+                       int(VARIANT.match(k[0]).group(2)) == min(j, count[VARIANT.match(k[0]).group(1)] - 1)])
+    return passes
+
+
 def host_main(d, src, inputs, outs, expect):
     """main(): reads the inputs, launches every kernel in order on buffers named after the
     values in each kernel's comment (its parameters in0.., out0.. in that order), writes
-    the outputs."""
+    the outputs: out<i>_<pass>.bin, one pass for each variant (variant_passes), the
+    buffers that are not inputs cleared before each."""
     lines = ["int main() {"]
     sizes = {}
     kernels = []
-    for ins, outv, cluster, kernel in KERNEL.findall(src):
+    for ins, outv, cluster, kernel in launches(src):
         names = []
         for seg in (ins, outv):
             for name, dt, dims in VALUE.findall(seg):
@@ -338,15 +378,21 @@ def host_main(d, src, inputs, outs, expect):
         if name in sizes:
             lines.append(f'  {{ FILE *f = fopen("{d}/in_{name}.bin", "rb"); '
                          f'if (!f || fread(b_{name}, 1, {a.nbytes}, f) != {a.nbytes}) return 2; fclose(f); }}')
-    for kernel, cluster, names in kernels:
-        params = re.search(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\(\d+, 1, 1\) )?" + kernel + r"\(([^)]*)\)", src).group(1)
-        args = []
-        for p in params.split(","):
-            m = re.match(r"\s*(const )?(\w+) \*(?:__restrict__ )?(in|out)(\d+)", p)
-            args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
-        lines.append(f"  gc_launch({cluster}, [&] {{ {kernel}({', '.join(args)}); }});")
-    for i, (o, e) in enumerate(zip(outs, expect)):
-        lines.append(f'  {{ FILE *f = fopen("{d}/out{i}.bin", "wb"); fwrite(b_{o}, 1, {e.nbytes}, f); fclose(f); }}')
+    passes = variant_passes(kernels)
+    for j, run in enumerate(passes):
+        if j:
+            for name, nbytes in sizes.items():
+                if name not in inputs:
+                    lines.append(f"  memset(b_{name}, 0, sizeof b_{name});")
+        for kernel, cluster, names in run:
+            params = re.search(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\(\d+, 1, 1\) )?" + kernel + r"\(([^)]*)\)", src).group(1)
+            args = []
+            for p in params.split(","):
+                m = re.match(r"\s*(const )?(\w+) \*(?:__restrict__ )?(in|out)(\d+)", p)
+                args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
+            lines.append(f"  gc_launch({cluster}, [&] {{ {kernel}({', '.join(args)}); }});")
+        for i, (o, e) in enumerate(zip(outs, expect)):
+            lines.append(f'  {{ FILE *f = fopen("{d}/out{i}_{j}.bin", "wb"); fwrite(b_{o}, 1, {e.nbytes}, f); fclose(f); }}')
     lines.append("  return 0;\n}\n")
     return "\n".join(lines)
 
@@ -410,7 +456,8 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5, flags=()):
     if r.returncode:
         return False, "codegen: " + r.stderr
     src = r.stdout
-    if name.startswith("fused_") and src.count("__launch_bounds__") != 1:
+    kernels = set(m.group(1) for m in re.finditer(r"__launch_bounds__\([^)]*\) (?:__cluster_dims__\(\d+, 1, 1\) )?(\w+)\(", src))
+    if name.startswith("fused_") and len(set(VARIANT.sub(r"\1", k) for k in kernels)) != 1:
         return False, "the fuse pass left more than one kernel"
     cpp = os.path.join(d, "k.cpp")
     with open(cpp, "w") as f:
@@ -423,8 +470,9 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5, flags=()):
     r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
     if r.returncode:
         return False, f"the emulated kernels exited with {r.returncode}: {r.stderr[:2000]}"
-    for i, (o, e) in enumerate(zip(outs, expect)):
-        got = np.fromfile(os.path.join(d, f"out{i}.bin"), dtype=e.dtype).reshape(e.shape)
+    npasses = len(variant_passes([(k, 1, []) for k in kernels]))
+    for j, i, (o, e) in ((j, i, oe) for j in range(npasses) for i, oe in enumerate(zip(outs, expect))):
+        got = np.fromfile(os.path.join(d, f"out{i}_{j}.bin"), dtype=e.dtype).reshape(e.shape)
         if e.dtype.kind == "f":
             rtol = {"bf16": 2.0 ** -7, "fp16": 2.0 ** -9, "tf32": 2.0 ** -9}.get(lowered, 1e-4)
             if lowered:  # a sum that cancels, a term a step apart: a quarter step of the rms
@@ -436,7 +484,8 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5, flags=()):
             bad = got != e
         if bad.any():
             at = tuple(np.argwhere(bad)[0])
-            return False, (f"%{o} differs in {int(bad.sum())} of {e.size} elements; first at "
+            which = f" (variant pass {j})" if npasses > 1 else ""
+            return False, (f"%{o}{which} differs in {int(bad.sum())} of {e.size} elements; first at "
                            f"{list(at)}: {got[at]} (kernel) vs {e[at]} (reference)")
     return True, ""
 
@@ -886,6 +935,23 @@ def cases():
          "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}"),
         ("bf16_conv_split_k", {"x": f(1, 6, 6, 64), "w": f(24, 3, 3, 64), "r": f(1, 6, 6, 24)},
          "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%a = add(%c, %r)\n%y = relu(%a)"),
+        # the implicit GEMM's family of variants (nn.c's mma_family), each kernel run in a
+        # pass of its own: 100 x 48 x 576 takes the default 64 x 32 tiles with K split 4
+        # ways, and 3, 2 and not, and 128 x 64 split and not; 81 x 24 x 576 (at most 32
+        # channels) 64 x 32 and 128 x 32, split and not; 64 x 48 x 288 (64 pixels) 64 x 32
+        # and 64 x 64, split 2 ways and not
+        ("bf16_conv_variants", {"x": f(1, 64, 10, 10), "w": f(48, 64, 3, 3), "b": f(48)},
+         "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}\n%y = relu(%c)"),
+        ("bf16_conv_variants_narrow", {"x": f(1, 9, 9, 64), "w": f(24, 3, 3, 64)},
+         "%y = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}"),
+        ("fused_conv_3xtf32_variants", {"x": f(1, 10, 10, 64), "w": f(48, 3, 3, 64), "r": f(1, 10, 10, 48)},
+         "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%y = add(%c, %r)"),
+        ("tf32_conv_variants_narrow", {"x": f(1, 64, 9, 9), "w": f(24, 64, 3, 3)},
+         "%y = conv(%x, %w) {pads = [1, 1, 1, 1]}"),
+        ("conv_3xtf32_variants_narrow", {"x": f(1, 9, 9, 64), "w": f(24, 3, 3, 64)},
+         "%y = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}"),
+        ("bf16_conv_variants_square", {"x": f(1, 8, 8, 32), "w": f(48, 3, 3, 32), "b": f(48)},
+         "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}"),
         # f32 linear layers (weights [N, K]) on tensor cores, 3xTF32: partial row and column
         # tiles, K split over 2 blocks of a cluster, the second's last step partial; 4 blocks
         # with the group's epilogue (bias, residual, ReLU) applied to their sum; one block,
@@ -897,6 +963,11 @@ def cases():
         ("fused_gemm_3xtf32_view", {"x": f(5, 9, 12), "w": f(20, 12)},
          "%t = const i64[] 3\n%g = gather(%x, %t) {axis = 1}\n%y = matmul(%g, %w) {transpose_b = 1}"),
         ("gemm_3xtf32_inf", {"x": inf_nan(f(130, 64)), "w": exact_tap5(f(200, 64))}, "%y = matmul(%x, %w) {transpose_b = 1, scale = 0.5}"),
+        # the family's 32 x 32 tile alone (the output's sides at most 32), K split 4 ways
+        # (13 steps: the last block's 1, itself partial) and not split
+        ("gemm_3xtf32_small_split_k", {"x": f(20, 400), "w": f(24, 400)}, "%y = matmul(%x, %w) {transpose_b = 1}"),
+        # two nodes of one code: the second launches the first's kernel on its own buffers
+        ("same_code_twice", {"a": f(4, 9), "b": f(4, 9)}, "%p = sigmoid(%a)\n%q = sigmoid(%b)\nreturn %p, %q"),
         # a split into more outputs than one kernel takes (codegen's CODEGEN_PART_OPERANDS,
         # 128): a kernel per part, over the slab of the axis its outputs fill; a concat of
         # more inputs likewise (sizes 1 to 3 along the middle axis)
