@@ -509,6 +509,10 @@ typedef enum GroupKind {
                       epilogue */
   GROUP_ATTENTION, /* matmul, pointwise, softmax, pointwise, matmul, maybe a transpose,
                       its operands read through views and scales */
+  GROUP_LOOP,      /* pointwise nodes and nodes that only remap indices (group_remap_node):
+                      a thread per element of the root's output, each node's element at an
+                      index vector its inputs' elements at remapped ones (a concat picks
+                      the one input it reads by a branch) */
   GROUP_KIND_COUNT
 } GroupKind;
 
@@ -624,6 +628,11 @@ void group_plan_free(GroupPlan *p);
  * thread and can apply pointwise nodes to it as it stores it (a conv, a concat of at most
  * lim->concat_inputs, or an epilogue's anchor). */
 bool group_is_anchor(const Node *n, const GroupLimits *lim);
+/* Whether n only remaps indices, so a loop group (GROUP_LOOP) can compute its element at
+ * an index vector from its input's at another: transpose, the aliases (reshape, flatten,
+ * squeeze, unsqueeze, identity), slice, split, expand, concat, and a gather of one
+ * constant index; static shapes only. */
+bool group_remap_node(const Node *n);
 /* Whether matmul m can take an epilogue in cuBLASLt: f32, f16, bf16 or e4m3 rows ([.., M,
  * K]) times 2-D weights; e4m3 with weights [N, K] (transpose_b) and a 16-bit output. */
 bool group_gemm_matmul(const Node *m);

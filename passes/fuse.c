@@ -77,6 +77,10 @@ typedef struct Fuse {
   int *next_member;         /* per position */
   bool *anchored;           /* it has an anchor */
   bool *gemm_bias;          /* it has a GEMM's bias add (gemm_bias_add) */
+  /* for loop groups (loop_groups): every member is pointwise or remaps indices; every
+   * member is cheap to compute again (loop_cheap); some member's elements are computed
+   * more than once (read through an expand or a broadcast); some member is no alias */
+  bool *loopy, *cheap, *dup, *real;
   const Value *(*ins)[GROUP_MAX_INPUTS]; /* the distinct values its pointwise nodes read */
   int *nins;                             /* from outside it (while at most the limit) */
   /* per value id: how far users_inside and read_after have seen readers join a group */
@@ -94,6 +98,24 @@ static int find(Fuse *f, int i) {
 
 static bool fusable(const Node *n) {
   return (op_info[n->op].flags & OPF_POINTWISE) && n->nout == 1;
+}
+
+/* Whether computing n again for each element that reads it costs about what loading it
+ * would: the remapping nodes, and pointwise arithmetic without a transcendental. */
+static bool loop_cheap(const Node *n) {
+  if (group_remap_node(n))
+    return true;
+  if (n->nout != 1)
+    return false;
+  switch (n->op) {
+  case OP_IDENTITY: case OP_NEG: case OP_ABS: case OP_RELU: case OP_CAST: case OP_CLIP:
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAX: case OP_MIN: case OP_WHERE:
+  case OP_EQUAL: case OP_LESS: case OP_LESS_EQUAL: case OP_GREATER: case OP_GREATER_EQUAL:
+  case OP_AND: case OP_OR: case OP_XOR: case OP_NOT:
+    return true;
+  default:
+    return false;
+  }
 }
 
 /* Whether n can start a group, as its anchor (ir.h's group_is_anchor). */
@@ -139,6 +161,10 @@ static void unite(Fuse *f, int child, int parent) {
   f->tail[parent] = f->tail[child];
   f->anchored[parent] = f->anchored[parent] || f->anchored[child];
   f->gemm_bias[parent] = f->gemm_bias[parent] || f->gemm_bias[child];
+  f->loopy[parent] = f->loopy[parent] && f->loopy[child];
+  f->cheap[parent] = f->cheap[parent] && f->cheap[child];
+  f->dup[parent] = f->dup[parent] || f->dup[child];
+  f->real[parent] = f->real[parent] || f->real[child];
 }
 
 /* Whether v is made by a node of group r or p. */
@@ -407,6 +433,104 @@ static void conv_prologues(Fuse *f, const bool *closed) {
         break;
     for (int j = 0; j < n; j++)
       unite(f, pos[j], find(f, i));
+  }
+}
+
+/* ---------------------------------------------------------------- loops
+ *
+ * After the merges above, groups made only of pointwise nodes and nodes that only remap
+ * indices (ir.h's group_remap_node: transposes, slices, splits, expands, concats, the
+ * aliases, a gather of a constant index) merge further into loop groups, whose kernel
+ * computes each output element from its index vector (XLA's loop fusion): RoPE's
+ * x * cos + concat(-x[.., d/2:], x[.., :d/2]) * sin from the projection's output through
+ * its reshape and transpose is one kernel, and GQA's expand of K or V joins the kernel
+ * that makes them. The merges keep what the ones above keep: a value read outside the
+ * merged group is written anyway, so every output of the producer must be read inside
+ * (a split's too); a producer whose elements the consumer reads more than once (through
+ * an expand, or a pointwise node's broadcast), or a group that already does so, takes
+ * only producers cheap to compute again (loop_cheap). Aliases cost no kernel: they join
+ * only between two members (the producer, the aliases read only by the next, the
+ * consumer), never as a group's first or last node. A merge stands where the recognizer
+ * finds a plan (the kinds above first, a loop otherwise), so each merge of two kernels'
+ * groups makes one kernel of them. */
+
+/* Whether every reader of v is in group r or p or is the node at position extra (-1:
+ * none), and v is no graph output. */
+static bool read_in(Fuse *f, const Value *v, int r, int p, int extra) {
+  if (f->users.outputs[v->id])
+    return false;
+  int n;
+  const int *u = users_of(&f->users, v, &n);
+  for (int j = 0; j < n; j++) {
+    int gu = find(f, u[j]);
+    if (gu != r && gu != p && u[j] != extra)
+      return false;
+  }
+  return true;
+}
+
+/* Whether consumer n reads some element of its input v for several of its own elements
+ * (an expand, a pointwise node's broadcast). */
+static bool loop_dups(const Node *n, const Value *v) {
+  return (n->op == OP_EXPAND || fusable(n)) &&
+         shape_numel(&n->out[0]->type.shape) > shape_numel(&v->type.shape);
+}
+
+static void loop_groups(Fuse *f, const bool *closed) {
+  const Graph *g = f->g;
+  enum { LOOP_MAX_ALIASES = 8 };
+  bool merged = true;
+  for (int round = 0; merged && round < FUSE_MAX_ROUNDS; round++) {
+    merged = false;
+    for (int i = 0; i < g->nnodes; i++) {
+      const Node *n = g->nodes[i];
+      if ((!fusable(n) && !group_remap_node(n)) || (op_info[n->op].flags & OPF_ALIAS))
+        continue;
+      for (int k = 0; k < n->nin; k++) {
+        const Value *v = n->in[k];
+        /* back through the aliases read only by the next */
+        int alias[LOOP_MAX_ALIASES], na = 0;
+        while (v && v->kind == VK_NODE && (op_info[v->def->op].flags & OPF_ALIAS) &&
+               na < LOOP_MAX_ALIASES) {
+          int a = f->at[v->def->id];
+          if (!alone(f, a) || closed[a] || !group_remap_node(v->def) ||
+              users_count(&f->users, v) != 1)
+            break;
+          alias[na++] = a;
+          v = v->def->in[0];
+        }
+        if (!v || v->kind != VK_NODE || (n->op == OP_GATHER && k == 1))
+          continue;
+        int p = find(f, f->at[v->def->id]), r = find(f, i);
+        if ((p == r && !na) || closed[p] || closed[r] || !f->loopy[p] || !f->loopy[r] ||
+            !f->real[p])
+          continue;
+        /* every output of the producer read inside, and what either group stores besides
+         * its root (side_output) */
+        const Node *d = v->def;
+        bool inside = true;
+        for (int o = 0; o < d->nout && inside; o++)
+          inside = read_in(f, d->out[o], r, p, na ? alias[na - 1] : -1);
+        for (int s = 0; s < 2 && inside; s++) {
+          const Value *kept = f->side[s ? p : r];
+          inside = !kept || read_in(f, kept, r, p, -1);
+        }
+        if (!inside || f->size[p] + f->size[r] + na > f->lim->nodes)
+          continue;
+        bool dup = loop_dups(n, n->in[k]);
+        if (p != r && (dup || f->dup[r]) && !f->cheap[p])
+          continue;
+        if (plan_of(f, r, p == r ? -1 : p, alias, na, GROUP_NONE))
+          continue;
+        for (int a = 0; a < na; a++)
+          unite(f, alias[a], r);
+        unite(f, p, r);
+        f->dup[r] = f->dup[r] || dup;
+        f->side[r] = NULL;
+        f->nins[r] = f->lim->inputs + 1; /* no pointwise merge counts on it any more */
+        merged = true;
+      }
+    }
   }
 }
 
@@ -737,6 +861,7 @@ static void fuse_free(Fuse *f) {
   users_free(&f->users);
   free(f->group), free(f->at), free(f->side), free(f->size), free(f->first), free(f->last);
   free(f->head), free(f->tail), free(f->next_member), free(f->anchored), free(f->gemm_bias);
+  free(f->loopy), free(f->cheap), free(f->dup), free(f->real);
   free(f->ins), free(f->nins), free(f->inside), free(f->after), free(f->pos), free(f->members);
 }
 
@@ -755,6 +880,10 @@ static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
   f->next_member = malloc(sizeof *f->next_member * n);
   f->anchored = malloc(sizeof *f->anchored * n);
   f->gemm_bias = malloc(sizeof *f->gemm_bias * n);
+  f->loopy = malloc(sizeof *f->loopy * n);
+  f->cheap = malloc(sizeof *f->cheap * n);
+  f->dup = calloc(n, sizeof *f->dup);
+  f->real = malloc(sizeof *f->real * n);
   f->ins = malloc(sizeof *f->ins * n);
   f->nins = malloc(sizeof *f->nins * n);
   f->inside = calloc(nid, sizeof *f->inside);
@@ -763,6 +892,7 @@ static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
   f->members = malloc(sizeof *f->members * n);
   if (users_build(g, &f->users) || !f->group || !f->at || !f->side || !f->size || !f->first ||
       !f->last || !f->head || !f->tail || !f->next_member || !f->anchored || !f->gemm_bias ||
+      !f->loopy || !f->cheap || !f->dup || !f->real ||
       !f->ins || !f->nins || !f->inside || !f->after || !f->pos || !f->members)
     return -1;
   for (int i = 0; i < g->nnodes; i++) {
@@ -773,6 +903,9 @@ static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
     f->next_member[i] = -1;
     f->anchored[i] = anchor(f, m);
     f->gemm_bias[i] = gemm_bias_add(&f->users, m);
+    f->loopy[i] = fusable(m) || group_remap_node(m);
+    f->cheap[i] = loop_cheap(m);
+    f->real[i] = !(op_info[m->op].flags & OPF_ALIAS);
     /* what a pointwise node reads (an anchor's inputs are its kernel's own), as far as a
      * merge can use: a group of more stays out of every merge anyway */
     f->nins[i] = 0;
@@ -878,6 +1011,7 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   gemm_operands(&f, closed);
   concat_operands(&f, closed);
   conv_prologues(&f, closed);
+  loop_groups(&f, closed);
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;
