@@ -470,10 +470,17 @@ static bool read_in(Fuse *f, const Value *v, int r, int p, int extra) {
 }
 
 /* Whether consumer n reads some element of its input v for several of its own elements
- * (an expand, a pointwise node's broadcast). */
-static bool loop_dups(const Node *n, const Value *v) {
-  return (n->op == OP_EXPAND || fusable(n)) &&
-         shape_numel(&n->out[0]->type.shape) > shape_numel(&v->type.shape);
+ * (an expand, a pointwise node's broadcast), or v (the producer's output w) is read more
+ * than once (a concat of x with x, x * cos beside a split of x: each read computes it at
+ * its own index vector). */
+static bool loop_dups(Fuse *f, const Node *n, const Value *v, const Value *w) {
+  int users, reads = 0;
+  const int *u = users_of(&f->users, w, &users);
+  for (int j = 0; j < users; j++)
+    for (int k = 0; k < f->g->nodes[u[j]]->nin; k++)
+      reads += f->g->nodes[u[j]]->in[k] == w;
+  return reads > 1 || ((n->op == OP_EXPAND || fusable(n)) &&
+                       shape_numel(&n->out[0]->type.shape) > shape_numel(&v->type.shape));
 }
 
 static void loop_groups(Fuse *f, const bool *closed) {
@@ -517,7 +524,9 @@ static void loop_groups(Fuse *f, const bool *closed) {
         }
         if (!inside || f->size[p] + f->size[r] + na > f->lim->nodes)
           continue;
-        bool dup = loop_dups(n, n->in[k]);
+        bool dup = false;
+        for (int o = 0; o < d->nout; o++)
+          dup = dup || loop_dups(f, n, n->in[k], d->out[o]);
         if (p != r && (dup || f->dup[r]) && !f->cheap[p])
           continue;
         if (plan_of(f, r, p == r ? -1 : p, alias, na, GROUP_NONE))
