@@ -616,7 +616,8 @@ typedef struct GroupPlan {
  * recognizer then says whether it is one. */
 GroupKind group_guess_kind(const Node *const *node, int n);
 /* The recognizer: the plan of the group of node[0..n) (in node order, its last node the
- * root) as a kernel of kind `kind` (GROUP_NONE: group_guess_kind's), within lim (NULL:
+ * root) as a kernel of kind `kind` (GROUP_NONE: group_guess_kind's, or where that has
+ * none and every node is pointwise or remaps indices, a loop), within lim (NULL:
  * none). u says who reads each value of g (the members' outputs must be read inside the
  * group but the root's, and the anchor's in an epilogue that stores it too). 0, or -1
  * with p->fail set and why holding a sentence: "node 12 (add) is no bias add of the

@@ -21,7 +21,7 @@
  *
  * The pass proposes merges; the recognizer (ir.h's group_plan) decides: a merge stands
  * only where the merged group is one kernel of a kind codegen renders (pointwise,
- * epilogue, conv, gemm, concat, attention) within what a kernel takes (GroupLimits).
+ * epilogue, conv, gemm, concat, attention, loop) within what a kernel takes (GroupLimits).
  * At the end it writes each group's kind on its root (IR_ATTR_KIND), from the plan of
  * the group's final nodes. A producer joins its consumer's group when
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
@@ -48,7 +48,8 @@
  * the rounds are at most FUSE_MAX_ROUNDS. A merge of two pointwise groups asks the
  * recognizer nothing (the limits are all it could refuse); one with an anchor, or a GEMM,
  * concat, prologue or attention merge, costs the recognizer's time on the merged group,
- * which is at most GroupLimits.nodes of pointwise nodes and their views. */
+ * which is at most GroupLimits.nodes of pointwise nodes and their views. Last, groups of
+ * pointwise and index-remapping nodes merge into loop groups (loop_groups below). */
 #include "passes/passes-impl.h"
 
 #include <stdlib.h>
