@@ -453,7 +453,9 @@ static void conv_prologues(Fuse *f, const bool *closed) {
  * only between two members (the producer, the aliases read only by the next, the
  * consumer), never as a group's first or last node. A merge stands where the recognizer
  * finds a plan (the kinds above first, a loop otherwise), so each merge of two kernels'
- * groups makes one kernel of them. */
+ * groups makes one kernel of them. A split whose every part goes to a loop group becomes
+ * one slice per part (split_slices), and the pass groups the graph again: each group
+ * reads its part of the split's input in place. */
 
 /* Whether every reader of v is in group r or p or is the node at position extra (-1:
  * none), and v is no graph output. */
@@ -542,6 +544,83 @@ static void loop_groups(Fuse *f, const bool *closed) {
       }
     }
   }
+}
+
+/* The group that reads v at the end of its aliases (each read once, alone), or -1: v read
+ * once, by a node of a loop group of two or more (not closed). */
+static int loop_reader(Fuse *f, const Value *v, const bool *closed) {
+  for (int hops = 0; hops < 8; hops++) {
+    int n;
+    const int *u = users_of(&f->users, v, &n);
+    if (f->users.outputs[v->id] || n != 1)
+      return -1;
+    const Node *w = f->g->nodes[u[0]];
+    if ((op_info[w->op].flags & OPF_ALIAS) && group_remap_node(w) && alone(f, u[0])) {
+      v = w->out[0];
+      continue;
+    }
+    int r = find(f, u[0]);
+    return f->size[r] > 1 && f->loopy[r] && !closed[r] && w->in[0] == v ? r : -1;
+  }
+  return -1;
+}
+
+/* A split whose outputs go to different loop groups (a decoder's Q, K and V from one
+ * projection) is one kernel that writes each part, which the groups read back: as one
+ * slice per output instead, each joins its group, which reads the split's input in
+ * place. The splits whose every output (through aliases read once) is read once by a
+ * node of a loop group become slices of the same names with .slice; their count. The
+ * caller groups the graph again. */
+static int split_slices(Fuse *f, Graph *g, const bool *closed, Diag *d) {
+  int found = 0;
+  Node **cand = malloc(sizeof *cand * ((size_t)g->nnodes + 1));
+  if (!cand)
+    return diag_error(d, g->loc, "fuse: out of memory");
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *s = g->nodes[i];
+    if (s->op != OP_SPLIT || s->nout < 2 || !alone(f, i) || closed[i] || !group_remap_node(s))
+      continue;
+    bool ok = true;
+    for (int k = 0; k < s->nout && ok; k++)
+      ok = loop_reader(f, s->out[k], closed) >= 0;
+    if (ok)
+      cand[found++] = s;
+  }
+  for (int c = 0; c < found; c++) {
+    Node *s = cand[c];
+    int rank = s->in[0]->type.shape.rank;
+    int64_t axis = attr_int(s, "axis"), at = 0;
+    if (axis < 0)
+      axis += rank;
+    for (int k = 0; k < s->nout; k++) {
+      int64_t len = s->out[k]->type.shape.dims[axis].n;
+      int64_t start[1] = {at}, end[1] = {at + len}, ax[1] = {axis};
+      Attr a[3] = {attr_make_ints("starts", start, 1), attr_make_ints("ends", end, 1),
+                   attr_make_ints("axes", ax, 1)};
+      Value *sl = pass_insert_before(g, s, OP_SLICE, &s->in[0], 1, a, 3, s->out[k]->name,
+                                     "slice", d);
+      if (!sl) {
+        free(cand);
+        return -1;
+      }
+      graph_replace_uses(g, s->out[k], sl);
+      at += len;
+    }
+  }
+  bool *keep = found ? malloc(sizeof *keep * ((size_t)g->next_node_id + 1)) : NULL;
+  if (found && !keep) {
+    free(cand);
+    return diag_error(d, g->loc, "fuse: out of memory");
+  }
+  for (int j = 0; found && j <= g->next_node_id; j++)
+    keep[j] = true;
+  for (int c = 0; c < found; c++)
+    keep[cand[c]->id] = false;
+  if (found)
+    graph_retain(g, keep, NULL);
+  free(cand);
+  free(keep);
+  return found;
 }
 
 /* ---------------------------------------------------------------- attention
@@ -936,7 +1015,9 @@ static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
   return 0;
 }
 
-static int run_fuse(Graph *g, PassContext *ctx) {
+/* Groups g's nodes and writes the groups; or, where slices lets it and splits become
+ * slices (split_slices), writes nothing and returns 1: the caller groups again. */
+static int fuse_once(Graph *g, PassContext *ctx, bool slices) {
   Fuse f;
   int *size = calloc((size_t)g->nnodes + 1, sizeof *size);
   int64_t *id = calloc((size_t)g->nnodes + 1, sizeof *id);
@@ -1022,6 +1103,15 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   concat_operands(&f, closed);
   conv_prologues(&f, closed);
   loop_groups(&f, closed);
+  int split = slices ? split_slices(&f, g, closed, ctx->diag) : 0;
+  if (split) {
+    fuse_free(&f);
+    free(closed);
+    free(size);
+    free(id);
+    ctx->changes += split > 0 ? split : 0;
+    return split > 0 ? 1 : -1;
+  }
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;
@@ -1056,6 +1146,11 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   free(size);
   free(id);
   return rc;
+}
+
+static int run_fuse(Graph *g, PassContext *ctx) {
+  int rc = fuse_once(g, ctx, true);
+  return rc == 1 ? fuse_once(g, ctx, false) : rc;
 }
 
 const Pass pass_fuse = {

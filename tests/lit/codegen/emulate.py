@@ -777,6 +777,12 @@ def cases():
          "%q = cast(%x) {to = \"f8e4m3\"}\n%y = cast(%q) {to = \"f32\"}"),
         # --precision: the lowered kernels read and write f16/bf16 and compute in f32
         ("bf16_loop_rope", {"x": f(2, 8, 64), "c": f(1, 1, 8, 16), "s": f(1, 1, 8, 16)}, LOOP_ROPE),
+        # a split whose parts go to two loop groups: a slice in each (fuse.c's split_slices)
+        ("bf16_loop_split_parts", {"p": f(2, 6, 64), "c": f(1, 1, 6, 16)},
+         "%q, %k = split(%p) {axis = -1, split = [48, 16]}\n%qr = reshape(%q) {shape = [2, 6, 3, 16]}\n"
+         "%qt = transpose(%qr) {perm = [0, 2, 1, 3]}\n%a = mul(%qt, %c)\n"
+         "%kr = reshape(%k) {shape = [2, 6, 1, 16]}\n%kt = transpose(%kr) {perm = [0, 2, 1, 3]}\n"
+         "%ku = expand(%kt) {shape = [2, 3, 6, 16]}\n%b = neg(%ku)\nreturn %a, %b"),
         ("bf16_loop_expand_heads", {"x": f(1, 2, 5, 4), "s": f(1, 2, 1, 5, 4)},
          "%a = mul(%x, %x)\n%u = unsqueeze(%a) {axes = [2]}\n"
          "%e = expand(%u) {shape = [1, 2, 3, 5, 4]}\n%m = add(%e, %s)\n%y = reshape(%m) {shape = [1, 6, 5, 4]}"),
