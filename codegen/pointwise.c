@@ -190,6 +190,12 @@ struct PwKernel {
   const Value *outs[2]; /* out, then side */
   const char *pre;    /* prefix of the generated variables ("" or "f": no clash with the
                          anchor kernel's own) */
+  const View *view;   /* a loop group's kernel whose remapping nodes are views of its
+                         inputs (loop_views): ext[e] is read as view[e] of its buffer
+                         arg[e] where view[e].base is set; NULL otherwise */
+  const Value *arg[CG_MAX_OPS];
+  const Node *const *all; /* with view: every member of the group, for the name */
+  int nall;
   bool stored;        /* an epilogue: the anchor's kernel called cg_store_out */
 };
 typedef struct PwKernel PwKernel;
@@ -338,31 +344,35 @@ static int plan_kernel(Cg *cg, PwKernel *k) {
  * group's named for every op in it, its comment listing the nodes. */
 static const char *begin_kernel(Cg *cg, const PwKernel *k, const char *note) {
   const Node *root = k->node[k->n - 1];
-  if (k->n == 1)
+  if (k->n == 1 && !k->view)
     return cg_kernel_begin(cg, root, note);
+  /* named for every member, the views' nodes too */
+  const Node *const *node = k->view ? k->all : k->node;
+  int n = k->view ? k->nall : k->n;
   char ops[160] = "";
   size_t at = 0;
-  for (int j = 0; j < k->n && j < 6; j++)
-    at += (size_t)snprintf(ops + at, sizeof ops - at, "%s%s", j ? "_" : "", op_info[k->node[j]->op].name);
-  if (k->n > 6)
+  for (int j = 0; j < n && j < 6; j++)
+    at += (size_t)snprintf(ops + at, sizeof ops - at, "%s%s", j ? "_" : "", op_info[node[j]->op].name);
+  if (n > 6)
     snprintf(ops + at, sizeof ops - at, "_etc");
   Buf head = {0};
   buf_printf(&head, "fuse group %lld = nodes", (long long)node_fuse_group(root));
-  for (int j = 0; j < k->n; j++)
-    buf_printf(&head, "%s %d %s", j ? "," : "", k->node[j]->id, op_info[k->node[j]->op].name);
+  for (int j = 0; j < n; j++)
+    buf_printf(&head, "%s %d %s", j ? "," : "", node[j]->id, op_info[node[j]->op].name);
   buf_puts(&head, ": ");
   const char *h = arena_strdup(cg->arena, head.s);
   free(head.s);
-  return cg_kernel_begin_values(cg, root, ops, h, k->ext, k->next, &k->out, 1, note);
+  return cg_kernel_begin_values(cg, root, ops, h, k->view ? k->arg : k->ext, k->next, &k->out,
+                                1, note);
 }
 
 static void kernel_step(Cg *cg, const PwKernel *k, const char *name, int64_t threads) {
   const Node *root = k->node[k->n - 1];
-  if (k->n == 1)
+  if (k->n == 1 && !k->view)
     cg_kernel_step(cg, root, name, cg_blocks(cg, threads, cg->target->block), cg->target->block);
   else
     cg_kernel_step_values(cg, root, name, cg_blocks(cg, threads, cg->target->block), cg->target->block,
-                          k->ext, k->next, &k->out, 1);
+                          k->view ? k->arg : k->ext, k->next, &k->out, 1);
 }
 
 /* Whether the output may overwrite input v: v has its element count and element size,
@@ -388,12 +398,21 @@ static uint64_t inplace_inputs(const PwKernel *k) {
   return m;
 }
 
+static int flat_kernel(Cg *cg, const PwKernel *kp);
+
 /* One kernel for nodes[0..n): a fuse group in node order, or one pointwise node. */
 int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
   PwKernel k = {.node = nodes, .n = n};
   if (plan_kernel(cg, &k))
     return -1;
   cg->inplace = inplace_inputs(&k);
+  return flat_kernel(cg, &k);
+}
+
+/* The flat-index kernel of k: a thread per element (or vector of them) of its output, its
+ * inputs read through strides. */
+static int flat_kernel(Cg *cg, const PwKernel *kp) {
+  PwKernel k = *kp;
   const Value *y = k.out;
   int64_t numel = cg_numel(y);
   Buf *b = &cg->src;
@@ -403,8 +422,19 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
   for (int i = 0; i < y->type.shape.rank; i++)
     dims[i] = cg_dim(y, i);
   space_init(&s, y->type.shape.rank, dims);
-  for (int e = 0; e < k.next; e++)
-    space_add_bcast(&s, &k.ext[e]->type.shape);
+  for (int e = 0; e < k.next; e++) {
+    const View *w = k.view && k.view[e].base ? &k.view[e] : NULL;
+    if (!w) {
+      space_add_bcast(&s, &k.ext[e]->type.shape);
+      continue;
+    }
+    int64_t st[IR_MAX_RANK]; /* the view broadcast to the output, numpy's way */
+    for (int i = 0; i < s.rank; i++) {
+      int j = i - (s.rank - w->rank);
+      st[i] = j < 0 || w->dims[j] == 1 ? 0 : w->stride[j];
+    }
+    space_add_strides(&s, st, w->offset);
+  }
   space_coalesce(&s);
   bool vec[CG_MAX_OPS] = {false};
   int v = vector_width(&k, &s, vec);
@@ -571,7 +601,9 @@ void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
  * along its axis falls in by a branch, computing none of the others. A value read twice
  * at one index vector (in one branch) is computed once; the values from outside are
  * loaded at their own index vectors. Plain pointwise groups keep the flat-index kernel
- * above, with its vectors. */
+ * above, with its vectors, and so does a loop group whose remapping nodes only make
+ * views of its inputs for its pointwise nodes (loop_views: SwiGLU's halves of one
+ * projection, a transposed input scaled): that kernel reads them through strides. */
 
 typedef struct LoopMemo {
   const Value *v;
@@ -864,7 +896,127 @@ static const char *loop_value(Loop *L, const Value *v, const char *const *idx,
   return var;
 }
 
+/* Remapping member d's output oi as a view, from the view `in` of its input: view.c's
+ * view_through, and an expand (its broadcast dims of stride 0) and a slice (its start an
+ * offset, its step a stride), which only a kernel that reads its input through them can
+ * be. */
+static bool loop_view_through(const Node *d, int oi, const View *in, View *out) {
+  const Value *y = d->out[oi];
+  int ry = y->type.shape.rank;
+  if (d->op != OP_EXPAND && d->op != OP_SLICE)
+    return view_through(d, oi, in, out);
+  *out = *in;
+  out->rank = ry;
+  for (int j = 0; j < ry; j++)
+    out->dims[j] = loop_dim(y, j);
+  if (d->op == OP_EXPAND) {
+    for (int j = 0; j < ry; j++) {
+      int jj = j - (ry - in->rank);
+      out->stride[j] = jj < 0 || (in->dims[jj] == 1 && out->dims[j] != 1) ? 0 : in->stride[jj];
+    }
+    return true;
+  }
+  int ns, na, nst;
+  const int64_t *starts = attr_ints(d, "starts", &ns);
+  const int64_t *axes = attr_ints(d, "axes", &na);
+  const int64_t *steps = attr_ints(d, "steps", &nst);
+  for (int i = 0; i < ns; i++) {
+    int64_t a = axes ? (axes[i] < 0 ? axes[i] + in->rank : axes[i]) : i;
+    int64_t dim = in->dims[a], s0 = starts[i], k = steps ? steps[i] : 1;
+    if (s0 < 0)
+      s0 = s0 < -dim ? 0 : s0 + dim;
+    s0 = k > 0 ? (s0 > dim ? dim : s0) : (s0 > dim - 1 ? dim - 1 : s0);
+    if (out->dims[a] == 0)
+      continue;
+    out->offset += s0 * in->stride[a];
+    out->stride[a] = in->stride[a] * k;
+  }
+  return true;
+}
+
+/* Whether loop group p is a pointwise kernel over strided inputs: its root and every
+ * pointwise member of an output that broadcasts to the root's, and its remapping members
+ * between values from outside and pointwise members, each chain a view of the value it
+ * starts from (a projection's split read by SwiGLU, a transpose read by a scale). Then k
+ * is that kernel: the pointwise members, each chain's end read through its view, which
+ * the flat-index kernel walks with strides, as vectors where they allow. */
+static bool loop_views(Cg *cg, const GroupPlan *p, PwKernel *k) {
+  const Node **pw = arena_alloc(cg->arena, sizeof *pw * (size_t)(p->n + 1));
+  int npw = 0;
+  const Value *out = p->root->out[0];
+  if (!(op_info[p->root->op].flags & OPF_POINTWISE))
+    return false;
+  for (int i = 0; i < p->n; i++) {
+    const Node *n = p->node[i];
+    if (!(op_info[n->op].flags & OPF_POINTWISE))
+      continue;
+    if (!shape_broadcasts_to(&n->out[0]->type.shape, &out->type.shape))
+      return false;
+    pw[npw++] = n;
+  }
+  /* the values the pointwise members read from outside them, at most a kernel's */
+  PwKernel t = {.node = pw, .n = npw, .pre = ""};
+  t.by_id = arena_alloc(cg->arena, sizeof *t.by_id * (size_t)(npw + 1));
+  for (int j = 0; j < npw; j++)
+    t.by_id[j] = (struct IdAt){pw[j]->id, j};
+  qsort(t.by_id, (size_t)npw, sizeof *t.by_id, by_id);
+  for (int j = 0; j < npw; j++)
+    for (int a = 0; a < pw[j]->nin; a++) {
+      const Value *v = pw[j]->in[a];
+      if (member_of(&t, v) != -1 || ext_index(&t, v) >= 0)
+        continue;
+      if (t.next == CG_MAX_OPS - 1)
+        return false;
+      t.ext[t.next++] = v;
+    }
+  /* each one made by a remapping member: the chain back to a value from outside */
+  PwKernel all = {.node = p->node, .n = p->n};
+  all.by_id = arena_alloc(cg->arena, sizeof *all.by_id * (size_t)(p->n + 1));
+  for (int j = 0; j < p->n; j++)
+    all.by_id[j] = (struct IdAt){p->node[j]->id, j};
+  qsort(all.by_id, (size_t)p->n, sizeof *all.by_id, by_id);
+  View *view = arena_alloc(cg->arena, sizeof *view * CG_MAX_OPS);
+  memset(view, 0, sizeof *view * CG_MAX_OPS);
+  for (int e = 0; e < t.next; e++) {
+    const Value *v = t.ext[e];
+    t.arg[e] = v;
+    if (member_of(&all, v) < 0)
+      continue;
+    const Value *at[GROUP_MAX_NODES + 1];
+    int len = 0;
+    for (; member_of(&all, v) >= 0 && len <= GROUP_MAX_NODES; v = v->def->in[0]) {
+      if (op_info[v->def->op].flags & OPF_POINTWISE)
+        return false; /* a remapping of a computed value: index vectors */
+      at[len++] = v;
+    }
+    if (member_of(&all, v) >= 0 || !shape_is_static(&v->type.shape))
+      return false;
+    View w;
+    view_init(&w, v);
+    for (int j = len - 1; j >= 0; j--) {
+      View next;
+      if (!loop_view_through(at[j]->def, at[j]->def_index, &w, &next))
+        return false;
+      w = next;
+    }
+    view[e] = w;
+    t.arg[e] = v;
+  }
+  if (plan_kernel(cg, &t))
+    return false;
+  t.view = view;
+  t.all = p->node;
+  t.nall = p->n;
+  *k = t;
+  return true;
+}
+
 int cg_loop_group(Cg *cg, const GroupPlan *p) {
+  PwKernel flat;
+  if (loop_views(cg, p, &flat)) {
+    cg->inplace = 0; /* an input is read at other indices than the output's */
+    return flat_kernel(cg, &flat);
+  }
   Loop L = {.cg = cg, .k = {.node = p->node, .n = p->n, .pre = ""}};
   PwKernel *k = &L.k;
   const Node *root = p->root;

@@ -877,19 +877,24 @@ static int plan_as(const Graph *g, const Users *u, const Node *const *node, int 
   return 0;
 }
 
-/* A group of pointwise and remapping nodes whose guessed kind has no plan (a transpose
- * that is no epilogue's anchor, a concat whose inputs come through more than views) may
- * still be a loop. */
+/* A group of pointwise and remapping nodes whose guessed kind has no plan of that shape
+ * (a transpose that is no epilogue's anchor, a concat whose inputs come through more
+ * than views) may still be a loop. Where it is none either, the guess says why not. */
 int group_plan(const Graph *g, const Users *u, const Node *const *node, int n, GroupKind kind,
                const GroupLimits *lim, GroupPlan *p, char *why, size_t nwhy) {
   if (!plan_as(g, u, node, n, kind, lim, p, why, nwhy) || kind || p->kind == GROUP_LOOP ||
-      p->fail == GROUP_FAIL_MEMORY)
+      p->fail != GROUP_FAIL_SHAPE)
     return p->fail ? -1 : 0;
+  GroupKind guess = p->kind;
   bool loop = n > 0;
   for (int i = 0; i < n && loop; i++)
     loop = pointwise(node[i]) || group_remap_node(node[i]);
   if (!loop)
     return -1;
   group_plan_free(p);
-  return plan_as(g, u, node, n, GROUP_LOOP, lim, p, why, nwhy);
+  if (!plan_as(g, u, node, n, GROUP_LOOP, lim, p, NULL, 0))
+    return 0;
+  group_plan_free(p);
+  plan_as(g, u, node, n, guess, lim, p, why, nwhy);
+  return -1;
 }

@@ -752,6 +752,10 @@ def cases():
         ("fused_loop_reshapes", {"x": f(2, 3, 4, 5), "z": f(4, 5, 2, 3)},
          "%a = sigmoid(%x)\n%r = reshape(%a) {shape = [6, 20]}\n%t = transpose(%r) {perm = [1, 0]}\n"
          "%r2 = reshape(%t) {shape = [4, 5, 2, 3]}\n%y = mul(%r2, %z)"),
+        # SwiGLU's halves of one projection: a pointwise kernel reading both through views
+        # (codegen's loop_views), as vectors
+        ("fused_loop_split_halves", {"x": f(4, 3, 32)},
+         "%a, %b = split(%x) {axis = -1, split = [16, 16]}\n%s = silu(%a)\n%y = mul(%s, %b)"),
         ("fused_loop_gather_transpose", {"x": f(3, 5, 6), "b": f(6, 3)},
          "%i = const i64[] -2\n%t = transpose(%x) {perm = [2, 0, 1]}\n"
          "%g = gather(%t, %i) {axis = 2}\n%y = add(%g, %b)"),
