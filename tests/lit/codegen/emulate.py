@@ -756,6 +756,12 @@ def cases():
         # (codegen's loop_views), as vectors
         ("fused_loop_split_halves", {"x": f(4, 3, 32)},
          "%a, %b = split(%x) {axis = -1, split = [16, 16]}\n%s = silu(%a)\n%y = mul(%s, %b)"),
+        # ShuffleNet's channel shuffle after the layout pass: two channels-last branches
+        # back to NCHW, concatenated, the channels' two groups swapped by a transpose
+        ("fused_loop_channel_shuffle", {"a": f(2, 4, 3, 6), "b": f(2, 4, 3, 6)},
+         "%ta = transpose(%a) {perm = [0, 3, 1, 2]}\n%tb = transpose(%b) {perm = [0, 3, 1, 2]}\n"
+         "%c = concat(%ta, %tb) {axis = 1}\n%r = reshape(%c) {shape = [2, 2, 6, 4, 3]}\n"
+         "%y = transpose(%r) {perm = [0, 2, 1, 3, 4]}"),
         ("fused_loop_gather_transpose", {"x": f(3, 5, 6), "b": f(6, 3)},
          "%i = const i64[] -2\n%t = transpose(%x) {perm = [2, 0, 1]}\n"
          "%g = gather(%t, %i) {axis = 2}\n%y = add(%g, %b)"),
