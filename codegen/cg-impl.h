@@ -197,6 +197,9 @@ void cg_gemm_epilogue(Cg *cg, const Node *mm, GemmStep *g);
 int cg_pointwise(Cg *cg, const Node *n);
 /* One kernel for nodes[0..n) of a fuse group, in node order; the last is the root. */
 int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n);
+/* A loop group (pointwise nodes and nodes that only remap indices): a thread per element
+ * of the root's output, each member's element computed at the index vector that reads it. */
+int cg_loop_group(Cg *cg, const GroupPlan *p);
 /* attention.c: an attention group (two matmuls with a softmax between them). */
 int cg_attention(Cg *cg, const GroupPlan *p);
 int cg_layout(Cg *cg, const Node *n); /* transpose expand slice concat split gather pad */

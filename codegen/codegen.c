@@ -978,6 +978,7 @@ static int gen_group(Cg *cg, int at) {
   case GROUP_ATTENTION: rc = cg_attention(cg, &p); break;
   case GROUP_GEMM: rc = cg_gemm_group(cg, &p); break;
   case GROUP_CONCAT: rc = cg_concat_group(cg, &p); break;
+  case GROUP_LOOP: rc = cg_loop_group(cg, &p); break;
   default: /* an anchor, maybe a convolution's prologue, maybe an epilogue */
     cg->pro = p.nprologue ? &p : NULL;
     rc = (p.nepilogue && cg_epilogue_begin(cg, &p)) || gen_op(cg, p.anchor);

@@ -190,6 +190,12 @@ struct PwKernel {
   const Value *outs[2]; /* out, then side */
   const char *pre;    /* prefix of the generated variables ("" or "f": no clash with the
                          anchor kernel's own) */
+  const View *view;   /* a loop group's kernel whose remapping nodes are views of its
+                         inputs (loop_views): ext[e] is read as view[e] of its buffer
+                         arg[e] where view[e].base is set; NULL otherwise */
+  const Value *arg[CG_MAX_OPS];
+  const Node *const *all; /* with view: every member of the group, for the name */
+  int nall;
   bool stored;        /* an epilogue: the anchor's kernel called cg_store_out */
 };
 typedef struct PwKernel PwKernel;
@@ -338,31 +344,35 @@ static int plan_kernel(Cg *cg, PwKernel *k) {
  * group's named for every op in it, its comment listing the nodes. */
 static const char *begin_kernel(Cg *cg, const PwKernel *k, const char *note) {
   const Node *root = k->node[k->n - 1];
-  if (k->n == 1)
+  if (k->n == 1 && !k->view)
     return cg_kernel_begin(cg, root, note);
+  /* named for every member, the views' nodes too */
+  const Node *const *node = k->view ? k->all : k->node;
+  int n = k->view ? k->nall : k->n;
   char ops[160] = "";
   size_t at = 0;
-  for (int j = 0; j < k->n && j < 6; j++)
-    at += (size_t)snprintf(ops + at, sizeof ops - at, "%s%s", j ? "_" : "", op_info[k->node[j]->op].name);
-  if (k->n > 6)
+  for (int j = 0; j < n && j < 6; j++)
+    at += (size_t)snprintf(ops + at, sizeof ops - at, "%s%s", j ? "_" : "", op_info[node[j]->op].name);
+  if (n > 6)
     snprintf(ops + at, sizeof ops - at, "_etc");
   Buf head = {0};
   buf_printf(&head, "fuse group %lld = nodes", (long long)node_fuse_group(root));
-  for (int j = 0; j < k->n; j++)
-    buf_printf(&head, "%s %d %s", j ? "," : "", k->node[j]->id, op_info[k->node[j]->op].name);
+  for (int j = 0; j < n; j++)
+    buf_printf(&head, "%s %d %s", j ? "," : "", node[j]->id, op_info[node[j]->op].name);
   buf_puts(&head, ": ");
   const char *h = arena_strdup(cg->arena, head.s);
   free(head.s);
-  return cg_kernel_begin_values(cg, root, ops, h, k->ext, k->next, &k->out, 1, note);
+  return cg_kernel_begin_values(cg, root, ops, h, k->view ? k->arg : k->ext, k->next, &k->out,
+                                1, note);
 }
 
 static void kernel_step(Cg *cg, const PwKernel *k, const char *name, int64_t threads) {
   const Node *root = k->node[k->n - 1];
-  if (k->n == 1)
+  if (k->n == 1 && !k->view)
     cg_kernel_step(cg, root, name, cg_blocks(cg, threads, cg->target->block), cg->target->block);
   else
     cg_kernel_step_values(cg, root, name, cg_blocks(cg, threads, cg->target->block), cg->target->block,
-                          k->ext, k->next, &k->out, 1);
+                          k->view ? k->arg : k->ext, k->next, &k->out, 1);
 }
 
 /* Whether the output may overwrite input v: v has its element count and element size,
@@ -388,12 +398,21 @@ static uint64_t inplace_inputs(const PwKernel *k) {
   return m;
 }
 
+static int flat_kernel(Cg *cg, const PwKernel *kp);
+
 /* One kernel for nodes[0..n): a fuse group in node order, or one pointwise node. */
 int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
   PwKernel k = {.node = nodes, .n = n};
   if (plan_kernel(cg, &k))
     return -1;
   cg->inplace = inplace_inputs(&k);
+  return flat_kernel(cg, &k);
+}
+
+/* The flat-index kernel of k: a thread per element (or vector of them) of its output, its
+ * inputs read through strides. */
+static int flat_kernel(Cg *cg, const PwKernel *kp) {
+  PwKernel k = *kp;
   const Value *y = k.out;
   int64_t numel = cg_numel(y);
   Buf *b = &cg->src;
@@ -403,8 +422,19 @@ int cg_pointwise_group(Cg *cg, const Node *const *nodes, int n) {
   for (int i = 0; i < y->type.shape.rank; i++)
     dims[i] = cg_dim(y, i);
   space_init(&s, y->type.shape.rank, dims);
-  for (int e = 0; e < k.next; e++)
-    space_add_bcast(&s, &k.ext[e]->type.shape);
+  for (int e = 0; e < k.next; e++) {
+    const View *w = k.view && k.view[e].base ? &k.view[e] : NULL;
+    if (!w) {
+      space_add_bcast(&s, &k.ext[e]->type.shape);
+      continue;
+    }
+    int64_t st[IR_MAX_RANK]; /* the view broadcast to the output, numpy's way */
+    for (int i = 0; i < s.rank; i++) {
+      int j = i - (s.rank - w->rank);
+      st[i] = j < 0 || w->dims[j] == 1 ? 0 : w->stride[j];
+    }
+    space_add_strides(&s, st, w->offset);
+  }
   space_coalesce(&s);
   bool vec[CG_MAX_OPS] = {false};
   int v = vector_width(&k, &s, vec);
@@ -559,4 +589,488 @@ void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
                    const char *dst, const char *indent) {
   emit_chain(cg, k, idx, val, dst, indent, cg_fmt(cg, "nodes %d..%d", k->node[0]->id,
                                                    k->node[k->n - 1]->id));
+}
+
+/* ---------------------------------------------------------------- loops
+ *
+ * A loop group (ir.h's GROUP_LOOP) computes its root's element at each output index
+ * vector, XLA's loop fusion: a member's element at an index vector is an expression of
+ * its inputs' elements at remapped index vectors (a transpose permutes them, a slice
+ * scales and shifts one, an expand drops the broadcast ones, a reshape re-splits only
+ * the runs of dims it merges or splits), and a concat picks the one input the index
+ * along its axis falls in by a branch, computing none of the others. A value read twice
+ * at one index vector (in one branch) is computed once; the values from outside are
+ * loaded at their own index vectors. Plain pointwise groups keep the flat-index kernel
+ * above, with its vectors, and so does a loop group whose remapping nodes only make
+ * views of its inputs for its pointwise nodes (loop_views: SwiGLU's halves of one
+ * projection, a transposed input scaled): that kernel reads them through strides. */
+
+typedef struct LoopMemo {
+  const Value *v;
+  const char *key; /* the index vector, "q0,u3,0" */
+  const char *var;
+} LoopMemo;
+
+typedef struct Loop {
+  Cg *cg;
+  PwKernel k;
+  LoopMemo *memo;
+  int nmemo, cap;
+  int nvar;
+} Loop;
+
+static const char *loop_key(Cg *cg, const char *const *idx, int rank) {
+  Buf b = {0};
+  buf_puts(&b, "");
+  for (int j = 0; j < rank; j++)
+    buf_printf(&b, "%s%s", j ? "," : "", idx[j]);
+  const char *s = arena_strdup(cg->arena, b.s);
+  free(b.s);
+  return s;
+}
+
+/* expr as an index: itself when a name or a literal, else a new variable holding it. */
+static const char *loop_index(Loop *L, const char *expr, const char *indent) {
+  bool simple = true;
+  for (const char *c = expr; *c && simple; c++)
+    simple = (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+             *c == '_';
+  if (simple)
+    return expr;
+  const char *u = cg_fmt(L->cg, "u%d", L->nvar++);
+  buf_printf(&L->cg->src, "%sconst idx_t %s = %s;\n", indent, u, expr);
+  return u;
+}
+
+static void loop_remember(Loop *L, const Value *v, const char *key, const char *var) {
+  if (L->nmemo == L->cap) {
+    L->cap = L->cap ? 2 * L->cap : 32;
+    LoopMemo *m = arena_alloc(L->cg->arena, sizeof *m * (size_t)L->cap);
+    if (L->nmemo)
+      memcpy(m, L->memo, sizeof *m * (size_t)L->nmemo);
+    L->memo = m;
+  }
+  L->memo[L->nmemo++] = (LoopMemo){v, key, var};
+}
+
+static int64_t loop_dim(const Value *v, int i) { return v->type.shape.dims[i].n; }
+
+/* idx (an index vector of a value of rank `rank` and dims `dims`) broadcast to the
+ * value u, numpy's way: right-aligned, 0 along u's dims of 1. */
+static void loop_bcast(const Value *u, const char *const *idx, int rank, const char **out) {
+  int ru = u->type.shape.rank;
+  for (int j = 0; j < ru; j++)
+    out[j] = loop_dim(u, j) == 1 ? "0" : idx[j + rank - ru];
+}
+
+static const char *loop_value(Loop *L, const Value *v, const char *const *idx,
+                              const char *indent);
+
+/* The index vector of x (a reshape's input, rank rx) that the output's index vector idx
+ * (rank ry) reads: each run of dims whose sizes multiply alike on both sides is one
+ * linear index, split again into x's dims of the run; dims of 1 are 0. */
+static void loop_reshape(Loop *L, const Value *x, const Value *y, const char *const *idx,
+                         const char **in, const char *indent) {
+  Cg *cg = L->cg;
+  int rx = x->type.shape.rank, ry = y->type.shape.rank;
+  int xi[IR_MAX_RANK], yi[IR_MAX_RANK], nx = 0, ny = 0;
+  for (int j = 0; j < rx; j++) {
+    in[j] = "0";
+    if (loop_dim(x, j) != 1)
+      xi[nx++] = j;
+  }
+  for (int j = 0; j < ry; j++)
+    if (loop_dim(y, j) != 1)
+      yi[ny++] = j;
+  int a = 0, b = 0;
+  while (a < nx && b < ny) {
+    int a0 = a, b0 = b;
+    int64_t px = loop_dim(x, xi[a++]), py = loop_dim(y, yi[b++]);
+    while (px != py && (a < nx || b < ny)) {
+      if (px < py && a < nx)
+        px *= loop_dim(x, xi[a++]);
+      else if (b < ny)
+        py *= loop_dim(y, yi[b++]);
+      else
+        break;
+    }
+    /* the run's linear index from y's side */
+    const char *lin = NULL;
+    int64_t st = 1;
+    for (int j = b - 1; j >= b0; j--) {
+      const char *t = st == 1 ? idx[yi[j]] : cg_fmt(cg, "%s * %" PRId64, idx[yi[j]], st);
+      lin = lin ? cg_fmt(cg, "%s + %s", t, lin) : t;
+      st *= loop_dim(y, yi[j]);
+    }
+    if (a - a0 == 1) {
+      in[xi[a0]] = loop_index(L, lin, indent);
+      continue;
+    }
+    lin = loop_index(L, lin, indent);
+    st = 1;
+    for (int j = a - 1; j >= a0; j--) {
+      int64_t d = loop_dim(x, xi[j]);
+      const char *q = st == 1 ? lin : cg_fmt(cg, "%s / %" PRId64, lin, st);
+      in[xi[j]] = loop_index(L, j == a0 ? q : cg_fmt(cg, "(%s) %% %" PRId64, q, d), indent);
+      st *= d;
+    }
+  }
+}
+
+/* The element of member n's output `oi` at idx: its input's element at the index vector
+ * that reads it (NULL when n computes instead). */
+static const char *loop_remap(Loop *L, const Node *n, int oi, const char *const *idx,
+                              const char *indent) {
+  Cg *cg = L->cg;
+  const Value *x = n->in[0], *y = n->out[oi];
+  int rx = x->type.shape.rank, ry = y->type.shape.rank;
+  const char *in[IR_MAX_RANK];
+  switch (n->op) {
+  case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_IDENTITY:
+    loop_reshape(L, x, y, idx, in, indent);
+    break;
+  case OP_TRANSPOSE: {
+    int np = 0;
+    const int64_t *perm = attr_ints(n, "perm", &np);
+    for (int j = 0; j < ry; j++) {
+      int64_t q = perm && np == ry ? (perm[j] + ry) % ry : ry - 1 - j;
+      in[q] = idx[j];
+    }
+    break;
+  }
+  case OP_EXPAND:
+    loop_bcast(x, idx, ry, in);
+    break;
+  case OP_SPLIT: {
+    int64_t axis = attr_int(n, "axis"), off = 0;
+    if (axis < 0)
+      axis += rx;
+    for (int k = 0; k < oi; k++)
+      off += loop_dim(n->out[k], (int)axis);
+    for (int j = 0; j < rx; j++)
+      in[j] = idx[j];
+    if (off)
+      in[axis] = loop_index(L, cg_fmt(cg, "%s + %" PRId64, idx[axis], off), indent);
+    break;
+  }
+  case OP_SLICE: {
+    /* the start and step of every dim, as eval_slice computes them (layout.c's gen_slice) */
+    int ns, na, nst;
+    const int64_t *starts = attr_ints(n, "starts", &ns);
+    const int64_t *axes = attr_ints(n, "axes", &na);
+    const int64_t *steps = attr_ints(n, "steps", &nst);
+    for (int j = 0; j < rx; j++)
+      in[j] = idx[j];
+    for (int i = 0; i < ns; i++) {
+      int64_t a = axes ? (axes[i] < 0 ? axes[i] + rx : axes[i]) : i;
+      int64_t dim = loop_dim(x, (int)a), s0 = starts[i], k = steps ? steps[i] : 1;
+      if (s0 < 0)
+        s0 = s0 < -dim ? 0 : s0 + dim;
+      s0 = k > 0 ? (s0 > dim ? dim : s0) : (s0 > dim - 1 ? dim - 1 : s0);
+      if (loop_dim(y, (int)a) == 0)
+        continue;
+      if (loop_dim(y, (int)a) == 1)
+        in[a] = cg_fmt(cg, "%" PRId64, s0);
+      else if (k == 1)
+        in[a] = s0 ? loop_index(L, cg_fmt(cg, "%s + %" PRId64, idx[a], s0), indent) : idx[a];
+      else
+        in[a] = loop_index(L, cg_fmt(cg, "%s * (%" PRId64 ") + %" PRId64, idx[a], k, s0), indent);
+    }
+    break;
+  }
+  case OP_GATHER: {
+    int64_t axis = attr_int(n, "axis"), c = dtype_load_i64(n->in[1]->data->dtype, n->in[1]->data->data);
+    if (axis < 0)
+      axis += rx;
+    if (c < 0)
+      c += loop_dim(x, (int)axis);
+    bool drop = n->in[1]->type.shape.rank == 0;
+    for (int j = 0, o = 0; j < rx; j++) {
+      if (j == axis) {
+        in[j] = cg_fmt(cg, "%" PRId64, c);
+        o += !drop;
+      } else {
+        in[j] = idx[o++];
+      }
+    }
+    break;
+  }
+  case OP_CONCAT: {
+    /* a branch per input along the axis: only the one the index falls in is computed */
+    int64_t axis = attr_int(n, "axis"), at = 0;
+    if (axis < 0)
+      axis += ry;
+    const char *var = cg_fmt(cg, "v%d", L->nvar++);
+    Buf *b = &cg->src;
+    buf_printf(b, "%s%s %s;\n", indent, cg_ctype(y->type.dtype), var);
+    const char *in2 = cg_fmt(cg, "%s  ", indent);
+    int last = n->nin - 1;
+    while (last > 0 && loop_dim(n->in[last], (int)axis) == 0)
+      last--;
+    bool first = true;
+    for (int k = 0; k <= last; k++) {
+      int64_t len = loop_dim(n->in[k], (int)axis);
+      if (len == 0)
+        continue;
+      if (k == last)
+        buf_printf(b, first ? "%s{\n" : "%s} else {\n", indent);
+      else
+        buf_printf(b, "%s%sif (%s < %" PRId64 ") {\n", indent, first ? "" : "} else ",
+                   idx[axis], at + len);
+      first = false;
+      int mark = L->nmemo;
+      const char *sub[IR_MAX_RANK];
+      for (int j = 0; j < ry; j++)
+        sub[j] = idx[j];
+      if (at)
+        sub[axis] = loop_index(L, cg_fmt(cg, "%s - %" PRId64, idx[axis], at), in2);
+      const char *e = loop_value(L, n->in[k], sub, in2);
+      buf_printf(b, "%s%s = %s;\n", in2, var, e);
+      L->nmemo = mark; /* what the branch computed is out of scope after it */
+      at += len;
+    }
+    buf_printf(b, "%s}\n", indent);
+    return var;
+  }
+  default:
+    return NULL;
+  }
+  return loop_value(L, x, in, indent);
+}
+
+/* v's element at index vector idx (rank v's): an expression of its stored type. */
+static const char *loop_value(Loop *L, const Value *v, const char *const *idx,
+                              const char *indent) {
+  Cg *cg = L->cg;
+  Buf *b = &cg->src;
+  int rank = v->type.shape.rank;
+  const char *key = loop_key(cg, idx, rank);
+  for (int i = L->nmemo - 1; i >= 0; i--)
+    if (L->memo[i].v == v && !strcmp(L->memo[i].key, key))
+      return L->memo[i].var;
+  const char *var;
+  int m = member_of(&L->k, v);
+  if (m < 0) {
+    /* from outside: loaded at its own index vector */
+    const char *off = NULL;
+    int64_t st = 1;
+    for (int j = rank - 1; j >= 0; j--) {
+      int64_t d = loop_dim(v, j);
+      if (d != 1) {
+        const char *t = st == 1 ? idx[j] : cg_fmt(cg, "%s * %" PRId64, idx[j], st);
+        off = off ? cg_fmt(cg, "%s + %s", t, off) : t;
+      }
+      st *= d;
+    }
+    var = cg_fmt(cg, "l%d", L->nvar++);
+    buf_printf(b, "%sconst %s %s = in%d[%s];\n", indent, cg_ctype(v->type.dtype), var,
+               ext_index(&L->k, v), off ? off : "0");
+  } else {
+    const Node *n = v->def;
+    if (!(var = loop_remap(L, n, v->def_index, idx, indent))) {
+      Dom dom = op_domain(n);
+      int j = L->nvar++;
+      const char *x[3];
+      for (int a = 0; a < n->nin; a++) {
+        const char *bi[IR_MAX_RANK];
+        loop_bcast(n->in[a], idx, rank, bi);
+        const char *src = loop_value(L, n->in[a], bi, indent);
+        DType t = n->in[a]->type.dtype;
+        x[a] = cg_fmt(cg, "x%d_%d", j, a);
+        if (n->op == OP_WHERE)
+          buf_printf(b, "%sconst %s %s = %s;\n", indent, cg_ctype(t), x[a], src);
+        else
+          buf_printf(b, "%sconst %s %s = %s;\n", indent, cg_dom_type(dom), x[a],
+                     cg_load(cg, t, dom, src));
+      }
+      const char *expr = result_expr(cg, n, dom, x);
+      DType out = v->type.dtype;
+      const char *val = n->op == OP_WHERE ? expr
+                        : (op_info[n->op].flags & OPF_BOOL_OUT) ? cg_fmt(cg, "(gc_bool)%s", expr)
+                                                                : cg_store(cg, out, dom, expr);
+      var = cg_fmt(cg, "v%d", j);
+      buf_printf(b, "%sconst %s %s = %s;\n", indent, cg_ctype(out), var, val);
+    }
+  }
+  loop_remember(L, v, key, var);
+  return var;
+}
+
+/* Remapping member d's output oi as a view, from the view `in` of its input: view.c's
+ * view_through, and an expand (its broadcast dims of stride 0) and a slice (its start an
+ * offset, its step a stride), which only a kernel that reads its input through them can
+ * be. */
+static bool loop_view_through(const Node *d, int oi, const View *in, View *out) {
+  const Value *y = d->out[oi];
+  int ry = y->type.shape.rank;
+  if (d->op != OP_EXPAND && d->op != OP_SLICE)
+    return view_through(d, oi, in, out);
+  *out = *in;
+  out->rank = ry;
+  for (int j = 0; j < ry; j++)
+    out->dims[j] = loop_dim(y, j);
+  if (d->op == OP_EXPAND) {
+    for (int j = 0; j < ry; j++) {
+      int jj = j - (ry - in->rank);
+      out->stride[j] = jj < 0 || (in->dims[jj] == 1 && out->dims[j] != 1) ? 0 : in->stride[jj];
+    }
+    return true;
+  }
+  int ns, na, nst;
+  const int64_t *starts = attr_ints(d, "starts", &ns);
+  const int64_t *axes = attr_ints(d, "axes", &na);
+  const int64_t *steps = attr_ints(d, "steps", &nst);
+  for (int i = 0; i < ns; i++) {
+    int64_t a = axes ? (axes[i] < 0 ? axes[i] + in->rank : axes[i]) : i;
+    int64_t dim = in->dims[a], s0 = starts[i], k = steps ? steps[i] : 1;
+    if (s0 < 0)
+      s0 = s0 < -dim ? 0 : s0 + dim;
+    s0 = k > 0 ? (s0 > dim ? dim : s0) : (s0 > dim - 1 ? dim - 1 : s0);
+    if (out->dims[a] == 0)
+      continue;
+    out->offset += s0 * in->stride[a];
+    out->stride[a] = in->stride[a] * k;
+  }
+  return true;
+}
+
+/* Whether loop group p is a pointwise kernel over strided inputs: its root and every
+ * pointwise member of an output that broadcasts to the root's, and its remapping members
+ * between values from outside and pointwise members, each chain a view of the value it
+ * starts from (a projection's split read by SwiGLU, a transpose read by a scale). Then k
+ * is that kernel: the pointwise members, each chain's end read through its view, which
+ * the flat-index kernel walks with strides, as vectors where they allow. */
+static bool loop_views(Cg *cg, const GroupPlan *p, PwKernel *k) {
+  const Node **pw = arena_alloc(cg->arena, sizeof *pw * (size_t)(p->n + 1));
+  int npw = 0;
+  const Value *out = p->root->out[0];
+  if (!(op_info[p->root->op].flags & OPF_POINTWISE))
+    return false;
+  for (int i = 0; i < p->n; i++) {
+    const Node *n = p->node[i];
+    if (!(op_info[n->op].flags & OPF_POINTWISE))
+      continue;
+    if (!shape_broadcasts_to(&n->out[0]->type.shape, &out->type.shape))
+      return false;
+    pw[npw++] = n;
+  }
+  /* the values the pointwise members read from outside them, at most a kernel's */
+  PwKernel t = {.node = pw, .n = npw, .pre = ""};
+  t.by_id = arena_alloc(cg->arena, sizeof *t.by_id * (size_t)(npw + 1));
+  for (int j = 0; j < npw; j++)
+    t.by_id[j] = (struct IdAt){pw[j]->id, j};
+  qsort(t.by_id, (size_t)npw, sizeof *t.by_id, by_id);
+  for (int j = 0; j < npw; j++)
+    for (int a = 0; a < pw[j]->nin; a++) {
+      const Value *v = pw[j]->in[a];
+      if (member_of(&t, v) != -1 || ext_index(&t, v) >= 0)
+        continue;
+      if (t.next == CG_MAX_OPS - 1)
+        return false;
+      t.ext[t.next++] = v;
+    }
+  /* each one made by a remapping member: the chain back to a value from outside */
+  PwKernel all = {.node = p->node, .n = p->n};
+  all.by_id = arena_alloc(cg->arena, sizeof *all.by_id * (size_t)(p->n + 1));
+  for (int j = 0; j < p->n; j++)
+    all.by_id[j] = (struct IdAt){p->node[j]->id, j};
+  qsort(all.by_id, (size_t)p->n, sizeof *all.by_id, by_id);
+  View *view = arena_alloc(cg->arena, sizeof *view * CG_MAX_OPS);
+  memset(view, 0, sizeof *view * CG_MAX_OPS);
+  for (int e = 0; e < t.next; e++) {
+    const Value *v = t.ext[e];
+    t.arg[e] = v;
+    if (member_of(&all, v) < 0)
+      continue;
+    const Value *at[GROUP_MAX_NODES + 1];
+    int len = 0;
+    for (; member_of(&all, v) >= 0 && len <= GROUP_MAX_NODES; v = v->def->in[0]) {
+      if (op_info[v->def->op].flags & OPF_POINTWISE)
+        return false; /* a remapping of a computed value: index vectors */
+      at[len++] = v;
+    }
+    if (member_of(&all, v) >= 0 || !shape_is_static(&v->type.shape))
+      return false;
+    View w;
+    view_init(&w, v);
+    for (int j = len - 1; j >= 0; j--) {
+      View next;
+      if (!loop_view_through(at[j]->def, at[j]->def_index, &w, &next))
+        return false;
+      w = next;
+    }
+    view[e] = w;
+    t.arg[e] = v;
+  }
+  if (plan_kernel(cg, &t))
+    return false;
+  t.view = view;
+  t.all = p->node;
+  t.nall = p->n;
+  *k = t;
+  return true;
+}
+
+int cg_loop_group(Cg *cg, const GroupPlan *p) {
+  PwKernel flat;
+  if (loop_views(cg, p, &flat)) {
+    cg->inplace = 0; /* an input is read at other indices than the output's */
+    return flat_kernel(cg, &flat);
+  }
+  Loop L = {.cg = cg, .k = {.node = p->node, .n = p->n, .pre = ""}};
+  PwKernel *k = &L.k;
+  const Node *root = p->root;
+  k->out = k->outs[0] = root->out[0];
+  k->by_id = arena_alloc(cg->arena, sizeof *k->by_id * (size_t)(k->n + 1));
+  for (int j = 0; j < k->n; j++)
+    k->by_id[j] = (struct IdAt){k->node[j]->id, j};
+  qsort(k->by_id, (size_t)k->n, sizeof *k->by_id, by_id);
+  int64_t numel = cg_numel(k->out), most = numel;
+  for (int j = 0; j < k->n; j++) {
+    const Node *n = k->node[j];
+    for (int a = 0; a < n->nin; a++) {
+      const Value *v = n->in[a];
+      if (!v || (n->op == OP_GATHER && a == 1) || member_of(k, v) != -1 || ext_index(k, v) >= 0)
+        continue;
+      if (k->next == CG_MAX_OPS - 1)
+        return cg_error(cg, root, "fuse group %lld reads more than %d values from outside; a "
+                        "kernel takes at most %d", (long long)node_fuse_group(root),
+                        CG_MAX_OPS - 1, CG_MAX_OPS - 1);
+      k->ext[k->next++] = v;
+      most = cg_numel(v) > most ? cg_numel(v) : most;
+    }
+    if (op_info[n->op].flags & OPF_POINTWISE) {
+      const char *x[3] = {"x0", "x1", "x2"};
+      if (!result_expr(cg, n, op_domain(n), x))
+        return cg_error(cg, n, "op %s (node %d) on %s has no GPU kernel yet",
+                        op_info[n->op].name, n->id, dtype_name(n->in[0]->type.dtype));
+    }
+  }
+  cg->inplace = 0; /* an input is read at other indices than the output's */
+  Buf *b = &cg->src;
+  const char *name = begin_kernel(cg, k, cg_fmt(cg, "a loop: each element from its index "
+                                                    "vector"));
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, most));
+  buf_printf(b, "  for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64 "; i += (idx_t)gridDim.x * blockDim.x) {\n", numel);
+  const Value *y = k->out;
+  int rank = y->type.shape.rank, outer = -1;
+  const char *idx[IR_MAX_RANK];
+  for (int j = 0; j < rank; j++)
+    if (loop_dim(y, j) != 1 && outer < 0)
+      outer = j;
+  buf_puts(b, "    idx_t r_ = i;\n");
+  for (int j = rank - 1; j >= 0; j--) {
+    int64_t d = loop_dim(y, j);
+    idx[j] = d == 1 ? "0" : cg_fmt(cg, "q%d", j);
+    if (d == 1)
+      continue;
+    if (j == outer)
+      buf_printf(b, "    const idx_t q%d = r_;\n", j);
+    else
+      buf_printf(b, "    const idx_t q%d = r_ %% %" PRId64 ";\n    r_ /= %" PRId64 ";\n", j, d, d);
+  }
+  const char *val = loop_value(&L, y, idx, "    ");
+  buf_printf(b, "    out0[i] = %s;\n  }\n}\n", val);
+  kernel_step(cg, k, name, numel);
+  return 0;
 }

@@ -14,7 +14,7 @@
 static const char *const kind_names[GROUP_KIND_COUNT] = {
     [GROUP_NONE] = "none",         [GROUP_POINTWISE] = "pointwise", [GROUP_EPILOGUE] = "epilogue",
     [GROUP_CONV] = "conv",         [GROUP_GEMM] = "gemm",           [GROUP_CONCAT] = "concat",
-    [GROUP_ATTENTION] = "attention"};
+    [GROUP_ATTENTION] = "attention", [GROUP_LOOP] = "loop"};
 
 const GroupLimits group_limits_default = {
     .inputs = GROUP_MAX_INPUTS,
@@ -708,6 +708,90 @@ static int plan_attention(Rec *r) {
   return 0;
 }
 
+/* The single element of integer constant v, if it is one. */
+static bool const_index(const Value *v, int64_t *out) {
+  if (!v || v->kind != VK_CONST || !v->data || tensor_numel(v->data) != 1 ||
+      !dtype_is_int(v->data->dtype))
+    return false;
+  *out = dtype_load_i64(v->data->dtype, v->data->data);
+  return true;
+}
+
+bool group_remap_node(const Node *n) {
+  if (n->nin < 1 || !n->in[0] || !shape_is_static(&n->in[0]->type.shape))
+    return false;
+  for (int k = 0; k < n->nout; k++)
+    if (!shape_is_static(&n->out[k]->type.shape))
+      return false;
+  switch (n->op) {
+  case OP_TRANSPOSE: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
+  case OP_IDENTITY: case OP_SLICE: case OP_SPLIT: case OP_EXPAND:
+    return n->op == OP_SPLIT || n->nout == 1;
+  case OP_CONCAT:
+    for (int k = 1; k < n->nin; k++)
+      if (!n->in[k] || !shape_is_static(&n->in[k]->type.shape))
+        return false;
+    return n->nout == 1;
+  case OP_GATHER: {
+    /* one constant index in range: the output is the input at one position of the axis */
+    int64_t idx, axis = attr_int(n, "axis"), rank = n->in[0]->type.shape.rank;
+    if (n->nout != 1 || !const_index(n->in[1], &idx) || n->in[1]->type.shape.rank > 1)
+      return false;
+    if (axis < 0)
+      axis += rank;
+    if (axis < 0 || axis >= rank)
+      return false;
+    int64_t dim = n->in[0]->type.shape.dims[axis].n;
+    return idx >= -dim && idx < dim;
+  }
+  default:
+    return false;
+  }
+}
+
+/* Whether input k of n is data a loop group reads (a gather's constant index is no
+ * read: the kernel has it as a literal). */
+static bool loop_reads(const Node *n, int k) { return !(n->op == OP_GATHER && k == 1); }
+
+static int plan_loop(Rec *r) {
+  GroupPlan *p = r->p;
+  for (int i = 0; i < p->n; i++) {
+    const Node *n = p->node[i];
+    r->role[i] = ROLE_EPILOGUE;
+    if (!pointwise(n) && !group_remap_node(n))
+      return fail(r, GROUP_FAIL_SHAPE, "node %d (%s) is neither pointwise nor a remapping of "
+                  "indices of static shapes", n->id, op_info[n->op].name);
+  }
+  if (p->root->nout != 1)
+    return fail(r, GROUP_FAIL_SHAPE, "its root, node %d (%s), has %d outputs; a loop stores "
+                "one", p->root->id, op_info[p->root->op].name, p->root->nout);
+  if (r->lim && p->n > r->lim->nodes)
+    return fail(r, GROUP_FAIL_NODES, "%d nodes; a kernel computes at most %d", p->n,
+                r->lim->nodes);
+  if (!(p->epilogue = with_role(r, ROLE_EPILOGUE, &p->nepilogue)))
+    return oom(r);
+  int total = 0;
+  for (int i = 0; i < p->n; i++)
+    total += p->node[i]->nin;
+  const Value **ext = take(r, sizeof *ext * (size_t)(total + 1));
+  if (!ext)
+    return oom(r);
+  int ne = 0;
+  for (int i = 0; i < p->n; i++)
+    for (int k = 0; k < p->node[i]->nin; k++) {
+      const Value *v = p->node[i]->in[k];
+      if (v && loop_reads(p->node[i], k) && maker(r, v) < 0)
+        ext[ne++] = v;
+    }
+  if ((ne = distinct(r, ext, ne)) < 0)
+    return oom(r);
+  if (r->lim && ne > r->lim->inputs)
+    return fail(r, GROUP_FAIL_INPUTS, "it reads %d values from outside; a kernel takes at "
+                "most %d", ne, r->lim->inputs);
+  p->nepilogue_in = ne;
+  return 0;
+}
+
 GroupKind group_guess_kind(const Node *const *node, int n) {
   int mm = 0, sm = 0, conv = 0, cat = 0;
   for (int i = 0; i < n; i++) {
@@ -727,8 +811,9 @@ GroupKind group_guess_kind(const Node *const *node, int n) {
   return n && pointwise(node[0]) ? GROUP_POINTWISE : GROUP_EPILOGUE;
 }
 
-int group_plan(const Graph *g, const Users *u, const Node *const *node, int n, GroupKind kind,
-               const GroupLimits *lim, GroupPlan *p, char *why, size_t nwhy) {
+static int plan_as(const Graph *g, const Users *u, const Node *const *node, int n,
+                   GroupKind kind, const GroupLimits *lim, GroupPlan *p, char *why,
+                   size_t nwhy) {
   *p = (GroupPlan){.node = node, .n = n};
   Rec r = {.g = g, .u = u, .lim = lim, .p = p, .why = why, .nwhy = nwhy};
   if (why && nwhy)
@@ -755,6 +840,7 @@ int group_plan(const Graph *g, const Users *u, const Node *const *node, int n, G
   case GROUP_GEMM: rc = plan_gemm(&r); break;
   case GROUP_CONCAT: rc = plan_concat(&r); break;
   case GROUP_ATTENTION: rc = plan_attention(&r); break;
+  case GROUP_LOOP: rc = plan_loop(&r); break;
   default: rc = fail(&r, GROUP_FAIL_SHAPE, "it has no kind"); break;
   }
   if (rc)
@@ -789,4 +875,26 @@ int group_plan(const Graph *g, const Users *u, const Node *const *node, int n, G
   if ((p->nin = distinct(&r, p->in, p->nin)) < 0)
     return oom(&r);
   return 0;
+}
+
+/* A group of pointwise and remapping nodes whose guessed kind has no plan of that shape
+ * (a transpose that is no epilogue's anchor, a concat whose inputs come through more
+ * than views) may still be a loop. Where it is none either, the guess says why not. */
+int group_plan(const Graph *g, const Users *u, const Node *const *node, int n, GroupKind kind,
+               const GroupLimits *lim, GroupPlan *p, char *why, size_t nwhy) {
+  if (!plan_as(g, u, node, n, kind, lim, p, why, nwhy) || kind || p->kind == GROUP_LOOP ||
+      p->fail != GROUP_FAIL_SHAPE)
+    return p->fail ? -1 : 0;
+  GroupKind guess = p->kind;
+  bool loop = n > 0;
+  for (int i = 0; i < n && loop; i++)
+    loop = pointwise(node[i]) || group_remap_node(node[i]);
+  if (!loop)
+    return -1;
+  group_plan_free(p);
+  if (!plan_as(g, u, node, n, GROUP_LOOP, lim, p, NULL, 0))
+    return 0;
+  group_plan_free(p);
+  plan_as(g, u, node, n, guess, lim, p, why, nwhy);
+  return -1;
 }

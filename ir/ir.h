@@ -509,6 +509,10 @@ typedef enum GroupKind {
                       epilogue */
   GROUP_ATTENTION, /* matmul, pointwise, softmax, pointwise, matmul, maybe a transpose,
                       its operands read through views and scales */
+  GROUP_LOOP,      /* pointwise nodes and nodes that only remap indices (group_remap_node):
+                      a thread per element of the root's output, each node's element at an
+                      index vector its inputs' elements at remapped ones (a concat picks
+                      the one input it reads by a branch) */
   GROUP_KIND_COUNT
 } GroupKind;
 
@@ -612,7 +616,8 @@ typedef struct GroupPlan {
  * recognizer then says whether it is one. */
 GroupKind group_guess_kind(const Node *const *node, int n);
 /* The recognizer: the plan of the group of node[0..n) (in node order, its last node the
- * root) as a kernel of kind `kind` (GROUP_NONE: group_guess_kind's), within lim (NULL:
+ * root) as a kernel of kind `kind` (GROUP_NONE: group_guess_kind's, or where that has
+ * none and every node is pointwise or remaps indices, a loop), within lim (NULL:
  * none). u says who reads each value of g (the members' outputs must be read inside the
  * group but the root's, and the anchor's in an epilogue that stores it too). 0, or -1
  * with p->fail set and why holding a sentence: "node 12 (add) is no bias add of the
@@ -624,6 +629,11 @@ void group_plan_free(GroupPlan *p);
  * thread and can apply pointwise nodes to it as it stores it (a conv, a concat of at most
  * lim->concat_inputs, or an epilogue's anchor). */
 bool group_is_anchor(const Node *n, const GroupLimits *lim);
+/* Whether n only remaps indices, so a loop group (GROUP_LOOP) can compute its element at
+ * an index vector from its input's at another: transpose, the aliases (reshape, flatten,
+ * squeeze, unsqueeze, identity), slice, split, expand, concat, and a gather of one
+ * constant index; static shapes only. */
+bool group_remap_node(const Node *n);
 /* Whether matmul m can take an epilogue in cuBLASLt: f32, f16, bf16 or e4m3 rows ([.., M,
  * K]) times 2-D weights; e4m3 with weights [N, K] (transpose_b) and a 16-bit output. */
 bool group_gemm_matmul(const Node *m);

@@ -21,7 +21,7 @@
  *
  * The pass proposes merges; the recognizer (ir.h's group_plan) decides: a merge stands
  * only where the merged group is one kernel of a kind codegen renders (pointwise,
- * epilogue, conv, gemm, concat, attention) within what a kernel takes (GroupLimits).
+ * epilogue, conv, gemm, concat, attention, loop) within what a kernel takes (GroupLimits).
  * At the end it writes each group's kind on its root (IR_ATTR_KIND), from the plan of
  * the group's final nodes. A producer joins its consumer's group when
  *   - the consumer is pointwise with one output, the producer too or a convolution (an
@@ -48,7 +48,8 @@
  * the rounds are at most FUSE_MAX_ROUNDS. A merge of two pointwise groups asks the
  * recognizer nothing (the limits are all it could refuse); one with an anchor, or a GEMM,
  * concat, prologue or attention merge, costs the recognizer's time on the merged group,
- * which is at most GroupLimits.nodes of pointwise nodes and their views. */
+ * which is at most GroupLimits.nodes of pointwise nodes and their views. Last, groups of
+ * pointwise and index-remapping nodes merge into loop groups (loop_groups below). */
 #include "passes/passes-impl.h"
 
 #include <stdlib.h>
@@ -77,6 +78,10 @@ typedef struct Fuse {
   int *next_member;         /* per position */
   bool *anchored;           /* it has an anchor */
   bool *gemm_bias;          /* it has a GEMM's bias add (gemm_bias_add) */
+  /* for loop groups (loop_groups): every member is pointwise or remaps indices; every
+   * member is cheap to compute again (loop_cheap); some member's elements are computed
+   * more than once (read through an expand or a broadcast); some member is no alias */
+  bool *loopy, *cheap, *dup, *real;
   const Value *(*ins)[GROUP_MAX_INPUTS]; /* the distinct values its pointwise nodes read */
   int *nins;                             /* from outside it (while at most the limit) */
   /* per value id: how far users_inside and read_after have seen readers join a group */
@@ -94,6 +99,24 @@ static int find(Fuse *f, int i) {
 
 static bool fusable(const Node *n) {
   return (op_info[n->op].flags & OPF_POINTWISE) && n->nout == 1;
+}
+
+/* Whether computing n again for each element that reads it costs about what loading it
+ * would: the remapping nodes, and pointwise arithmetic without a transcendental. */
+static bool loop_cheap(const Node *n) {
+  if (group_remap_node(n))
+    return true;
+  if (n->nout != 1)
+    return false;
+  switch (n->op) {
+  case OP_IDENTITY: case OP_NEG: case OP_ABS: case OP_RELU: case OP_CAST: case OP_CLIP:
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAX: case OP_MIN: case OP_WHERE:
+  case OP_EQUAL: case OP_LESS: case OP_LESS_EQUAL: case OP_GREATER: case OP_GREATER_EQUAL:
+  case OP_AND: case OP_OR: case OP_XOR: case OP_NOT:
+    return true;
+  default:
+    return false;
+  }
 }
 
 /* Whether n can start a group, as its anchor (ir.h's group_is_anchor). */
@@ -139,6 +162,10 @@ static void unite(Fuse *f, int child, int parent) {
   f->tail[parent] = f->tail[child];
   f->anchored[parent] = f->anchored[parent] || f->anchored[child];
   f->gemm_bias[parent] = f->gemm_bias[parent] || f->gemm_bias[child];
+  f->loopy[parent] = f->loopy[parent] && f->loopy[child];
+  f->cheap[parent] = f->cheap[parent] && f->cheap[child];
+  f->dup[parent] = f->dup[parent] || f->dup[child];
+  f->real[parent] = f->real[parent] || f->real[child];
 }
 
 /* Whether v is made by a node of group r or p. */
@@ -408,6 +435,192 @@ static void conv_prologues(Fuse *f, const bool *closed) {
     for (int j = 0; j < n; j++)
       unite(f, pos[j], find(f, i));
   }
+}
+
+/* ---------------------------------------------------------------- loops
+ *
+ * After the merges above, groups made only of pointwise nodes and nodes that only remap
+ * indices (ir.h's group_remap_node: transposes, slices, splits, expands, concats, the
+ * aliases, a gather of a constant index) merge further into loop groups, whose kernel
+ * computes each output element from its index vector (XLA's loop fusion): RoPE's
+ * x * cos + concat(-x[.., d/2:], x[.., :d/2]) * sin from the projection's output through
+ * its reshape and transpose is one kernel, and GQA's expand of K or V joins the kernel
+ * that makes them. The merges keep what the ones above keep: a value read outside the
+ * merged group is written anyway, so every output of the producer must be read inside
+ * (a split's too); a producer whose elements the consumer reads more than once (through
+ * an expand, or a pointwise node's broadcast), or a group that already does so, takes
+ * only producers cheap to compute again (loop_cheap). Aliases cost no kernel: they join
+ * only between two members (the producer, the aliases read only by the next, the
+ * consumer), never as a group's first or last node. A merge stands where the recognizer
+ * finds a plan (the kinds above first, a loop otherwise), so each merge of two kernels'
+ * groups makes one kernel of them. A split whose every part goes to a loop group becomes
+ * one slice per part (split_slices), and the pass groups the graph again: each group
+ * reads its part of the split's input in place. */
+
+/* Whether every reader of v is in group r or p or is the node at position extra (-1:
+ * none), and v is no graph output. */
+static bool read_in(Fuse *f, const Value *v, int r, int p, int extra) {
+  if (f->users.outputs[v->id])
+    return false;
+  int n;
+  const int *u = users_of(&f->users, v, &n);
+  for (int j = 0; j < n; j++) {
+    int gu = find(f, u[j]);
+    if (gu != r && gu != p && u[j] != extra)
+      return false;
+  }
+  return true;
+}
+
+/* Whether consumer n reads some element of its input v for several of its own elements
+ * (an expand, a pointwise node's broadcast), or v (the producer's output w) is read more
+ * than once (a concat of x with x, x * cos beside a split of x: each read computes it at
+ * its own index vector). */
+static bool loop_dups(Fuse *f, const Node *n, const Value *v, const Value *w) {
+  int users, reads = 0;
+  const int *u = users_of(&f->users, w, &users);
+  for (int j = 0; j < users; j++)
+    for (int k = 0; k < f->g->nodes[u[j]]->nin; k++)
+      reads += f->g->nodes[u[j]]->in[k] == w;
+  return reads > 1 || ((n->op == OP_EXPAND || fusable(n)) &&
+                       shape_numel(&n->out[0]->type.shape) > shape_numel(&v->type.shape));
+}
+
+static void loop_groups(Fuse *f, const bool *closed) {
+  const Graph *g = f->g;
+  enum { LOOP_MAX_ALIASES = 8 };
+  bool merged = true;
+  for (int round = 0; merged && round < FUSE_MAX_ROUNDS; round++) {
+    merged = false;
+    for (int i = 0; i < g->nnodes; i++) {
+      const Node *n = g->nodes[i];
+      if ((!fusable(n) && !group_remap_node(n)) || (op_info[n->op].flags & OPF_ALIAS))
+        continue;
+      for (int k = 0; k < n->nin; k++) {
+        const Value *v = n->in[k];
+        /* back through the aliases read only by the next */
+        int alias[LOOP_MAX_ALIASES], na = 0;
+        while (v && v->kind == VK_NODE && (op_info[v->def->op].flags & OPF_ALIAS) &&
+               na < LOOP_MAX_ALIASES) {
+          int a = f->at[v->def->id];
+          if (!alone(f, a) || closed[a] || !group_remap_node(v->def) ||
+              users_count(&f->users, v) != 1)
+            break;
+          alias[na++] = a;
+          v = v->def->in[0];
+        }
+        if (!v || v->kind != VK_NODE || (n->op == OP_GATHER && k == 1))
+          continue;
+        int p = find(f, f->at[v->def->id]), r = find(f, i);
+        if ((p == r && !na) || closed[p] || closed[r] || !f->loopy[p] || !f->loopy[r] ||
+            !f->real[p])
+          continue;
+        /* every output of the producer read inside, and what either group stores besides
+         * its root (side_output) */
+        const Node *d = v->def;
+        bool inside = true;
+        for (int o = 0; o < d->nout && inside; o++)
+          inside = read_in(f, d->out[o], r, p, na ? alias[na - 1] : -1);
+        for (int s = 0; s < 2 && inside; s++) {
+          const Value *kept = f->side[s ? p : r];
+          inside = !kept || read_in(f, kept, r, p, -1);
+        }
+        if (!inside || f->size[p] + f->size[r] + na > f->lim->nodes)
+          continue;
+        bool dup = false;
+        for (int o = 0; o < d->nout; o++)
+          dup = dup || loop_dups(f, n, n->in[k], d->out[o]);
+        if (p != r && (dup || f->dup[r]) && !f->cheap[p])
+          continue;
+        if (plan_of(f, r, p == r ? -1 : p, alias, na, GROUP_NONE))
+          continue;
+        for (int a = 0; a < na; a++)
+          unite(f, alias[a], r);
+        unite(f, p, r);
+        f->dup[r] = f->dup[r] || dup;
+        f->side[r] = NULL;
+        f->nins[r] = f->lim->inputs + 1; /* no pointwise merge counts on it any more */
+        merged = true;
+      }
+    }
+  }
+}
+
+/* The group that reads v at the end of its aliases (each read once, alone), or -1: v read
+ * once, by a node of a loop group of two or more (not closed). */
+static int loop_reader(Fuse *f, const Value *v, const bool *closed) {
+  for (int hops = 0; hops < 8; hops++) {
+    int n;
+    const int *u = users_of(&f->users, v, &n);
+    if (f->users.outputs[v->id] || n != 1)
+      return -1;
+    const Node *w = f->g->nodes[u[0]];
+    if ((op_info[w->op].flags & OPF_ALIAS) && group_remap_node(w) && alone(f, u[0])) {
+      v = w->out[0];
+      continue;
+    }
+    int r = find(f, u[0]);
+    return f->size[r] > 1 && f->loopy[r] && !closed[r] && w->in[0] == v ? r : -1;
+  }
+  return -1;
+}
+
+/* A split whose outputs go to different loop groups (a decoder's Q, K and V from one
+ * projection) is one kernel that writes each part, which the groups read back: as one
+ * slice per output instead, each joins its group, which reads the split's input in
+ * place. The splits whose every output (through aliases read once) is read once by a
+ * node of a loop group become slices of the same names with .slice; their count. The
+ * caller groups the graph again. */
+static int split_slices(Fuse *f, Graph *g, const bool *closed, Diag *d) {
+  int found = 0;
+  Node **cand = malloc(sizeof *cand * ((size_t)g->nnodes + 1));
+  if (!cand)
+    return diag_error(d, g->loc, "fuse: out of memory");
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *s = g->nodes[i];
+    if (s->op != OP_SPLIT || s->nout < 2 || !alone(f, i) || closed[i] || !group_remap_node(s))
+      continue;
+    bool ok = true;
+    for (int k = 0; k < s->nout && ok; k++)
+      ok = loop_reader(f, s->out[k], closed) >= 0;
+    if (ok)
+      cand[found++] = s;
+  }
+  for (int c = 0; c < found; c++) {
+    Node *s = cand[c];
+    int rank = s->in[0]->type.shape.rank;
+    int64_t axis = attr_int(s, "axis"), at = 0;
+    if (axis < 0)
+      axis += rank;
+    for (int k = 0; k < s->nout; k++) {
+      int64_t len = s->out[k]->type.shape.dims[axis].n;
+      int64_t start[1] = {at}, end[1] = {at + len}, ax[1] = {axis};
+      Attr a[3] = {attr_make_ints("starts", start, 1), attr_make_ints("ends", end, 1),
+                   attr_make_ints("axes", ax, 1)};
+      Value *sl = pass_insert_before(g, s, OP_SLICE, &s->in[0], 1, a, 3, s->out[k]->name,
+                                     "slice", d);
+      if (!sl) {
+        free(cand);
+        return -1;
+      }
+      graph_replace_uses(g, s->out[k], sl);
+      at += len;
+    }
+  }
+  bool *keep = found ? malloc(sizeof *keep * ((size_t)g->next_node_id + 1)) : NULL;
+  if (found && !keep) {
+    free(cand);
+    return diag_error(d, g->loc, "fuse: out of memory");
+  }
+  for (int j = 0; found && j <= g->next_node_id; j++)
+    keep[j] = true;
+  for (int c = 0; c < found; c++)
+    keep[cand[c]->id] = false;
+  if (found)
+    graph_retain(g, keep, NULL);
+  free(cand);
+  free(keep);
+  return found;
 }
 
 /* ---------------------------------------------------------------- attention
@@ -737,6 +950,7 @@ static void fuse_free(Fuse *f) {
   users_free(&f->users);
   free(f->group), free(f->at), free(f->side), free(f->size), free(f->first), free(f->last);
   free(f->head), free(f->tail), free(f->next_member), free(f->anchored), free(f->gemm_bias);
+  free(f->loopy), free(f->cheap), free(f->dup), free(f->real);
   free(f->ins), free(f->nins), free(f->inside), free(f->after), free(f->pos), free(f->members);
 }
 
@@ -755,6 +969,10 @@ static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
   f->next_member = malloc(sizeof *f->next_member * n);
   f->anchored = malloc(sizeof *f->anchored * n);
   f->gemm_bias = malloc(sizeof *f->gemm_bias * n);
+  f->loopy = malloc(sizeof *f->loopy * n);
+  f->cheap = malloc(sizeof *f->cheap * n);
+  f->dup = calloc(n, sizeof *f->dup);
+  f->real = malloc(sizeof *f->real * n);
   f->ins = malloc(sizeof *f->ins * n);
   f->nins = malloc(sizeof *f->nins * n);
   f->inside = calloc(nid, sizeof *f->inside);
@@ -763,6 +981,7 @@ static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
   f->members = malloc(sizeof *f->members * n);
   if (users_build(g, &f->users) || !f->group || !f->at || !f->side || !f->size || !f->first ||
       !f->last || !f->head || !f->tail || !f->next_member || !f->anchored || !f->gemm_bias ||
+      !f->loopy || !f->cheap || !f->dup || !f->real ||
       !f->ins || !f->nins || !f->inside || !f->after || !f->pos || !f->members)
     return -1;
   for (int i = 0; i < g->nnodes; i++) {
@@ -773,6 +992,9 @@ static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
     f->next_member[i] = -1;
     f->anchored[i] = anchor(f, m);
     f->gemm_bias[i] = gemm_bias_add(&f->users, m);
+    f->loopy[i] = fusable(m) || group_remap_node(m);
+    f->cheap[i] = loop_cheap(m);
+    f->real[i] = !(op_info[m->op].flags & OPF_ALIAS);
     /* what a pointwise node reads (an anchor's inputs are its kernel's own), as far as a
      * merge can use: a group of more stays out of every merge anyway */
     f->nins[i] = 0;
@@ -793,7 +1015,9 @@ static int fuse_init(Fuse *f, const Graph *g, const GroupLimits *lim) {
   return 0;
 }
 
-static int run_fuse(Graph *g, PassContext *ctx) {
+/* Groups g's nodes and writes the groups; or, where slices lets it and splits become
+ * slices (split_slices), writes nothing and returns 1: the caller groups again. */
+static int fuse_once(Graph *g, PassContext *ctx, bool slices) {
   Fuse f;
   int *size = calloc((size_t)g->nnodes + 1, sizeof *size);
   int64_t *id = calloc((size_t)g->nnodes + 1, sizeof *id);
@@ -878,6 +1102,16 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   gemm_operands(&f, closed);
   concat_operands(&f, closed);
   conv_prologues(&f, closed);
+  loop_groups(&f, closed);
+  int split = slices ? split_slices(&f, g, closed, ctx->diag) : 0;
+  if (split) {
+    fuse_free(&f);
+    free(closed);
+    free(size);
+    free(id);
+    ctx->changes += split > 0 ? split : 0;
+    return split > 0 ? 1 : -1;
+  }
   /* Groups of two or more, numbered in the order of their last node (root). */
   for (int i = 0; i < g->nnodes; i++)
     size[find(&f, i)]++;
@@ -912,6 +1146,11 @@ static int run_fuse(Graph *g, PassContext *ctx) {
   free(size);
   free(id);
   return rc;
+}
+
+static int run_fuse(Graph *g, PassContext *ctx) {
+  int rc = fuse_once(g, ctx, true);
+  return rc == 1 ? fuse_once(g, ctx, false) : rc;
 }
 
 const Pass pass_fuse = {

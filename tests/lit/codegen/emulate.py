@@ -351,11 +351,18 @@ def variant_passes(kernels):
     return passes
 
 
-def host_main(d, src, inputs, outs, expect):
+def host_main(d, src, inputs, outs, expect, aliases=None):
     """main(): reads the inputs, launches every kernel in order on buffers named after the
     values in each kernel's comment (its parameters in0.., out0.. in that order), writes
     the outputs: out<i>_<pass>.bin, one pass for each variant (variant_passes), the
-    buffers that are not inputs cleared before each."""
+    buffers that are not inputs cleared before each. aliases: value name -> the value
+    whose bytes it is (a reshape's; from --emit=plan), which holds the bytes of both."""
+    aliases = aliases or {}
+
+    def base(name):
+        while name in aliases:
+            name = aliases[name]
+        return name
     lines = ["int main() {"]
     sizes = {}
     kernels = []
@@ -367,8 +374,8 @@ def host_main(d, src, inputs, outs, expect):
                 for x in dims.replace(" ", "").split(","):
                     n *= int(x) if x else 1
                 name = name.replace(".", "_dot_")  # a C identifier ("x.bf16": a cast's)
-                sizes[name] = max(sizes.get(name, 0), n * BYTES[dt])
-                names.append(name)
+                sizes[base(name)] = max(sizes.get(base(name), 0), n * BYTES[dt])
+                names.append(base(name))
         kernels.append((kernel, int(cluster or 1), names))
     for name, nbytes in sizes.items():
         lines.append(f"  static unsigned char b_{name}[{nbytes} + 16];")
@@ -392,7 +399,7 @@ def host_main(d, src, inputs, outs, expect):
                 args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
             lines.append(f"  gc_launch({cluster}, [&] {{ {kernel}({', '.join(args)}); }});")
         for i, (o, e) in enumerate(zip(outs, expect)):
-            lines.append(f'  {{ FILE *f = fopen("{d}/out{i}_{j}.bin", "wb"); fwrite(b_{o}, 1, {e.nbytes}, f); fclose(f); }}')
+            lines.append(f'  {{ FILE *f = fopen("{d}/out{i}_{j}.bin", "wb"); fwrite(b_{base(o)}, 1, {e.nbytes}, f); fclose(f); }}')
     lines.append("  return 0;\n}\n")
     return "\n".join(lines)
 
@@ -456,13 +463,19 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5, flags=()):
     if r.returncode:
         return False, "codegen: " + r.stderr
     src = r.stdout
+    r = subprocess.run([gpucc, gir, "--emit=plan"] + passes.split() + list(flags),
+                       capture_output=True, text=True)
+    if r.returncode:
+        return False, "plan: " + r.stderr
+    aliases = {a.replace(".", "_dot_"): b.replace(".", "_dot_")
+               for a, b in re.findall(r"^  %([\w.]+): .*, the bytes of %([\w.]+)$", r.stdout, re.M)}
     kernels = set(m.group(1) for m in re.finditer(r"__launch_bounds__\([^)]*\) (?:__cluster_dims__\(\d+, 1, 1\) )?(\w+)\(", src))
     if name.startswith("fused_") and len(set(VARIANT.sub(r"\1", k) for k in kernels)) != 1:
         return False, "the fuse pass left more than one kernel"
     cpp = os.path.join(d, "k.cpp")
     with open(cpp, "w") as f:
         f.write(f'#include "{HOST_HEADER}"\n' + host_preamble(src) + HOST16 +
-                src[first_kernel(src):] + "\n" + host_main(d, src, inputs, outs, expect))
+                src[first_kernel(src):] + "\n" + host_main(d, src, inputs, outs, expect, aliases))
     exe = os.path.join(d, "k")
     r = subprocess.run(CXX + ["-I", tmp, "-o", exe, cpp], capture_output=True, text=True)
     if r.returncode:
@@ -520,6 +533,12 @@ def attn_causal(s, h, d, rest=0):
 
 ATTN_MASKED = attn_masked(2, 16, 3, 8)
 ATTN_CAUSAL = attn_causal(40, 2, 10)
+
+
+# RoPE on 4 heads of 16 of a [2, 8, 64] projection (c and s: cos and sin, [1, 1, 8, 16]).
+LOOP_ROPE = ("%r = reshape(%x) {shape = [2, 8, 4, 16]}\n%t = transpose(%r) {perm = [0, 2, 1, 3]}\n"
+             "%m = mul(%t, %c)\n%h0, %h1 = split(%t) {axis = -1, split = [8, 8]}\n%n = neg(%h1)\n"
+             "%k = concat(%n, %h0) {axis = -1}\n%ms = mul(%k, %s)\n%y = add(%m, %ms)")
 
 
 def cases():
@@ -762,6 +781,45 @@ def cases():
         # does not: dims of at most 32 keep it to one tile there)
         ("fused_transpose_tiled_scale", {"x": f(2, 3, 30, 20), "s": np.array(0.25, np.float32)},
          "%t = transpose(%x) {perm = [0, 1, 3, 2]}\n%y = mul(%t, %s)"),
+        # loop groups (fuse.c's loop_groups): pointwise nodes and nodes that only remap
+        # indices, each element computed from its index vector. RoPE as the exporters
+        # write it: x * cos + concat(-x[.., d/2:], x[.., :d/2]) * sin, x the heads of a
+        # projection's output (a reshape and a transpose), the halves a split
+        ("fused_loop_rope", {"x": f(2, 8, 64), "c": f(1, 1, 8, 16), "s": f(1, 1, 8, 16)}, LOOP_ROPE),
+        # GQA's repeat_kv: 2 key/value heads expanded to 6 and read as heads (the expand
+        # joins the kernel that makes its input; the reshape after it is an alias)
+        ("fused_loop_expand_heads", {"x": f(1, 2, 5, 4)},
+         "%a = neg(%x)\n%u = unsqueeze(%a) {axes = [2]}\n"
+         "%e = expand(%u) {shape = [1, 2, 3, 5, 4]}\n%y = reshape(%e) {shape = [1, 6, 5, 4]}"),
+        # the same read on as heads inside the group: the reshape merges an expanded dim
+        ("fused_loop_expand_reshape", {"x": f(1, 2, 5, 4), "w": f(4)},
+         "%a = neg(%x)\n%u = unsqueeze(%a) {axes = [2]}\n"
+         "%e = expand(%u) {shape = [1, 2, 3, 5, 4]}\n%r = reshape(%e) {shape = [1, 6, 5, 4]}\n"
+         "%y = mul(%r, %w)"),
+        # a concat of three inputs (a branch each): slices with a step of 3 and of -2, and
+        # an exp, the last one scaled along the concat's axis
+        ("fused_loop_concat_slices", {"x": f(4, 12), "z": f(4, 2), "w": f(12)},
+         "%a = slice(%x) {starts = [1], ends = [12], axes = [1], steps = [3]}\n"
+         "%b = slice(%x) {starts = [-1], ends = [-13], axes = [1], steps = [-2]}\n"
+         "%r = relu(%b)\n%c = exp(%z)\n%k = concat(%a, %r, %c) {axis = 1}\n%y = mul(%k, %w)"),
+        # a reshape that merges dims, a transpose, one that splits them again, between
+        # computed values; a gather of one constant index through a transpose
+        ("fused_loop_reshapes", {"x": f(2, 3, 4, 5), "z": f(4, 5, 2, 3)},
+         "%a = sigmoid(%x)\n%r = reshape(%a) {shape = [6, 20]}\n%t = transpose(%r) {perm = [1, 0]}\n"
+         "%r2 = reshape(%t) {shape = [4, 5, 2, 3]}\n%y = mul(%r2, %z)"),
+        # SwiGLU's halves of one projection: a pointwise kernel reading both through views
+        # (codegen's loop_views), as vectors
+        ("fused_loop_split_halves", {"x": f(4, 3, 32)},
+         "%a, %b = split(%x) {axis = -1, split = [16, 16]}\n%s = silu(%a)\n%y = mul(%s, %b)"),
+        # ShuffleNet's channel shuffle after the layout pass: two channels-last branches
+        # back to NCHW, concatenated, the channels' two groups swapped by a transpose
+        ("fused_loop_channel_shuffle", {"a": f(2, 4, 3, 6), "b": f(2, 4, 3, 6)},
+         "%ta = transpose(%a) {perm = [0, 3, 1, 2]}\n%tb = transpose(%b) {perm = [0, 3, 1, 2]}\n"
+         "%c = concat(%ta, %tb) {axis = 1}\n%r = reshape(%c) {shape = [2, 2, 6, 4, 3]}\n"
+         "%y = transpose(%r) {perm = [0, 2, 1, 3, 4]}"),
+        ("fused_loop_gather_transpose", {"x": f(3, 5, 6), "b": f(6, 3)},
+         "%i = const i64[] -2\n%t = transpose(%x) {perm = [2, 0, 1]}\n"
+         "%g = gather(%t, %i) {axis = 2}\n%y = add(%g, %b)"),
         # attention: one kernel from the heads' split to the output's transpose, the
         # scores in shared memory (a fully masked row gives NaN, which the where zeroes)
         ("fused_attention_masked", masked_in, ATTN_MASKED),
@@ -783,6 +841,16 @@ def cases():
         ("fused_f8e4m3_round_trip", {"x": f8_probe},
          "%q = cast(%x) {to = \"f8e4m3\"}\n%y = cast(%q) {to = \"f32\"}"),
         # --precision: the lowered kernels read and write f16/bf16 and compute in f32
+        ("bf16_loop_rope", {"x": f(2, 8, 64), "c": f(1, 1, 8, 16), "s": f(1, 1, 8, 16)}, LOOP_ROPE),
+        # a split whose parts go to two loop groups: a slice in each (fuse.c's split_slices)
+        ("bf16_loop_split_parts", {"p": f(2, 6, 64), "c": f(1, 1, 6, 16)},
+         "%q, %k = split(%p) {axis = -1, split = [48, 16]}\n%qr = reshape(%q) {shape = [2, 6, 3, 16]}\n"
+         "%qt = transpose(%qr) {perm = [0, 2, 1, 3]}\n%a = mul(%qt, %c)\n"
+         "%kr = reshape(%k) {shape = [2, 6, 1, 16]}\n%kt = transpose(%kr) {perm = [0, 2, 1, 3]}\n"
+         "%ku = expand(%kt) {shape = [2, 3, 6, 16]}\n%b = neg(%ku)\nreturn %a, %b"),
+        ("bf16_loop_expand_heads", {"x": f(1, 2, 5, 4), "s": f(1, 2, 1, 5, 4)},
+         "%a = mul(%x, %x)\n%u = unsqueeze(%a) {axes = [2]}\n"
+         "%e = expand(%u) {shape = [1, 2, 3, 5, 4]}\n%m = add(%e, %s)\n%y = reshape(%m) {shape = [1, 6, 5, 4]}"),
         ("bf16_attention_masked", masked_in, ATTN_MASKED),
         ("fp16_attention_split_causal", causal_in, ATTN_CAUSAL),
         # attention on tensor cores (16-bit, head sizes a multiple of 16): keys in tiles of
