@@ -730,9 +730,12 @@ static GpuccStatus tune_key(const GpuccModel *m, const Tuning *t, char *key, siz
     return gpucc_cu_fail(cu, r, "querying the device for the tuning cache's key");
   for (char *c = name; *c; c++)
     if (*c < 0x20 || *c > 0x7e) *c = '?'; /* the key is one line of text */
+  /* cuBLASLt is loaded only for a plan with GEMMs (a plan of kernels and choices has
+   * none to key on) */
   snprintf(key, n, "plan %016llx gpu %s cc %d.%d sms %d driver %d cublaslt %zu gemm %s",
            (unsigned long long)m->plan_hash, name, major, minor, sms, driver,
-           m->lt->cublasLtGetVersion(), !t->gemms ? "heuristic" : t->fewest ? "fewest" : "fastest");
+           m->lt ? m->lt->cublasLtGetVersion() : (size_t)0,
+           !t->gemms ? "heuristic" : t->fewest ? "fewest" : "fastest");
   return GPUCC_OK;
 }
 
