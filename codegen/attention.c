@@ -49,6 +49,9 @@
  *     passes to ties; simulated, 3e-3 by norm in bf16 (docs/precision.md allows 5e-2 for
  *     a model), 0.5-5% of the elements beyond two steps of the type; emulate.py's
  *     one-pass cases allow 4u times the outputs' rms.
+ *   Both take the exponents as 2^(s c - m c), c = log2(e), one fma a score; a row whose
+ *   max m is below -1e38 (every key hidden by a finite mask near the type's largest value)
+ *   takes c = 2^-64 instead, as m log2(e) would overflow (row_factor).
  *   No row of scores is kept anywhere, so any number of keys fits.
  * - Otherwise (f32, odd head sizes) a block computes BR query rows of one head on CUDA
  *   cores: the queries go to shared memory; the keys pass through it BC rows at a time,
@@ -585,6 +588,14 @@ static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
   emit_tail(cg, a, m, "s[nt][e] = -GC_INF");
 }
 
+/* The factor of a row's exponents, 2^((s - m) c) for max m: log2(e), or where m * log2(e)
+ * would overflow f32 (m below -1e38: every key of the row hidden by a finite mask such as
+ * bf16's -3.39e38) 2^-64, which gives the keys at the max 1 and the others, a step of
+ * the scores' type below at least (2^103 in f32), 0 as exp does. */
+static const char *row_factor(Cg *cg, const char *m) {
+  return cg_fmt(cg, "(%s < -1e38f ? 5.42101086e-20f : L2E)", m);
+}
+
 /* Pass 1's tile: the scores, the running max and sum of exponentials of the lane's two
  * rows, and (keep) the scores packed in the operands' type. */
 static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
@@ -598,14 +609,14 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
       "        for (int nt = 0; nt < %" PRId64 "; nt++) m = fmax(m, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
       "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 1));\n"
       "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 2));\n"
-      "        const float ref = isinf(m) ? 0.f : m, rl = ref * L2E;\n"
-      "        float l = isinf(mx[h]) ? 0.f : sum[h] * gc_ex2(fmaf(mx[h], L2E, -rl));\n"
+      "        const float ref = isinf(m) ? 0.f : m, c = %s, rl = ref * c;\n"
+      "        float l = isinf(mx[h]) ? 0.f : sum[h] * gc_ex2(fmaf(mx[h], c, -rl));\n"
       "#pragma unroll\n"
-      "        for (int nt = 0; nt < %" PRId64 "; nt++) l += gc_ex2(fmaf(s[nt][2 * h], L2E, -rl)) + gc_ex2(fmaf(s[nt][2 * h + 1], L2E, -rl));\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) l += gc_ex2(fmaf(s[nt][2 * h], c, -rl)) + gc_ex2(fmaf(s[nt][2 * h + 1], c, -rl));\n"
       "        mx[h] = m;\n"
       "        sum[h] = l;\n"
       "      }\n",
-      m->kw / 8, m->kw / 8);
+      m->kw / 8, row_factor(cg, "m"), m->kw / 8);
   if (!m->keep)
     return;
   DType t = a->q.view.base->type.dtype;
@@ -639,7 +650,7 @@ static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
   buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
   emit_element(cg, a, a->post, "          ");
-  buf_puts(b, "          const float prob = gc_ex2(fmaf(s[nt][e], L2E, -mxl[e >> 1])) * rs[e >> 1];\n");
+  buf_puts(b, "          const float prob = gc_ex2(fmaf(s[nt][e], cl[e >> 1], -mxl[e >> 1])) * rs[e >> 1];\n");
   buf_puts(b, "          unsigned x;\n");
   store_prob_bits(cg, a, "prob", "x", "          ");
   buf_puts(b, "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | x << 16 : x;\n        }\n");
@@ -683,10 +694,11 @@ static void emit_online(Cg *cg, const Attn *a, const MmaShape *m) {
       "        for (int nt = 0; nt < %" PRId64 "; nt++) mt = fmax(mt, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
       "        mt = fmax(mt, __shfl_xor_sync(0xffffffffu, mt, 1));\n"
       "        mt = fmax(mt, __shfl_xor_sync(0xffffffffu, mt, 2));\n"
-      "        const float rl = isinf(mt) ? 0.f : mt * L2E;\n"
-      "        al[h] = mt == mx[h] ? 1.f : isinf(mx[h]) ? 0.f : gc_ex2(fmaf(mx[h], L2E, -rl));\n"
+      "        const float c = %s, rl = isinf(mt) ? 0.f : mt * c;\n"
+      "        al[h] = mt == mx[h] ? 1.f : isinf(mx[h]) ? 0.f : gc_ex2(fmaf(mx[h], c, -rl));\n"
       "        mx[h] = mt;\n"
       "        mxl[h] = rl;\n"
+      "        cl[h] = c;\n"
       "        sum[h] *= al[h];\n"
       "      }\n"
       "#pragma unroll\n"
@@ -698,12 +710,12 @@ static void emit_online(Cg *cg, const Attn *a, const MmaShape *m) {
       "      for (int nt = 0; nt < %" PRId64 "; nt++)\n"
       "#pragma unroll\n"
       "        for (int e = 0; e < 4; e++) {\n"
-      "          const float x = gc_ex2(fmaf(s[nt][e], L2E, -mxl[e >> 1]));\n"
+      "          const float x = gc_ex2(fmaf(s[nt][e], cl[e >> 1], -mxl[e >> 1]));\n"
       "          sum[e >> 1] += x;\n"
       "          const unsigned u = %s.bits;\n"
       "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | u << 16 : u;\n"
       "        }\n",
-      m->kw / 8, a->dv / 8, m->kw / 8, m->kw / 8,
+      m->kw / 8, row_factor(cg, "mt"), a->dv / 8, m->kw / 8, m->kw / 8,
       cg_store(cg, a->q.view.base->type.dtype, DOM_F32, "x"));
   emit_pv(cg, a, m);
 }
@@ -758,7 +770,7 @@ static void emit_two_passes(Cg *cg, const Attn *a, const MmaShape *m) {
                m->nkt * (m->kc / m->kw), m->kw / 8);
   buf_puts(b, "    /* pass 1: each row's max and its sum of exponentials, rescaled as the max grows */\n");
   emit_pass(cg, a, m, true, false, emit_stats);
-  buf_puts(b, "    float rs[2], mxl[2]; /* 1 / the sum, the max times log2(e) */\n"
+  buf_puts(b, "    float rs[2], mxl[2], cl[2]; /* 1 / the sum, the max times the exponents' factor, the factor */\n"
               "#pragma unroll\n"
               "    for (int h = 0; h < 2; h++) {\n"
               "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);\n"
@@ -776,17 +788,18 @@ static void emit_two_passes(Cg *cg, const Attn *a, const MmaShape *m) {
                 "      const int row = rg * 16 + g + h * 8;\n"
                 "      float m = -GC_INF, l = 0.f;\n");
     buf_printf(b, "      for (int k = 0; k < %" PRId64 "; k++) m = fmax(m, stat[k][row][0]);\n"
-               "      const float rl = isinf(m) ? 0.f : m * L2E;\n"
+               "      const float c = %s, rl = isinf(m) ? 0.f : m * c;\n"
                "      for (int k = 0; k < %" PRId64 "; k++)\n"
-               "        if (!isinf(stat[k][row][0])) l += stat[k][row][1] * gc_ex2(fmaf(stat[k][row][0], L2E, -rl));\n"
+               "        if (!isinf(stat[k][row][0])) l += stat[k][row][1] * gc_ex2(fmaf(stat[k][row][0], c, -rl));\n"
                "      mx[h] = m;\n"
-               "      sum[h] = l;\n", ks, ks);
+               "      sum[h] = l;\n", ks, row_factor(cg, "m"), ks);
   }
   buf_printf(b, "      rs[h] = 1.f / sum[h];\n"
-             "      mxl[h] = isinf(mx[h]) ? 0.f : mx[h] * L2E;\n"
+             "      cl[h] = %s;\n"
+             "      mxl[h] = isinf(mx[h]) ? 0.f : mx[h] * cl[h];\n"
              "    }\n"
              "    /* pass 2: the probabilities, as the softmax makes them, times the values */\n"
-             "    float o[%" PRId64 "][4] = {};\n", dv / 8);
+             "    float o[%" PRId64 "][4] = {};\n", row_factor(cg, "mx[h]"), dv / 8);
   emit_pass(cg, a, m, !m->keep, true, emit_probs);
 }
 
@@ -848,7 +861,7 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
       "    float mx[2] = {-GC_INF, -GC_INF}, sum[2] = {0.f, 0.f};\n",
       a->d / 16, a->d / 16);
   if (m->online) {
-    buf_printf(b, "    float mxl[2], o[%" PRId64 "][4] = {}; /* the running max times log2(e); the outputs */\n"
+    buf_printf(b, "    float mxl[2], cl[2], o[%" PRId64 "][4] = {}; /* the running max times the exponents' factor, the factor; the outputs */\n"
                "    /* one pass: the outputs of exp(s - the running max), rescaled as it grows */\n", dv / 8);
     emit_pass(cg, a, m, true, true, emit_online);
     emit_online_stats(cg, m, dv);

@@ -546,6 +546,8 @@ def cases():
     omask = np.where(rng.random((2, 1, 1100)) < 0.3, -np.inf, 0).astype(np.float32)
     omask[1] = -np.inf  # a fully masked head: the softmax's 0 / 0
     online_in = {"q": f(2, 20, 16), "k": f(2, 16, 1100), "v": f(2, 1100, 32), "m": omask}
+    fmask = np.where(rng.random((2, 1, 1100)) < 0.3, -3.3e38, 0).astype(np.float32)
+    fmask[1] = -3.3e38  # every key hidden by a finite mask: scores of bf16's -3.29e38, equal
     long_causal_in = {"x": f(1, 300, 96), "t": np.tril(np.ones((300, 300), bool)).reshape(1, 1, 300, 300),
                       "c": np.float32(0.25), "lo": np.float32(-3.4028235e+38)}
     return [
@@ -790,6 +792,13 @@ def cases():
          "%z = const f32[] 0\n%s = matmul(%q, %k)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n"
          "%n = is_nan(%p)\n%w = where(%n, %z, %p)\n%y = matmul(%w, %v)"),
         ("fp16_attention_tc_online_masked_nan", online_in,
+         "%s = matmul(%q, %k)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n%y = matmul(%p, %v)"),
+        # a finite mask near bf16's largest value, a head all hidden by it (its softmax uniform:
+        # max times log2(e) would overflow f32), in one pass and (70 keys, kept) in two
+        ("bf16_attention_tc_online_finite_mask", dict(online_in, m=fmask),
+         "%s = matmul(%q, %k)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n%y = matmul(%p, %v)"),
+        ("bf16_attention_tc_finite_mask", {"q": f(2, 20, 16), "k": f(2, 16, 70), "v": f(2, 70, 32),
+                                           "m": fmask[..., :70]},
          "%s = matmul(%q, %k)\n%a = add(%s, %m)\n%p = softmax(%a) {axis = -1}\n%y = matmul(%p, %v)"),
         ("bf16_layer_norm_gelu", {"x": f(4, 64), "s": f(64), "b": f(64)},
          "%n = layer_norm(%x, %s, %b)\n%y = gelu(%n)"),
