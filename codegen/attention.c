@@ -890,7 +890,7 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
                "      }\n", ks, dv / 8, el, dv / 8, el);
   if (m->online)
     buf_printf(b, "    /* the outputs divided by the sum; where it is not finite and positive (every score -inf,\n"
-               "     * or a NaN or +inf among them) the softmax has a NaN in the row: the output is NaN, or %s */\n"
+               "     * or a NaN or +inf among them) the softmax has a NaN in the row: the output is %s */\n"
                "#pragma unroll\n"
                "    for (int h = 0; h < 2; h++) {\n"
                "      const bool fin = sum[h] > 0.f && sum[h] < GC_INF;\n"
@@ -901,7 +901,7 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
                "        o[nt][2 * h + 1] = fin ? o[nt][2 * h + 1] * rs : %s;\n"
                "      }\n"
                "    }\n",
-               a->nan_mask ? "0 where the post nodes mask NaNs" : "so", dv / 8,
+               a->nan_mask ? "0, as the NaN masking makes it" : "NaN", dv / 8,
                a->nan_mask ? "0.f" : "GC_NAN", a->nan_mask ? "0.f" : "GC_NAN");
   /* the output: a lane's two neighbouring columns as one store where they are adjacent */
   bool pairs = a->ostr[r - 1] == 1;
