@@ -46,9 +46,9 @@
  *     probabilities that meet the values are rounded before the division, not the
  *     softmax's: each output moves by about sqrt(2/3) of a rounding (u: 2^-8 in bf16)
  *     times the outputs' root mean square where the unfused nodes agree with the two
- *     passes to ties; simulated, 3e-3 by norm in bf16 (docs/precision.md allows 5e-2 for
- *     a model), 0.5-5% of the elements beyond two steps of the type; emulate.py's
- *     one-pass cases allow 4u times the outputs' rms.
+ *     passes to ties: on emulate.py's cases 2e-3 by norm in bf16, 3e-4 in fp16
+ *     (docs/precision.md allows 5e-2 and 1e-2 for a model), 0.2-3% of the elements beyond
+ *     two steps of the type; those cases allow 4u times the outputs' rms.
  *   Both take the exponents as 2^(s c - m c), c = log2(e), one fma a score; a row whose
  *   max m is below -1e38 (every key hidden by a finite mask near the type's largest value)
  *   takes c = 2^-64 instead, as m log2(e) would overflow (row_factor).
