@@ -28,20 +28,31 @@
  *   score is what dominates, not the products: one ex2 (flushing subnormals), no masking
  *   but in a partial last tile (rows past the last query compute what no one stores), and
  *   the probabilities rounded once, straight into the A fragment's pairs.
- *   Two passes over the keys: the first finds each row's max and sum of exponentials (the
- *   sum rescaled when the max grows), the second makes the probabilities exactly as the
- *   softmax node would (exp(s - max) / sum, rounded to its type), applies the post nodes
- *   and multiplies them, straight from the accumulators, by the values' tile. The scores
- *   are computed again in the second pass unless they fit in registers (up to 256 keys a
- *   warp), which costs a third product where one pass with an online softmax (FlashAttention)
- *   would rescale the outputs instead; but then the probabilities that meet the values
- *   would be exp(s - a running max) rounded before the division, not the softmax's, and
- *   the post nodes (the exporters' NaN masking) would see them unnormalized. The outputs
- *   would move by about a step of the type where the unfused nodes agree with the kernel
- *   to ties: simulated in numpy for this file's emulator cases, 3e-3 by norm in bf16
- *   (docs/precision.md allows 5e-2 for a model), but 0.5-5% of the elements beyond
- *   emulate.py's two steps of the type. No row of scores is kept anywhere, so any number
- *   of keys fits.
+ *   Two ways over the keys, by a rule (untimed; a choice step could time both):
+ *   - Two passes where the scores fit in registers (up to 256 keys a warp) or the post
+ *     nodes are other than the exporters' NaN masking: the first finds each row's max and
+ *     sum of exponentials (the sum rescaled when the max grows), the second makes the
+ *     probabilities exactly as the softmax node would (exp(s - max) / sum, rounded to its
+ *     type), applies the post nodes and multiplies them, straight from the accumulators,
+ *     by the values' tile. The scores are computed again in the second pass unless kept.
+ *   - Otherwise one pass, an online softmax (FlashAttention), which saves the scores'
+ *     second product: each tile raises the rows' running max, rescales the outputs and
+ *     the sums so far to it, and multiplies exp(s - the running max), rounded to the
+ *     operands' type, by the values; the end divides by the sum (key slices: the slices'
+ *     maxima, sums and outputs combined first). A row whose sum is not finite and
+ *     positive (every score -inf, a NaN or a +inf among them) is one where the softmax
+ *     node's probabilities hold a NaN: its output is NaN, or 0 under the NaN masking
+ *     (where(is_nan(P), Z, P), Z a constant of zeros), as the unfused nodes give. The
+ *     probabilities that meet the values are rounded before the division, not the
+ *     softmax's: each output moves by about sqrt(2/3) of a rounding (u: 2^-8 in bf16)
+ *     times the outputs' root mean square where the unfused nodes agree with the two
+ *     passes to ties: on emulate.py's cases 2e-3 by norm in bf16, 3e-4 in fp16
+ *     (docs/precision.md allows 5e-2 and 1e-2 for a model), 0.2-3% of the elements beyond
+ *     two steps of the type; those cases allow 4u times the outputs' rms.
+ *   Both take the exponents as 2^(s c - m c), c = log2(e), one fma a score; a row whose
+ *   max m is below -1e38 (every key hidden by a finite mask near the type's largest value)
+ *   takes c = 2^-64 instead, as m log2(e) would overflow (row_factor).
+ *   No row of scores is kept anywhere, so any number of keys fits.
  * - Otherwise (f32, odd head sizes) a block computes BR query rows of one head on CUDA
  *   cores: the queries go to shared memory; the keys pass through it BC rows at a time,
  *   each warp computing one row's scores for BC keys (a lane per key); the whole row of
@@ -147,7 +158,28 @@ typedef struct Attn {
   int64_t sq, sk, d, dv, batch;
   int64_t ostr[IR_MAX_RANK]; /* the output's strides in O's dims (y is O or its transpose) */
   const char *at;            /* the flat index of score (z, i, j), for the chains */
+  bool nan_mask;             /* the post nodes are where(is_nan(P), 0, P) (a constant 0) */
 } Attn;
+
+/* Whether nodes post (after softmax sm) are the exporters' NaN masking, where(is_nan(P),
+ * Z, P) with Z a constant of zeros: what a row of probabilities that are not all finite
+ * (a fully masked row's 0 / 0) becomes, where the kernel of one pass knows the row only
+ * at the end. */
+static bool is_nan_mask(const Node *sm, const Node *const *post, int npost) {
+  if (npost != 2 || post[0]->op != OP_IS_NAN || post[1]->op != OP_WHERE ||
+      post[0]->in[0] != sm->out[0] || post[1]->in[0] != post[0]->out[0] ||
+      post[1]->in[2] != sm->out[0])
+    return false;
+  const Value *z = post[1]->in[1];
+  if (z->kind != VK_CONST || !z->data || !z->data->data)
+    return false;
+  int64_t n = tensor_numel(z->data);
+  size_t es = dtype_size(z->data->dtype);
+  for (int64_t i = 0; i < n; i++)
+    if (dtype_load_f64(z->data->dtype, (const char *)z->data->data + (size_t)i * es) != 0)
+      return false;
+  return n > 0;
+}
 
 /* The kernel's view of attention plan p: its roles, operands and chains. */
 static int read_attention(Cg *cg, const GroupPlan *p, Attn *a) {
@@ -163,6 +195,7 @@ static int read_attention(Cg *cg, const GroupPlan *p, Attn *a) {
   const Node *const *pre = p->pre, *const *post = p->post;
   int npre = p->npre, npost = p->npost;
   const Node *sm = p->softmax;
+  a->nan_mask = is_nan_mask(sm, post, npost);
 
   const Value *s = m1->out[0], *y = root->out[0];
   a->s = s;
@@ -289,6 +322,7 @@ enum {
 typedef struct MmaShape {
   int64_t rg, ks, tk, kc, kw, nkt; /* ... and nkt tiles */
   bool keep;                   /* the first pass's scores stay in registers for the second */
+  bool online;                 /* one pass, an online softmax (no keep) */
 } MmaShape;
 
 /* Bytes of the kernel's shared memory: a union of the queries' tile, two stages of the
@@ -337,6 +371,9 @@ static bool mma_shape(const Cg *cg, const Attn *a, MmaShape *m) {
   m->kw = m->kc < 32 ? m->kc : 32;
   m->nkt = (a->sk + m->tk - 1) / m->tk;
   m->keep = a->sm->in[0]->type.dtype == t && m->nkt * m->kc <= MMA_KEEP;
+  /* one pass where two would compute the scores twice, if the post nodes allow it: none,
+   * or the NaN masking, which the end of the pass applies to whole rows */
+  m->online = !m->keep && (!a->post || a->nan_mask);
   return true;
 }
 
@@ -551,6 +588,14 @@ static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
   emit_tail(cg, a, m, "s[nt][e] = -GC_INF");
 }
 
+/* The factor of a row's exponents, 2^((s - m) c) for max m: log2(e), or where m * log2(e)
+ * would overflow f32 (m below -1e38: every key of the row hidden by a finite mask such as
+ * bf16's -3.39e38) 2^-64, which gives the keys at the max 1 and the others, a step of
+ * the scores' type below at least (2^103 in f32), 0 as exp does. */
+static const char *row_factor(Cg *cg, const char *m) {
+  return cg_fmt(cg, "(%s < -1e38f ? 5.42101086e-20f : L2E)", m);
+}
+
 /* Pass 1's tile: the scores, the running max and sum of exponentials of the lane's two
  * rows, and (keep) the scores packed in the operands' type. */
 static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
@@ -564,14 +609,14 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
       "        for (int nt = 0; nt < %" PRId64 "; nt++) m = fmax(m, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
       "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 1));\n"
       "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 2));\n"
-      "        const float ref = isinf(m) ? 0.f : m, rl = ref * L2E;\n"
-      "        float l = isinf(mx[h]) ? 0.f : sum[h] * gc_ex2(fmaf(mx[h], L2E, -rl));\n"
+      "        const float ref = isinf(m) ? 0.f : m, c = %s, rl = ref * c;\n"
+      "        float l = isinf(mx[h]) ? 0.f : sum[h] * gc_ex2(fmaf(mx[h], c, -rl));\n"
       "#pragma unroll\n"
-      "        for (int nt = 0; nt < %" PRId64 "; nt++) l += gc_ex2(fmaf(s[nt][2 * h], L2E, -rl)) + gc_ex2(fmaf(s[nt][2 * h + 1], L2E, -rl));\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) l += gc_ex2(fmaf(s[nt][2 * h], c, -rl)) + gc_ex2(fmaf(s[nt][2 * h + 1], c, -rl));\n"
       "        mx[h] = m;\n"
       "        sum[h] = l;\n"
       "      }\n",
-      m->kw / 8, m->kw / 8);
+      m->kw / 8, row_factor(cg, "m"), m->kw / 8);
   if (!m->keep)
     return;
   DType t = a->q.view.base->type.dtype;
@@ -583,13 +628,13 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
              m->kw / 8, kept(cg, m), cg_fmt(cg, pack, 0, 1), kept(cg, m), cg_fmt(cg, pack, 2, 3));
 }
 
+static void emit_pv(Cg *cg, const Attn *a, const MmaShape *m);
+
 /* Pass 2's tile: the scores (kept or computed again), the probabilities as the softmax and
- * the post nodes make them, times the values' tile into the accumulators o; the values'
- * fragments by ldmatrix.trans, two n8 tiles' of 16 keys at a time. */
+ * the post nodes make them, times the values' tile into the accumulators o. */
 static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
   Buf *b = &cg->src;
   DType t = a->q.view.base->type.dtype;
-  const char *mma = t == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
   if (m->keep) {
     const char *half = cg_load(cg, t, DOM_F32, cg_fmt(cg, "%s{(unsigned short)(%%s)}", cg_ctype(t)));
     buf_printf(b, "      float s[%" PRId64 "][4];\n"
@@ -605,12 +650,20 @@ static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
   buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
   emit_element(cg, a, a->post, "          ");
-  buf_puts(b, "          const float prob = gc_ex2(fmaf(s[nt][e], L2E, -mxl[e >> 1])) * rs[e >> 1];\n");
+  buf_puts(b, "          const float prob = gc_ex2(fmaf(s[nt][e], cl[e >> 1], -mxl[e >> 1])) * rs[e >> 1];\n");
   buf_puts(b, "          unsigned x;\n");
   store_prob_bits(cg, a, "prob", "x", "          ");
   buf_puts(b, "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | x << 16 : x;\n        }\n");
   emit_tail(cg, a, m, "pp[nt][e >> 1] &= e & 1 ? 0xffffu : 0xffff0000u");
-  buf_printf(b,
+  emit_pv(cg, a, m);
+}
+
+/* The probabilities pp (pairs of 16 bits, the warp's keys jw..) times the values' tile of
+ * stage st into the accumulators o; the values' fragments by ldmatrix.trans, two n8 tiles'
+ * of 16 keys at a time. */
+static void emit_pv(Cg *cg, const Attn *a, const MmaShape *m) {
+  const char *mma = a->q.view.base->type.dtype == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
+  buf_printf(&cg->src,
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk++) {\n"
       "        /* the accumulators of keys kk * 16.. are the A fragment of those keys */\n"
@@ -626,6 +679,130 @@ static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
       m->kw / 16, a->dv / 8, mma, mma);
 }
 
+/* The one pass's tile: the scores, each row's running max (the outputs and the sum
+ * rescaled where it grows), exp(s - the running max) rounded to the operands' type times
+ * the values' tile into the accumulators o, and (unrounded) into the lane's sum. */
+static void emit_online(Cg *cg, const Attn *a, const MmaShape *m) {
+  Buf *b = &cg->src;
+  emit_scores(cg, a, m);
+  buf_printf(b,
+      "      float al[2]; /* what the outputs and sums so far are multiplied by */\n"
+      "#pragma unroll\n"
+      "      for (int h = 0; h < 2; h++) {\n"
+      "        float mt = mx[h];\n"
+      "#pragma unroll\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) mt = fmax(mt, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
+      "        mt = fmax(mt, __shfl_xor_sync(0xffffffffu, mt, 1));\n"
+      "        mt = fmax(mt, __shfl_xor_sync(0xffffffffu, mt, 2));\n"
+      "        const float c = %s, rl = isinf(mt) ? 0.f : mt * c;\n"
+      "        al[h] = mt == mx[h] ? 1.f : isinf(mx[h]) ? 0.f : gc_ex2(fmaf(mx[h], c, -rl));\n"
+      "        mx[h] = mt;\n"
+      "        mxl[h] = rl;\n"
+      "        cl[h] = c;\n"
+      "        sum[h] *= al[h];\n"
+      "      }\n"
+      "#pragma unroll\n"
+      "      for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+      "#pragma unroll\n"
+      "        for (int e = 0; e < 4; e++) o[nt][e] *= al[e >> 1];\n"
+      "      unsigned pp[%" PRId64 "][2]; /* exp(s - the running max), pairs of 16 bits */\n"
+      "#pragma unroll\n"
+      "      for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+      "#pragma unroll\n"
+      "        for (int e = 0; e < 4; e++) {\n"
+      "          const float x = gc_ex2(fmaf(s[nt][e], cl[e >> 1], -mxl[e >> 1]));\n"
+      "          sum[e >> 1] += x;\n"
+      "          const unsigned u = %s.bits;\n"
+      "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | u << 16 : u;\n"
+      "        }\n",
+      m->kw / 8, row_factor(cg, "mt"), a->dv / 8, m->kw / 8, m->kw / 8,
+      cg_store(cg, a->q.view.base->type.dtype, DOM_F32, "x"));
+  emit_pv(cg, a, m);
+}
+
+/* One pass's end: each row's sum over the lane's four threads, (key slices) the slices'
+ * maxima and sums combined through shared memory and each slice's outputs rescaled to the
+ * row's max. */
+static void emit_online_stats(Cg *cg, const MmaShape *m, int64_t dv) {
+  Buf *b = &cg->src;
+  buf_puts(b, "#pragma unroll\n"
+              "    for (int h = 0; h < 2; h++) {\n"
+              "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);\n"
+              "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);\n");
+  if (m->ks == 1) {
+    buf_puts(b, "    }\n");
+    return;
+  }
+  buf_printf(b, "      if (t4 == 0) {\n"
+             "        stat[ks][rg * 16 + g + h * 8][0] = mx[h];\n"
+             "        stat[ks][rg * 16 + g + h * 8][1] = sum[h];\n"
+             "      }\n"
+             "    }\n"
+             "    __syncthreads();\n"
+             "    /* the slices' maxima and sums of each row combined; this slice's outputs to the row's max */\n"
+             "    float al[2];\n"
+             "#pragma unroll\n"
+             "    for (int h = 0; h < 2; h++) {\n"
+             "      const int row = rg * 16 + g + h * 8;\n"
+             "      float mr = -GC_INF, l = 0.f;\n"
+             "      for (int k = 0; k < %" PRId64 "; k++) mr = fmax(mr, stat[k][row][0]);\n"
+             "      for (int k = 0; k < %" PRId64 "; k++) {\n"
+             "        const float mk = stat[k][row][0];\n"
+             "        l += stat[k][row][1] * (mk == mr ? 1.f : isinf(mk) ? 0.f : gc_ex2((mk - mr) * L2E));\n"
+             "      }\n"
+             "      al[h] = mx[h] == mr ? 1.f : isinf(mx[h]) ? 0.f : gc_ex2((mx[h] - mr) * L2E);\n"
+             "      sum[h] = l;\n"
+             "    }\n"
+             "#pragma unroll\n"
+             "    for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+             "#pragma unroll\n"
+             "      for (int e = 0; e < 4; e++) o[nt][e] *= al[e >> 1];\n",
+             m->ks, m->ks, dv / 8);
+}
+
+/* The two passes (the probabilities exactly as the softmax and the post nodes make them):
+ * each row's max and sum of exponentials, then the probabilities times the values. */
+static void emit_two_passes(Cg *cg, const Attn *a, const MmaShape *m) {
+  Buf *b = &cg->src;
+  int64_t ks = m->ks, dv = a->dv;
+  if (m->keep)
+    buf_printf(b, "    unsigned sp[%" PRId64 "][%" PRId64 "][2]; /* the scores, kept */\n",
+               m->nkt * (m->kc / m->kw), m->kw / 8);
+  buf_puts(b, "    /* pass 1: each row's max and its sum of exponentials, rescaled as the max grows */\n");
+  emit_pass(cg, a, m, true, false, emit_stats);
+  buf_puts(b, "    float rs[2], mxl[2], cl[2]; /* 1 / the sum, the max times the exponents' factor, the factor */\n"
+              "#pragma unroll\n"
+              "    for (int h = 0; h < 2; h++) {\n"
+              "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);\n"
+              "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);\n");
+  if (ks > 1) {
+    buf_puts(b, "      if (t4 == 0) {\n"
+                "        stat[ks][rg * 16 + g + h * 8][0] = mx[h];\n"
+                "        stat[ks][rg * 16 + g + h * 8][1] = sum[h];\n"
+                "      }\n"
+                "    }\n"
+                "    __syncthreads();\n"
+                "    /* the slices' statistics of each row combined */\n"
+                "#pragma unroll\n"
+                "    for (int h = 0; h < 2; h++) {\n"
+                "      const int row = rg * 16 + g + h * 8;\n"
+                "      float m = -GC_INF, l = 0.f;\n");
+    buf_printf(b, "      for (int k = 0; k < %" PRId64 "; k++) m = fmax(m, stat[k][row][0]);\n"
+               "      const float c = %s, rl = isinf(m) ? 0.f : m * c;\n"
+               "      for (int k = 0; k < %" PRId64 "; k++)\n"
+               "        if (!isinf(stat[k][row][0])) l += stat[k][row][1] * gc_ex2(fmaf(stat[k][row][0], c, -rl));\n"
+               "      mx[h] = m;\n"
+               "      sum[h] = l;\n", ks, row_factor(cg, "m"), ks);
+  }
+  buf_printf(b, "      rs[h] = 1.f / sum[h];\n"
+             "      cl[h] = %s;\n"
+             "      mxl[h] = isinf(mx[h]) ? 0.f : mx[h] * cl[h];\n"
+             "    }\n"
+             "    /* pass 2: the probabilities, as the softmax makes them, times the values */\n"
+             "    float o[%" PRId64 "][4] = {};\n", row_factor(cg, "mx[h]"), dv / 8);
+  emit_pass(cg, a, m, !m->keep, true, emit_probs);
+}
+
 static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
   int64_t rows = m->rg * 16, dv = a->dv, ks = m->ks;
   int64_t tiles = a->batch * ((a->sq + rows - 1) / rows);
@@ -635,7 +812,8 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
                                                 "per block, %" PRId64 " keys per tile%s%s", rows,
                                                 m->tk, ks > 1 ? cg_fmt(cg, " in %" PRId64
                                                 " slices", ks) : "",
-                                                m->keep ? ", the scores kept in registers" : ""));
+                                                m->keep ? ", the scores kept in registers" :
+                                                m->online ? ", one pass (online softmax)" : ""));
   Buf *b = &cg->src;
   int64_t dp = a->d / 2 + MMA_PAD, vp = dv / 2 + MMA_PAD;
   buf_puts(b, "  /* pairs of 16-bit values, each row padded by 16 bytes: the queries' tile, then\n"
@@ -682,41 +860,14 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
       "    const int ia = i0 + rg * 16 + g; /* this lane's rows: ia and ia + 8 */\n"
       "    float mx[2] = {-GC_INF, -GC_INF}, sum[2] = {0.f, 0.f};\n",
       a->d / 16, a->d / 16);
-  if (m->keep)
-    buf_printf(b, "    unsigned sp[%" PRId64 "][%" PRId64 "][2]; /* the scores, kept */\n",
-               m->nkt * (m->kc / m->kw), m->kw / 8);
-  buf_puts(b, "    /* pass 1: each row's max and its sum of exponentials, rescaled as the max grows */\n");
-  emit_pass(cg, a, m, true, false, emit_stats);
-  buf_puts(b, "    float rs[2], mxl[2]; /* 1 / the sum, the max times log2(e) */\n"
-              "#pragma unroll\n"
-              "    for (int h = 0; h < 2; h++) {\n"
-              "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);\n"
-              "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);\n");
-  if (ks > 1) {
-    buf_puts(b, "      if (t4 == 0) {\n"
-                "        stat[ks][rg * 16 + g + h * 8][0] = mx[h];\n"
-                "        stat[ks][rg * 16 + g + h * 8][1] = sum[h];\n"
-                "      }\n"
-                "    }\n"
-                "    __syncthreads();\n"
-                "    /* the slices' statistics of each row combined */\n"
-                "#pragma unroll\n"
-                "    for (int h = 0; h < 2; h++) {\n"
-                "      const int row = rg * 16 + g + h * 8;\n"
-                "      float m = -GC_INF, l = 0.f;\n");
-    buf_printf(b, "      for (int k = 0; k < %" PRId64 "; k++) m = fmax(m, stat[k][row][0]);\n"
-               "      const float rl = isinf(m) ? 0.f : m * L2E;\n"
-               "      for (int k = 0; k < %" PRId64 "; k++)\n"
-               "        if (!isinf(stat[k][row][0])) l += stat[k][row][1] * gc_ex2(fmaf(stat[k][row][0], L2E, -rl));\n"
-               "      mx[h] = m;\n"
-               "      sum[h] = l;\n", ks, ks);
+  if (m->online) {
+    buf_printf(b, "    float mxl[2], cl[2], o[%" PRId64 "][4] = {}; /* the running max times the exponents' factor, the factor; the outputs */\n"
+               "    /* one pass: the outputs of exp(s - the running max), rescaled as it grows */\n", dv / 8);
+    emit_pass(cg, a, m, true, true, emit_online);
+    emit_online_stats(cg, m, dv);
+  } else {
+    emit_two_passes(cg, a, m);
   }
-  buf_printf(b, "      rs[h] = 1.f / sum[h];\n"
-             "      mxl[h] = isinf(mx[h]) ? 0.f : mx[h] * L2E;\n"
-             "    }\n"
-             "    /* pass 2: the probabilities, as the softmax makes them, times the values */\n"
-             "    float o[%" PRId64 "][4] = {};\n", dv / 8);
-  emit_pass(cg, a, m, !m->keep, true, emit_probs);
   const char *el = "const int row = rg * 16 + g + (e >> 1) * 8, c = nt * 8 + 2 * t4 + (e & 1);\n";
   if (ks > 1)
     buf_printf(b, "    /* the slices' outputs: slice 1's stored, the others' added in turn, then to slice 0's */\n"
@@ -737,6 +888,21 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
                "      for (int e = 0; e < 4; e++) {\n        %s"
                "        o[nt][e] += sm.part[row][c];\n"
                "      }\n", ks, dv / 8, el, dv / 8, el);
+  if (m->online)
+    buf_printf(b, "    /* the outputs divided by the sum; where it is not finite and positive (every score -inf,\n"
+               "     * or a NaN or +inf among them) the softmax has a NaN in the row: the output is %s */\n"
+               "#pragma unroll\n"
+               "    for (int h = 0; h < 2; h++) {\n"
+               "      const bool fin = sum[h] > 0.f && sum[h] < GC_INF;\n"
+               "      const float rs = 1.f / sum[h];\n"
+               "#pragma unroll\n"
+               "      for (int nt = 0; nt < %" PRId64 "; nt++) {\n"
+               "        o[nt][2 * h] = fin ? o[nt][2 * h] * rs : %s;\n"
+               "        o[nt][2 * h + 1] = fin ? o[nt][2 * h + 1] * rs : %s;\n"
+               "      }\n"
+               "    }\n",
+               a->nan_mask ? "0, as the NaN masking makes it" : "NaN", dv / 8,
+               a->nan_mask ? "0.f" : "GC_NAN", a->nan_mask ? "0.f" : "GC_NAN");
   /* the output: a lane's two neighbouring columns as one store where they are adjacent */
   bool pairs = a->ostr[r - 1] == 1;
   for (int i = 0; i < r - 1; i++)
