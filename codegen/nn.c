@@ -558,6 +558,35 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
 
 /* ---------------------------------------------------------------- conv */
 
+/* The loops over a convolution's taps for output pixel (o0, ..), `depth` levels in: q_j
+ * over the kernel's dim j, p_j = o_j * stride - pad + q_j * dilation, the taps outside x
+ * skipped. *xoff gains each p_j times x's stride, *woff (unless NULL) each q_j times w's.
+ * conv_taps_end closes them. */
+static void conv_taps(Cg *cg, const ConvView *v, const Win *win, int depth, const char **xoff,
+                      const char **woff) {
+  Buf *b = &cg->src;
+  for (int j = 0; j < v->k; j++) {
+    indent(b, depth + j);
+    buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win->kernel[j], j);
+    indent(b, depth + 1 + j);
+    buf_printf(b, "const idx_t p%d = %s + %s;\n", j,
+               affine(cg, cg_fmt(cg, "o%d", j), win->stride[j], -win->pad[j]),
+               affine(cg, cg_fmt(cg, "q%d", j), win->dil[j], 0));
+    indent(b, depth + 1 + j);
+    buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, v->xd[2 + j]);
+    *xoff = cg_fmt(cg, "%s + %s", *xoff, affine(cg, cg_fmt(cg, "p%d", j), v->xs[2 + j], 0));
+    if (woff)
+      *woff = cg_fmt(cg, "%s + %s", *woff, affine(cg, cg_fmt(cg, "q%d", j), v->ws[2 + j], 0));
+  }
+}
+
+static void conv_taps_end(Buf *b, int k, int depth) {
+  for (int j = k - 1; j >= 0; j--) {
+    indent(b, depth + j);
+    buf_puts(b, "}\n");
+  }
+}
+
 /* A grouped convolution in channels last whose groups' channels come in 16-byte vectors
  * (RegNetY's groups of 16), when no implicit GEMM runs it: a thread per output, as in
  * gen_conv, but its group's input channels and its weights' row (channels innermost too)
@@ -596,18 +625,7 @@ static int gen_conv_vec(Cg *cg, const Node *n, const ConvView *v, const Win *win
   buf_printf(b, "    const idx_t xb = b * %" PRId64 " + %s, wb = m * %" PRId64 ";\n", v->xs[0],
              affine(cg, MG == 1 ? "m" : cg_fmt(cg, "m / %" PRId64, MG), CG, 0), v->ws[0]);
   const char *xoff = "xb", *woff = "wb";
-  for (int j = 0; j < k; j++) {
-    indent(b, 2 + j);
-    buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win->kernel[j], j);
-    indent(b, 3 + j);
-    buf_printf(b, "const idx_t p%d = %s + %s;\n", j,
-               affine(cg, cg_fmt(cg, "o%d", j), win->stride[j], -win->pad[j]),
-               affine(cg, cg_fmt(cg, "q%d", j), win->dil[j], 0));
-    indent(b, 3 + j);
-    buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, v->xd[2 + j]);
-    xoff = cg_fmt(cg, "%s + %s", xoff, affine(cg, cg_fmt(cg, "p%d", j), v->xs[2 + j], 0));
-    woff = cg_fmt(cg, "%s + %s", woff, affine(cg, cg_fmt(cg, "q%d", j), v->ws[2 + j], 0));
-  }
+  conv_taps(cg, v, win, 2, &xoff, &woff);
   const char *in = cg_fmt(cg, "%*s", 2 * (2 + k), "");
   buf_printf(b, "%sfor (idx_t c = 0; c < %" PRId64 "; c += %" PRId64 ") {\n", in, CG, V);
   buf_printf(b, "%s  const vec_t xv = *(const vec_t *)(in0 + %s + c), wv = *(const vec_t *)(in1 + %s + c);\n",
@@ -615,10 +633,7 @@ static int gen_conv_vec(Cg *cg, const Node *n, const ConvView *v, const Win *win
   buf_printf(b, "#pragma unroll\n%s  for (int u = 0; u < %" PRId64 "; u++) acc += %s * %s;\n", in,
              V, cg_load(cg, t, dom, "xv.e[u]"), cg_load(cg, t, dom, "wv.e[u]"));
   buf_printf(b, "%s}\n", in);
-  for (int j = k - 1; j >= 0; j--) {
-    indent(b, 2 + j);
-    buf_puts(b, "}\n");
-  }
+  conv_taps_end(b, k, 2);
   cg_store_out(cg, n, "i", cg_store(cg, t, dom, "acc"), "    ");
   cg_loop_end(cg, n, name, numel);
   return 0;
@@ -693,26 +708,14 @@ static int gen_conv_depthwise(Cg *cg, const Node *n, const ConvView *v, const Wi
   buf_printf(b, "    %s acc = %s;\n", T,
              bias ? cg_load(cg, bias->type.dtype, dom, "in2[m]") : cg_fmt(cg, "(%s)0", T));
   buf_printf(b, "    const idx_t xb = r * %" PRId64 " + %s;\n", v->xs[0], affine(cg, "m", v->xs[1], 0));
-  const char *xoff = "xb", *tap = "0";
-  for (int j = 0; j < k; j++) {
-    indent(b, 2 + j);
-    buf_printf(b, "for (int q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win->kernel[j], j);
-    indent(b, 3 + j);
-    buf_printf(b, "const idx_t p%d = %s + %s;\n", j,
-               affine(cg, cg_fmt(cg, "o%d", j), win->stride[j], -win->pad[j]),
-               affine(cg, cg_fmt(cg, "q%d", j), win->dil[j], 0));
-    indent(b, 3 + j);
-    buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, v->xd[2 + j]);
-    xoff = cg_fmt(cg, "%s + %s", xoff, affine(cg, cg_fmt(cg, "p%d", j), v->xs[2 + j], 0));
-    tap = j ? cg_fmt(cg, "(%s) * %" PRId64 " + q%d", tap, win->kernel[j], j) : "q0";
-  }
+  const char *xoff = "xb", *tap = "q0"; /* the taps' row of wsm */
+  conv_taps(cg, v, win, 2, &xoff, NULL);
+  for (int j = 1; j < k; j++)
+    tap = cg_fmt(cg, "(%s) * %" PRId64 " + q%d", tap, win->kernel[j], j);
   const char *xe = cg_fmt(cg, "in0[%s]", xoff);
   indent(b, 2 + k);
   buf_printf(b, "acc += %s * wsm[%s][lane];\n", cg_load(cg, xt, dom, xe), tap);
-  for (int j = k - 1; j >= 0; j--) {
-    indent(b, 2 + j);
-    buf_puts(b, "}\n");
-  }
+  conv_taps_end(b, k, 2);
   buf_printf(b, "    const idx_t i = px * %" PRId64 " + m;\n", M);
   cg_store_out(cg, n, "i", cg_store(cg, t, dom, "acc"), "    ");
   buf_puts(b, "  }\n}\n");
@@ -747,17 +750,7 @@ static int conv_direct(Cg *cg, const Node *n, const ConvView *v, const Win *win,
   buf_printf(b, "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n", CG);
   const char *xoff = cg_fmt(cg, "xb + %s", affine(cg, "c", v->xs[1], 0));
   const char *woff = cg_fmt(cg, "wb + %s", affine(cg, "c", v->ws[1], 0));
-  for (int j = 0; j < k; j++) {
-    indent(b, 3 + j);
-    buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win->kernel[j], j);
-    indent(b, 4 + j);
-    buf_printf(b, "const idx_t p%d = %s + %s;\n", j, affine(cg, cg_fmt(cg, "o%d", j), win->stride[j], -win->pad[j]),
-               affine(cg, cg_fmt(cg, "q%d", j), win->dil[j], 0));
-    indent(b, 4 + j);
-    buf_printf(b, "if (p%d < 0 || p%d >= %" PRId64 ") continue;\n", j, j, v->xd[2 + j]);
-    xoff = cg_fmt(cg, "%s + %s", xoff, affine(cg, cg_fmt(cg, "p%d", j), v->xs[2 + j], 0));
-    woff = cg_fmt(cg, "%s + %s", woff, affine(cg, cg_fmt(cg, "q%d", j), v->ws[2 + j], 0));
-  }
+  conv_taps(cg, v, win, 3, &xoff, &woff);
   DType xt = n->in[0]->type.dtype;
   const char *xe = cg_fmt(cg, "in0[%s]", xoff);
   if (v->src != xt) /* the prologue's cast: the source rounded to x's type */
@@ -765,10 +758,7 @@ static int conv_direct(Cg *cg, const Node *n, const ConvView *v, const Win *win,
   indent(b, 3 + k);
   buf_printf(b, "acc += %s * %s;\n", cg_load(cg, xt, dom, xe),
              cg_load(cg, w->type.dtype, dom, cg_fmt(cg, "in1[%s]", woff)));
-  for (int j = k - 1; j >= 0; j--) {
-    indent(b, 3 + j);
-    buf_puts(b, "}\n");
-  }
+  conv_taps_end(b, k, 3);
   buf_puts(b, "    }\n");
   cg_store_out(cg, n, "i", cg_store(cg, y->type.dtype, dom, "acc"), "    ");
   cg_loop_end(cg, n, name, numel);
