@@ -146,9 +146,28 @@ static Value *channel_last_const(Layout *L, const Value *v) {
   return pass_made_put(&L->chan, v, pass_add_const(L->g, v->name, "nhwc", t));
 }
 
-/* A pointwise node over transposes back to channels first (and single elements, and
- * constants of one value per channel) computes on their sources; its result is
- * transposed instead. */
+/* Whether v, of rank r, holds its elements in the same order in channels last: its dims
+ * other than 1 keep their order under the perm last (an SE block's scale [N, C, 1, 1]
+ * is [N, 1, 1, C] in channels last: a reshape, no copy). */
+static bool order_kept(const Value *v, const int64_t *last, int r) {
+  const Shape *s = &v->type.shape;
+  int64_t prev = -1;
+  if (s->rank != r)
+    return false;
+  for (int j = 0; j < r; j++) {
+    const Dim *d = &s->dims[last[j]];
+    if (!d->sym && d->n == 1)
+      continue;
+    if (last[j] < prev)
+      return false;
+    prev = last[j];
+  }
+  return true;
+}
+
+/* A pointwise node over transposes back to channels first (and single elements,
+ * constants of one value per channel, and values whose order channels last keeps)
+ * computes on their sources; its result is transposed instead. */
 static int sink_through(Layout *L, Node *n, bool *changed) {
   if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
     return 0;
@@ -156,6 +175,7 @@ static int sink_through(Layout *L, Node *n, bool *changed) {
   int64_t first[IR_MAX_RANK], last[IR_MAX_RANK];
   channels_last_perms(r, first, last);
   Value *in[8];
+  bool reorder[8] = {false};
   if (r < 3 || n->nin > 8)
     return 0;
   for (int k = 0; k < n->nin; k++) {
@@ -168,15 +188,25 @@ static int sink_through(Layout *L, Node *n, bool *changed) {
       moved++;
     } else if (channel_const(v, r)) {
       in[k] = NULL; /* made below, once the node is known to move */
-    } else if (!pass_single_element(v)) {
+    } else if (pass_single_element(v)) {
+      continue;
+    } else if (order_kept(v, last, r)) {
+      reorder[k] = true; /* transposed below: fold_transpose makes it a reshape */
+    } else {
       return 0;
     }
   }
   if (!moved)
     return 0;
-  for (int k = 0; k < n->nin; k++)
+  Attr pl = attr_make_ints("perm", last, r);
+  for (int k = 0; k < n->nin; k++) {
     if (n->in[k] && !in[k])
       in[k] = channel_last_const(L, n->in[k]);
+    if (reorder[k] && !(in[k] = pass_edit_insert_before(&L->e, n, OP_TRANSPOSE, &n->in[k], 1,
+                                                         &pl, 1, n->in[k]->name, "nhwc",
+                                                         L->ctx->diag)))
+      return -1;
+  }
   Value *yl = pass_edit_insert_before(&L->e, n, n->op, in, n->nin, n->attrs, n->nattr,
                                       n->out[0]->name, "nhwc", L->ctx->diag);
   if (!yl)
