@@ -178,6 +178,11 @@ void cg_epilogue_operands(const PwKernel *k, const Value *const **ext, int *next
  * (out1, stored by cg_store_out beside the epilogue's result): 1 or 2. */
 int cg_epilogue_nout(const PwKernel *k);
 void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent);
+/* The same, out0's element idx assigned to the lvalue dst instead (a vector's element that
+ * the kernel then stores with its neighbours), of the type cg_out_dtype says. */
+void cg_store_out_to(Cg *cg, const Node *n, const char *idx, const char *val, const char *dst,
+                     const char *indent);
+DType cg_out_dtype(const Cg *cg, const Node *n);
 /* A chain of pointwise nodes (in node order, the last one's output the chain's) applied
  * inside another kernel to each element that kernel computes of anchor's output (the
  * attention kernel's scores and probabilities). The values it reads from outside are

@@ -559,13 +559,13 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
 /* ---------------------------------------------------------------- conv */
 
 /* The loops over a convolution's taps for output pixel (o0, ..), `depth` levels in: q_j
- * over the kernel's dim j, p_j = o_j * stride - pad + q_j * dilation, the taps outside x
- * skipped. *xoff gains each p_j times x's stride, *woff (unless NULL) each q_j times w's.
- * conv_taps_end closes them. */
-static void conv_taps(Cg *cg, const ConvView *v, const Win *win, int depth, const char **xoff,
-                      const char **woff) {
+ * over the kernel's dim j < dims, p_j = o_j * stride - pad + q_j * dilation, the taps
+ * outside x skipped. *xoff gains each p_j times x's stride, *woff (unless NULL) each q_j
+ * times w's. conv_taps_end closes them. */
+static void conv_taps(Cg *cg, const ConvView *v, const Win *win, int dims, int depth,
+                      const char **xoff, const char **woff) {
   Buf *b = &cg->src;
-  for (int j = 0; j < v->k; j++) {
+  for (int j = 0; j < dims; j++) {
     indent(b, depth + j);
     buf_printf(b, "for (idx_t q%d = 0; q%d < %" PRId64 "; q%d++) {\n", j, j, win->kernel[j], j);
     indent(b, depth + 1 + j);
@@ -588,137 +588,241 @@ static void conv_taps_end(Buf *b, int k, int depth) {
 }
 
 /* A grouped convolution in channels last whose groups' channels come in 16-byte vectors
- * (RegNetY's groups of 16), when no implicit GEMM runs it: a thread per output, as in
- * gen_conv, but its group's input channels and its weights' row (channels innermost too)
- * are loaded 16 bytes at a time, V channels a load (8 in bf16/f16, 4 in f32). (Computing
- * V outputs a thread instead, to share each input load, left too few threads to fill an
- * H200 at batch 1: RegNetY-800MF and ConvNeXt-T ran 7% and 36% slower.) Returns 1 when
- * the convolution is not of that form. */
-static int gen_conv_vec(Cg *cg, const Node *n, const ConvView *v, const Win *win,
-                        int64_t group) {
-  const Value *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
+ * (RegNetY's groups of 16), when no implicit GEMM runs it: a thread computes a strip of
+ * TW neighbouring outputs along the last spatial dim for one output channel, its group's
+ * input channels and its weights' row (channels innermost too) loaded 16 bytes at a time,
+ * V channels a load (8 in bf16/f16, 4 in f32), each weight vector loaded once for the
+ * strip. Threads of neighbouring output channels (a group's) read the same input vectors.
+ * The strip's width is a family timed at create (1: a thread per output, which fills the
+ * GPU best at batch 1). conv_vec_fits says whether the convolution is of that form. */
+static bool conv_vec_fits(const Node *n, const ConvView *v, int64_t group) {
+  const Value *w = n->in[1], *y = n->out[0];
   DType t = y->type.dtype, xt = n->in[0]->type.dtype;
-  int k = v->k;
-  int64_t M = v->yd[1], CG = v->wd[1], MG = M / group;
   int64_t V = t == DT_F32 ? 4 : 8;
   if (!v->cl || group == 1 || (t != DT_F32 && t != DT_BF16 && t != DT_F16) || xt != t ||
-      w->type.dtype != t || v->src != t || v->xs[1] != 1 || v->ws[1] != 1 || CG % V ||
-      v->xs[0] % V || v->ws[0] % V)
-    return 1;
-  for (int j = 0; j < k; j++)
+      w->type.dtype != t || v->src != t || v->xs[1] != 1 || v->ws[1] != 1 || v->wd[1] % V ||
+      v->xs[0] % V || v->ws[0] % V || v->k < 1)
+    return false;
+  for (int j = 0; j < v->k; j++)
     if (v->xs[2 + j] % V || v->ws[2 + j] % V)
-      return 1;
-  Dom dom = cg_dom(t);
-  const char *T = cg_dom_type(dom);
-  int64_t numel = cg_numel(y), NKER = 1;
+      return false;
+  return true;
+}
+
+static int gen_conv_vec(Cg *cg, const Node *n, const ConvView *v, const Win *win,
+                        int64_t group, int64_t tw) {
+  const Value *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
+  DType t = y->type.dtype;
+  int k = v->k, last = k - 1;
+  int64_t M = v->yd[1], CG = v->wd[1], MG = M / group, V = t == DT_F32 ? 4 : 8, NKER = 1;
+  int64_t OW = v->yd[2 + last], W = v->xd[2 + last], nstrip = (OW + tw - 1) / tw;
+  int64_t KW = win->kernel[last], st = win->stride[last], dl = win->dil[last];
   for (int j = 0; j < k; j++)
     NKER *= win->kernel[j];
-  const char *note = cg_fmt(cg, "direct: a thread per output, %" PRId64 " channels x %" PRId64
-                            " taps each, %" PRId64 " channels a load, channels last", CG, NKER, V);
+  Dom dom = cg_dom(t);
+  const char *T = cg_dom_type(dom);
+  int64_t count = cg_numel(y) / OW * nstrip;
+  const char *note = cg_fmt(cg, "direct: a thread %" PRId64 " output%s, %" PRId64 " channels x %"
+                            PRId64 " taps each, %" PRId64 " channels a load, channels last",
+                            tw, tw == 1 ? "" : "s along the last dim", CG, NKER, V);
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
-  cg_loop_begin(cg, n, numel);
-  emit_unravel(cg, y, true, "m", "b");
+  cg_loop_begin(cg, n, count);
+  buf_printf(b, "    idx_t r = i;\n    const idx_t m = r %% %" PRId64 "; r /= %" PRId64 ";\n",
+             M, M);
+  buf_printf(b, "    const idx_t ow0 = r %% %" PRId64 " * %" PRId64 ", row = r / %" PRId64
+             ";\n    r = row;\n", nstrip, tw, nstrip);
+  for (int j = last - 1; j >= 0; j--)
+    buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j, v->yd[2 + j],
+               v->yd[2 + j]);
   buf_printf(b, "    typedef gc_vec<%s, %" PRId64 "> vec_t;\n", cg_ctype(t), V);
-  buf_printf(b, "    %s acc = %s;\n", T,
+  buf_printf(b, "    %s acc[%" PRId64 "];\n", T, tw);
+  buf_printf(b, "#pragma unroll\n    for (int s = 0; s < %" PRId64 "; s++) acc[s] = %s;\n", tw,
              bias ? cg_load(cg, bias->type.dtype, dom, "in2[m]") : cg_fmt(cg, "(%s)0", T));
-  buf_printf(b, "    const idx_t xb = b * %" PRId64 " + %s, wb = m * %" PRId64 ";\n", v->xs[0],
+  buf_printf(b, "    const idx_t xb = r * %" PRId64 " + %s, wb = m * %" PRId64 ";\n", v->xs[0],
              affine(cg, MG == 1 ? "m" : cg_fmt(cg, "m / %" PRId64, MG), CG, 0), v->ws[0]);
   const char *xoff = "xb", *woff = "wb";
-  conv_taps(cg, v, win, 2, &xoff, &woff);
-  const char *in = cg_fmt(cg, "%*s", 2 * (2 + k), "");
-  buf_printf(b, "%sfor (idx_t c = 0; c < %" PRId64 "; c += %" PRId64 ") {\n", in, CG, V);
-  buf_printf(b, "%s  const vec_t xv = *(const vec_t *)(in0 + %s + c), wv = *(const vec_t *)(in1 + %s + c);\n",
-             in, xoff, woff);
-  buf_printf(b, "#pragma unroll\n%s  for (int u = 0; u < %" PRId64 "; u++) acc += %s * %s;\n", in,
-             V, cg_load(cg, t, dom, "xv.e[u]"), cg_load(cg, t, dom, "wv.e[u]"));
-  buf_printf(b, "%s}\n", in);
-  conv_taps_end(b, k, 2);
-  cg_store_out(cg, n, "i", cg_store(cg, t, dom, "acc"), "    ");
-  cg_loop_end(cg, n, name, numel);
+  conv_taps(cg, v, win, last, 2, &xoff, &woff);
+  const char *in = cg_fmt(cg, "%*s", 2 * (2 + last), "");
+  buf_printf(b, "%sfor (idx_t q = 0; q < %" PRId64 "; q++) {\n", in, KW);
+  buf_printf(b, "%s  for (idx_t c = 0; c < %" PRId64 "; c += %" PRId64 ") {\n", in, CG, V);
+  buf_printf(b, "%s    const vec_t wv = *(const vec_t *)(in1 + %s + %s + c);\n", in, woff,
+             affine(cg, "q", v->ws[2 + last], 0));
+  buf_printf(b, "%s    %s wf[%" PRId64 "];\n#pragma unroll\n%s    for (int u = 0; u < %" PRId64
+             "; u++) wf[u] = %s;\n", in, T, V, in, V, cg_load(cg, t, dom, "wv.e[u]"));
+  buf_printf(b, "#pragma unroll\n%s    for (int s = 0; s < %" PRId64 "; s++) {\n", in, tw);
+  buf_printf(b, "%s      const idx_t p = %s + %s;\n", in,
+             affine(cg, "(ow0 + s)", st, -win->pad[last]), affine(cg, "q", dl, 0));
+  buf_printf(b, "%s      if (p < 0 || p >= %" PRId64 ") continue;\n", in, W);
+  buf_printf(b, "%s      const vec_t xv = *(const vec_t *)(in0 + %s + %s + c);\n", in, xoff,
+             affine(cg, "p", v->xs[2 + last], 0));
+  buf_printf(b, "#pragma unroll\n%s      for (int u = 0; u < %" PRId64 "; u++) acc[s] += %s * wf[u];\n",
+             in, V, cg_load(cg, t, dom, "xv.e[u]"));
+  buf_printf(b, "%s    }\n%s  }\n%s}\n", in, in, in);
+  conv_taps_end(b, last, 2);
+  buf_printf(b, "#pragma unroll\n    for (int s = 0; s < %" PRId64 "; s++) {\n", tw);
+  buf_printf(b, "      if (ow0 + s >= %" PRId64 ") break;\n", OW);
+  buf_printf(b, "      const idx_t o = (row * %" PRId64 " + ow0 + s) * %" PRId64 " + m;\n", OW, M);
+  cg_store_out(cg, n, "o", cg_store(cg, t, dom, "acc[s]"), "      ");
+  buf_puts(b, "    }\n");
+  cg_loop_end(cg, n, name, count);
   return 0;
 }
 
 /* A depthwise convolution in channels last (a channel a group, one output channel each:
- * MobileNet's, EfficientNet's and ConvNeXt's), when no implicit GEMM runs it. Its
- * weights are [C, taps...], a channel's taps together, so a warp of neighbouring channels
- * reading one tap's weights would touch a cache line a lane (ConvNeXt-T's 7 x 7 layers at
- * batch 32 took 600 us each on an H200 that way). Here a block takes 32 neighbouring
- * channels, copies their weights into shared memory tap by tap (a warp reads one tap's 32
- * channels in one bank-conflict-free load), and its warps walk the pixels, a lane a
- * channel: the input reads are 32 neighbouring channels of a pixel. With few taps the
- * per-output kernel can be as fast (MobileNetV2's 3 x 3 layers at batch 32 were 10%
- * faster that way on an H100), so gen_conv offers both, timed at create. */
-static bool depthwise_fits(const Cg *cg, const Node *n, const ConvView *v, const Win *win,
-                           int64_t group) {
+ * MobileNet's, EfficientNet's and ConvNeXt's), when no implicit GEMM runs it. A thread
+ * computes a strip of TW neighbouring outputs along the last spatial dim for V
+ * neighbouring channels (16 bytes of them where the channels and x's strides allow): it
+ * loads each input pixel under the strip's window once, V channels a load, and adds it
+ * into every output of the strip that one of the taps reaches from it (the taps known
+ * when the kernel is written, the loops unrolled), and stores its V outputs of a pixel as
+ * one vector. The weights are [C, taps...], a channel's taps together, which a warp of
+ * neighbouring channels would read a cache line a lane (ConvNeXt-T's 7 x 7 layers at
+ * batch 32 took 600 us each on an H200 that way): a block takes CB vectors of
+ * neighbouring channels, copies their weights into shared memory as f32, reading them in
+ * their order (a lane a tap: copied a tap a lane, a block's loads of EfficientNet's 5 x 5
+ * weights touched a sector each and made its layers 10x slower than their bytes), tap by
+ * tap; a thread reads a row of taps' V weights as vectors into registers, where each
+ * serves the strip's outputs (read from shared memory for each output, they made
+ * ConvNeXt-T's 7 x 7 layers bound by shared memory). Its threads are CB channel vectors
+ * by strips. The strip's width is the family gen_conv times at create (1 is a thread per
+ * output pixel; wider shares more loads with fewer threads). */
+typedef struct DwConfig {
+  int64_t V, CV, chunks, CB, SPB, tw, nker;
+} DwConfig;
+
+static bool depthwise_config(const Cg *cg, const Node *n, const ConvView *v, const Win *win,
+                             int64_t group, int64_t tw, DwConfig *c) {
   DType t = n->out[0]->type.dtype;
-  int64_t C = v->xd[1], M = v->yd[1], NKER = 1;
+  int64_t C = v->xd[1], M = v->yd[1], size = (int64_t)dtype_size(t);
+  if (!v->cl || group != C || M != C || v->wd[1] != 1 || v->src != n->in[0]->type.dtype ||
+      (t != DT_F32 && t != DT_BF16 && t != DT_F16) || n->in[1]->type.dtype != t ||
+      n->in[0]->type.dtype != t || v->xs[1] != 1 || v->k < 1 || cg->target->block < 32)
+    return false;
+  *c = (DwConfig){.V = 16 / size, .tw = tw, .nker = 1};
   for (int j = 0; j < v->k; j++)
-    NKER *= win->kernel[j];
-  return v->cl && group == C && M == C && v->wd[1] == 1 && v->src == n->in[0]->type.dtype &&
-         (t == DT_F32 || t == DT_BF16 || t == DT_F16) && n->in[1]->type.dtype == t &&
-         cg->target->block >= 32 &&
-         NKER * 32 * (int64_t)sizeof(float) <= cg->target->smem_block / 2;
+    c->nker *= win->kernel[j];
+  for (;;) { /* the widest vector that the channels and x's strides keep aligned */
+    bool ok = C % c->V == 0 && v->xs[0] % c->V == 0;
+    for (int j = 0; j < v->k; j++)
+      ok = ok && v->xs[2 + j] % c->V == 0;
+    if (ok || c->V == 1)
+      break;
+    c->V /= 2;
+  }
+  c->CV = C / c->V;
+  int64_t most = cg->target->smem_block / 2 / (int64_t)sizeof(float) / c->nker;
+  for (c->chunks = (c->CV + 31) / 32;; c->chunks++) {
+    c->CB = (c->CV + c->chunks - 1) / c->chunks;
+    if (c->CB * c->V <= most || c->CB == 1)
+      break;
+  }
+  c->SPB = cg->target->block / c->CB;
+  return c->CB * c->V <= most;
 }
 
-static int gen_conv_depthwise(Cg *cg, const Node *n, const ConvView *v, const Win *win) {
+static int gen_conv_depthwise(Cg *cg, const Node *n, const ConvView *v, const Win *win,
+                              const DwConfig *c) {
   const Value *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
-  DType t = y->type.dtype, xt = n->in[0]->type.dtype;
-  int k = v->k;
-  int64_t M = v->yd[1], NKER = 1, pixels = v->yd[0];
-  for (int j = 0; j < k; j++) {
-    NKER *= win->kernel[j];
-    pixels *= v->yd[2 + j];
-  }
+  DType t = y->type.dtype, ot = cg_out_dtype(cg, n);
+  int k = v->k, last = k - 1;
+  int64_t M = v->yd[1], V = c->V, CB = c->CB, SPB = c->SPB, TW = c->tw;
+  int64_t OW = v->yd[2 + last], W = v->xd[2 + last], nstrip = (OW + TW - 1) / TW;
+  int64_t KW = win->kernel[last], st = win->stride[last], dl = win->dil[last];
+  int64_t cols = (TW - 1) * st + (KW - 1) * dl + 1, strips = v->yd[0] * nstrip;
+  for (int j = 0; j < last; j++)
+    strips *= v->yd[2 + j];
   Dom dom = cg_dom(t);
   const char *T = cg_dom_type(dom);
-  int warps = cg->target->block / 32;
-  int64_t chunks = (M + 31) / 32;
-  int64_t most = cg->target->max_blocks / chunks, groups = (pixels + warps - 1) / warps;
-  int64_t grid = chunks * (groups < most ? groups : most > 0 ? most : 1);
-  const char *note = cg_fmt(cg, "direct, depthwise: a block per 32 channels, their %" PRId64
-                            " taps' weights in shared memory, a warp a pixel, channels last",
-                            NKER);
+  /* at most a wave of blocks (each then copies its weights once for more strips) */
+  int64_t wave = (int64_t)cg->target->sms * (cg->target->threads_sm / cg->target->block);
+  if (wave > cg->target->max_blocks)
+    wave = cg->target->max_blocks;
+  int64_t groups = (strips + SPB - 1) / SPB, most = wave / c->chunks;
+  int64_t grid = c->chunks * (groups < most ? groups : most > 0 ? most : 1);
+  const char *note = cg_fmt(cg, "direct, depthwise: a thread %" PRId64 " output%s of %" PRId64
+                            " channels, a block %" PRId64 " channel vectors by %" PRId64
+                            " strips, their %" PRId64 " taps' weights in shared memory, "
+                            "channels last", TW, TW == 1 ? "" : "s along the last dim",
+                            V, CB, SPB, c->nker);
   const char *name = cg_kernel_begin(cg, n, note);
   Buf *b = &cg->src;
   int64_t numel = cg_numel(y), top = numel > cg_max_numel(n) ? numel : cg_max_numel(n);
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, top));
-  buf_printf(b, "  __shared__ float wsm[%" PRId64 "][32];\n", NKER);
-  /* jobs of 32 channels by a pixel a warp, grid-stride; the grid (a multiple of the
-   * chunks) keeps a block on one chunk, whose weights it copies once */
-  buf_printf(b, "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n");
+  buf_printf(b, "  typedef gc_vec<%s, %" PRId64 "> vec_t;\n", cg_ctype(t), V);
+  buf_printf(b, "  typedef gc_vec<%s, %" PRId64 "> ovec_t;\n", cg_ctype(ot), V);
+  buf_printf(b, "  __shared__ gc_vec<float, %" PRId64 "> wsm[%" PRId64 "][%" PRId64 "];\n", V,
+             c->nker, CB);
+  buf_printf(b, "  const int cl = threadIdx.x %% %" PRId64 ", sl = threadIdx.x / %" PRId64 ";\n",
+             CB, CB);
   buf_puts(b, "  idx_t loaded = -1;\n");
-  buf_printf(b, "  for (idx_t job = blockIdx.x; job < %" PRId64 "; job += gridDim.x) {\n", chunks * groups);
-  buf_printf(b, "    const idx_t chunk = job %% %" PRId64 ", m = chunk * 32 + lane, px = job / %" PRId64 " * %d + warp;\n",
-             chunks, chunks, warps);
-  buf_puts(b, "    if (chunk != loaded) { /* the taps' weights, tap q's 32 channels a row */\n");
+  /* jobs of CB channel vectors by SPB strips, grid-stride; the grid (a multiple of the
+   * chunks) keeps a block on one chunk, whose weights it copies once */
+  buf_printf(b, "  for (idx_t job = blockIdx.x; job < %" PRId64 "; job += gridDim.x) {\n",
+             c->chunks * groups);
+  buf_printf(b, "    const idx_t chunk = job %% %" PRId64 ", sg = job / %" PRId64 " * %" PRId64
+             " + sl, cv = chunk * %" PRId64 " + cl;\n", c->chunks, c->chunks, SPB, CB);
+  buf_puts(b, "    if (chunk != loaded) { /* the taps' weights, tap q's channels a row */\n");
   buf_puts(b, "      __syncthreads();\n");
-  buf_printf(b, "      for (int e = threadIdx.x; e < %" PRId64 "; e += blockDim.x) {\n", NKER * 32);
-  buf_printf(b, "        const int c = e & 31;\n        int q = e >> 5;\n        idx_t wo = (chunk * 32 + c) * %" PRId64 ";\n", v->ws[0]);
+  buf_printf(b, "      for (int e = threadIdx.x; e < %" PRId64 "; e += blockDim.x) {\n",
+             c->nker * CB * V);
+  /* a channel's taps by neighbouring threads: the weights as stored, read in order */
+  buf_printf(b, "        const int ch = e / %" PRId64 ", t = e %% %" PRId64 ";\n        int q = t;\n"
+             "        const idx_t m = chunk * %" PRId64 " + ch;\n        idx_t wo = m * %" PRId64
+             ";\n", c->nker, c->nker, CB * V, v->ws[0]);
   for (int j = k - 1; j >= 0; j--)
-    buf_printf(b, "        wo += q %% %" PRId64 " * %" PRId64 "; q /= %" PRId64 ";\n", win->kernel[j],
-               v->ws[2 + j], win->kernel[j]);
-  buf_printf(b, "        wsm[e >> 5][c] = chunk * 32 + c < %" PRId64 " ? %s : 0.0f;\n", M,
-             cg_load(cg, w->type.dtype, DOM_F32, "in1[wo]"));
+    buf_printf(b, "        wo += q %% %" PRId64 " * %" PRId64 "; q /= %" PRId64 ";\n",
+               win->kernel[j], v->ws[2 + j], win->kernel[j]);
+  buf_printf(b, "        wsm[t][ch / %" PRId64 "].e[ch %% %" PRId64 "] = m < %" PRId64
+             " ? %s : 0.0f;\n", V, V, M, cg_load(cg, w->type.dtype, DOM_F32, "in1[wo]"));
   buf_puts(b, "      }\n      __syncthreads();\n      loaded = chunk;\n    }\n");
-  buf_printf(b, "    if (m >= %" PRId64 " || px >= %" PRId64 ") continue;\n    idx_t r = px;\n", M, pixels);
-  for (int j = k - 1; j >= 0; j--)
+  buf_printf(b, "    if (sl >= %" PRId64 " || cv >= %" PRId64 " || sg >= %" PRId64 ") continue;\n",
+             SPB, c->CV, strips);
+  buf_printf(b, "    const idx_t m0 = cv * %" PRId64 ", ow0 = sg %% %" PRId64 " * %" PRId64
+             ", row = sg / %" PRId64 ";\n    idx_t r = row;\n", V, nstrip, TW, nstrip);
+  for (int j = last - 1; j >= 0; j--)
     buf_printf(b, "    const idx_t o%d = r %% %" PRId64 "; r /= %" PRId64 ";\n", j, v->yd[2 + j],
                v->yd[2 + j]);
-  buf_printf(b, "    %s acc = %s;\n", T,
-             bias ? cg_load(cg, bias->type.dtype, dom, "in2[m]") : cg_fmt(cg, "(%s)0", T));
-  buf_printf(b, "    const idx_t xb = r * %" PRId64 " + %s;\n", v->xs[0], affine(cg, "m", v->xs[1], 0));
-  const char *xoff = "xb", *tap = "q0"; /* the taps' row of wsm */
-  conv_taps(cg, v, win, 2, &xoff, NULL);
-  for (int j = 1; j < k; j++)
-    tap = cg_fmt(cg, "(%s) * %" PRId64 " + q%d", tap, win->kernel[j], j);
-  const char *xe = cg_fmt(cg, "in0[%s]", xoff);
-  indent(b, 2 + k);
-  buf_printf(b, "acc += %s * wsm[%s][lane];\n", cg_load(cg, xt, dom, xe), tap);
-  conv_taps_end(b, k, 2);
-  buf_printf(b, "    const idx_t i = px * %" PRId64 " + m;\n", M);
-  cg_store_out(cg, n, "i", cg_store(cg, t, dom, "acc"), "    ");
-  buf_puts(b, "  }\n}\n");
+  buf_printf(b, "    %s acc[%" PRId64 "][%" PRId64 "];\n", T, TW, V);
+  buf_printf(b, "#pragma unroll\n    for (int u = 0; u < %" PRId64 "; u++) {\n", V);
+  buf_printf(b, "      const %s b0 = %s;\n", T,
+             bias ? cg_load(cg, bias->type.dtype, dom, "in2[m0 + u]") : cg_fmt(cg, "(%s)0", T));
+  buf_printf(b, "#pragma unroll\n      for (int s = 0; s < %" PRId64 "; s++) acc[s][u] = b0;\n    }\n",
+             TW);
+  buf_printf(b, "    const idx_t xb = r * %" PRId64 " + m0;\n", v->xs[0]);
+  const char *xoff = "xb", *tap = "0"; /* the row of wsm of the outer taps, times KW */
+  conv_taps(cg, v, win, last, 2, &xoff, NULL);
+  for (int j = 0; j < last; j++)
+    tap = cg_fmt(cg, "(%s + q%d) * %" PRId64, j ? tap : "0", j, win->kernel[j + 1]);
+  const char *in = cg_fmt(cg, "%*s", 2 * (2 + last), "");
+  /* the row's weights in registers: each serves the strip's TW outputs */
+  buf_printf(b, "%sgc_vec<float, %" PRId64 "> wr[%" PRId64 "];\n", in, V, KW);
+  buf_printf(b, "#pragma unroll\n%sfor (int q = 0; q < %" PRId64 "; q++) wr[q] = wsm[%s + q][cl];\n",
+             in, KW, tap);
+  buf_printf(b, "#pragma unroll\n%sfor (int j = 0; j < %" PRId64 "; j++) {\n", in, cols);
+  buf_printf(b, "%s  const idx_t p = %s + j;\n", in,
+             affine(cg, "ow0", st, -win->pad[last]));
+  buf_printf(b, "%s  if (p < 0 || p >= %" PRId64 ") continue;\n", in, W);
+  buf_printf(b, "%s  const vec_t xv = *(const vec_t *)(in0 + %s + %s);\n", in, xoff,
+             affine(cg, "p", v->xs[2 + last], 0));
+  buf_printf(b, "%s  %s xf[%" PRId64 "];\n#pragma unroll\n%s  for (int u = 0; u < %" PRId64
+             "; u++) xf[u] = %s;\n", in, T, V, in, V, cg_load(cg, t, dom, "xv.e[u]"));
+  buf_printf(b, "#pragma unroll\n%s  for (int s = 0; s < %" PRId64 "; s++) {\n", in, TW);
+  buf_printf(b, "%s    const int d = j - s * %" PRId64 ";\n", in, st);
+  buf_printf(b, "%s    if (d < 0 || d %% %" PRId64 " || d / %" PRId64 " >= %" PRId64 ") continue;\n",
+             in, dl, dl, KW);
+  buf_printf(b, "#pragma unroll\n%s    for (int u = 0; u < %" PRId64 "; u++) acc[s][u] += xf[u] * "
+             "wr[d / %" PRId64 "].e[u];\n", in, V, dl);
+  buf_printf(b, "%s  }\n%s}\n", in, in);
+  conv_taps_end(b, last, 2);
+  buf_printf(b, "#pragma unroll\n    for (int s = 0; s < %" PRId64 "; s++) {\n", TW);
+  buf_printf(b, "      if (ow0 + s >= %" PRId64 ") break;\n", OW);
+  buf_printf(b, "      const idx_t at = (row * %" PRId64 " + ow0 + s) * %" PRId64 " + m0;\n", OW, M);
+  buf_puts(b, "      ovec_t ov;\n");
+  buf_printf(b, "#pragma unroll\n      for (int u = 0; u < %" PRId64 "; u++) {\n", V);
+  buf_puts(b, "        const idx_t i = at + u;\n");
+  cg_store_out_to(cg, n, "i", cg_store(cg, t, dom, "acc[s][u]"), "ov.e[u]", "        ");
+  buf_puts(b, "      }\n      *(ovec_t *)(out0 + at) = ov;\n    }\n  }\n}\n");
   cg_kernel_step(cg, n, name, (unsigned)grid, (unsigned)cg->target->block);
   return 0;
 }
@@ -750,7 +854,7 @@ static int conv_direct(Cg *cg, const Node *n, const ConvView *v, const Win *win,
   buf_printf(b, "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n", CG);
   const char *xoff = cg_fmt(cg, "xb + %s", affine(cg, "c", v->xs[1], 0));
   const char *woff = cg_fmt(cg, "wb + %s", affine(cg, "c", v->ws[1], 0));
-  conv_taps(cg, v, win, 3, &xoff, &woff);
+  conv_taps(cg, v, win, k, 3, &xoff, &woff);
   DType xt = n->in[0]->type.dtype;
   const char *xe = cg_fmt(cg, "in0[%s]", xoff);
   if (v->src != xt) /* the prologue's cast: the source rounded to x's type */
@@ -766,7 +870,8 @@ static int conv_direct(Cg *cg, const Node *n, const ConvView *v, const Win *win,
 }
 
 /* A convolution: an implicit GEMM (gen_conv_mma) where one runs it, else a direct kernel:
- * gen_conv_vec's, a choice of gen_conv_depthwise's and conv_direct's, or conv_direct's. */
+ * a choice of gen_conv_vec's strips, a choice of gen_conv_depthwise's strips and
+ * conv_direct's, or conv_direct's. */
 static int gen_conv(Cg *cg, const Node *n) {
   ConvView v;
   ConvGeom q;
@@ -778,19 +883,46 @@ static int gen_conv(Cg *cg, const Node *n) {
   int64_t group = attr_int(n, "group");
   for (int j = 0; j < v.k; j++)
     win.kernel[j] = v.wd[2 + j];
-  int rc = gen_conv_vec(cg, n, &v, &win, group);
-  if (rc <= 0)
+  int rc = 0;
+  if (conv_vec_fits(n, &v, group)) { /* strips of 1, 2 and 4 outputs */
+    int nvec = cg->variants < 3 ? cg->variants : 3;
+    if (nvec < 2)
+      return gen_conv_vec(cg, n, &v, &win, group, 1);
+    int ch = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: grouped convolution, variants: strips "
+                                           "of 1, 2, 4 outputs", n->id));
+    for (int i = 0; i < nvec && !rc; i++) {
+      cg_variant_begin(cg, ch);
+      rc = gen_conv_vec(cg, n, &v, &win, group, (int64_t)1 << i);
+      cg_variant_end(cg, ch);
+    }
+    if (!rc)
+      cg_choice_end(cg, ch);
     return rc;
-  if (!depthwise_fits(cg, n, &v, &win, group))
+  }
+  /* the depthwise kernel's strips of 1, 2 and 4 outputs (as many as the variants allow),
+   * then the thread per output */
+  static const int64_t widths[] = {2, 4, 1};
+  DwConfig dw[3];
+  int ndw = 0;
+  for (int i = 0; i < 3 && ndw < cg->variants; i++)
+    if (depthwise_config(cg, n, &v, &win, group, widths[i], &dw[ndw]))
+      ndw++;
+  if (!ndw)
     return conv_direct(cg, n, &v, &win, group);
   if (cg->variants < 2)
-    return gen_conv_depthwise(cg, n, &v, &win);
-  int ch = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: depthwise convolution, variants: weights "
-                                         "in shared memory, a thread per output", n->id));
-  cg_variant_begin(cg, ch);
-  rc = gen_conv_depthwise(cg, n, &v, &win);
-  cg_variant_end(cg, ch);
-  if (!rc) {
+    return gen_conv_depthwise(cg, n, &v, &win, &dw[0]);
+  const char *what = "";
+  for (int i = 0; i < ndw; i++)
+    what = cg_fmt(cg, "%s%s%" PRId64, what, i ? ", " : "", dw[i].tw);
+  int ch = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: depthwise convolution, variants: "
+                                         "strips of %s outputs, a thread per output", n->id,
+                                         what));
+  for (int i = 0; i < ndw && !rc; i++) {
+    cg_variant_begin(cg, ch);
+    rc = gen_conv_depthwise(cg, n, &v, &win, &dw[i]);
+    cg_variant_end(cg, ch);
+  }
+  if (!rc && ndw < cg->variants) {
     cg_variant_begin(cg, ch);
     rc = conv_direct(cg, n, &v, &win, group);
     cg_variant_end(cg, ch);

@@ -569,13 +569,23 @@ static void emit_chain(Cg *cg, const PwKernel *k, const char *idx, const char *v
 }
 
 void cg_store_out(Cg *cg, const Node *n, const char *idx, const char *val, const char *indent) {
+  cg_store_out_to(cg, n, idx, val, cg_fmt(cg, "out0[%s]", idx), indent);
+}
+
+void cg_store_out_to(Cg *cg, const Node *n, const char *idx, const char *val, const char *dst,
+                     const char *indent) {
   PwKernel *k = cg->epi && cg->epi->anchor == n ? cg->epi : NULL;
   if (!k) {
-    buf_printf(&cg->src, "%sout0[%s] = %s;\n", indent, idx, val);
+    buf_printf(&cg->src, "%s%s = %s;\n", indent, dst, val);
     return;
   }
   k->stored = true;
-  emit_chain(cg, k, idx, val, cg_fmt(cg, "out0[%s]", idx), indent, "the epilogue");
+  emit_chain(cg, k, idx, val, dst, indent, "the epilogue");
+}
+
+DType cg_out_dtype(const Cg *cg, const Node *n) {
+  const PwKernel *k = cg->epi && cg->epi->anchor == n ? cg->epi : NULL;
+  return k ? k->out->type.dtype : n->out[0]->type.dtype;
 }
 
 const PwKernel *cg_chain_plan(Cg *cg, const Node *anchor, const Node *const *nodes, int n,
