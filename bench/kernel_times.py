@@ -6,10 +6,11 @@ runs one inference under `ncu --metrics gpu__time_duration.sum` (every kernel of
 model's CUDA graph is profiled on its own, so the times are each kernel's alone, without
 the overlap or the launch gaps of a real replay), and prints the kernels grouped by name
 with their launches, total microseconds and share, the largest first. cuBLASLt's GEMMs
-appear under cuBLAS's kernel names; they are its heuristic's first choices
-(GPUCC_GEMM_TUNE=0), since profiling the runtime's timing of candidates at create would
-swamp the model's own launches. Not a benchmark: ncu serializes and flushes caches
-between kernels; the shares are what it is good for. bench.py leaves a model's exports
+appear under cuBLAS's kernel names. A run before the profiled one times the candidates
+(GEMM algorithms, kernel variants) and caches its choices, which the profiled run loads:
+the kernels are those the model.so chooses, and its timing at create is not profiled.
+Not a benchmark: ncu serializes and flushes caches between kernels; the shares are what
+it is good for. bench.py leaves a model's exports
 and inputs in its --work folder (default /tmp/gpucc-bench/MODEL-bN/: ts17.onnx and the
 other exports, in.NAME.npy) to point this at.
 
@@ -66,10 +67,13 @@ def main():
     so = os.path.join(work, "model.so")
     run([args.gpucc, args.model, "-o", so] + flags)
     given = [a for i in args.input for a in ("--input", i)]
-    # GPUCC_GEMM_TUNE=0: the runtime's timing of GEMM candidates at create would be
-    # profiled too (thousands of launches); the GEMMs are then the heuristic's first choice.
+    # A first run without ncu times the candidates (GEMM algorithms, kernel variants) and
+    # caches its choices in WORK/cache; the profiled run loads them from there, so that it
+    # profiles the model's own launches, the chosen kernels, and not the timing at create.
+    env = {"GPUCC_CACHE_DIR": os.path.join(work, "cache")}
+    run([args.gpucc, "run", so, "--output-dir", os.path.join(work, "out")] + given, env)
     text = run(["ncu", "--csv", "--metrics", "gpu__time_duration.sum", args.gpucc, "run", so,
-                "--output-dir", os.path.join(work, "out")] + given, {"GPUCC_GEMM_TUNE": "0"})
+                "--output-dir", os.path.join(work, "out")] + given, env)
     times = kernel_times(text)
     total = sum(t[1] for t in times.values())
     launches = sum(t[0] for t in times.values())
