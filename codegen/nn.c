@@ -692,14 +692,14 @@ typedef struct DwConfig {
 } DwConfig;
 
 static bool depthwise_config(const Cg *cg, const Node *n, const ConvView *v, const Win *win,
-                             int64_t group, int64_t tw, DwConfig *c) {
+                             int64_t group, int64_t tw, int64_t vbytes, DwConfig *c) {
   DType t = n->out[0]->type.dtype;
   int64_t C = v->xd[1], M = v->yd[1], size = (int64_t)dtype_size(t);
   if (!v->cl || group != C || M != C || v->wd[1] != 1 || v->src != n->in[0]->type.dtype ||
       (t != DT_F32 && t != DT_BF16 && t != DT_F16) || n->in[1]->type.dtype != t ||
       n->in[0]->type.dtype != t || v->xs[1] != 1 || v->k < 1 || cg->target->block < 32)
     return false;
-  *c = (DwConfig){.V = 16 / size, .tw = tw, .nker = 1};
+  *c = (DwConfig){.V = vbytes / size > 0 ? vbytes / size : 1, .tw = tw, .nker = 1};
   for (int j = 0; j < v->k; j++)
     c->nker *= win->kernel[j];
   for (;;) { /* the widest vector that the channels and x's strides keep aligned */
@@ -899,13 +899,15 @@ static int gen_conv(Cg *cg, const Node *n) {
       cg_choice_end(cg, ch);
     return rc;
   }
-  /* the depthwise kernel's strips of 1, 2 and 4 outputs (as many as the variants allow),
-   * then the thread per output */
-  static const int64_t widths[] = {2, 4, 1};
-  DwConfig dw[3];
+  /* the depthwise kernel's strips of 2, 4 and 1 outputs of 16 bytes of channels, and of
+   * 1 output of 4 bytes (four times the threads: small images at batch 1), as many as
+   * the variants allow; then the thread per output */
+  static const int64_t widths[][2] = {{2, 16}, {4, 16}, {1, 16}, {1, 4}};
+  DwConfig dw[4];
   int ndw = 0;
-  for (int i = 0; i < 3 && ndw < cg->variants; i++)
-    if (depthwise_config(cg, n, &v, &win, group, widths[i], &dw[ndw]))
+  for (int i = 0; i < 4 && ndw < cg->variants; i++)
+    if (depthwise_config(cg, n, &v, &win, group, widths[i][0], widths[i][1], &dw[ndw]) &&
+        (!ndw || dw[ndw].V != dw[ndw - 1].V || dw[ndw].tw != dw[ndw - 1].tw))
       ndw++;
   if (!ndw)
     return conv_direct(cg, n, &v, &win, group);
@@ -913,10 +915,10 @@ static int gen_conv(Cg *cg, const Node *n) {
     return gen_conv_depthwise(cg, n, &v, &win, &dw[0]);
   const char *what = "";
   for (int i = 0; i < ndw; i++)
-    what = cg_fmt(cg, "%s%s%" PRId64, what, i ? ", " : "", dw[i].tw);
+    what = cg_fmt(cg, "%s%s%" PRId64 "x%" PRId64, what, i ? ", " : "", dw[i].tw, dw[i].V);
   int ch = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: depthwise convolution, variants: "
-                                         "strips of %s outputs, a thread per output", n->id,
-                                         what));
+                                         "strips of outputs x channels %s, a thread per "
+                                         "output", n->id, what));
   for (int i = 0; i < ndw && !rc; i++) {
     cg_variant_begin(cg, ch);
     rc = gen_conv_depthwise(cg, n, &v, &win, &dw[i]);
