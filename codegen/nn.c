@@ -601,7 +601,7 @@ static bool conv_vec_fits(const Node *n, const ConvView *v, int64_t group) {
   int64_t V = t == DT_F32 ? 4 : 8;
   if (!v->cl || group == 1 || (t != DT_F32 && t != DT_BF16 && t != DT_F16) || xt != t ||
       w->type.dtype != t || v->src != t || v->xs[1] != 1 || v->ws[1] != 1 || v->wd[1] % V ||
-      v->xs[0] % V || v->ws[0] % V || v->k < 1)
+      v->xs[0] % V || v->ws[0] % V || v->k < 1 || cg_numel(y) < 1)
     return false;
   for (int j = 0; j < v->k; j++)
     if (v->xs[2 + j] % V || v->ws[2 + j] % V)
@@ -687,6 +687,8 @@ static int gen_conv_vec(Cg *cg, const Node *n, const ConvView *v, const Win *win
  * ConvNeXt-T's 7 x 7 layers bound by shared memory). Its threads are CB channel vectors
  * by strips. The strip's width is the family gen_conv times at create (1 is a thread per
  * output pixel; wider shares more loads with fewer threads). */
+enum { DW_MAX_COLS = 32 }; /* input pixels a strip's window spans at most */
+
 typedef struct DwConfig {
   int64_t V, CV, chunks, CB, SPB, tw, nker;
 } DwConfig;
@@ -697,7 +699,8 @@ static bool depthwise_config(const Cg *cg, const Node *n, const ConvView *v, con
   int64_t C = v->xd[1], M = v->yd[1], size = (int64_t)dtype_size(t);
   if (!v->cl || group != C || M != C || v->wd[1] != 1 || v->src != n->in[0]->type.dtype ||
       (t != DT_F32 && t != DT_BF16 && t != DT_F16) || n->in[1]->type.dtype != t ||
-      n->in[0]->type.dtype != t || v->xs[1] != 1 || v->k < 1 || cg->target->block < 32)
+      n->in[0]->type.dtype != t || v->xs[1] != 1 || v->k < 1 || cg->target->block < 32 ||
+      cg_numel(n->out[0]) < 1)
     return false;
   *c = (DwConfig){.V = vbytes / size > 0 ? vbytes / size : 1, .tw = tw, .nker = 1};
   for (int j = 0; j < v->k; j++)
@@ -710,15 +713,23 @@ static bool depthwise_config(const Cg *cg, const Node *n, const ConvView *v, con
       break;
     c->V /= 2;
   }
+  /* the strip's window is an unrolled loop, a row of taps registers: both short */
+  int last = v->k - 1;
+  int64_t kw = win->kernel[last], st = win->stride[last], dl = win->dil[last];
+  if (kw > DW_MAX_COLS || st > DW_MAX_COLS || dl > DW_MAX_COLS ||
+      (tw - 1) * st + (kw - 1) * dl + 1 > DW_MAX_COLS)
+    return false;
+  /* chunks of at most 32 channel vectors whose weights fit half the shared memory */
   c->CV = C / c->V;
-  int64_t most = cg->target->smem_block / 2 / (int64_t)sizeof(float) / c->nker;
-  for (c->chunks = (c->CV + 31) / 32;; c->chunks++) {
-    c->CB = (c->CV + c->chunks - 1) / c->chunks;
-    if (c->CB * c->V <= most || c->CB == 1)
-      break;
-  }
+  int64_t most = cg->target->smem_block / 2 / (int64_t)sizeof(float) / c->nker / c->V;
+  if (most < 1)
+    return false;
+  c->chunks = (c->CV + 31) / 32;
+  if (c->chunks < (c->CV + most - 1) / most)
+    c->chunks = (c->CV + most - 1) / most;
+  c->CB = (c->CV + c->chunks - 1) / c->chunks;
   c->SPB = cg->target->block / c->CB;
-  return c->CB * c->V <= most;
+  return true;
 }
 
 static int gen_conv_depthwise(Cg *cg, const Node *n, const ConvView *v, const Win *win,
