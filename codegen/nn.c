@@ -498,33 +498,65 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
       "        sm.c[c][r + 8] = acc[i][j][2]; sm.c[c + 1][r + 8] = acc[i][j][3];\n"
       "      }\n"
       "    %s;\n"
-      "%s"
-      "    for (int e = tid%s; e < %" PRId64 "; e += %" PRId64 ") { /* neighbouring threads: neighbouring outputs */\n"
-      "      const int lm = %s, ln = %s;\n"
-      "      const idx_t m = m0 + lm;\n"
-      "      const int n = n0 + ln;\n"
-      "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
-      "      const idx_t i = %s;\n"
-      "      %s;\n"
       "%s",
       MI, NJ, sync,
       S > 1 ? cg_fmt(cg, "    const float *part[%" PRId64 "]; /* the blocks' tiles, by rank */\n"
                          "#pragma unroll\n"
                          "    for (int r = 0; r < %" PRId64 "; r++) part[r] = gc_cluster_map(&sm.c[0][0], r);\n", S, S)
-            : "",
-      S > 1 ? cg_fmt(cg, " + rank * %d", MMA_THREADS) : "", BM * BN, S * MMA_THREADS,
-      v->cl ? cg_fmt(cg, "e / %" PRId64, BN) : cg_fmt(cg, "e %% %" PRId64, BM),
-      v->cl ? cg_fmt(cg, "e %% %" PRId64, BN) : cg_fmt(cg, "e / %" PRId64, BM), M, q->cout,
-      v->cl ? cg_fmt(cg, "m * %" PRId64 " + n", q->cout)
-            : cg_fmt(cg, "m / %" PRId64 " * %" PRId64 " + (idx_t)n * %" PRId64 " + m %% %" PRId64, OHW, q->cout * OHW, OHW, OHW),
-      S > 1 ? cg_fmt(cg, "float v = part[0][ln * %" PRId64 " + lm];\n"
-                         "#pragma unroll\n"
-                         "      for (int r = 1; r < %" PRId64 "; r++) v += part[r][ln * %" PRId64 " + lm]",
-                     BM + 4, S, BM + 4)
-            : "float v = sm.c[ln][lm]",
-      bias ? cg_fmt(cg, "      v += %s;\n", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n]")) : "");
-  cg_store_out(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "      ");
-  buf_printf(b, "    }\n    %s;\n  }\n}\n", sync);
+            : "");
+  /* the tile's element (lm, ln + u) summed over the cluster's tiles, as `float v` */
+  const char *tile = S > 1 ? cg_fmt(cg, "float v = part[0][(ln + u) * %" PRId64 " + lm];\n"
+                                        "#pragma unroll\n"
+                                        "        for (int r = 1; r < %" PRId64 "; r++) v += part[r][(ln + u) * %" PRId64 " + lm]",
+                                    BM + 4, S, BM + 4)
+                           : "float v = sm.c[ln + u][lm]";
+  const char *add_bias = bias ? cg_fmt(cg, "        v += %s;\n", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n + u]"))
+                              : "";
+  /* In channels last a thread stores V neighbouring channels of a pixel as one vector
+   * (16 bytes of the GEMM's type), G threads a pixel's neighbouring vectors and the next
+   * threads the next pixels (the tile's reads of shared memory conflict at most G ways),
+   * where that leaves none of the cluster's threads idle; else a thread an element,
+   * neighbouring threads neighbouring outputs. */
+  int64_t V = 16 / (int64_t)dtype_size(t), G = BN / V >= 2 ? 2 : 1;
+  if (v->cl && q->cout % V == 0 && BN % (V * G) == 0 && BM * BN / V >= S * MMA_THREADS) {
+    buf_printf(b,
+        "    for (int e = tid%s; e < %" PRId64 "; e += %" PRId64 ") { /* %" PRId64 " outputs of a pixel a thread */\n"
+        "      const int lm = e / %" PRId64 " %% %" PRId64 ", ln = (e / %" PRId64 " * %" PRId64 " + e %% %" PRId64 ") * %" PRId64 ";\n"
+        "      const idx_t m = m0 + lm;\n"
+        "      const int n = n0 + ln;\n"
+        "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
+        "      const idx_t at = m * %" PRId64 " + n;\n"
+        "      gc_vec<%s, %" PRId64 "> ov;\n"
+        "#pragma unroll\n"
+        "      for (int u = 0; u < %" PRId64 "; u++) {\n"
+        "        %s;\n"
+        "%s"
+        "        const idx_t i = at + u;\n",
+        S > 1 ? cg_fmt(cg, " + rank * %d", MMA_THREADS) : "", BM * BN / V, S * MMA_THREADS, V,
+        G, BM, G * BM, G, G, V, M, q->cout, q->cout, cg_ctype(cg_out_dtype(cg, n)), V, V, tile,
+        add_bias);
+    cg_store_out_to(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "ov.e[u]", "        ");
+    buf_printf(b, "      }\n      *(gc_vec<%s, %" PRId64 "> *)(out0 + at) = ov;\n    }\n    %s;\n  }\n}\n",
+               cg_ctype(cg_out_dtype(cg, n)), V, sync);
+  } else {
+    buf_printf(b,
+        "    for (int e = tid%s; e < %" PRId64 "; e += %" PRId64 ") { /* neighbouring threads: neighbouring outputs */\n"
+        "      const int lm = %s, ln = %s, u = 0;\n"
+        "      const idx_t m = m0 + lm;\n"
+        "      const int n = n0 + ln;\n"
+        "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
+        "      const idx_t i = %s;\n"
+        "      %s;\n"
+        "%s",
+        S > 1 ? cg_fmt(cg, " + rank * %d", MMA_THREADS) : "", BM * BN, S * MMA_THREADS,
+        v->cl ? cg_fmt(cg, "e / %" PRId64, BN) : cg_fmt(cg, "e %% %" PRId64, BM),
+        v->cl ? cg_fmt(cg, "e %% %" PRId64, BN) : cg_fmt(cg, "e / %" PRId64, BM), M, q->cout,
+        v->cl ? cg_fmt(cg, "m * %" PRId64 " + n", q->cout)
+              : cg_fmt(cg, "m / %" PRId64 " * %" PRId64 " + (idx_t)n * %" PRId64 " + m %% %" PRId64, OHW, q->cout * OHW, OHW, OHW),
+        tile, add_bias);
+    cg_store_out(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "      ");
+    buf_printf(b, "    }\n    %s;\n  }\n}\n", sync);
+  }
   int64_t clusters = cg->target->max_blocks / S;
   clusters = MT * NT < clusters ? MT * NT : clusters;
   cg_kernel_step(cg, n, name, (unsigned)(clusters * S), MMA_THREADS);

@@ -25,6 +25,14 @@ static const char *fattr(Cg *cg, const Node *n, const char *name, Dom dom) {
   return cg_lit(cg, attr_float(n, name), dom);
 }
 
+/* The sigmoid of node n (a sigmoid or SiLU): gc_sigmoid16, with the GPU's fast
+ * exponential, where the result is rounded to 16 bits (its error is far below their
+ * rounding); gc_sigmoid, exact to f32, otherwise. */
+static const char *sigmoid_fn(const Node *n, Dom dom) {
+  DType t = n->out[0]->type.dtype;
+  return dom == DOM_F32 && (t == DT_BF16 || t == DT_F16) ? "gc_sigmoid16" : "gc_sigmoid";
+}
+
 /* Unary op on x (a variable of domain dom). NULL when the op has no meaning there. */
 static const char *unary_expr(Cg *cg, const Node *n, Dom dom, const char *x) {
   const char *T = cg_dom_type(dom);
@@ -62,14 +70,14 @@ static const char *unary_expr(Cg *cg, const Node *n, Dom dom, const char *x) {
   case OP_RSQRT: return cg_fmt(cg, "rsqrt(%s)", x);
   case OP_RECIP: return cg_fmt(cg, "(%s / %s)", one, x);
   case OP_ROUND: return cg_fmt(cg, "rint(%s)", x); /* half to even */
-  case OP_SIGMOID: return cg_fmt(cg, "gc_sigmoid(%s)", x);
+  case OP_SIGMOID: return cg_fmt(cg, "%s(%s)", sigmoid_fn(n, dom), x);
   case OP_RELU: return cg_fmt(cg, "(%s < 0 ? %s : %s)", x, zero, x);
   case OP_GELU:
     if (!strcmp(attr_string(n, "approximate"), "tanh"))
       return cg_fmt(cg, "((%s)0.5 * %s * (%s + tanh((%s)0.79788456080286535588 * (%s + (%s)0.044715 * %s * %s * %s))))",
                     T, x, one, T, x, T, x, x, x);
     return cg_fmt(cg, "((%s)0.5 * %s * (%s + erf(%s * (%s)0.70710678118654752440)))", T, x, one, x, T);
-  case OP_SILU: return cg_fmt(cg, "(%s * gc_sigmoid(%s))", x, x);
+  case OP_SILU: return cg_fmt(cg, "(%s * %s(%s))", x, sigmoid_fn(n, dom), x);
   case OP_SOFTPLUS: return cg_fmt(cg, "gc_softplus(%s)", x);
   case OP_LEAKY_RELU:
     return cg_fmt(cg, "(%s < 0 ? %s * %s : %s)", x, fattr(cg, n, "alpha", dom), x, x);

@@ -182,6 +182,8 @@ static void gc_launch(unsigned cluster, const function<void()> &k) {
     }
   }
 }
+#define __expf(x) expf(x) /* glibc declares its own __expf */
+static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
@@ -960,6 +962,12 @@ def cases():
         ("bf16_conv_channels_last_pair", {"x": f(2, 6, 7, 8), "w": f(16, 3, 3, 8), "v": f(24, 3, 3, 16), "b": f(24)},
          "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%r = relu(%c)\n"
          "%y = conv(%r, %v, %b) {strides = [2, 2], channels_last = 1}"),
+        # channels last: output channels not a multiple of 8 (an element a thread), then a
+        # 1x1 convolution whose bias and sigmoid are applied to 8 channels a thread, stored
+        # as one vector
+        ("bf16_conv_channels_last_vector_store", {"x": f(2, 6, 7, 16), "w": f(12, 3, 3, 16), "v": f(24, 1, 1, 12), "b": f(24)},
+         "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%r = relu(%c)\n"
+         "%z = conv(%r, %v, %b) {channels_last = 1}\n%y = sigmoid(%z)"),
         # an NCHW image read by a channels-last convolution through the transpose and the
         # cast in its group (a prologue)
         ("bf16_conv_transposed_input", {"x": f(2, 3, 11, 12), "w": f(40, 4, 4, 3), "b": f(40)},
