@@ -109,12 +109,15 @@ def emit_case(gpucc, path, extra):
 
 def split_module(src):
     """(preamble, [(name, kernel text)]), or a string saying why the module does not
-    split: anything but comments between the kernels, or a name given twice."""
-    head = FIRST_HEAD.search(src)
-    if not head:
-        return "no kernel comment", None
-    starts = list(KERNEL.finditer(src, head.start()))
-    kernels, at = [], head.start()
+    split: anything but comments between the kernels, or a name given twice. The preamble
+    ends at the first kernel's comment (or at the kernel, without one)."""
+    first = KERNEL.search(src)
+    if not first:
+        return src, []
+    head = FIRST_HEAD.search(src, 0, first.start())
+    cut = head.start() if head else first.start()
+    starts = list(KERNEL.finditer(src, cut))
+    kernels, at = [], cut
     for m in starts:
         end = src.find("\n}\n", m.start())
         if end < 0 or COMMENT.sub("", src[at:m.start()]).strip():
@@ -127,7 +130,7 @@ def split_module(src):
     twice = sorted(set(n for n in names if names.count(n) > 1))
     if twice:
         return "kernels named twice: " + ", ".join(twice), None
-    return src[:head.start()], kernels
+    return src[:cut], kernels
 
 
 def sources(args):
