@@ -76,10 +76,16 @@ def check_file(gpucc, path, work):
     stages = sorted(s for s in os.listdir(dump) if s.endswith(".gir")) if os.path.isdir(dump) else []
     if not stages:
         return f"`gpucc {path} --dump-ir` wrote no stage file"
+    # a stage with the bytes of one already parsed back (a pass that changed nothing) is
+    # not parsed again: gpucc would print the same bytes
+    checked = set()
     for s in stages:
         sp = os.path.join(dump, s)
         with open(sp, "rb") as f:
             want = f.read()
+        if want in checked:
+            continue
+        checked.add(want)
         rc, got, err = run(gpucc, [sp, "--emit=ir"])
         if rc != 0:
             return f"stage {s} does not parse back (exit {rc}):\n{err.decode('utf-8', 'replace').rstrip()}"
@@ -92,7 +98,7 @@ def check_file(gpucc, path, work):
     canon = os.path.join(work, "printed.gir")
     with open(canon, "wb") as f:
         f.write(printed)
-    rc, again, err = run(gpucc, [canon, "--emit=ir"])
+    rc, again, err = (0, printed, b"") if printed in checked else run(gpucc, [canon, "--emit=ir"])
     if rc != 0:
         return f"the printed form does not parse back (exit {rc}):\n{err.decode('utf-8', 'replace').rstrip()}"
     if again != printed:

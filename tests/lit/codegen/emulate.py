@@ -52,12 +52,16 @@ import sys
 import numpy as np
 
 HOST = r"""
+// _longjmp between stacks is what the fibers do: fortified, it would be __longjmp_chk,
+// which takes a jump to another stack for a corrupted one (Ubuntu's g++ fortifies -O1).
+#undef _FORTIFY_SOURCE
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <vector>
+#include <setjmp.h>
 #include <ucontext.h>
 using namespace std;
 #define __global__
@@ -73,27 +77,31 @@ static const gc_dim3 blockDim = {256, 1, 1};
 static gc_dim3 gridDim = {3, 1, 1};
 // The threads of a launch are fibers run one at a time on one OS thread: a barrier that
 // is not complete switches to the next fiber. Barriers cost a context switch in user
-// space instead of a futex sleep per thread, and a run is deterministic.
+// space instead of a futex sleep per thread, and a run is deterministic. A fiber starts
+// on its own stack with setcontext; after that every switch is a _setjmp/_longjmp pair,
+// which keeps the signal mask: swapcontext's two system calls a switch were half of the
+// emulator's time.
 struct gc_barrier;
 struct gc_fiber {
-  ucontext_t ctx;
+  ucontext_t ctx;  // to start it
+  jmp_buf at;      // where it waits
   gc_dim3 block, thread;
   gc_barrier *block_bar;
   size_t shared_stride;
-  bool done;
+  bool started, done;
 };
 enum { GC_STACK = 256 << 10 };
 static vector<gc_fiber> gc_fibers;
 static vector<char *> gc_stacks;
 static size_t gc_cur;
-static ucontext_t gc_sched;
+static jmp_buf gc_sched;
 static const function<void()> *gc_kernel;
 static gc_barrier *gc_block_bar;
 static size_t gc_shared_stride;
 static void gc_yield() {
   gc_fiber &f = gc_fibers[gc_cur];
   f.shared_stride = gc_shared_stride;
-  swapcontext(&f.ctx, &gc_sched);
+  if (!_setjmp(f.at)) _longjmp(gc_sched, 1);
 }
 struct gc_barrier {
   unsigned n, arrived = 0, phase = 0;
@@ -136,7 +144,8 @@ template <class T> T __shfl_up_sync(unsigned, T v, int d) { int l = threadIdx.x 
 template <class T> T __shfl_sync(unsigned, T v, int s) { return gc_exchange(v, s); }
 static void gc_fiber_main() {
   (*gc_kernel)();
-  gc_fibers[gc_cur].done = true;  // uc_link returns to the scheduler
+  gc_fibers[gc_cur].done = true;
+  _longjmp(gc_sched, 1);  // never returns: its stack is abandoned
 }
 // three clusters of `cluster` blocks, one cluster after another; within a cluster the
 // fibers take turns until every one has returned
@@ -161,7 +170,7 @@ static void gc_launch(unsigned cluster, const function<void()> &k) {
       getcontext(&f.ctx);
       f.ctx.uc_stack.ss_sp = gc_stacks[i];
       f.ctx.uc_stack.ss_size = GC_STACK;
-      f.ctx.uc_link = &gc_sched;
+      f.ctx.uc_link = nullptr;
       makecontext(&f.ctx, gc_fiber_main, 0);
     }
     // Each turn walks the fibers in the opposite order of the last, so a read of another
@@ -176,7 +185,11 @@ static void gc_launch(unsigned cluster, const function<void()> &k) {
         threadIdx = f.thread;
         gc_block_bar = f.block_bar;
         gc_shared_stride = f.shared_stride;
-        swapcontext(&gc_sched, &f.ctx);
+        if (!_setjmp(gc_sched)) {
+          if (f.started) _longjmp(f.at, 1);
+          f.started = true;
+          setcontext(&f.ctx);
+        }
         left += !gc_fibers[gc_cur].done;
       }
     }
