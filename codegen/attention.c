@@ -596,6 +596,18 @@ static const char *row_factor(Cg *cg, const char *m) {
   return cg_fmt(cg, "(%s < -1e38f ? 5.42101086e-20f : L2E)", m);
 }
 
+/* The statements that make `float var` row h's max: the running max mx[h] and the lane's
+ * scores of the tile (ntiles of 8 keys), over the row's four threads. */
+static const char *row_max(Cg *cg, const char *var, int64_t ntiles) {
+  return cg_fmt(cg,
+      "        float %s = mx[h];\n"
+      "#pragma unroll\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) %s = fmax(%s, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
+      "        %s = fmax(%s, __shfl_xor_sync(0xffffffffu, %s, 1));\n"
+      "        %s = fmax(%s, __shfl_xor_sync(0xffffffffu, %s, 2));\n",
+      var, ntiles, var, var, var, var, var, var, var, var);
+}
+
 /* Pass 1's tile: the scores, the running max and sum of exponentials of the lane's two
  * rows, and (keep) the scores packed in the operands' type. */
 static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
@@ -604,11 +616,7 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
   buf_printf(b,
       "#pragma unroll\n"
       "      for (int h = 0; h < 2; h++) {\n"
-      "        float m = mx[h];\n"
-      "#pragma unroll\n"
-      "        for (int nt = 0; nt < %" PRId64 "; nt++) m = fmax(m, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
-      "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 1));\n"
-      "        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, 2));\n"
+      "%s"
       "        const float ref = isinf(m) ? 0.f : m, c = %s, rl = ref * c;\n"
       "        float l = isinf(mx[h]) ? 0.f : sum[h] * gc_ex2(fmaf(mx[h], c, -rl));\n"
       "#pragma unroll\n"
@@ -616,7 +624,7 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
       "        mx[h] = m;\n"
       "        sum[h] = l;\n"
       "      }\n",
-      m->kw / 8, row_factor(cg, "m"), m->kw / 8);
+      row_max(cg, "m", m->kw / 8), row_factor(cg, "m"), m->kw / 8);
   if (!m->keep)
     return;
   DType t = a->q.view.base->type.dtype;
@@ -689,11 +697,7 @@ static void emit_online(Cg *cg, const Attn *a, const MmaShape *m) {
       "      float al[2]; /* what the outputs and sums so far are multiplied by */\n"
       "#pragma unroll\n"
       "      for (int h = 0; h < 2; h++) {\n"
-      "        float mt = mx[h];\n"
-      "#pragma unroll\n"
-      "        for (int nt = 0; nt < %" PRId64 "; nt++) mt = fmax(mt, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
-      "        mt = fmax(mt, __shfl_xor_sync(0xffffffffu, mt, 1));\n"
-      "        mt = fmax(mt, __shfl_xor_sync(0xffffffffu, mt, 2));\n"
+      "%s"
       "        const float c = %s, rl = isinf(mt) ? 0.f : mt * c;\n"
       "        al[h] = mt == mx[h] ? 1.f : isinf(mx[h]) ? 0.f : gc_ex2(fmaf(mx[h], c, -rl));\n"
       "        mx[h] = mt;\n"
@@ -715,7 +719,7 @@ static void emit_online(Cg *cg, const Attn *a, const MmaShape *m) {
       "          const unsigned u = %s.bits;\n"
       "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | u << 16 : u;\n"
       "        }\n",
-      m->kw / 8, row_factor(cg, "mt"), a->dv / 8, m->kw / 8, m->kw / 8,
+      row_max(cg, "mt", m->kw / 8), row_factor(cg, "mt"), a->dv / 8, m->kw / 8, m->kw / 8,
       cg_store(cg, a->q.view.base->type.dtype, DOM_F32, "x"));
   emit_pv(cg, a, m);
 }

@@ -238,6 +238,28 @@ static int by_id(const void *pa, const void *pb) {
   return (a->id > b->id) - (a->id < b->id);
 }
 
+/* k->by_id for k->node[0..k->n), which member_of searches. */
+static void index_members(Cg *cg, PwKernel *k) {
+  k->by_id = arena_alloc(cg->arena, sizeof *k->by_id * (size_t)(k->n + 1));
+  for (int j = 0; j < k->n; j++)
+    k->by_id[j] = (struct IdAt){k->node[j]->id, j};
+  qsort(k->by_id, (size_t)k->n, sizeof *k->by_id, by_id);
+}
+
+/* v, read by a member, as the kernel's next input when it comes from outside and is not
+ * one yet: 1 when added, 0 when not, -1 with the error when the kernel already takes as
+ * many as it may. */
+static int add_ext(Cg *cg, PwKernel *k, const Node *root, const Value *v) {
+  if (member_of(k, v) != -1 || ext_index(k, v) >= 0)
+    return 0;
+  if (k->next == CG_MAX_OPS - 1)
+    return cg_error(cg, root, "fuse group %lld reads more than %d values from outside; a "
+                    "kernel takes at most %d", (long long)node_fuse_group(root),
+                    CG_MAX_OPS - 1, CG_MAX_OPS - 1);
+  k->ext[k->next++] = v;
+  return 1;
+}
+
 /* The statements of one output element: every node in order, its operands loaded from
  * the kernel's inputs (ext_src[e] for input e, or where that is NULL, ext_fmt with the
  * input's index twice: "in%d[o%d]") or
@@ -315,10 +337,7 @@ static int plan_kernel(Cg *cg, PwKernel *k) {
   k->out = k->outs[0] = root->out[0];
   if (!k->pre)
     k->pre = "";
-  k->by_id = arena_alloc(cg->arena, sizeof *k->by_id * (size_t)(k->n + 1));
-  for (int j = 0; j < k->n; j++)
-    k->by_id[j] = (struct IdAt){k->node[j]->id, j};
-  qsort(k->by_id, (size_t)k->n, sizeof *k->by_id, by_id);
+  index_members(cg, k);
   for (int j = 0; j < k->n; j++) {
     const Node *n = k->node[j];
     if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
@@ -330,16 +349,9 @@ static int plan_kernel(Cg *cg, PwKernel *k) {
     if (!shape_broadcasts_to(&n->out[0]->type.shape, &k->out->type.shape))
       return cg_error(cg, n, "fuse group %lld: %%%s does not broadcast to the group's output "
                       "%%%s", (long long)node_fuse_group(n), n->out[0]->name, k->out->name);
-    for (int a = 0; a < n->nin; a++) {
-      const Value *v = n->in[a];
-      if (member_of(k, v) != -1 || ext_index(k, v) >= 0)
-        continue;
-      if (k->next == CG_MAX_OPS - 1)
-        return cg_error(cg, root, "fuse group %lld reads more than %d values from outside; a "
-                        "kernel takes at most %d", (long long)node_fuse_group(root),
-                        CG_MAX_OPS - 1, CG_MAX_OPS - 1);
-      k->ext[k->next++] = v;
-    }
+    for (int a = 0; a < n->nin; a++)
+      if (add_ext(cg, k, root, n->in[a]) < 0)
+        return -1;
     const char *x[3] = {"x0", "x1", "x2"};
     if (!result_expr(cg, n, op_domain(n), x))
       return cg_error(cg, n, "op %s (node %d) on %s has no GPU kernel yet", op_info[n->op].name,
@@ -974,10 +986,7 @@ static bool loop_views(Cg *cg, const GroupPlan *p, PwKernel *k) {
   }
   /* the values the pointwise members read from outside them, at most a kernel's */
   PwKernel t = {.node = pw, .n = npw, .pre = ""};
-  t.by_id = arena_alloc(cg->arena, sizeof *t.by_id * (size_t)(npw + 1));
-  for (int j = 0; j < npw; j++)
-    t.by_id[j] = (struct IdAt){pw[j]->id, j};
-  qsort(t.by_id, (size_t)npw, sizeof *t.by_id, by_id);
+  index_members(cg, &t);
   for (int j = 0; j < npw; j++)
     for (int a = 0; a < pw[j]->nin; a++) {
       const Value *v = pw[j]->in[a];
@@ -989,10 +998,7 @@ static bool loop_views(Cg *cg, const GroupPlan *p, PwKernel *k) {
     }
   /* each one made by a remapping member: the chain back to a value from outside */
   PwKernel all = {.node = p->node, .n = p->n};
-  all.by_id = arena_alloc(cg->arena, sizeof *all.by_id * (size_t)(p->n + 1));
-  for (int j = 0; j < p->n; j++)
-    all.by_id[j] = (struct IdAt){p->node[j]->id, j};
-  qsort(all.by_id, (size_t)p->n, sizeof *all.by_id, by_id);
+  index_members(cg, &all);
   View *view = arena_alloc(cg->arena, sizeof *view * CG_MAX_OPS);
   memset(view, 0, sizeof *view * CG_MAX_OPS);
   for (int e = 0; e < t.next; e++) {
@@ -1039,23 +1045,19 @@ int cg_loop_group(Cg *cg, const GroupPlan *p) {
   PwKernel *k = &L.k;
   const Node *root = p->root;
   k->out = k->outs[0] = root->out[0];
-  k->by_id = arena_alloc(cg->arena, sizeof *k->by_id * (size_t)(k->n + 1));
-  for (int j = 0; j < k->n; j++)
-    k->by_id[j] = (struct IdAt){k->node[j]->id, j};
-  qsort(k->by_id, (size_t)k->n, sizeof *k->by_id, by_id);
+  index_members(cg, k);
   int64_t numel = cg_numel(k->out), most = numel;
   for (int j = 0; j < k->n; j++) {
     const Node *n = k->node[j];
     for (int a = 0; a < n->nin; a++) {
       const Value *v = n->in[a];
-      if (!v || (n->op == OP_GATHER && a == 1) || member_of(k, v) != -1 || ext_index(k, v) >= 0)
+      if (!v || (n->op == OP_GATHER && a == 1))
         continue;
-      if (k->next == CG_MAX_OPS - 1)
-        return cg_error(cg, root, "fuse group %lld reads more than %d values from outside; a "
-                        "kernel takes at most %d", (long long)node_fuse_group(root),
-                        CG_MAX_OPS - 1, CG_MAX_OPS - 1);
-      k->ext[k->next++] = v;
-      most = cg_numel(v) > most ? cg_numel(v) : most;
+      int added = add_ext(cg, k, root, v);
+      if (added < 0)
+        return -1;
+      if (added)
+        most = cg_numel(v) > most ? cg_numel(v) : most;
     }
     if (op_info[n->op].flags & OPF_POINTWISE) {
       const char *x[3] = {"x0", "x1", "x2"};
