@@ -326,6 +326,10 @@ static int reduce_loop(Cg *cg, const Node *n, const bool *red, Op op, const Loop
  * divided once at the end, log_sum_exp's two passes (the max combined and shared back to
  * every lane of the column before the sum of exp(v - max)). */
 enum { COLVEC_BYTES = 16, COLVEC_ACC_BYTES = 32, COLVEC_UNROLL = 8, COLVEC_MIN_STEPS = 8 };
+/* __launch_bounds__'s blocks an SM: the family asks for at most two. Without it ptxas kept
+ * 2 of a 16-bit kernel's 8 loads in flight (32 registers, converting each vector as it
+ * came); with it, all 8 (62 registers) */
+enum { COLVEC_RESIDENT = 2 };
 
 typedef struct ColShape {
   int64_t C, A, len, nout;
@@ -509,6 +513,7 @@ static int colvec_kernel(Cg *cg, const Node *n, Op op, const ColShape *sh, const
   const char *T = cg_dom_type(dom);
   const char *A = arg ? cg_fmt(cg, "gc_arg<%s>", T) : T;
   cg->cluster = (int)S;
+  cg->min_blocks = COLVEC_RESIDENT;
   const char *name = cg_kernel_begin(cg, n, colvec_note(cg, sh, c));
   Buf *b = &cg->src;
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_numel(x)));
