@@ -310,9 +310,9 @@ static int reduce_loop(Cg *cg, const Node *n, const bool *red, Op op, const Loop
  * f16, 4 f32; narrower where C is no multiple, or where V accumulators would take more
  * than COLVEC_ACC_BYTES), and G lanes (a power of two, at most a warp) cover a group of
  * G * V columns, so a warp reads 32 / G rows of a group at once: 512 bytes of 16-bit data
- * a load where G * V columns are a row (the rows contiguous in a global pool), where the
- * column split's warps read 64 bytes (a lane a column) and EfficientNet-B0's first pool
- * ran at 130 GB/s. A block's B / G slots (lane groups) walk the group's rows, each
+ * a load where G * V columns are a row (the rows contiguous in a global pool). The column
+ * split's warps read 64 bytes a load (a lane a column of bf16), and EfficientNet-B0's
+ * first pool ran at 130 GB/s that way. A block's B / G slots (lane groups) walk the group's rows, each
  * COLVEC_UNROLL loads in flight (loaded first, then summed in row order); where the groups
  * would not fill the SMs, the S blocks of a thread block cluster share a group's rows
  * (slot k of rank r takes rows r * B / G + k, stepping S * B / G).
