@@ -410,6 +410,12 @@ static int64_t colvec_split(const Cg *cg, const ColShape *sh, int64_t V, int64_t
                           COLVEC_MIN_STEPS);
 }
 
+/* The blocks of groups of G lanes, split to make a block an SM. */
+static int64_t colvec_blocks(const Cg *cg, const ColShape *sh, int64_t V, int64_t G) {
+  int64_t nv = sh->C / V;
+  return sh->A * ((nv + G - 1) / G) * colvec_split(cg, sh, V, G, 1);
+}
+
 static const char *colvec_note(Cg *cg, const ColShape *sh, const ColVec *c) {
   int64_t B = cg->target->block;
   const char *note = cg_fmt(cg, "column vectors: %" PRId64 " element%s a load, %" PRId64
@@ -593,6 +599,9 @@ static int colvec_kernel(Cg *cg, const Node *n, Op op, const ColShape *sh, const
  *     a block an SM (none on a target without clusters or where the groups fill the SMs);
  *   - the same split to make two blocks an SM, where that differs;
  *   - the other lanes rule, split to make a block an SM, where that differs;
+ *   - fewer lanes a row (the halving that makes the most blocks, each slot keeping
+ *     COLVEC_MIN_STEPS rows), split to make a block an SM, where even the cluster split
+ *     leaves SMs idle;
  *   - the kernel before the family (column_loop's), the default instead where a block's
  *     slots would outnumber the rows or the data allows no vector kernel. */
 static int reduce_columns(Cg *cg, const Node *n, const bool *red, Op op, int64_t nout,
@@ -619,6 +628,20 @@ static int reduce_columns(Cg *cg, const Node *n, const bool *red, Op op, int64_t
       cv[nc++] = (ColVec){V, G, S2};
     if (Go != G)
       cv[nc++] = (ColVec){V, Go, colvec_split(cg, &sh, V, Go, 1)};
+    /* where the groups, split as far as a cluster goes, would leave SMs idle (a batch of
+     * 1, a target without clusters): fewer lanes a row make more groups; the lanes that
+     * make the most blocks while each slot keeps COLVEC_MIN_STEPS rows */
+    int64_t Gf = G, most = colvec_blocks(cg, &sh, V, G);
+    for (int64_t g = G / 2; g >= 1 && most < cg->target->sms && len >= B / g * COLVEC_MIN_STEPS;
+         g /= 2) {
+      int64_t nb = colvec_blocks(cg, &sh, V, g);
+      if (nb > most) {
+        most = nb;
+        Gf = g;
+      }
+    }
+    if (Gf != G && Gf != Go && nc < 3)
+      cv[nc++] = (ColVec){V, Gf, colvec_split(cg, &sh, V, Gf, 1)};
     vec_first = len >= B / G;
   }
   int total = nc + 1, most = cg->variants < total ? cg->variants : total;

@@ -720,6 +720,10 @@ def cases():
         # a warp on 8 rows, a cluster of 4 blocks on a batch entry's 2080 pixels
         ("bf16_global_average_pool_vectors", {"x": f(1, 40, 52, 32)},
          "%y = global_average_pool(%x) {channels_last = 1}"),
+        # batch 1: a group's rows over a cluster of 8 leave SMs idle, so fewer lanes a
+        # row too (a lane a row of 8 channels: 4 groups, each over a cluster of 5)
+        ("bf16_global_average_pool_vectors_batch1", {"x": f(1, 100, 100, 32)},
+         "%y = global_average_pool(%x) {channels_last = 1}"),
         # 20 channels: 4 halves a load (no multiple of 8), 5 of 8 lanes live; NaN wins
         ("fp16_global_max_pool_vectors_nan", {"x": colnan}, "%y = global_max_pool(%x) {channels_last = 1}"),
         # 144 channels: 36 vectors of 4 in groups of 32 lanes (the second 4 live) or of 8 (5
