@@ -6,16 +6,21 @@
  *           longer than ROW_BLOCK_MIN), each lane striding through the row, then
  *           __shfl_xor_sync butterflies (and a block reduction through shared memory);
  *           neighbouring lanes read neighbouring elements.
- *   column  a thread per output walking its elements in order; neighbouring threads
- *           read neighbouring elements of the kept innermost dim. When those threads
- *           would not fill the GPU once (an image's mean over its pixels in channels
- *           last, a few channels at batch 1: a thread walked 12,544 pixels alone), a
- *           block takes 32 neighbouring outputs instead, its warps striding through the
- *           elements as lanes, and sums the 8 lanes' partials through shared memory
- *           (column split). On a target with clusters, when those blocks would still
- *           not fill the SMs (32 channels: one block), the blocks of a cluster share
- *           each output's elements too, and every block sums all their partials, in rank
- *           order, through distributed shared memory.
+ *   column  neighbouring threads read neighbouring elements of the kept innermost dim. A
+ *           reduction's is a family that the runtime times at create (reduce_columns):
+ *           column vectors (colvec_kernel: a thread loads 16 bytes of neighbouring
+ *           outputs' elements, a warp several rows at once, the blocks of a cluster
+ *           sharing a group of columns' rows where the groups would not fill the SMs), and
+ *           the kernel before it: a thread per output walking its elements in order;
+ *           when those threads would not fill the GPU once (an image's mean over its
+ *           pixels in channels last, a few channels at batch 1: a thread walked 12,544
+ *           pixels alone), a block takes 32 neighbouring outputs instead, its warps
+ *           striding through the elements as lanes, and sums the 8 lanes' partials
+ *           through shared memory (column split); on a target with clusters, when those
+ *           blocks would still not fill the SMs (32 channels: one block), the blocks of a
+ *           cluster share each output's elements too, and every block sums all their
+ *           partials, in rank order, through distributed shared memory. softmax, hardmax
+ *           and the norms along a non-innermost axis take a thread per output alone.
  * f16 and bf16 accumulate in f32. The results are ir/interp.c's (eval_reduce,
  * eval_argmax, eval_softmax, eval_layer_norm) up to the order of float additions. */
 #include "codegen/cg-impl.h"
@@ -244,19 +249,16 @@ static RedOp red_op(Cg *cg, Op op, Dom dom, int64_t len) {
   return r;
 }
 
-/* Node n reduces x over the dims red[] the way reduction op `op` does. */
-static int reduce_over(Cg *cg, const Node *n, const bool *red, Op op) {
+/* The kernel of a Loop for node n, which reduces x over the dims red[] the way reduction
+ * op `op` does: a row mode, or a column reduction's COLUMN or COLUMN_SPLIT. */
+static int reduce_loop(Cg *cg, const Node *n, const bool *red, Op op, const Loop *lp) {
   const Value *x = n->in[0], *y = n->out[0];
-  int rank = x->type.shape.rank;
   bool arg = op == OP_ARGMAX || op == OP_ARGMIN;
   Space kept, rs;
   bool row;
   split_dims(x, red, &kept, &rs, &row);
-  int64_t nout = cg_numel(y), len = 1;
-  for (int i = 0; i < rank; i++)
-    if (red[i])
-      len *= cg_dim(x, i);
-  Loop l = row ? make_loop(cg, row, nout, len) : column_loop(cg, nout, len);
+  Loop l = *lp;
+  int64_t len = l.len;
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
   cg->cluster = l.cluster;
@@ -294,6 +296,401 @@ static int reduce_over(Cg *cg, const Node *n, const bool *red, Op op) {
   buf_puts(b, "  }\n}\n");
   cg_kernel_step(cg, n, name, l.grid, l.block);
   return 0;
+}
+
+/* ---------------------------------------------------------------- column vectors */
+
+/* A column reduction in vectors (the family's kernel where the rows are long enough to
+ * share out: a channels-last global pool, a reduce over a non-innermost axis). x is seen
+ * as [outer kept..., rows..., C]: C contiguous kept columns (the kept dims inside the
+ * innermost reduced one), `len` rows of them (the reduced dims) for each of A outer
+ * positions (the other kept dims), every row and outer offset a multiple of C.
+ *
+ * A thread loads V contiguous columns at once (16 bytes of them where C allows: 8 bf16 or
+ * f16, 4 f32; narrower where C is no multiple, or where V accumulators would take more
+ * than COLVEC_ACC_BYTES), and G lanes (a power of two, at most a warp) cover a group of
+ * G * V columns, so a warp reads 32 / G rows of a group at once: 512 bytes of 16-bit data
+ * a load where G * V columns are a row (the rows contiguous in a global pool). The column
+ * split's warps read 64 bytes a load (a lane a column of bf16), and EfficientNet-B0's
+ * first pool ran at 130 GB/s that way. A block's B / G slots (lane groups) walk the group's rows, each
+ * COLVEC_UNROLL loads in flight (loaded first, then summed in row order); where the groups
+ * would not fill the SMs, the S blocks of a thread block cluster share a group's rows
+ * (slot k of rank r takes rows r * B / G + k, stepping S * B / G).
+ *
+ * The partials combine in a fixed order, so the results are the same on every run: the
+ * slots of a warp by butterflies over the lanes of a column (every G-th), the warps in
+ * order through shared memory, then the blocks of the cluster in rank order through
+ * distributed shared memory; each block writes the outputs of its share of the columns.
+ * Accumulation is in the op's domain (f32 for f16 and bf16), and every op keeps its
+ * meaning: the functors of red_op (NaN wins max and min, argmax's ties by index), the mean
+ * divided once at the end, log_sum_exp's two passes (the max combined and shared back to
+ * every lane of the column before the sum of exp(v - max)). */
+enum { COLVEC_BYTES = 16, COLVEC_ACC_BYTES = 32, COLVEC_UNROLL = 8, COLVEC_MIN_STEPS = 8 };
+/* __launch_bounds__'s blocks an SM: the family asks for at most two. Without it ptxas kept
+ * 2 of a 16-bit kernel's 8 loads in flight (32 registers, converting each vector as it
+ * came); with it, all 8 (62 registers) */
+enum { COLVEC_RESIDENT = 2 };
+
+typedef struct ColShape {
+  int64_t C, A, len, nout;
+  Space outer, rs; /* the offsets in x of outer position a (xo0) and row j (ro0) */
+} ColShape;
+
+typedef struct ColVec {
+  int64_t V, G, S; /* elements a load, lanes a group's row, blocks of a cluster a group */
+} ColVec;
+
+static void col_shape(const Value *x, const bool *red, ColShape *s) {
+  int r = x->type.shape.rank, inner = r, no = 0, nr = 0;
+  int64_t xd[IR_MAX_RANK] = {0}, xs[IR_MAX_RANK], od[IR_MAX_RANK], os[IR_MAX_RANK];
+  int64_t rd[IR_MAX_RANK], rst[IR_MAX_RANK];
+  for (int i = 0; i < r; i++)
+    xd[i] = cg_dim(x, i);
+  contiguous_strides(r, xd, xs);
+  s->C = 1;
+  while (inner > 0 && (!red[inner - 1] || xd[inner - 1] == 1))
+    s->C *= xd[--inner];
+  s->A = s->len = 1;
+  for (int i = 0; i < inner; i++) {
+    if (red[i]) {
+      s->len *= rd[nr] = xd[i];
+      rst[nr++] = xs[i];
+    } else {
+      s->A *= od[no] = xd[i];
+      os[no++] = xs[i];
+    }
+  }
+  s->nout = s->A * s->C;
+  space_init(&s->outer, no, od);
+  space_add_strides(&s->outer, os, 0);
+  space_coalesce(&s->outer);
+  space_init(&s->rs, nr, rd);
+  space_add_strides(&s->rs, rst, 0);
+  space_coalesce(&s->rs);
+}
+
+/* The lanes a row for v vectors a row: the power of two from 8 to 32 (or the one above v,
+ * when that is less) that leaves the fewest lanes past the row's end, the wider on a tie;
+ * or, with wide, the widest (at most a warp: 512 bytes of a row a warp load). */
+static int64_t colvec_lanes(int64_t nv, bool wide) {
+  int64_t p = 1;
+  while (p < nv && p < 32)
+    p *= 2;
+  if (wide || p <= 8)
+    return p;
+  int64_t best = p;
+  for (int64_t g = p / 2; g >= 8; g /= 2)
+    if (g * ((nv + g - 1) / g) < best * ((nv + best - 1) / best))
+      best = g;
+  return best;
+}
+
+/* The vector width for sh's columns with accumulators of acc bytes: 0 when the block has
+ * no whole warps or the shared memory cannot hold the partials. */
+static int64_t colvec_width(const Cg *cg, const ColShape *sh, int64_t esize, int64_t acc) {
+  const Target *t = cg->target;
+  int64_t V = COLVEC_BYTES / esize;
+  while (V > 1 && (sh->C % V || V * acc > COLVEC_ACC_BYTES))
+    V /= 2;
+  /* part (a warp's row of each column), tot and fin (a block's): at most a row of 32 */
+  while (V > 1 && (t->block / 32 + 2) * 32 * V * acc > t->smem_block)
+    V /= 2;
+  if (t->block % 32 || (t->block / 32 + 2) * 32 * V * acc > t->smem_block)
+    return 0;
+  return V < 1 ? 1 : V;
+}
+
+/* The cluster split of groups of g lanes that makes `per_sm` blocks an SM, each slot at
+ * least COLVEC_MIN_STEPS rows. */
+static int64_t colvec_split(const Cg *cg, const ColShape *sh, int64_t V, int64_t G,
+                            int64_t per_sm) {
+  int64_t nv = sh->C / V, ng = sh->A * ((nv + G - 1) / G), slots = cg->target->block / G;
+  int64_t want = cg->target->sms * per_sm / (ng ? ng : 1);
+  return cg_cluster_split(cg, want, cg->target->cluster_max, (sh->len + slots - 1) / slots,
+                          COLVEC_MIN_STEPS);
+}
+
+/* The blocks of groups of G lanes, split to make a block an SM. */
+static int64_t colvec_blocks(const Cg *cg, const ColShape *sh, int64_t V, int64_t G) {
+  int64_t nv = sh->C / V;
+  return sh->A * ((nv + G - 1) / G) * colvec_split(cg, sh, V, G, 1);
+}
+
+static const char *colvec_note(Cg *cg, const ColShape *sh, const ColVec *c) {
+  int64_t B = cg->target->block;
+  const char *note = cg_fmt(cg, "column vectors: %" PRId64 " element%s a load, %" PRId64
+                            " lane%s a row of %" PRId64 " columns, %" PRId64 " rows at once a "
+                            "block", c->V, c->V == 1 ? "" : "s", c->G, c->G == 1 ? "" : "s",
+                            c->G * c->V, B / c->G);
+  if (c->S > 1)
+    note = cg_fmt(cg, "%s, a cluster of %" PRId64 " blocks a group", note, c->S);
+  return cg_fmt(cg, "%s; %" PRId64 " outputs of %" PRId64 " rows", note, sh->nout, sh->len);
+}
+
+/* stmt with each "@X" replaced by x */
+static const char *subst(Cg *cg, const char *stmt, const char *x) {
+  const char *out = "", *p = stmt, *q;
+  while ((q = strstr(p, "@X"))) {
+    out = cg_fmt(cg, "%s%.*s%s", out, (int)(q - p), p, x);
+    p = q + 2;
+  }
+  return cg_fmt(cg, "%s%s", out, p);
+}
+
+/* One pass of the column-vector kernel: acc[V] (of type A) from ident over this thread's
+ * rows. `stmt` adds element e of a vector loaded at row jr: "@X" stands for the stored
+ * element. */
+static void colvec_rows(Cg *cg, const ColVec *c, int64_t len, const char *A, const char *acc,
+                        const char *ident, const char *stmt, const char *const *roffs,
+                        const char *load) {
+  Buf *b = &cg->src;
+  int64_t step = c->S * (cg->target->block / c->G);
+  buf_printf(b, "    %s %s[%" PRId64 "];\n", A, acc, c->V);
+  buf_printf(b, "#pragma unroll\n    for (int e = 0; e < %" PRId64 "; e++) %s[e] = %s;\n", c->V, acc, ident);
+  buf_puts(b, "    if (live) {\n");
+  buf_puts(b, "      idx_t j = s;\n");
+  /* COLVEC_UNROLL rows' loads issued before their sums: that many in flight a thread */
+  buf_printf(b, "      for (; j + %" PRId64 " < %" PRId64 "; j += %" PRId64 ") {\n",
+             (int64_t)(COLVEC_UNROLL - 1) * step, len, (int64_t)COLVEC_UNROLL * step);
+  buf_printf(b, "        vec_t xv[%d];\n", COLVEC_UNROLL);
+  buf_printf(b, "#pragma unroll\n        for (int k = 0; k < %d; k++) {\n", COLVEC_UNROLL);
+  buf_printf(b, "          const idx_t jr = j + (idx_t)k * %" PRId64 ";\n", step);
+  buf_puts(b, roffs[0]);
+  buf_printf(b, "          xv[k] = %s;\n", load);
+  buf_puts(b, "        }\n");
+  buf_printf(b, "#pragma unroll\n        for (int k = 0; k < %d; k++) {\n", COLVEC_UNROLL);
+  if (strstr(stmt, "jr")) /* argmax's index */
+    buf_printf(b, "          const idx_t jr = j + (idx_t)k * %" PRId64 ";\n", step);
+  buf_printf(b, "#pragma unroll\n          for (int e = 0; e < %" PRId64 "; e++) {\n", c->V);
+  buf_printf(b, "            %s\n", subst(cg, stmt, "xv[k].e[e]"));
+  buf_puts(b, "          }\n        }\n      }\n");
+  buf_printf(b, "      for (; j < %" PRId64 "; j += %" PRId64 ") {\n", len, step);
+  buf_puts(b, "        const idx_t jr = j;\n");
+  buf_puts(b, roffs[1]);
+  buf_printf(b, "        const vec_t x1 = %s;\n", load);
+  buf_printf(b, "#pragma unroll\n        for (int e = 0; e < %" PRId64 "; e++) {\n", c->V);
+  buf_printf(b, "          %s\n", subst(cg, stmt, "x1.e[e]"));
+  buf_puts(b, "        }\n      }\n    }\n");
+}
+
+/* acc[] combined over the slots, warps and blocks of the group (every rank computes every
+ * column, in the same order); then `each` for every column col (0 .. G * V) whose total is
+ * p, on the block's threads in turn: a column's output (by one rank), or fin[col]. */
+static void colvec_combine(Cg *cg, const ColVec *c, const char *A, const char *acc,
+                           const char *functor, const char *each) {
+  Buf *b = &cg->src;
+  int64_t B = cg->target->block, W = B / 32, GV = c->G * c->V;
+  const char *sync = c->S > 1 ? "gc_cluster_sync()" : "__syncthreads()";
+  buf_printf(b, "#pragma unroll\n    for (int e = 0; e < %" PRId64 "; e++) {\n", c->V);
+  if (c->G < 32)
+    buf_printf(b, "      for (int mk = %" PRId64 "; mk < 32; mk <<= 1) %s[e] = %s()(%s[e], gc_shfl(%s[e], mk));\n",
+               c->G, acc, functor, acc, acc);
+  buf_printf(b, "      if ((threadIdx.x & 31) < %" PRId64 ") sm.part[threadIdx.x >> 5][u * %" PRId64 " + e] = %s[e];\n",
+             c->G, c->V, acc);
+  buf_puts(b, "    }\n");
+  /* in a cluster, the barrier also orders the other ranks' reads of tot in the last
+   * combine before this one writes it again */
+  buf_printf(b, "    %s;\n", sync);
+  buf_printf(b, "    for (int col = threadIdx.x; col < %" PRId64 "; col += %" PRId64 ") {\n", GV, B);
+  buf_printf(b, "      %s p = sm.part[0][col];\n", A);
+  buf_printf(b, "      for (int w = 1; w < %" PRId64 "; w++) p = %s()(p, sm.part[w][col]);\n", W, functor);
+  buf_puts(b, "      sm.tot[col] = p;\n    }\n");
+  /* tot's writes before the other ranks read them */
+  buf_printf(b, "    %s;\n", sync);
+  buf_printf(b, "    for (int col = threadIdx.x; col < %" PRId64 "; col += %" PRId64 ") {\n", GV, B);
+  if (c->S > 1) {
+    buf_printf(b, "      %s p = gc_cluster_map(&sm, 0u)->tot[col];\n", A);
+    buf_printf(b, "      for (int r = 1; r < %" PRId64 "; r++) p = %s()(p, gc_cluster_map(&sm, (unsigned)r)->tot[col]);\n",
+               c->S, functor);
+  } else {
+    buf_printf(b, "      const %s p = sm.tot[col];\n", A);
+  }
+  buf_puts(b, each);
+  buf_puts(b, "    }\n");
+}
+
+/* The column-vector kernel c for node n (colvec: the comment above). */
+static int colvec_kernel(Cg *cg, const Node *n, Op op, const ColShape *sh, const ColVec *c) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int64_t B = cg->target->block, V = c->V, G = c->G, S = c->S, W = B / 32, GV = G * V;
+  int64_t nv = sh->C / V, ngc = (nv + G - 1) / G, ng = sh->A * ngc, len = sh->len;
+  bool arg = op == OP_ARGMAX || op == OP_ARGMIN, lse = op == OP_REDUCE_LOG_SUM_EXP;
+  Dom dom = cg_dom(x->type.dtype);
+  const char *T = cg_dom_type(dom);
+  const char *A = arg ? cg_fmt(cg, "gc_arg<%s>", T) : T;
+  cg->cluster = (int)S;
+  cg->min_blocks = COLVEC_RESIDENT;
+  const char *name = cg_kernel_begin(cg, n, colvec_note(cg, sh, c));
+  Buf *b = &cg->src;
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_numel(x)));
+  buf_printf(b, "  typedef gc_vec<%s, %" PRId64 "> vec_t;\n", cg_ctype(x->type.dtype), V);
+  /* a warp's partial of each column, the block's, and (log_sum_exp) the max shared back */
+  buf_printf(b, "  struct gc_colsm { %s part[%" PRId64 "][%" PRId64 "]; %s tot[%" PRId64 "];%s };\n",
+             A, W, GV, A, GV, lse ? cg_fmt(cg, " %s fin[%" PRId64 "];", T, GV) : "");
+  if (S > 1) /* a cluster's: tot is read by the other ranks */
+    buf_printf(b, "  const int rank = (int)(blockIdx.x %% %" PRId64 ");\n"
+               "  GC_BLOCK_SHARED(gc_colsm, sm);\n", S);
+  else
+    buf_puts(b, "  const int rank = 0;\n  __shared__ gc_colsm sm;\n");
+  /* u: the thread's lane of a group's row; s: its first row */
+  buf_printf(b, "  const int u = (int)(threadIdx.x %% %" PRId64 ");\n", G);
+  buf_printf(b, "  const idx_t s = (idx_t)(threadIdx.x / %" PRId64 ") + (idx_t)rank * %" PRId64 ";\n",
+             G, B / G);
+  buf_printf(b, "  for (idx_t g = blockIdx.x / %" PRId64 "; g < %" PRId64 "; g += gridDim.x / %" PRId64 ") {\n",
+             S, ng, S);
+  if (ngc > 1)
+    buf_printf(b, "    const idx_t a = g / %" PRId64 ", c0 = g %% %" PRId64 " * %" PRId64 ";\n", ngc,
+               ngc, GV);
+  else
+    buf_puts(b, "    const idx_t a = g, c0 = 0;\n");
+  buf_printf(b, "    const bool live = c0 + u * %" PRId64 " < %" PRId64 ";\n", V, sh->C);
+  space_emit_offsets(cg, &sh->outer, "a", "xo", "    ");
+  const char *off[2]; /* the row offsets, written once for the loops of every pass */
+  for (int k = 0; k < 2; k++) {
+    Cg sub = *cg;
+    sub.src = (Buf){0};
+    space_emit_offsets(&sub, &sh->rs, "jr", "ro", k ? "        " : "          ");
+    off[k] = arena_strdup(cg->arena, sub.src.s);
+    free(sub.src.s);
+  }
+  const char *load = cg_fmt(cg, "*(const vec_t *)(in0 + (xo0 + ro0 + c0 + u * %" PRId64 "))", V);
+  const char *xe = cg_load(cg, x->type.dtype, dom, "@X"); /* colvec_rows puts the element */
+  const char *out_at = cg_fmt(cg, "a * %" PRId64 " + c0 + col", sh->C);
+  const char *mine = cg_fmt(cg, "c0 + col < %" PRId64 "%s", sh->C,
+                            S > 1 ? cg_fmt(cg, " && col %% %" PRId64 " == rank", S) : "");
+  if (arg) {
+    const char *f = cg_fmt(cg, "gc_argbest<%s, %s>", op == OP_ARGMIN ? "true" : "false",
+                           attr_int(n, "select_last_index") ? "true" : "false");
+    colvec_rows(cg, c, len, A, "best", cg_fmt(cg, "%s{0, -1}", A),
+                cg_fmt(cg, "best[e] = %s()(best[e], %s{%s, (long long)jr});", f, A, xe), off, load);
+    colvec_combine(cg, c, A, "best", f, cg_fmt(cg, "      if (%s) out0[%s] = p.i < 0 ? 0 : p.i;\n", mine, out_at));
+  } else {
+    RedOp r = red_op(cg, op, dom, len);
+    if (lse) {
+      colvec_rows(cg, c, len, T, "mx", cg_lit(cg, -INFINITY, dom),
+                  cg_fmt(cg, "mx[e] = gc_max()(mx[e], %s);", xe), off, load);
+      colvec_combine(cg, c, T, "mx", "gc_max", "      sm.fin[col] = p;\n");
+      buf_printf(b, "    __syncthreads();\n    %s mv[%" PRId64 "];\n", T, V);
+      buf_printf(b, "#pragma unroll\n    for (int e = 0; e < %" PRId64 "; e++) mv[e] = sm.fin[u * %" PRId64 " + e];\n", V, V);
+    }
+    const char *stmt = cg_fmt(cg, "{ const %s v = %s;%s acc[e] = %s()(acc[e], %s); }", T, xe,
+                              lse ? cg_fmt(cg, " const %s m = mv[e];", T) : "", r.functor, r.elem);
+    colvec_rows(cg, c, len, T, "acc", r.ident, stmt, off, load);
+    colvec_combine(cg, c, T, "acc", r.functor,
+                   cg_fmt(cg, "      if (%s) {\n        const %s acc = p;%s\n        out0[%s] = %s;\n      }\n",
+                          mine, T, lse ? cg_fmt(cg, " const %s m = sm.fin[col];", T) : "", out_at,
+                          cg_store(cg, y->type.dtype, r.final_dom, r.final)));
+  }
+  buf_puts(b, "  }\n");
+  if (S > 1) /* no block leaves while another may still read its tot */
+    buf_puts(b, "  gc_cluster_sync();\n");
+  buf_puts(b, "}\n");
+  unsigned clusters = cg_blocks(cg, ng, 1);
+  if ((int64_t)clusters * S > cg->target->max_blocks)
+    clusters = (unsigned)(cg->target->max_blocks / S);
+  cg_kernel_step(cg, n, name, clusters * (unsigned)S, (unsigned)B);
+  return 0;
+}
+
+/* A column reduction: a family of column-vector kernels and the column split (or a
+ * thread per output), which the runtime times at create. Variants, default first:
+ *   - lanes by colvec_lanes (the fewest past the row's end; the widest where the
+ *     slots would have fewer than COLVEC_UNROLL rows each), the cluster split that makes
+ *     a block an SM (none on a target without clusters or where the groups fill the SMs);
+ *   - the same split to make two blocks an SM, where that differs;
+ *   - the other lanes rule, split to make a block an SM, where that differs;
+ *   - fewer lanes a row (the halving that makes the most blocks, each slot keeping
+ *     COLVEC_MIN_STEPS rows), split to make a block an SM, where even the cluster split
+ *     leaves SMs idle;
+ *   - the kernel before the family (column_loop's), the default instead where a block's
+ *     slots would outnumber the rows or the data allows no vector kernel. */
+static int reduce_columns(Cg *cg, const Node *n, const bool *red, Op op, int64_t nout,
+                          int64_t len) {
+  const Value *x = n->in[0];
+  bool arg = op == OP_ARGMAX || op == OP_ARGMIN;
+  Loop old = column_loop(cg, nout, len);
+  ColShape sh;
+  col_shape(x, red, &sh);
+  Dom dom = cg_dom(x->type.dtype);
+  int64_t acc = arg ? 16 : dom == DOM_F32 ? 4 : 8; /* gc_arg<T>: T and a long long */
+  int64_t V = colvec_width(cg, &sh, (int64_t)dtype_size(x->type.dtype), acc);
+  ColVec cv[4];
+  int nc = 0;
+  bool vec_first = false;
+  if (V && sh.nout == nout && len > 0) {
+    int64_t nv = sh.C / V, B = cg->target->block;
+    int64_t Gn = colvec_lanes(nv, false), Gw = colvec_lanes(nv, true);
+    bool few = (len + B / Gn - 1) / (B / Gn) < COLVEC_UNROLL;
+    int64_t G = few ? Gw : Gn, Go = few ? Gn : Gw;
+    cv[nc++] = (ColVec){V, G, colvec_split(cg, &sh, V, G, 1)};
+    int64_t S2 = colvec_split(cg, &sh, V, G, 2);
+    if (S2 != cv[0].S)
+      cv[nc++] = (ColVec){V, G, S2};
+    if (Go != G)
+      cv[nc++] = (ColVec){V, Go, colvec_split(cg, &sh, V, Go, 1)};
+    /* where the groups, split as far as a cluster goes, would leave SMs idle (a batch of
+     * 1, a target without clusters): fewer lanes a row make more groups; the lanes that
+     * make the most blocks while each slot keeps COLVEC_MIN_STEPS rows */
+    int64_t Gf = G, most = colvec_blocks(cg, &sh, V, G);
+    for (int64_t g = G / 2; g >= 1 && most < cg->target->sms && len >= B / g * COLVEC_MIN_STEPS;
+         g /= 2) {
+      int64_t nb = colvec_blocks(cg, &sh, V, g);
+      if (nb > most) {
+        most = nb;
+        Gf = g;
+      }
+    }
+    if (Gf != G && Gf != Go && nc < 3)
+      cv[nc++] = (ColVec){V, Gf, colvec_split(cg, &sh, V, Gf, 1)};
+    vec_first = len >= B / G;
+  }
+  int total = nc + 1, most = cg->variants < total ? cg->variants : total;
+  if (most < 2) {
+    if (vec_first)
+      return colvec_kernel(cg, n, op, &sh, &cv[0]);
+    return reduce_loop(cg, n, red, op, &old);
+  }
+  const char *label = cg_fmt(cg, "node %d: column reduction of %" PRId64 " outputs of %" PRId64
+                             " rows, variants (elements a load x lanes a row / blocks a group):",
+                             n->id, nout, len);
+  const char *oldname = old.mode == COLUMN_SPLIT ? "column split" : "a thread an output";
+  for (int k = 0, i = 0; k < most; k++) {
+    bool isold = vec_first ? k == nc : k == 0;
+    if (isold) {
+      label = cg_fmt(cg, "%s%s %s", label, k ? "," : "", oldname);
+    } else {
+      const ColVec *c = &cv[i++];
+      label = cg_fmt(cg, "%s%s %" PRId64 "x%" PRId64 "/%" PRId64, label, k ? "," : "", c->V,
+                     c->G, c->S);
+    }
+  }
+  int ch = cg_choice_begin(cg, n, label), rc = 0;
+  for (int k = 0, i = 0; k < most && !rc; k++) {
+    bool isold = vec_first ? k == nc : k == 0;
+    cg_variant_begin(cg, ch);
+    rc = isold ? reduce_loop(cg, n, red, op, &old) : colvec_kernel(cg, n, op, &sh, &cv[i++]);
+    cg_variant_end(cg, ch);
+  }
+  if (!rc)
+    cg_choice_end(cg, ch);
+  return rc;
+}
+
+/* Node n reduces x over the dims red[] the way reduction op `op` does. */
+static int reduce_over(Cg *cg, const Node *n, const bool *red, Op op) {
+  const Value *x = n->in[0], *y = n->out[0];
+  int rank = x->type.shape.rank;
+  Space kept, rs;
+  bool row;
+  split_dims(x, red, &kept, &rs, &row);
+  int64_t nout = cg_numel(y), len = 1;
+  for (int i = 0; i < rank; i++)
+    if (red[i])
+      len *= cg_dim(x, i);
+  if (!row)
+    return reduce_columns(cg, n, red, op, nout, len);
+  Loop l = make_loop(cg, row, nout, len);
+  return reduce_loop(cg, n, red, op, &l);
 }
 
 int cg_reduce(Cg *cg, const Node *n) {

@@ -616,6 +616,10 @@ def cases():
     mh = f(5, 7)
     mh[1, 2], mh[2, :] = np.nan, 1.0
     ix = ints(-10, 10, (2, 4, 9, 3), np.int64)
+    colnan = f(2, 9, 11, 20)
+    colnan[0, 3, 4, 7], colnan[1, 8, 10, 19], colnan[1, 0, 0, 0] = np.nan, np.nan, np.inf
+    colnan2 = f(6, 5, 9, 12)
+    colnan2[2, 1, 4, 5], colnan2[0, 3, 0, 11] = np.nan, -np.inf
     gridc = rng.uniform(-1.6, 1.6, (2, 5, 6, 2)).astype(np.float32)
     gridc[0, 0, 0] = [0, 1]  # exact: the border, half-pixel ties
     gridc[0, 0, 1] = [-1, 0.5]
@@ -712,18 +716,58 @@ def cases():
         # reduce.c
         ("global_average_pool", {"x": x}, "%y = global_average_pool(%x)"),
         ("global_average_pool_block", {"x": f(2, 3, 50, 50)}, "%y = global_average_pool(%x)"),
-        # column split: few outputs of many elements, the innermost dim kept (40 outputs:
-        # a second block of 32 with 8 live); two passes (log-sum-exp), an argmax's pairs
+        # column reductions (the innermost dim kept) are a family: column vectors and the
+        # column split, each variant in a pass. Few outputs of many elements (40 outputs:
+        # 10 vectors of 4 on 16 lanes; the split's second block of 32 with 8 live); two
+        # passes (log-sum-exp), an argmax's pairs
         ("global_average_pool_column_split", {"x": f(1, 20, 30, 40)},
          "%y = global_average_pool(%x) {channels_last = 1}"),
         ("reduce_log_sum_exp_column_split", {"x": f(70, 37)},
          "%y = reduce_log_sum_exp(%x) {axes = [0]}"),
         ("argmax_column_split", {"x": f(100, 5)}, "%y = argmax(%x) {axis = 0}"),
-        # and split further over the blocks of a cluster (sm_90): 4 blocks for the pool's 75
-        # steps a lane, 4 for the log-sum-exp, 2 for the argmax, partials summed in rank order
+        # and split further over the blocks of a cluster (sm_90), partials summed in rank
+        # order: 2 blocks of 8 lanes a group for the log-sum-exp's 37 columns, 8 of 32
+        # lanes, and the column split's 4; the argmax's 2 (the column split's)
         ("reduce_log_sum_exp_column_cluster", {"x": f(600, 37)},
          "%y = reduce_log_sum_exp(%x) {axes = [0]}"),
         ("argmax_column_cluster", {"x": f(300, 5)}, "%y = argmax(%x) {axis = 0}"),
+        # column vectors: 16 bytes of columns a load (8 bf16), 4 lanes a row of 32 channels,
+        # a warp on 8 rows, a cluster of 4 blocks on a batch entry's 2080 pixels
+        ("bf16_global_average_pool_vectors", {"x": f(1, 40, 52, 32)},
+         "%y = global_average_pool(%x) {channels_last = 1}"),
+        # batch 1: a group's rows over a cluster of 8 leave SMs idle, so fewer lanes a
+        # row too (a lane a row of 8 channels: 4 groups, each over a cluster of 5)
+        ("bf16_global_average_pool_vectors_batch1", {"x": f(1, 100, 100, 32)},
+         "%y = global_average_pool(%x) {channels_last = 1}"),
+        # 20 channels: 4 halves a load (no multiple of 8), 5 of 8 lanes live; NaN wins
+        ("fp16_global_max_pool_vectors_nan", {"x": colnan}, "%y = global_max_pool(%x) {channels_last = 1}"),
+        # 144 channels: 36 vectors of 4 in groups of 32 lanes (the second 4 live) or of 8 (5
+        # groups, the last half live); 35 rows (odd) over the block's slots
+        ("global_average_pool_vectors_groups", {"x": f(2, 5, 7, 144)},
+         "%y = global_average_pool(%x) {channels_last = 1}"),
+        ("global_average_pool_vectors_sm80", {"x": f(1, 40, 52, 32)},
+         "%y = global_average_pool(%x) {channels_last = 1}", 1e-5, ["--arch=sm_80"]),
+        # over a non-innermost axis: 30 columns (2 a load), 37 rows; rows and outer
+        # positions of two dims each (the kept dims between the reduced ones)
+        ("reduce_sum_columns_odd", {"x": f(37, 3, 10)}, "%y = reduce_sum(%x) {axes = [0]}"),
+        ("reduce_min_columns_interleaved_nan", {"x": colnan2}, "%y = reduce_min(%x) {axes = [0, 2]}"),
+        ("reduce_mean_columns_f64", {"x": rng.standard_normal((40, 2, 6))}, "%y = reduce_mean(%x) {axes = [0]}"),
+        ("reduce_l2_columns", {"x": f(3, 25, 2, 24)}, "%y = reduce_l2(%x) {axes = [1, 2]}"),
+        ("bf16_reduce_l1_columns", {"x": f(2, 45, 24)}, "%y = reduce_l1(%x) {axes = [1]}"),
+        ("fp16_reduce_sum_square_columns", {"x": f(77, 40)}, "%y = reduce_sum_square(%x) {axes = [0]}"),
+        # integers, wrapping: 4 i32 a load (accumulated as i64), 2 i64, 1 u8 (33 columns:
+        # 32 lanes a row, or 8 in 5 groups)
+        ("reduce_sum_columns_i32", {"x": ints(-50, 50, (90, 12), np.int32)}, "%y = reduce_sum(%x) {axes = [0]}"),
+        ("reduce_prod_columns_i64", {"x": ints(-3, 4, (20, 2, 6), np.int64)}, "%y = reduce_prod(%x) {axes = [0, 1]}"),
+        ("reduce_max_columns_u8", {"x": ints(0, 255, (64, 33), np.uint8)}, "%y = reduce_max(%x) {axes = [0]}"),
+        ("reduce_min_columns_i8", {"x": ints(-100, 100, (3, 50, 16), np.int8)}, "%y = reduce_min(%x) {axes = [1]}"),
+        # argmax's ties go to the first row (the last with select_last_index) across the
+        # lanes, warps and blocks that share a column
+        ("argmax_columns_ties", {"x": ints(0, 3, (70, 2, 8), np.int32).astype(np.float32)}, "%y = argmax(%x) {axis = 0}"),
+        ("argmin_columns_last_i32", {"x": ints(0, 3, (50, 12), np.int32)}, "%y = argmin(%x) {axis = 0, select_last_index = 1}"),
+        ("bf16_argmax_columns", {"x": f(2, 30, 24)}, "%y = argmax(%x) {axis = 1}"),
+        # log-sum-exp: the max combined over a cluster of 2 and shared back, then the sums
+        ("fp16_reduce_log_sum_exp_columns_cluster", {"x": f(2100, 16)}, "%y = reduce_log_sum_exp(%x) {axes = [0]}"),
         ("global_max_pool", {"x": xn}, "%y = global_max_pool(%x)"),
         ("global_max_pool_i8", {"x": i8}, "%y = global_max_pool(%x)"),
         ("instance_norm", {"x": x, "s": f(4), "b": f(4)}, "%y = instance_norm(%x, %s, %b)"),
