@@ -749,7 +749,10 @@ static bool tuned_step(const GpuccModel *m, const Tuning *t, int i) {
 
 /* Takes the cache's decisions when there is one for every timed step and each still
  * holds: a variant the choice has, an algorithm cuBLASLt accepts for the GEMM with the
- * workspace the plan has. */
+ * workspace the plan has. An algorithm among the GEMM's candidates (prepare_gemm's,
+ * which cuBLASLt has checked) holds as it is; any other is checked again
+ * (cublasLtMatmulAlgoCheck, tens of microseconds each: BERT's 73 GEMMs made a load from
+ * the cache 1.2x one with tuning off). */
 static bool use_cached(GpuccModel *m, const Tuning *t, const GpuccTuneEntry *e) {
   const GpuccPlan *p = m->plan;
   for (int i = 0; i < p->nsteps; i++) {
@@ -767,10 +770,15 @@ static bool use_cached(GpuccModel *m, const Tuning *t, const GpuccTuneEntry *e) 
     _Static_assert(sizeof algo.data == 8 * sizeof(uint64_t), "cuBLASLt's algo is 8 words");
     if (e[i].nwords != 9 || e[i].w[8] > p->workspace_bytes) return false;
     memcpy(algo.data, e[i].w, sizeof algo.data);
+    bool known = false;
+    for (int j = 0; j < G->ncand && !known; j++)
+      known = !memcmp(G->cand[j].algo.data, algo.data, sizeof algo.data) &&
+              G->cand[j].workspaceSize <= e[i].w[8];
     cublasLtMatmulHeuristicResult_t res;
-    if (m->lt->cublasLtMatmulAlgoCheck(m->lt_handle, G->desc, G->layout[0], G->layout[1],
-                                       G->layout[2], G->layout[3], &algo, &res) ||
-        res.workspaceSize > e[i].w[8])
+    if (!known &&
+        (m->lt->cublasLtMatmulAlgoCheck(m->lt_handle, G->desc, G->layout[0], G->layout[1],
+                                        G->layout[2], G->layout[3], &algo, &res) ||
+         res.workspaceSize > e[i].w[8]))
       return false;
   }
   for (int i = 0; i < p->nsteps; i++) {
