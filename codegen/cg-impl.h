@@ -42,6 +42,8 @@ typedef struct Cg {
   int threads;    /* the next kernel's threads a block for __launch_bounds__, when its code is
                      written for a number of warps (0: the target's block); cleared by its
                      signature */
+  unsigned shared_bytes; /* the next kernel step's dynamic shared memory (GC_DYN_SHARED), 0
+                            for none; cleared by its step */
   const Target *target; /* CodegenOptions.target: every machine fact codegen uses */
   int variants;      /* CodegenOptions.variants: a choice's variants at most (2 to
                         CODEGEN_MAX_VARIANTS), or 1: no choices */

@@ -646,6 +646,8 @@ void cg_kernel_step_values(Cg *cg, const Node *n, const char *name, unsigned gri
     k->args[k->nargs++] = out[i];
   k->inplace = cg->inplace;
   cg->inplace = 0;
+  k->shared_bytes = cg->shared_bytes;
+  cg->shared_bytes = 0;
 }
 
 void cg_kernel_step(Cg *cg, const Node *n, const char *name, unsigned grid, unsigned block) {
@@ -758,6 +760,11 @@ static const char *const preamble[] = {
     "// reads; gc_cluster_map is p's place in the shared memory of the cluster's block rank\n"
     "#ifndef GC_BLOCK_SHARED\n"
     "#define GC_BLOCK_SHARED(T, name) __shared__ T name\n"
+    "#endif\n"
+    "// a block's shared memory of the launch's dynamic size (KernelStep.shared_bytes), which may\n"
+    "// exceed the 48 KiB a static declaration may have\n"
+    "#ifndef GC_DYN_SHARED\n"
+    "#define GC_DYN_SHARED(T, name) extern __shared__ __align__(128) unsigned char gc_dyn_shared[]; T &name = *reinterpret_cast<T *>(gc_dyn_shared)\n"
     "#endif\n"
     "__device__ __forceinline__ void gc_cluster_sync() { asm volatile(\"barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); }\n"
     "template <class T> __device__ __forceinline__ T *gc_cluster_map(T *p, unsigned rank) { unsigned long long r; asm(\"mapa.u64 %0, %1, %2;\" : \"=l\"(r) : \"l\"(p), \"r\"(rank)); return (T *)r; }\n"

@@ -51,7 +51,7 @@ typedef enum StepKind {
 typedef struct KernelStep {
   const char *name;
   unsigned grid[3], block[3];
-  unsigned shared_bytes; /* dynamic shared memory; 0 for every kernel so far */
+  unsigned shared_bytes; /* dynamic shared memory (GC_DYN_SHARED): the implicit GEMM's stages */
   const Value **args;
   int nargs, nread;
   /* Bit k: the kernel's one output may take the buffer of read args[k] (a pointwise

@@ -213,15 +213,49 @@ enum {
   MMA_RESIDENT = 2,    /* blocks an SM runs at once (3xTF32's __launch_bounds__) */
   MMA_MIN_STEPS = 4,   /* K steps a block of a split K at least */
   MMA_MAX_KERNELS = 6, /* kernel variants of a convolution at most */
+  ASYNC_BK = 64,       /* taps a K step of the pipelined kernel: 8 chunks of 16 bytes a row */
+  ASYNC_MAX_STAGES = 4,
 };
 
-/* One kernel of the implicit GEMM's family: BM x BN tiles (BM 64 or 128, BN 32 or 64),
- * K split over S blocks of a cluster. */
+/* One kernel of the implicit GEMM's family: BM x BN tiles, K split over S blocks of a
+ * cluster; the register kernel (stages 0: BM 64 or 128, BN 32 or 64, K steps of MMA_BK)
+ * or the pipelined one (stages > 1 of ASYNC_BK taps in flight through cp.async). */
 typedef struct MmaConfig {
-  int64_t bm, bn, split;
+  int64_t bm, bn, split, stages;
 } MmaConfig;
 
 static const int64_t mma_tiles[][2] = {{128, 64}, {64, 64}, {128, 32}, {64, 32}};
+static const int64_t async_tiles[][2] = {{128, 128}, {128, 64}, {64, 128}, {64, 64},
+                                         {128, 32}, {64, 32}};
+
+/* Whether the pipelined kernel runs q: 16-bit data in channels last whose taps come as
+ * 16-byte chunks of 8 channels of one pixel (the channels a multiple of 8, x read as
+ * stored), on a target with cp.async. */
+static bool async_fits(const Cg *cg, const ConvView *v, const ConvGeom *q, DType t) {
+  return (t == DT_BF16 || t == DT_F16) && v->src == t && v->cl && q->xc == 1 && q->c % 8 == 0 &&
+         (cg->target->insn & TARGET_CP_ASYNC);
+}
+
+/* The pipelined kernel's stages for a BM x BN tile: as many as fit (up to
+ * ASYNC_MAX_STAGES) in a block's share of an SM's shared memory at MMA_RESIDENT blocks an
+ * SM (the SM's memory less what it reserves for each block), with the f32 tile of the
+ * epilogue, which reuses them; 0 where fewer than 2 fit. */
+static int64_t async_stages(const Cg *cg, int64_t bm, int64_t bn) {
+  const Target *t = cg->target;
+  int64_t budget = t->smem_sm / MMA_RESIDENT - (t->smem_sm - t->smem_block_optin);
+  int64_t stage = (bm + bn) * ASYNC_BK * 2, tile = bn * (bm + 4) * 4;
+  if (budget > t->smem_block_optin)
+    budget = t->smem_block_optin;
+  int64_t n = budget / stage;
+  n = n > ASYNC_MAX_STAGES ? ASYNC_MAX_STAGES : n;
+  return n >= 2 && tile <= budget ? n : 0;
+}
+
+/* Bytes of the pipelined kernel's shared memory: its stages, or the epilogue's tile. */
+static int64_t async_smem(const MmaConfig *c) {
+  int64_t st = c->stages * (c->bm + c->bn) * ASYNC_BK * 2, tile = c->bn * (c->bm + 4) * 4;
+  return st > tile ? st : tile;
+}
 
 /* The blocks that share a tile's K steps: 1, or on a target with clusters the blocks of a
  * thread block cluster, which sum their partial tiles through distributed shared memory:
@@ -231,42 +265,60 @@ static int64_t k_splits(const Cg *cg, int64_t want, int64_t steps) {
   return cg_cluster_split(cg, want, cg->target->cluster_max, steps, MMA_MIN_STEPS);
 }
 
-/* The default, variant 0 (what GPUCC_TUNE=0 runs), by grid fill: BN 32 for narrow layers
- * and where 64 x 64 tiles would not fill half the SMs, BM 64 when 128 rows would leave
- * block slots idle; K split about as many ways as the tiles' blocks go into every SM's
- * slots. */
-static MmaConfig mma_default(const Cg *cg, int64_t M, int64_t cout, int64_t K) {
+/* The default, variant 0 (what GPUCC_TUNE=0 runs), by grid fill. The register kernel: BN
+ * 32 for narrow layers and where 64 x 64 tiles would not fill half the SMs, BM 64 when 128
+ * rows would leave block slots idle. The pipelined one: BN the output's channels up to
+ * 128 (32, 64, 128), halved while the tiles would not fill half the SMs, BM 64 when 128
+ * rows would leave block slots idle. Both split K about as many ways as the tiles' blocks
+ * go into every SM's slots. */
+static MmaConfig mma_default(const Cg *cg, int64_t M, int64_t cout, int64_t K, bool async) {
   int64_t sms = cg->target->sms, slots = sms * MMA_RESIDENT;
-  bool few = (M + 63) / 64 * ((cout + 63) / 64) < sms / 2;
-  MmaConfig c = {.bn = cout <= 32 || few ? 32 : 64};
-  int64_t NT = (cout + c.bn - 1) / c.bn;
-  c.bm = (M + 127) / 128 * NT >= slots ? 128 : 64;
-  c.split = k_splits(cg, slots / ((M + c.bm - 1) / c.bm * NT), (K + MMA_BK - 1) / MMA_BK);
+  MmaConfig c = {0};
+  if (async) {
+    c.bn = cout <= 32 ? 32 : cout <= 64 ? 64 : 128;
+    while (c.bn > 32 && ((M + 63) / 64 * ((cout + c.bn - 1) / c.bn) < sms / 2 ||
+                         !async_stages(cg, 64, c.bn)))
+      c.bn /= 2;
+  } else {
+    bool few = (M + 63) / 64 * ((cout + 63) / 64) < sms / 2;
+    c.bn = cout <= 32 || few ? 32 : 64;
+  }
+  int64_t NT = (cout + c.bn - 1) / c.bn, bk = async ? ASYNC_BK : MMA_BK;
+  c.bm = (M + 127) / 128 * NT >= slots && (!async || async_stages(cg, 128, c.bn)) ? 128 : 64;
+  c.stages = async ? async_stages(cg, c.bm, c.bn) : 0;
+  c.split = k_splits(cg, slots / ((M + c.bm - 1) / c.bm * NT), (K + bk - 1) / bk);
   return c;
 }
 
 /* The kernels of the family into c[] (at most MMA_MAX_KERNELS), the default first; then,
- * for each tile of mma_tiles that the output fills (BM 128 only over more than 64 rows,
- * BN 64 over more than 32 channels), K unsplit and split to make one block an SM and to
- * fill every SM's slots, the default's tile also 2, 3, 4, 6 and 8 ways up to that last
- * (as gemm.c's tc_family); the tiles smaller than the default's only while its blocks
- * leave slots idle. Each configuration once. A short convolution, whose tiles' blocks all
- * run at once, each over at most 2 * MMA_MIN_STEPS steps of K (K <= 256), keeps its
- * default alone: its time is its launch and a few loads, and NVRTC's time for more
- * kernels is not worth it. */
-static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, MmaConfig *c) {
-  int64_t sms = cg->target->sms, slots = sms * MMA_RESIDENT, steps = (K + MMA_BK - 1) / MMA_BK;
+ * for each tile of the kernel's list (mma_tiles, async_tiles) that the output fills (BM
+ * 128 only over more than 64 rows, BN 64 over more than 32 channels and 128 over more
+ * than 64) and whose stages fit, K unsplit and split to make one block an SM and to fill
+ * every SM's slots, the default's tile also 2, 3, 4, 6 and 8 ways up to that last (as
+ * gemm.c's tc_family); the tiles smaller than the default's only while its blocks leave
+ * slots idle. Each configuration once. A short convolution, whose tiles' blocks all run
+ * at once, each over at most 2 * MMA_MIN_STEPS steps of K, keeps its default alone: its
+ * time is its launch and a few loads, and NVRTC's time for more kernels is not worth it. */
+static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, bool async,
+                      MmaConfig *c) {
+  int64_t sms = cg->target->sms, slots = sms * MMA_RESIDENT;
+  int64_t steps = (K + (async ? ASYNC_BK : MMA_BK) - 1) / (async ? ASYNC_BK : MMA_BK);
   int nc = 0;
-  c[nc++] = mma_default(cg, M, cout, K);
+  c[nc++] = mma_default(cg, M, cout, K, async);
   int64_t tiles = (M + c[0].bm - 1) / c[0].bm * ((cout + c[0].bn - 1) / c[0].bn);
   if (tiles <= slots && steps <= 2 * MMA_MIN_STEPS)
     return nc;
   bool idle = tiles < slots;
-  for (int i = -1; i < (int)(sizeof mma_tiles / sizeof mma_tiles[0]); i++) {
+  const int64_t(*list)[2] = async ? async_tiles : mma_tiles;
+  int nlist = async ? (int)(sizeof async_tiles / sizeof async_tiles[0])
+                    : (int)(sizeof mma_tiles / sizeof mma_tiles[0]);
+  for (int i = -1; i < nlist; i++) {
     /* the default's tile first (i = -1), then the others */
-    int64_t bm = i < 0 ? c[0].bm : mma_tiles[i][0], bn = i < 0 ? c[0].bn : mma_tiles[i][1];
+    int64_t bm = i < 0 ? c[0].bm : list[i][0], bn = i < 0 ? c[0].bn : list[i][1];
+    int64_t stages = async ? async_stages(cg, bm, bn) : 0;
     if ((i >= 0 && bm == c[0].bm && bn == c[0].bn) || (bm > 64 && M <= 64) ||
-        (bn > 32 && cout <= 32) || (!idle && (bm < c[0].bm || bn < c[0].bn)))
+        (bn > 32 && cout <= 32) || (bn > 64 && cout <= 64) || (async && !stages) ||
+        (!idle && (bm < c[0].bm || bn < c[0].bn)))
       continue;
     tiles = (M + bm - 1) / bm * ((cout + bn - 1) / bn);
     static const int64_t ways[] = {2, 3, 4, 6, 8};
@@ -281,7 +333,7 @@ static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, MmaConfi
       for (int j = 0; j < nc; j++)
         seen = seen || (c[j].bm == bm && c[j].bn == bn && c[j].split == split[k]);
       if (!seen)
-        c[nc++] = (MmaConfig){bm, bn, split[k]};
+        c[nc++] = (MmaConfig){bm, bn, split[k], stages};
     }
   }
   return nc;
@@ -312,10 +364,101 @@ static const char *load_slots(Cg *cg, const char *dst, const char *ld, const cha
   return cg_fmt(cg, "      for (int j = 0; j < %" PRId64 "; j++) %s[j] = %s;\n", count, dst, slot);
 }
 
+/* The end of an implicit GEMM's kernel (name), from its accumulators acc[MI][NJ][4] (the
+ * warp's rows wm + 16 i + g (+ 8), columns wn + 8 j + 2 t4 (+ 1), as mma leaves them) after
+ * its last K step: the tile through shared memory (sm.c, [BN][BM + 4] floats), summed
+ * over the cluster's blocks for a split K, the bias and the epilogue, the stores; then
+ * the kernel's step. */
+static int conv_mma_epilogue(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
+                             const MmaConfig *cf, const char *name, int64_t MI, int64_t NJ) {
+  const Value *bias = n->nin > 2 ? n->in[2] : NULL;
+  DType t = n->out[0]->type.dtype;
+  int64_t M = q->nb * q->oh * q->ow, OHW = q->oh * q->ow, BM = cf->bm, BN = cf->bn, S = cf->split;
+  int64_t MT = (M + BM - 1) / BM, NT = (q->cout + BN - 1) / BN;
+  Buf *b = &cg->src;
+  /* a cluster's blocks read each other's tiles: they wait for every one stored, and
+   * none goes on to overwrite its own until all have read */
+  const char *sync = S > 1 ? "gc_cluster_sync()" : "__syncthreads()";
+  buf_printf(b,
+      "    /* the tile through shared memory: the stores below are coalesced */\n"
+      "#pragma unroll\n"
+      "    for (int i = 0; i < %" PRId64 "; i++)\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) {\n"
+      "        const int r = wm + i * 16 + g, c = wn + j * 8 + 2 * t4;\n"
+      "        sm.c[c][r] = acc[i][j][0]; sm.c[c + 1][r] = acc[i][j][1];\n"
+      "        sm.c[c][r + 8] = acc[i][j][2]; sm.c[c + 1][r + 8] = acc[i][j][3];\n"
+      "      }\n"
+      "    %s;\n"
+      "%s",
+      MI, NJ, sync,
+      S > 1 ? cg_fmt(cg, "    const float *part[%" PRId64 "]; /* the blocks' tiles, by rank */\n"
+                         "#pragma unroll\n"
+                         "    for (int r = 0; r < %" PRId64 "; r++) part[r] = gc_cluster_map(&sm.c[0][0], r);\n", S, S)
+            : "");
+  /* the tile's element (lm, ln + u) summed over the cluster's tiles, as `float v` */
+  const char *tile = S > 1 ? cg_fmt(cg, "float v = part[0][(ln + u) * %" PRId64 " + lm];\n"
+                                        "#pragma unroll\n"
+                                        "        for (int r = 1; r < %" PRId64 "; r++) v += part[r][(ln + u) * %" PRId64 " + lm]",
+                                    BM + 4, S, BM + 4)
+                           : "float v = sm.c[ln + u][lm]";
+  const char *add_bias = bias ? cg_fmt(cg, "        v += %s;\n", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n + u]"))
+                              : "";
+  /* In channels last a thread stores V neighbouring channels of a pixel as one vector
+   * (16 bytes of the GEMM's type), G threads a pixel's neighbouring vectors and the next
+   * threads the next pixels (the tile's reads of shared memory conflict at most G ways),
+   * where that leaves none of the cluster's threads idle; else a thread an element,
+   * neighbouring threads neighbouring outputs. */
+  int64_t V = 16 / (int64_t)dtype_size(t), G = BN / V >= 2 ? 2 : 1;
+  if (v->cl && q->cout % V == 0 && BN % (V * G) == 0 && BM * BN / V >= S * MMA_THREADS) {
+    buf_printf(b,
+        "    for (int e = tid%s; e < %" PRId64 "; e += %" PRId64 ") { /* %" PRId64 " outputs of a pixel a thread */\n"
+        "      const int lm = e / %" PRId64 " %% %" PRId64 ", ln = (e / %" PRId64 " * %" PRId64 " + e %% %" PRId64 ") * %" PRId64 ";\n"
+        "      const idx_t m = m0 + lm;\n"
+        "      const int n = n0 + ln;\n"
+        "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
+        "      const idx_t at = m * %" PRId64 " + n;\n"
+        "      gc_vec<%s, %" PRId64 "> ov;\n"
+        "#pragma unroll\n"
+        "      for (int u = 0; u < %" PRId64 "; u++) {\n"
+        "        %s;\n"
+        "%s"
+        "        const idx_t i = at + u;\n",
+        S > 1 ? cg_fmt(cg, " + rank * %d", MMA_THREADS) : "", BM * BN / V, S * MMA_THREADS, V,
+        G, BM, G * BM, G, G, V, M, q->cout, q->cout, cg_ctype(cg_out_dtype(cg, n)), V, V, tile,
+        add_bias);
+    cg_store_out_to(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "ov.e[u]", "        ");
+    buf_printf(b, "      }\n      *(gc_vec<%s, %" PRId64 "> *)(out0 + at) = ov;\n    }\n    %s;\n  }\n}\n",
+               cg_ctype(cg_out_dtype(cg, n)), V, sync);
+  } else {
+    buf_printf(b,
+        "    for (int e = tid%s; e < %" PRId64 "; e += %" PRId64 ") { /* neighbouring threads: neighbouring outputs */\n"
+        "      const int lm = %s, ln = %s, u = 0;\n"
+        "      const idx_t m = m0 + lm;\n"
+        "      const int n = n0 + ln;\n"
+        "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
+        "      const idx_t i = %s;\n"
+        "      %s;\n"
+        "%s",
+        S > 1 ? cg_fmt(cg, " + rank * %d", MMA_THREADS) : "", BM * BN, S * MMA_THREADS,
+        v->cl ? cg_fmt(cg, "e / %" PRId64, BN) : cg_fmt(cg, "e %% %" PRId64, BM),
+        v->cl ? cg_fmt(cg, "e %% %" PRId64, BN) : cg_fmt(cg, "e / %" PRId64, BM), M, q->cout,
+        v->cl ? cg_fmt(cg, "m * %" PRId64 " + n", q->cout)
+              : cg_fmt(cg, "m / %" PRId64 " * %" PRId64 " + (idx_t)n * %" PRId64 " + m %% %" PRId64, OHW, q->cout * OHW, OHW, OHW),
+        tile, add_bias);
+    cg_store_out(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "      ");
+    buf_printf(b, "    }\n    %s;\n  }\n}\n", sync);
+  }
+  int64_t clusters = cg->target->max_blocks / S;
+  clusters = MT * NT < clusters ? MT * NT : clusters;
+  cg_kernel_step(cg, n, name, (unsigned)(clusters * S), MMA_THREADS);
+  return 0;
+}
+
 /* The kernel of configuration cf. */
 static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
                     const MmaConfig *cf) {
-  const Value *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
+  const Value *y = n->out[0];
   DType t = y->type.dtype, xt = v->src;
   int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw, OHW = q->oh * q->ow;
   /* 8 warps as 4 x 2 over the tile */
@@ -484,83 +627,132 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
       "    }\n",
       NJ, split ? "          const unsigned lb[2] = {gc_tf32_split(fb[2 * j]), gc_tf32_split(fb[2 * j + 1])};\n" : "",
       MI, mma);
-  /* a cluster's blocks read each other's tiles: they wait for every one stored, and
-   * none goes on to overwrite its own until all have read */
-  const char *sync = S > 1 ? "gc_cluster_sync()" : "__syncthreads()";
+  return conv_mma_epilogue(cg, n, v, q, cf, name, MI, NJ);
+}
+
+/* The pipelined kernel of configuration cf (async_fits): A's and B's tiles of ASYNC_BK
+ * taps copied by cp.async, cf->stages steps in flight, into rows of 8 chunks of 16 bytes
+ * (chunk c of row r at c ^ (r & 7), so that ldmatrix's 8 rows of a chunk hit every bank
+ * once); 8 warps, WM x WN over the tile. A thread copies chunk tid % 8 of rows tid / 8 +
+ * 32 j of each tile, the chunk's 8 channels of one tap of the row's pixel (the channels
+ * a multiple of 8, no chunk spans two taps), zeros outside the image and past K. One
+ * barrier a step: the step's copies waited for, the stage of the step before free again
+ * for the copies of the step stages - 1 ahead. */
+static int conv_mma_async(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
+                          const MmaConfig *cf) {
+  DType t = n->out[0]->type.dtype;
+  int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw, OHW = q->oh * q->ow;
+  int64_t BM = cf->bm, BN = cf->bn, S = cf->split, ST = cf->stages;
+  int64_t MT = (M + BM - 1) / BM, NT = (q->cout + BN - 1) / BN;
+  int64_t WN = BN >= 128 || (BN == 64 && BM == 64) ? 4 : 2, WM = MMA_WARPS / WN;
+  int64_t MI = BM / WM / 16, NJ = BN / WN / 8; /* a warp's m16 and n8 fragments */
+  int64_t steps = (K + ASYNC_BK - 1) / ASYNC_BK, KS = (steps + S - 1) / S * ASYNC_BK;
+  const char *note = cg_fmt(cg, "implicit GEMM on tensor cores: %" PRId64 " x %" PRId64 " x %" PRId64
+                            " in %" PRId64 " x %" PRId64 " tiles, %" PRId64 " cp.async stages, channels last%s",
+                            M, q->cout, K, BM, BN, ST,
+                            S > 1 ? cg_fmt(cg, ", K split over the %" PRId64 " blocks of a cluster", S) : "");
+  cg->min_blocks = MMA_RESIDENT;
+  cg->cluster = (int)S;
+  cg->threads = MMA_THREADS;
+  const char *name = cg_kernel_begin(cg, n, note);
+  Buf *b = &cg->src;
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_max_numel(n)));
   buf_printf(b,
-      "    /* the tile through shared memory: the stores below are coalesced */\n"
+      "  /* the stages of A's and B's %d taps as 32-bit slots (pairs); the tile */\n"
+      "  typedef union alignas(128) { struct { unsigned a[%" PRId64 "][%d], b[%" PRId64 "][%d]; } st[%" PRId64 "]; "
+      "float c[%" PRId64 "][%" PRId64 "]; } gc_smem;\n"
+      "  GC_DYN_SHARED(gc_smem, sm);\n"
+      "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
+      "  const int wm = warp %% %" PRId64 " * %" PRId64 ", wn = warp / %" PRId64 " * %" PRId64 ";\n"
+      "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n"
+      "  const int ck = tid & 7, cr = tid >> 3; /* the chunk and the first row this thread copies */\n",
+      ASYNC_BK, BM, ASYNC_BK / 2, BN, ASYNC_BK / 2, ST, BN, BM + 4, WM, BM / WM, WM, BN / WN);
+  if (S > 1)
+    buf_printf(b,
+        "  /* the cluster's blocks: rank r sums the taps [r * %" PRId64 ", (r + 1) * %" PRId64 ") and stores\n"
+        "   * the r-th share of the tile, the partial tiles summed in rank order */\n"
+        "  const int rank = (int)(blockIdx.x %% %" PRId64 "), kb = rank * %" PRId64 ", ke = kb + %" PRId64 " < %" PRId64 " ? kb + %" PRId64 " : %" PRId64 ";\n"
+        "  for (idx_t tile = blockIdx.x / %" PRId64 "; tile < %" PRId64 "; tile += gridDim.x / %" PRId64 ") {\n",
+        KS, KS, S, KS, KS, K, KS, K, S, MT * NT, S);
+  else
+    buf_printf(b,
+        "  const int kb = 0, ke = %" PRId64 ";\n"
+        "  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n", K, MT * NT);
+  int64_t AQ = BM / 32, BQ = BN / 32;
+  buf_printf(b,
+      "    const idx_t m0 = tile %% %" PRId64 " * %" PRId64 ";\n"
+      "    const int n0 = (int)(tile / %" PRId64 ") * %" PRId64 ";\n"
+      "    /* the pixels of the rows cr + 32 j of A this thread copies: their windows' corners, their images' offsets */\n"
+      "    int ih0[%" PRId64 "], iw0[%" PRId64 "];\n"
+      "    idx_t xb[%" PRId64 "];\n"
       "#pragma unroll\n"
-      "    for (int i = 0; i < %" PRId64 "; i++)\n"
+      "    for (int j = 0; j < %" PRId64 "; j++) {\n"
+      "      const idx_t pm = m0 + cr + 32 * j;\n"
+      "      const int pr = pm < %" PRId64 " ? (int)(pm %% %" PRId64 ") : 0;\n"
+      "      ih0[j] = pm < %" PRId64 " ? pr / %" PRId64 " * %" PRId64 " - %" PRId64 " : -(1 << 30); /* past M: outside */\n"
+      "      iw0[j] = pr %% %" PRId64 " * %" PRId64 " - %" PRId64 ";\n"
+      "      xb[j] = (pm < %" PRId64 " ? pm / %" PRId64 " : 0) * %" PRId64 ";\n"
+      "    }\n",
+      MT, BM, MT, BN, AQ, AQ, AQ, AQ, M, OHW, M, q->ow, q->sh, q->ph, q->ow, q->sw,
+      q->pw, M, OHW, q->xn);
+  buf_printf(b,
+      "    /* taps k0 .. k0 + %d into stage s: this thread's chunk is tap r's channels c .. c + 7 */\n"
+      "    auto load = [&](int s, int k0) {\n"
+      "      const int k = k0 + 8 * ck, c = k %% %" PRId64 ", r = k / %" PRId64 ";\n"
+      "      const int dh = r / %" PRId64 " * %" PRId64 ", dw = r %% %" PRId64 " * %" PRId64 ";\n"
       "#pragma unroll\n"
       "      for (int j = 0; j < %" PRId64 "; j++) {\n"
-      "        const int r = wm + i * 16 + g, c = wn + j * 8 + 2 * t4;\n"
-      "        sm.c[c][r] = acc[i][j][0]; sm.c[c + 1][r] = acc[i][j][1];\n"
-      "        sm.c[c][r + 8] = acc[i][j][2]; sm.c[c + 1][r + 8] = acc[i][j][3];\n"
+      "        const int row = cr + 32 * j, ih = ih0[j] + dh, iw = iw0[j] + dw;\n"
+      "        gc_cp16(&sm.st[s].a[row][(ck ^ (row & 7)) * 4], in0, xb[j] + %s + %s + c,\n"
+      "                k < ke && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u);\n"
       "      }\n"
-      "    %s;\n"
-      "%s",
-      MI, NJ, sync,
-      S > 1 ? cg_fmt(cg, "    const float *part[%" PRId64 "]; /* the blocks' tiles, by rank */\n"
-                         "#pragma unroll\n"
-                         "    for (int r = 0; r < %" PRId64 "; r++) part[r] = gc_cluster_map(&sm.c[0][0], r);\n", S, S)
-            : "");
-  /* the tile's element (lm, ln + u) summed over the cluster's tiles, as `float v` */
-  const char *tile = S > 1 ? cg_fmt(cg, "float v = part[0][(ln + u) * %" PRId64 " + lm];\n"
-                                        "#pragma unroll\n"
-                                        "        for (int r = 1; r < %" PRId64 "; r++) v += part[r][(ln + u) * %" PRId64 " + lm]",
-                                    BM + 4, S, BM + 4)
-                           : "float v = sm.c[ln + u][lm]";
-  const char *add_bias = bias ? cg_fmt(cg, "        v += %s;\n", cg_load(cg, bias->type.dtype, DOM_F32, "in2[n + u]"))
-                              : "";
-  /* In channels last a thread stores V neighbouring channels of a pixel as one vector
-   * (16 bytes of the GEMM's type), G threads a pixel's neighbouring vectors and the next
-   * threads the next pixels (the tile's reads of shared memory conflict at most G ways),
-   * where that leaves none of the cluster's threads idle; else a thread an element,
-   * neighbouring threads neighbouring outputs. */
-  int64_t V = 16 / (int64_t)dtype_size(t), G = BN / V >= 2 ? 2 : 1;
-  if (v->cl && q->cout % V == 0 && BN % (V * G) == 0 && BM * BN / V >= S * MMA_THREADS) {
-    buf_printf(b,
-        "    for (int e = tid%s; e < %" PRId64 "; e += %" PRId64 ") { /* %" PRId64 " outputs of a pixel a thread */\n"
-        "      const int lm = e / %" PRId64 " %% %" PRId64 ", ln = (e / %" PRId64 " * %" PRId64 " + e %% %" PRId64 ") * %" PRId64 ";\n"
-        "      const idx_t m = m0 + lm;\n"
-        "      const int n = n0 + ln;\n"
-        "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
-        "      const idx_t at = m * %" PRId64 " + n;\n"
-        "      gc_vec<%s, %" PRId64 "> ov;\n"
-        "#pragma unroll\n"
-        "      for (int u = 0; u < %" PRId64 "; u++) {\n"
-        "        %s;\n"
-        "%s"
-        "        const idx_t i = at + u;\n",
-        S > 1 ? cg_fmt(cg, " + rank * %d", MMA_THREADS) : "", BM * BN / V, S * MMA_THREADS, V,
-        G, BM, G * BM, G, G, V, M, q->cout, q->cout, cg_ctype(cg_out_dtype(cg, n)), V, V, tile,
-        add_bias);
-    cg_store_out_to(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "ov.e[u]", "        ");
-    buf_printf(b, "      }\n      *(gc_vec<%s, %" PRId64 "> *)(out0 + at) = ov;\n    }\n    %s;\n  }\n}\n",
-               cg_ctype(cg_out_dtype(cg, n)), V, sync);
-  } else {
-    buf_printf(b,
-        "    for (int e = tid%s; e < %" PRId64 "; e += %" PRId64 ") { /* neighbouring threads: neighbouring outputs */\n"
-        "      const int lm = %s, ln = %s, u = 0;\n"
-        "      const idx_t m = m0 + lm;\n"
-        "      const int n = n0 + ln;\n"
-        "      if (m >= %" PRId64 " || n >= %" PRId64 ") continue;\n"
-        "      const idx_t i = %s;\n"
-        "      %s;\n"
-        "%s",
-        S > 1 ? cg_fmt(cg, " + rank * %d", MMA_THREADS) : "", BM * BN, S * MMA_THREADS,
-        v->cl ? cg_fmt(cg, "e / %" PRId64, BN) : cg_fmt(cg, "e %% %" PRId64, BM),
-        v->cl ? cg_fmt(cg, "e %% %" PRId64, BN) : cg_fmt(cg, "e / %" PRId64, BM), M, q->cout,
-        v->cl ? cg_fmt(cg, "m * %" PRId64 " + n", q->cout)
-              : cg_fmt(cg, "m / %" PRId64 " * %" PRId64 " + (idx_t)n * %" PRId64 " + m %% %" PRId64, OHW, q->cout * OHW, OHW, OHW),
-        tile, add_bias);
-    cg_store_out(cg, n, "i", cg_store(cg, t, DOM_F32, "v"), "      ");
-    buf_printf(b, "    }\n    %s;\n  }\n}\n", sync);
-  }
-  int64_t clusters = cg->target->max_blocks / S;
-  clusters = MT * NT < clusters ? MT * NT : clusters;
-  cg_kernel_step(cg, n, name, (unsigned)(clusters * S), MMA_THREADS);
-  return 0;
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) {\n"
+      "        const int row = cr + 32 * j;\n"
+      "        gc_cp16(&sm.st[s].b[row][(ck ^ (row & 7)) * 4], in1, (idx_t)(n0 + row) * %" PRId64 " + k, n0 + row < %" PRId64 " && k < ke);\n"
+      "      }\n"
+      "    };\n",
+      ASYNC_BK, q->c, q->c, q->kw, q->dh, q->kw, q->dw, AQ,
+      affine(cg, "(idx_t)ih", q->xh, 0), affine(cg, "iw", q->xw, 0), q->h, q->w, BQ, K, q->cout);
+  buf_printf(b,
+      "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
+      "    const int nk = (ke - kb + %d) / %d;\n"
+      "#pragma unroll\n"
+      "    for (int s = 0; s < %" PRId64 "; s++) {\n"
+      "      if (s < nk) load(s, kb + %d * s);\n"
+      "      gc_cp_commit();\n"
+      "    }\n"
+      "    for (int it = 0; it < nk; it++) {\n"
+      "      gc_cp_wait<%" PRId64 ">(); /* this thread's copies of step it have landed */\n"
+      "      __syncthreads(); /* everyone's; and step it - 1's stage is free again */\n"
+      "      if (it + %" PRId64 " < nk) load((it + %" PRId64 ") %% %" PRId64 ", kb + %d * (it + %" PRId64 "));\n"
+      "      gc_cp_commit();\n"
+      "      const auto &st = sm.st[it %% %" PRId64 "];\n"
+      "#pragma unroll\n"
+      "      for (int kk = 0; kk < %d; kk++) { /* 16 taps as 8 pairs (chunks 2 kk, 2 kk + 1), one mma.m16n8k16 */\n"
+      "        unsigned fa[%" PRId64 "][4], fb[%" PRId64 " * 2]; /* B's column j: fb + 2 * j */\n"
+      "#pragma unroll\n"
+      "        for (int i = 0; i < %" PRId64 "; i++) {\n"
+      "          const int r = wm + i * 16 + lr + (lm & 1) * 8, c = 2 * kk + (lm >> 1);\n"
+      "          gc_ldsm4(fa[i], &st.a[r][(c ^ (r & 7)) * 4]);\n"
+      "        }\n"
+      "#pragma unroll\n"
+      "        for (int j = 0; j < %" PRId64 "; j += 2) {\n"
+      "          const int r = wn + j * 8 + lr + (lm >> 1) * 8, c = 2 * kk + (lm & 1);\n"
+      "          gc_ldsm4(fb + 2 * j, &st.b[r][(c ^ (r & 7)) * 4]);\n"
+      "        }\n"
+      "#pragma unroll\n"
+      "        for (int j = 0; j < %" PRId64 "; j++)\n"
+      "#pragma unroll\n"
+      "          for (int i = 0; i < %" PRId64 "; i++) gc_mma_%s(acc[i][j], fa[i], fb + 2 * j);\n"
+      "      }\n"
+      "    }\n"
+      "    gc_cp_wait<0>();\n"
+      "    __syncthreads(); /* the stages are the tile's memory too */\n",
+      MI, NJ, ASYNC_BK - 1, ASYNC_BK, ST - 1, ASYNC_BK, ST - 2, ST - 1, ST - 1, ST, ASYNC_BK,
+      ST - 1, ST, ASYNC_BK / 16, MI, NJ, MI, NJ, NJ, MI, t == DT_BF16 ? "bf16" : "f16");
+  cg->shared_bytes = (unsigned)async_smem(cf);
+  return conv_mma_epilogue(cg, n, v, q, cf, name, MI, NJ);
 }
 
 /* The implicit GEMM as a choice among mma_family's kernels, which the runtime times;
@@ -568,10 +760,11 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
 static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q) {
   MmaConfig c[MMA_MAX_KERNELS];
   int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw;
-  int nc = mma_family(cg, M, q->cout, K, c);
+  bool async = async_fits(cg, v, q, n->out[0]->type.dtype);
+  int nc = mma_family(cg, M, q->cout, K, async, c);
   nc = nc < cg->variants ? nc : cg->variants;
   if (nc == 1)
-    return conv_mma(cg, n, v, q, &c[0]);
+    return async ? conv_mma_async(cg, n, v, q, &c[0]) : conv_mma(cg, n, v, q, &c[0]);
   const char *label = cg_fmt(cg, "node %d: implicit GEMM %" PRId64 " x %" PRId64 " x %" PRId64
                              ", variants (tile/K split):", n->id, M, q->cout, K);
   for (int k = 0; k < nc; k++)
@@ -580,7 +773,7 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   int ch = cg_choice_begin(cg, n, label), rc = 0;
   for (int k = 0; k < nc && !rc; k++) {
     cg_variant_begin(cg, ch);
-    rc = conv_mma(cg, n, v, q, &c[k]);
+    rc = async ? conv_mma_async(cg, n, v, q, &c[k]) : conv_mma(cg, n, v, q, &c[k]);
     cg_variant_end(cg, ch);
   }
   if (!rc)

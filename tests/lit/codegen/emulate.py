@@ -128,6 +128,7 @@ static inline void __syncthreads() { gc_block_bar->arrive_and_wait(); }
 // a kernel's shared memory, a copy per block of a cluster; rank r's copy of p
 template <class T> T &gc_block_shared(T *all) { gc_shared_stride = sizeof(T); return all[gc_rank()]; }
 #define GC_BLOCK_SHARED(T, name) static T name##_blocks[GC_MAX_CLUSTER]; T &name = gc_block_shared(name##_blocks)
+#define GC_DYN_SHARED(T, name) GC_BLOCK_SHARED(T, name)
 template <class T> T *gc_cluster_map(T *p, unsigned r) { return (T *)((char *)p + ((long)r - (long)gc_rank()) * (long)gc_shared_stride); }
 static inline void gc_cluster_sync() { gc_cluster_bar->arrive_and_wait(); }
 template <class T> T gc_exchange(T v, int src) {
@@ -1106,8 +1107,8 @@ def cases():
         ("bf16_conv_weight_vectors", {"x": f(2, 7, 6, 16), "w": f(72, 3, 3, 16), "b": f(72)},
          "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}"),
         # K split over the blocks of a cluster (few tiles, many taps), summed in shared
-        # memory: 3 blocks, the last one's share ends inside a step; 4 blocks with the
-        # epilogue applied to the sum
+        # memory: 3 blocks, the last one's share ends inside a step; 2 blocks of the
+        # pipelined kernel (9 steps of 64 taps) with the epilogue applied to the sum
         ("conv_3xtf32_split_k", {"x": f(1, 40, 7, 7), "w": f(36, 40, 3, 3), "b": f(36)},
          "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}"),
         ("bf16_conv_split_k", {"x": f(1, 6, 6, 64), "w": f(24, 3, 3, 64), "r": f(1, 6, 6, 24)},
@@ -1129,6 +1130,13 @@ def cases():
          "%y = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}"),
         ("bf16_conv_variants_square", {"x": f(1, 8, 8, 32), "w": f(48, 3, 3, 32), "b": f(48)},
          "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}"),
+        # the pipelined kernel (channels last, 8-channel chunks by cp.async): 136 channels
+        # in tiles of 128 and 64 (a partial one), 9 steps of K through 3 and 4 stages, K
+        # split over a cluster; in 1-d, K = 72 one partial step, strided and dilated
+        ("bf16_conv_async_wide", {"x": f(2, 10, 10, 64), "w": f(136, 3, 3, 64), "b": f(136)},
+         "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}\n%y = relu(%c)"),
+        ("fp16_conv_async_1d", {"x": f(2, 30, 24), "w": f(40, 3, 24)},
+         "%y = conv(%x, %w) {strides = [2], dilations = [2], pads = [2, 1], channels_last = 1}"),
         # f32 linear layers (weights [N, K]) on tensor cores, 3xTF32: partial row and column
         # tiles, K split over 2 blocks of a cluster, the second's last step partial; 4 blocks
         # with the group's epilogue (bias, residual, ReLU) applied to their sum; one block,
