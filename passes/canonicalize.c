@@ -542,18 +542,6 @@ static int norm(Edit *e, Node *n) {
   return 1;
 }
 
-/* Whether constant v is all ones. */
-static bool all_ones(const Value *v) {
-  if (!v || v->kind != VK_CONST || !v->data || !dtype_is_float(v->type.dtype))
-    return false;
-  int64_t k = tensor_numel(v->data);
-  size_t es = dtype_size(v->type.dtype);
-  for (int64_t i = 0; i < k; i++)
-    if (dtype_load_f64(v->type.dtype, (const char *)v->data->data + (size_t)i * es) != 1)
-      return false;
-  return true;
-}
-
 /* Whether p can be the scale or bias of a norm of x over [axis, rank): x's type, at most
  * that many dims, each x's or 1 (never widening x). */
 static bool fits_tail(const Value *p, const Value *x, int64_t axis) {
@@ -586,7 +574,7 @@ static int norm_affine(Edit *e, Node *n) {
       continue;
     Value *in[3] = {x, m->nin > 1 ? m->in[1] : NULL, p};
     int nin;
-    if (n->op == OP_MUL && ln && m->nin == 2 && all_ones(m->in[1]))
+    if (n->op == OP_MUL && ln && m->nin == 2 && pass_all_ones(m->in[1]))
       in[1] = p, nin = 2;
     else if (n->op == OP_MUL && rn && m->nin == 1)
       in[1] = p, nin = 2;

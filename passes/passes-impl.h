@@ -12,6 +12,8 @@ bool pass_same_shape(const Shape *a, const Shape *b);
 bool pass_along_last(const Value *v, const Value *y);
 /* Whether v holds one element (a static shape of element count 1). */
 bool pass_single_element(const Value *v);
+/* Whether v is a float constant whose every element is exactly 1. */
+bool pass_all_ones(const Value *v);
 /* Whether n is a matmul of numpy's meaning alone: no transpose_b, scale 1 (the passes
  * that move or rewrite matmuls before quantize handle no other). */
 bool pass_plain_matmul(const Node *n);

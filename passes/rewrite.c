@@ -33,6 +33,17 @@ bool pass_along_last(const Value *v, const Value *y) {
 
 bool pass_single_element(const Value *v) { return shape_numel(&v->type.shape) == 1; }
 
+bool pass_all_ones(const Value *v) {
+  if (!v || v->kind != VK_CONST || !v->data || !dtype_is_float(v->type.dtype))
+    return false;
+  int64_t k = tensor_numel(v->data);
+  size_t es = dtype_size(v->type.dtype);
+  for (int64_t i = 0; i < k; i++)
+    if (dtype_load_f64(v->type.dtype, (const char *)v->data->data + (size_t)i * es) != 1)
+      return false;
+  return true;
+}
+
 Node *pass_sole_user(const Graph *g, const Value *v) {
   Node *u = NULL;
   if (pass_is_output(g, v))

@@ -1,7 +1,10 @@
 /* simplify.c: nodes that change nothing, or only how elements are named, written as
  * what they are, so that later passes see through them and codegen gives them no kernel:
  *   - a cast to its input's type, an expand to its input's shape, a reshape (squeeze,
- *     unsqueeze, flatten) to its input's shape: identity;
+ *     unsqueeze, flatten) to its input's shape, a product of x and constant ones or a
+ *     quotient of x by them, of x's type (ones that neither widen nor cast x; x * 1 is x
+ *     for every x, inf, NaN and -0 too): identity (Whisper's exporter scales its queries
+ *     and keys by 1);
  *   - an expand read only by nodes that broadcast anyway (an add of it and a value of
  *     the add's shape, say): they read its input;
  *   - a transpose that moves only dims of size 1 (the exporters' [B, S, E] <-> [S, B, E]
@@ -364,6 +367,16 @@ static int simplify_node(Edit *e, Node *n, Diag *d) {
       return 1;
     int rc = transpose_fine(e, n, d);
     return rc ? rc : transpose_above_gemm(e, n, d);
+  }
+  case OP_MUL: case OP_DIV: {
+    int k = n->nin != 2 ? -1 : pass_all_ones(n->in[1]) ? 0 : n->op == OP_MUL && pass_all_ones(x) ? 1 : -1;
+    if (k < 0 || !type_eq(&n->in[k]->type, yt))
+      return 0;
+    if (k == 1)
+      pass_edit_rewrite(e, n, OP_IDENTITY, &n->in[1], 1, NULL, 0);
+    else
+      to_identity(e, n);
+    return 1;
   }
   case OP_GATHER:
     return gathers_all(n) && to_reshape(e, n, x);
