@@ -182,16 +182,10 @@ typedef struct ConvGeom {
   int64_t xn, xc, xh, xw; /* x's strides */
 } ConvGeom;
 
-/* n's geometry, or false when n is no convolution that conv_mma runs: one group, one or
- * two spatial dims, f32 or 16-bit data and weights (16-bit x read as such or from f32),
- * with K and the channels small enough for int arithmetic. */
-static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
-  const Value *w = n->in[1], *y = n->out[0];
-  DType t = y->type.dtype;
-  bool sixteen = t == DT_BF16 || t == DT_F16;
-  if ((!sixteen && t != DT_F32) || w->type.dtype != t ||
-      (v->src != t && (!sixteen || v->src != DT_F32)) || attr_int(n, "group") != 1 ||
-      (v->k != 1 && v->k != 2))
+/* n's geometry into *q, any group: false unless one or two spatial dims, with K and the
+ * channels small enough for int arithmetic. */
+static bool conv_geom_fill(const Node *n, const ConvView *v, ConvGeom *q) {
+  if (v->k != 1 && v->k != 2)
     return false;
   Win win;
   read_win(n, v->k, &win);
@@ -204,6 +198,19 @@ static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
                   .xn = v->xs[0], .xc = v->xs[1], .xh = s ? v->xs[2] : 0, .xw = v->xs[2 + s]};
   return q->c * q->kh * q->kw < INT32_MAX / 2 && q->cout < INT32_MAX / 2 &&
          q->c * q->h * q->w < INT32_MAX / 2;
+}
+
+/* n's geometry, or false when n is no convolution that conv_mma runs: one group, one or
+ * two spatial dims, f32 or 16-bit data and weights (16-bit x read as such or from f32),
+ * with K and the channels small enough for int arithmetic. */
+static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
+  const Value *w = n->in[1], *y = n->out[0];
+  DType t = y->type.dtype;
+  bool sixteen = t == DT_BF16 || t == DT_F16;
+  if ((!sixteen && t != DT_F32) || w->type.dtype != t ||
+      (v->src != t && (!sixteen || v->src != DT_F32)) || attr_int(n, "group") != 1)
+    return false;
+  return conv_geom_fill(n, v, q);
 }
 
 enum {
@@ -1105,6 +1112,184 @@ static int conv_direct(Cg *cg, const Node *n, const ConvView *v, const Win *win,
   return 0;
 }
 
+/* ---------------------------------------------------------------- grouped, on tensor cores */
+
+/* A grouped convolution in channels last on tensor cores: each group an implicit GEMM of
+ * its Cg input and Cog output channels, a block's BN output channels BN / Cog whole
+ * groups. A K step is one tap: A's tile the block's pixels times its groups' CB = BN /
+ * Cog * Cg input channels at that tap, B's its BN outputs' Cg weights there; a warp's
+ * columns take the A fragments of their group's channels. Copied by cp.async, stages in
+ * flight as conv_mma_async, rows padded by 16 bytes (ldmatrix's 8 rows in 8 bank groups).
+ * The pixels' windows (base, corner) are computed once a tile into shared memory. Needs
+ * 16-bit data read as stored, Cg and Cog multiples of 16, weights [cout][taps][Cg]. */
+static bool grouped_fits(const Cg *cg, const Node *n, const ConvView *v, int64_t group,
+                         ConvGeom *q) {
+  DType t = n->out[0]->type.dtype;
+  if ((t != DT_BF16 && t != DT_F16) || group < 2 || !conv_vec_fits(n, v, group) ||
+      !(cg->target->insn & TARGET_CP_ASYNC) || !conv_geom_fill(n, v, q))
+    return false;
+  int64_t cg_in = q->c / group, cog = q->cout / group, taps = q->kh * q->kw;
+  bool packed = v->ws[0] == taps * cg_in &&
+                (v->k == 1 ? v->ws[2] == cg_in : v->ws[3] == cg_in && v->ws[2] == q->kw * cg_in);
+  return cg_in % 16 == 0 && cog % 16 == 0 && cog <= 128 && packed && q->xc == 1;
+}
+
+/* The grouped kernel's stages for a BM x BN tile (0: fewer than 2 fit), as async_stages. */
+static int64_t grouped_stages(const Cg *cg, int64_t bm, int64_t bn, int64_t cgi, int64_t cog) {
+  const Target *t = cg->target;
+  int64_t budget = t->smem_sm / MMA_RESIDENT - (t->smem_sm - t->smem_block_optin);
+  int64_t cb = bn / cog * cgi;
+  int64_t stage = bm * (cb + 8) * 2 + bn * (cgi + 8) * 2, tile = bn * (bm + 4) * 4;
+  budget = budget > t->smem_block_optin ? t->smem_block_optin : budget;
+  budget -= bm * 16; /* the pixels' table */
+  int64_t k = budget / stage;
+  k = k > ASYNC_MAX_STAGES ? ASYNC_MAX_STAGES : k;
+  return k >= 2 && tile <= budget ? k : 0;
+}
+
+static int64_t grouped_smem(const MmaConfig *c, int64_t cgi, int64_t cog) {
+  int64_t cb = c->bn / cog * cgi;
+  int64_t st = c->stages * (c->bm * (cb + 8) * 2 + c->bn * (cgi + 8) * 2);
+  int64_t tile = c->bn * (c->bm + 4) * 4;
+  return (st > tile ? st : tile) + c->bm * 16;
+}
+
+/* The grouped kernels' family into c[] (at most `most`): tiles of BM 128 or 64 by BN 128,
+ * 64 or 32 (a multiple of Cog, and BN 32 only with BM 128: a warp's 32 columns), the
+ * default first: BN the smallest that covers the output channels or 128, BM 128 where its
+ * tiles fill every SM's two slots; then the others that fit. */
+static int grouped_family(const Cg *cg, const ConvGeom *q, int64_t group, MmaConfig *c,
+                          int most) {
+  static const int64_t tiles[][2] = {{128, 128}, {64, 128}, {128, 64}, {64, 64}, {128, 32}};
+  int64_t cgi = q->c / group, cog = q->cout / group, M = q->nb * q->oh * q->ow;
+  int64_t slots = cg->target->sms * MMA_RESIDENT;
+  int nc = 0;
+  int64_t bn = 128;
+  while (bn / 2 >= cog && bn / 2 >= q->cout && bn > 32)
+    bn /= 2;
+  int64_t bm = (M + 127) / 128 * ((q->cout + bn - 1) / bn) >= slots ? 128 : 64;
+  if (bn == 32)
+    bm = 128;
+  MmaConfig d = {bm, bn, 1, grouped_stages(cg, bm, bn, cgi, cog)};
+  if (bn % cog == 0 && d.stages)
+    c[nc++] = d;
+  for (size_t i = 0; i < sizeof tiles / sizeof tiles[0] && nc < most; i++) {
+    MmaConfig e = {tiles[i][0], tiles[i][1], 1, grouped_stages(cg, tiles[i][0], tiles[i][1], cgi, cog)};
+    if (e.bn % cog || !e.stages || (e.bm == d.bm && e.bn == d.bn) || (e.bn > 32 && q->cout <= e.bn / 2) ||
+        (e.bm > 64 && M <= 64))
+      continue;
+    c[nc++] = e;
+  }
+  return nc;
+}
+
+static int conv_grouped_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
+                            int64_t group, const MmaConfig *cf) {
+  DType t = n->out[0]->type.dtype;
+  int64_t M = q->nb * q->oh * q->ow, OHW = q->oh * q->ow, taps = q->kh * q->kw;
+  int64_t cgi = q->c / group, cog = q->cout / group, BM = cf->bm, BN = cf->bn, ST = cf->stages;
+  int64_t CB = BN / cog * cgi, MT = (M + BM - 1) / BM, NT = (q->cout + BN - 1) / BN;
+  int64_t WN = BN / 32, WM = MMA_WARPS / WN, WC = BN / WN; /* a warp's 32 columns */
+  int64_t MI = BM / WM / 16, NJ = WC / 8, GW = WC >= cog ? WC / cog : 1, NJG = NJ / GW;
+  int64_t CPR = CB / 8, CPB = cgi / 8; /* 16-byte chunks of a row of A, of B */
+  int64_t AQ = (BM * CPR + MMA_THREADS - 1) / MMA_THREADS, BQ = (BN * CPB + MMA_THREADS - 1) / MMA_THREADS;
+  const char *note = cg_fmt(cg, "grouped implicit GEMM on tensor cores: %" PRId64 " groups of %" PRId64 " x %" PRId64
+                            " x %" PRId64 " in %" PRId64 " x %" PRId64 " tiles (%" PRId64 " groups a tile), a tap a step, %" PRId64
+                            " cp.async stages, channels last", group, M, cog, taps * cgi, BM, BN, BN / cog, ST);
+  cg->min_blocks = MMA_RESIDENT;
+  cg->threads = MMA_THREADS;
+  const char *name = cg_kernel_begin(cg, n, note);
+  Buf *b = &cg->src;
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_max_numel(n)));
+  buf_printf(b,
+      "  /* the stages of A (pixels x the tile's groups' %" PRId64 " channels of a tap) and B (outputs x their\n"
+      "   * group's %" PRId64 " weights there) as pairs, rows padded by 16 bytes; the tile; each pixel's\n"
+      "   * image offset and window corner (h, w), or h far outside past the last pixel */\n"
+      "  typedef struct { union alignas(128) { struct { unsigned a[%" PRId64 "][%" PRId64 "], b[%" PRId64 "][%" PRId64 "]; } st[%" PRId64 "]; "
+      "float c[%" PRId64 "][%" PRId64 "]; }; int4 px[%" PRId64 "]; } gc_smem;\n"
+      "  GC_DYN_SHARED(gc_smem, sm);\n"
+      "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
+      "  const int wm = warp %% %" PRId64 " * %" PRId64 ", wn = warp / %" PRId64 " * %" PRId64 ";\n"
+      "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n"
+      "  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n"
+      "    const idx_t m0 = tile %% %" PRId64 " * %" PRId64 ";\n"
+      "    const int n0 = (int)(tile / %" PRId64 ") * %" PRId64 ", c0 = n0 / %" PRId64 " * %" PRId64 "; /* the tile's first input channel */\n"
+      "    for (int r = tid; r < %" PRId64 "; r += %d) {\n"
+      "      const idx_t pm = m0 + r;\n"
+      "      const int pr = pm < %" PRId64 " ? (int)(pm %% %" PRId64 ") : 0;\n"
+      "      sm.px[r] = make_int4((int)((pm < %" PRId64 " ? pm / %" PRId64 " : 0) * %" PRId64 "), pm < %" PRId64 " ? pr / %" PRId64 " * %" PRId64 " - %" PRId64 " : -(1 << 30),\n"
+      "                           pr %% %" PRId64 " * %" PRId64 " - %" PRId64 ", 0);\n"
+      "    }\n"
+      "    __syncthreads();\n",
+      CB, cgi, BM, CB / 2 + 4, BN, cgi / 2 + 4, ST, BN, BM + 4, BM,
+      WM, BM / WM, WM, WC, MT * NT, MT, BM, MT, BN, cog, cgi, BM, MMA_THREADS,
+      M, OHW, M, OHW, q->xn, M, q->ow, q->sh, q->ph, q->ow, q->sw, q->pw);
+  buf_printf(b,
+      "    /* tap s's A and B into stage st: chunk e of A is row e / %" PRId64 ", channels 8 (e %% %" PRId64 ") on */\n"
+      "    auto load = [&](int st, int s) {\n"
+      "      const int dh = s / %" PRId64 " * %" PRId64 ", dw = s %% %" PRId64 " * %" PRId64 ";\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) {\n"
+      "        const int e = tid + %d * j, row = e / %" PRId64 ", ch = e %% %" PRId64 " * 8;\n"
+      "        if (row >= %" PRId64 ") break;\n"
+      "        const int4 p = sm.px[row];\n"
+      "        const int ih = p.y + dh, iw = p.z + dw;\n"
+      "        gc_cp16(&sm.st[st].a[row][ch / 2], in0, (idx_t)p.x + %s + %s + c0 + ch,\n"
+      "                c0 + ch < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u);\n"
+      "      }\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < %" PRId64 "; j++) {\n"
+      "        const int e = tid + %d * j, row = e / %" PRId64 ", ch = e %% %" PRId64 " * 8;\n"
+      "        if (row >= %" PRId64 ") break;\n"
+      "        gc_cp16(&sm.st[st].b[row][ch / 2], in1, (idx_t)(n0 + row) * %" PRId64 " + s * %" PRId64 " + ch, n0 + row < %" PRId64 ");\n"
+      "      }\n"
+      "    };\n",
+      CPR, CPR, q->kw, q->dh, q->kw, q->dw, AQ, MMA_THREADS, CPR, CPR, BM,
+      affine(cg, "(idx_t)ih", q->xh, 0), affine(cg, "iw", q->xw, 0), q->c, q->h, q->w,
+      BQ, MMA_THREADS, CPB, CPB, BN, taps * cgi, cgi, q->cout);
+  buf_printf(b,
+      "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
+      "#pragma unroll\n"
+      "    for (int s = 0; s < %" PRId64 "; s++) {\n"
+      "      if (s < %" PRId64 ") load(s, s);\n"
+      "      gc_cp_commit();\n"
+      "    }\n"
+      "    for (int it = 0; it < %" PRId64 "; it++) {\n"
+      "      gc_cp_wait<%" PRId64 ">(); /* this thread's copies of tap it have landed */\n"
+      "      __syncthreads(); /* everyone's; and tap it - 1's stage is free again */\n"
+      "      if (it + %" PRId64 " < %" PRId64 ") load((it + %" PRId64 ") %% %" PRId64 ", it + %" PRId64 ");\n"
+      "      gc_cp_commit();\n"
+      "      const auto &st = sm.st[it %% %" PRId64 "];\n"
+      "#pragma unroll\n"
+      "      for (int kk = 0; kk < %" PRId64 "; kk++) /* 16 channels of the group, one mma.m16n8k16 */\n"
+      "#pragma unroll\n"
+      "        for (int q = 0; q < %" PRId64 "; q++) { /* the warp's groups */\n"
+      "          const int gl = (wn + q * %" PRId64 ") / %" PRId64 "; /* the group's place in the tile */\n"
+      "          unsigned fa[%" PRId64 "][4];\n"
+      "#pragma unroll\n"
+      "          for (int i = 0; i < %" PRId64 "; i++)\n"
+      "            gc_ldsm4(fa[i], &st.a[wm + i * 16 + lr + (lm & 1) * 8][(gl * %" PRId64 " + kk * 16 + (lm >> 1) * 8) / 2]);\n"
+      "#pragma unroll\n"
+      "          for (int j = 0; j < %" PRId64 "; j += 2) {\n"
+      "            unsigned fb[4];\n"
+      "            gc_ldsm4(fb, &st.b[wn + (q * %" PRId64 " + j) * 8 + lr + (lm >> 1) * 8][(kk * 16 + (lm & 1) * 8) / 2]);\n"
+      "#pragma unroll\n"
+      "            for (int i = 0; i < %" PRId64 "; i++) {\n"
+      "              gc_mma_%s(acc[i][q * %" PRId64 " + j], fa[i], fb);\n"
+      "              gc_mma_%s(acc[i][q * %" PRId64 " + j + 1], fa[i], fb + 2);\n"
+      "            }\n"
+      "          }\n"
+      "        }\n"
+      "    }\n"
+      "    gc_cp_wait<0>();\n"
+      "    __syncthreads(); /* the stages are the tile's memory too */\n",
+      MI, NJ, ST - 1, taps, taps, ST - 2, ST - 1, taps, ST - 1, ST, ST - 1, ST, cgi / 16, GW,
+      WC / GW, cog, MI, MI, cgi, NJG, NJG, MI, t == DT_BF16 ? "bf16" : "f16", NJG,
+      t == DT_BF16 ? "bf16" : "f16", NJG);
+  cg->shared_bytes = (unsigned)grouped_smem(cf, cgi, cog);
+  return conv_mma_epilogue(cg, n, v, q, cf, name, MI, NJ);
+}
+
 /* A convolution: an implicit GEMM (gen_conv_mma) where one runs it, else a direct kernel:
  * a choice of gen_conv_vec's strips, a choice of gen_conv_depthwise's strips and
  * conv_direct's, or conv_direct's. */
@@ -1120,12 +1305,25 @@ static int gen_conv(Cg *cg, const Node *n) {
   for (int j = 0; j < v.k; j++)
     win.kernel[j] = v.wd[2 + j];
   int rc = 0;
-  if (conv_vec_fits(n, &v, group)) { /* strips of 1, 2 and 4 outputs */
-    int nvec = cg->variants < 3 ? cg->variants : 3;
-    if (nvec < 2)
-      return gen_conv_vec(cg, n, &v, &win, group, 1);
-    int ch = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: grouped convolution, variants: strips "
-                                           "of 1, 2, 4 outputs", n->id));
+  if (conv_vec_fits(n, &v, group)) {
+    /* on tensor cores (grouped_family, the default first), then strips of 1, 2 and 4
+     * outputs */
+    MmaConfig mc[MMA_MAX_KERNELS];
+    int nmc = grouped_fits(cg, n, &v, group, &q) ? grouped_family(cg, &q, group, mc, 3) : 0;
+    nmc = nmc < cg->variants ? nmc : cg->variants;
+    int nvec = cg->variants - nmc < 3 ? cg->variants - nmc : 3;
+    if (nmc + nvec < 2)
+      return nmc ? conv_grouped_mma(cg, n, &v, &q, group, &mc[0]) : gen_conv_vec(cg, n, &v, &win, group, 1);
+    const char *what = "";
+    for (int i = 0; i < nmc; i++)
+      what = cg_fmt(cg, "%s%" PRId64 "x%" PRId64 " tiles on tensor cores, ", what, mc[i].bm, mc[i].bn);
+    int ch = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: grouped convolution, variants: %sstrips "
+                                           "of 1, 2, 4 outputs", n->id, what));
+    for (int i = 0; i < nmc && !rc; i++) {
+      cg_variant_begin(cg, ch);
+      rc = conv_grouped_mma(cg, n, &v, &q, group, &mc[i]);
+      cg_variant_end(cg, ch);
+    }
     for (int i = 0; i < nvec && !rc; i++) {
       cg_variant_begin(cg, ch);
       rc = gen_conv_vec(cg, n, &v, &win, group, (int64_t)1 << i);

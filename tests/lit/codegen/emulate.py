@@ -1133,6 +1133,13 @@ def cases():
         # the pipelined kernel (channels last, 8-channel chunks by cp.async): 136 channels
         # in tiles of 128 and 64 (a partial one), 9 steps of K through 3 and 4 stages, K
         # split over a cluster; in 1-d, K = 72 one partial step, strided and dilated
+        # grouped on tensor cores (a tap a K step, a block's whole groups): groups of 16
+        # in and 32 out channels, 3 groups in a tile of 128 columns (one partial), strided
+        # and dilated with a bias; 1-d groups of 32 in and 16 out channels
+        ("bf16_conv_grouped_tc", {"x": f(2, 9, 7, 48), "w": f(96, 3, 3, 16), "b": f(96)},
+         "%c = conv(%x, %w, %b) {strides = [2, 1], pads = [1, 0, 2, 1], dilations = [1, 2], group = 3, channels_last = 1}\n%y = relu(%c)"),
+        ("fp16_conv_grouped_tc_1d", {"x": f(2, 21, 64), "w": f(32, 5, 32)},
+         "%y = conv(%x, %w) {pads = [2, 2], group = 2, channels_last = 1}"),
         ("bf16_conv_async_wide", {"x": f(2, 10, 10, 64), "w": f(136, 3, 3, 64), "b": f(136)},
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}\n%y = relu(%c)"),
         ("fp16_conv_async_1d", {"x": f(2, 30, 24), "w": f(40, 3, 24)},
