@@ -21,6 +21,9 @@
  *           cluster share each output's elements too, and every block sums all their
  *           partials, in rank order, through distributed shared memory. softmax, hardmax
  *           and the norms along a non-innermost axis take a thread per output alone.
+ * layer_norm and rms_norm keep each row in registers instead (norm_rows: a few threads or
+ * warps a row load it once in 16-byte vectors, a family timed at create), the row kernel
+ * only for rows longer than a block's registers hold.
  * f16 and bf16 accumulate in f32. The results are ir/interp.c's (eval_reduce,
  * eval_argmax, eval_softmax, eval_layer_norm) up to the order of float additions. */
 #include "codegen/cg-impl.h"

@@ -1127,6 +1127,8 @@ def cases():
         ("rms_norm_longer_than_registers", {"x": f(2, 33000), "s": f(33000)}, "%y = rms_norm(%x, %s)"),
         ("fused_rms_norm_mul", {"x": f(50, 128), "s": f(128), "w": f(50, 128)},
          "%n = rms_norm(%x, %s)\n%y = mul(%n, %w)"),
+        ("layer_norm_f64", {"x": rng.standard_normal((6, 40)), "s": rng.standard_normal(40)},
+         "%y = layer_norm(%x, %s)"),
         # the output tail (the relu after the last convolution) computes in f32
         ("bf16_conv_tail", {"x": x, "w": f(6, 4, 3, 3), "b": f(6), "v": f(4, 6, 1, 1)},
          "%y = conv(%x, %w, %b)\n%r = relu(%y)\n%z = conv(%r, %v)\n%t = relu(%z)"),
