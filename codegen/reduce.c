@@ -816,7 +816,7 @@ int cg_softmax(Cg *cg, const Node *n) {
  * 768 bf16 (96 vectors) are 128 blocks of a warp, not 16 of 8. The earlier kernel, a warp
  * or a block a row reading the row from memory in each of three passes an element at a
  * time (GPT-2's [128, 768] layer norms took 7 us each on an H100), stays for rows longer
- * than a block's most threads hold at NORM_MAX_VECS vectors a thread.
+ * than a block's registers hold (norm_threads).
  *
  * A family timed at create (docs/variants.md), default first: T for at most
  * NORM_DEFAULT_VECS vectors a thread (the fewest threads that keep each thread's loads
@@ -824,6 +824,9 @@ int cg_softmax(Cg *cg, const Node *n) {
  * (fewer vectors a thread) and the next narrower (more, at most NORM_MAX_VECS), where
  * there are; the widest, a vector a thread. Each with its rows a block by the rule above. */
 enum { NORM_VEC_BYTES = 16, NORM_MAX_VECS = 8, NORM_DEFAULT_VECS = 4, NORM_VARIANTS = 4 };
+/* 32-bit registers a thread needs beside its row's elements (indices, sums, a scale and a
+ * bias vector), for the bound a block's threads share (norm_threads) */
+enum { NORM_SPARE = 32 };
 
 typedef struct NormRows {
   int64_t V, nvec;    /* elements a vector, vectors a row */
@@ -843,16 +846,24 @@ static NormParam norm_param(const Space *ps, int op, int64_t V) {
   return st == 1 ? NORM_PARAM_VEC : st == 0 ? NORM_PARAM_ONE : NORM_PARAM_ELEM;
 }
 
-/* The threads a row of nvec vectors for at most nv vectors a thread: a power of two up to
- * a warp, else whole warps; 0 past a block's most threads. */
-static int64_t norm_threads(const Cg *cg, int64_t nvec, int64_t nv) {
+/* The threads a row of nvec vectors of `words` 32-bit registers each (f32 values: f64
+ * takes two) for at most nv vectors a thread: a power of two up to a warp, else whole
+ * warps; 0 past a block's most threads, or where the row's elements and NORM_SPARE would
+ * pass the registers a thread of such a block may have (1024 threads: 64 each). */
+static int64_t norm_threads(const Cg *cg, int64_t nvec, int64_t nv, int64_t words) {
+  const Target *tg = cg->target;
   int64_t want = (nvec + nv - 1) / nv, T = 1;
   if (want > 32)
     T = (want + 31) / 32 * 32;
   else
     while (T < want)
       T *= 2;
-  return T <= cg->target->threads_block ? T : 0;
+  int64_t B = T > tg->block ? T : tg->block, regs = tg->regs_sm / B;
+  if (regs > tg->regs_thread)
+    regs = tg->regs_thread;
+  if (T > tg->threads_block || (nvec + T - 1) / T * words + NORM_SPARE > regs)
+    return 0;
+  return T;
 }
 
 /* Rows a block for T threads a row: one where T is more than a warp; else whole warps,
@@ -866,14 +877,14 @@ static int64_t norm_rows_a_block(const Cg *cg, int64_t rows, int64_t T) {
   return p;
 }
 
-/* The family for rows of nvec vectors of V, default first: its size (0: no T holds the
- * row in registers). */
-static int norm_family(const Cg *cg, int64_t rows, int64_t V, int64_t nvec,
+/* The family for rows of nvec vectors of V (of `words` registers), default first: its
+ * size (0: no T holds the row in registers). */
+static int norm_family(const Cg *cg, int64_t rows, int64_t V, int64_t words, int64_t nvec,
                        NormRows c[NORM_VARIANTS]) {
   int64_t ts[NORM_MAX_VECS]; /* the distinct T, ascending */
   int nt = 0;
   for (int64_t nv = NORM_MAX_VECS; nv >= 1; nv--) {
-    int64_t T = norm_threads(cg, nvec, nv);
+    int64_t T = norm_threads(cg, nvec, nv, words);
     if (T && (!nt || ts[nt - 1] != T))
       ts[nt++] = T;
   }
@@ -881,7 +892,7 @@ static int norm_family(const Cg *cg, int64_t rows, int64_t V, int64_t nvec,
     return 0;
   /* the default: T for NORM_DEFAULT_VECS, or the widest where a block's most threads
    * cannot take the row at that */
-  int64_t T0 = norm_threads(cg, nvec, NORM_DEFAULT_VECS);
+  int64_t T0 = norm_threads(cg, nvec, NORM_DEFAULT_VECS, words);
   int d = nt - 1;
   for (int k = 0; k < nt; k++)
     if (ts[k] == T0)
@@ -1090,7 +1101,8 @@ int cg_layer_norm(Cg *cg, const Node *n) {
   while (V > 1 && len % V)
     V /= 2;
   NormRows c[NORM_VARIANTS];
-  int nc = len > 0 && V > 0 ? norm_family(cg, outer, V, len / V, c) : 0;
+  int64_t words = V * (dtype_size(x->type.dtype) > 4 ? 2 : 1);
+  int nc = len > 0 && V > 0 ? norm_family(cg, outer, V, words, len / V, c) : 0;
   if (!nc)
     return norm_loop(cg, n, outer, len, &ps);
   int most = cg->variants < nc ? cg->variants : nc;
