@@ -922,9 +922,10 @@ static void norm_sum(Cg *cg, const Node *n, const NormRows *c, const char *guard
   const char *D = cg_dom_type(dom);
   buf_printf(b, "    %s %s = 0;\n", D, var);
   buf_printf(b, "#pragma unroll\n    for (int k = 0; k < %" PRId64 "; k++) {\n", c->NV);
+  if (*guard && strstr(guard, "c <"))
+    buf_printf(b, "      const idx_t c = (idx_t)k * %" PRId64 " + t;\n", c->T);
   if (*guard)
-    buf_printf(b, "      const idx_t c = (idx_t)k * %" PRId64 " + t;\n      if (!(%s)) continue;\n",
-               c->T, guard);
+    buf_printf(b, "      if (!(%s)) continue;\n", guard);
   buf_printf(b, "#pragma unroll\n      for (int e = 0; e < %" PRId64 "; e++) {\n", c->V);
   buf_printf(b, "        const %s v = %s;\n", D, cg_load(cg, n->in[0]->type.dtype, dom, "xv[k].e[e]"));
   buf_printf(b, "        %s += %s;\n      }\n    }\n", var, elem);
@@ -1032,8 +1033,15 @@ static int norm_rows(Cg *cg, const Node *n, int64_t rows, int64_t len, const Spa
   buf_printf(b, "      ovec_t ov;\n#pragma unroll\n      for (int e = 0; e < %" PRId64 "; e++) {\n", V);
   if (by_elem)
     space_emit_offsets(cg, ps, cg_fmt(cg, "(c * %" PRId64 " + e)", V), "q", "        ");
-  if (cg_epilogue_of(cg, n)) /* the index its other inputs are read at */
-    buf_puts(b, "        const idx_t i = at + e;\n");
+  const PwKernel *ep = cg_epilogue_of(cg, n);
+  if (ep) { /* the index its inputs from outside and its side output are at */
+    const Value *const *ext, *const *outs;
+    const Node *const *nodes;
+    int next, nn;
+    cg_epilogue_operands(ep, &ext, &next, &outs, &nodes, &nn);
+    if (next || cg_epilogue_nout(ep) > 1)
+      buf_puts(b, "        const idx_t i = at + e;\n");
+  }
   buf_printf(b, "        const %s v = %s;\n", D, cg_load(cg, x->type.dtype, dom, "xv[k].e[e]"));
   cg_store_out_to(cg, n, "i", cg_store(cg, y->type.dtype, dom, res), "ov.e[e]", "        ");
   buf_puts(b, "      }\n      *(ovec_t *)(out0 + at) = ov;\n    }\n  }\n}\n");
