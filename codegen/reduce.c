@@ -21,6 +21,9 @@
  *           cluster share each output's elements too, and every block sums all their
  *           partials, in rank order, through distributed shared memory. softmax, hardmax
  *           and the norms along a non-innermost axis take a thread per output alone.
+ * layer_norm and rms_norm keep each row in registers instead (norm_rows: a few threads or
+ * warps a row load it once in 16-byte vectors, a family timed at create), the row kernel
+ * only for rows longer than a block's registers hold.
  * f16 and bf16 accumulate in f32. The results are ir/interp.c's (eval_reduce,
  * eval_argmax, eval_softmax, eval_layer_norm) up to the order of float additions. */
 #include "codegen/cg-impl.h"
@@ -797,27 +800,261 @@ int cg_softmax(Cg *cg, const Node *n) {
 
 /* ---------------------------------------------------------------- layer_norm */
 
-/* layer_norm, and rms_norm (no mean: x * rstd of the mean square; the scale optional) */
-int cg_layer_norm(Cg *cg, const Node *n) {
+/* layer_norm and rms_norm see x as rows of len contiguous elements (the dims from the
+ * axis on) and compute as eval_layer_norm does, in f32 (f64 for f64): each row's mean,
+ * then the mean square of x - mean around it (rms_norm: of x, no mean), then
+ * (x - mean) * rstd * scale + bias, stored through the fuse group's epilogue.
+ *
+ * Rows in registers (norm_rows): T threads a row load its V-element vectors once (16
+ * bytes where len allows: 8 bf16 or f16, 4 f32; narrower where it is no multiple), NV
+ * vectors a thread (vector k * T + t for thread t, so neighbouring threads read
+ * neighbouring vectors), and keep them in registers for both sums and the stores, which
+ * write vectors too. T is a power of two up to a warp (32 / T rows a warp, each row's
+ * sums by butterflies among its T lanes) or whole warps (a block a row, its warps' sums
+ * through shared memory). A block takes RPB rows: as many as the target's default block
+ * holds while the blocks still fill the SMs, one where T is more than a warp: 128 rows of
+ * 768 bf16 (96 vectors) are 128 blocks of a warp, not 16 of 8. The earlier kernel, a warp
+ * or a block a row reading the row from memory in each of three passes an element at a
+ * time (GPT-2's [128, 768] layer norms took 7 us each on an H100), stays for rows longer
+ * than a block's registers hold (norm_threads).
+ *
+ * A family timed at create (docs/variants.md), default first: T for at most
+ * NORM_DEFAULT_VECS vectors a thread (the fewest threads that keep each thread's loads
+ * few: shuffles and barriers are the kernel's cost beside its one load); the next wider T
+ * (fewer vectors a thread) and the next narrower (more, at most NORM_MAX_VECS), where
+ * there are; the widest, a vector a thread. Each with its rows a block by the rule above. */
+enum { NORM_VEC_BYTES = 16, NORM_MAX_VECS = 8, NORM_DEFAULT_VECS = 4, NORM_VARIANTS = 4 };
+/* 32-bit registers a thread needs beside its row's elements (indices, sums, a scale and a
+ * bias vector), for the bound a block's threads share (norm_threads) */
+enum { NORM_SPARE = 32 };
+
+typedef struct NormRows {
+  int64_t V, nvec;    /* elements a vector, vectors a row */
+  int64_t T, NV, RPB; /* threads a row, vectors a thread, rows a block */
+} NormRows;
+
+/* How a scale or bias is read for an output vector: as a vector of its own (it runs
+ * along the row), one element for the vector (constant along it), or element by element. */
+typedef enum NormParam { NORM_PARAM_VEC, NORM_PARAM_ONE, NORM_PARAM_ELEM } NormParam;
+
+static NormParam norm_param(const Space *ps, int op, int64_t V) {
+  if (ps->rank == 0)
+    return NORM_PARAM_ONE;
+  int64_t inner = ps->dims[ps->rank - 1], st = ps->stride[op][ps->rank - 1];
+  if (inner % V)
+    return NORM_PARAM_ELEM;
+  return st == 1 ? NORM_PARAM_VEC : st == 0 ? NORM_PARAM_ONE : NORM_PARAM_ELEM;
+}
+
+/* The threads a row of nvec vectors of `words` 32-bit registers each (f32 values: f64
+ * takes two) for at most nv vectors a thread: a power of two up to a warp, else whole
+ * warps; 0 past a block's most threads, or where the row's elements and NORM_SPARE would
+ * pass the registers a thread of such a block may have (1024 threads: 64 each). */
+static int64_t norm_threads(const Cg *cg, int64_t nvec, int64_t nv, int64_t words) {
+  const Target *tg = cg->target;
+  int64_t want = (nvec + nv - 1) / nv, T = 1;
+  if (want > 32)
+    T = (want + 31) / 32 * 32;
+  else
+    while (T < want)
+      T *= 2;
+  int64_t B = T > tg->block ? T : tg->block, regs = tg->regs_sm / B;
+  if (regs > tg->regs_thread)
+    regs = tg->regs_thread;
+  if (T > tg->threads_block || (nvec + T - 1) / T * words + NORM_SPARE > regs)
+    return 0;
+  return T;
+}
+
+/* Rows a block for T threads a row: one where T is more than a warp; else whole warps,
+ * doubled while the target's default block holds them and the blocks still fill the SMs. */
+static int64_t norm_rows_a_block(const Cg *cg, int64_t rows, int64_t T) {
+  if (T > 32)
+    return 1;
+  int64_t p = 32 / T;
+  while (2 * p * T <= cg->target->block && (rows + 2 * p - 1) / (2 * p) >= cg->target->sms)
+    p *= 2;
+  return p;
+}
+
+/* The family for rows of nvec vectors of V (of `words` registers), default first: its
+ * size (0: no T holds the row in registers). */
+static int norm_family(const Cg *cg, int64_t rows, int64_t V, int64_t words, int64_t nvec,
+                       NormRows c[NORM_VARIANTS]) {
+  int64_t ts[NORM_MAX_VECS]; /* the distinct T, ascending */
+  int nt = 0;
+  for (int64_t nv = NORM_MAX_VECS; nv >= 1; nv--) {
+    int64_t T = norm_threads(cg, nvec, nv, words);
+    if (T && (!nt || ts[nt - 1] != T))
+      ts[nt++] = T;
+  }
+  if (!nt)
+    return 0;
+  /* the default: T for NORM_DEFAULT_VECS, or the widest where a block's most threads
+   * cannot take the row at that */
+  int64_t T0 = norm_threads(cg, nvec, NORM_DEFAULT_VECS, words);
+  int d = nt - 1;
+  for (int k = 0; k < nt; k++)
+    if (ts[k] == T0)
+      d = k;
+  int pick[NORM_VARIANTS], np = 0;
+  pick[np++] = d;
+  if (d + 1 < nt)
+    pick[np++] = d + 1;
+  if (d > 0)
+    pick[np++] = d - 1;
+  if (nt - 1 > d + 1)
+    pick[np++] = nt - 1;
+  for (int k = 0; k < np; k++) {
+    int64_t T = ts[pick[k]];
+    c[k] = (NormRows){.V = V, .nvec = nvec, .T = T, .NV = (nvec + T - 1) / T,
+                      .RPB = norm_rows_a_block(cg, rows, T)};
+  }
+  return np;
+}
+
+/* One sum over this thread's elements of its row, combined over the row's threads:
+ * "D var = sum of elem over v (the element)", in every thread of the row. */
+static void norm_sum(Cg *cg, const Node *n, const NormRows *c, const char *guard,
+                     const char *var, const char *elem) {
+  Buf *b = &cg->src;
+  Dom dom = cg_dom(n->in[0]->type.dtype);
+  const char *D = cg_dom_type(dom);
+  buf_printf(b, "    %s %s = 0;\n", D, var);
+  buf_printf(b, "#pragma unroll\n    for (int k = 0; k < %" PRId64 "; k++) {\n", c->NV);
+  if (*guard && strstr(guard, "c <"))
+    buf_printf(b, "      const idx_t c = (idx_t)k * %" PRId64 " + t;\n", c->T);
+  if (*guard)
+    buf_printf(b, "      if (!(%s)) continue;\n", guard);
+  buf_printf(b, "#pragma unroll\n      for (int e = 0; e < %" PRId64 "; e++) {\n", c->V);
+  buf_printf(b, "        const %s v = %s;\n", D, cg_load(cg, n->in[0]->type.dtype, dom, "xv[k].e[e]"));
+  buf_printf(b, "        %s += %s;\n      }\n    }\n", var, elem);
+  if (c->T > 32)
+    buf_printf(b, "    %s = gc_block_reduce(%s, gc_add(), (%s)0);\n", var, var, D);
+  else if (c->T == 32)
+    buf_printf(b, "    %s = gc_warp_reduce(%s, gc_add());\n", var, var);
+  else if (c->T > 1)
+    buf_printf(b, "#pragma unroll\n    for (int m = %" PRId64 "; m > 0; m >>= 1) %s += gc_shfl(%s, m);\n",
+               c->T / 2, var, var);
+}
+
+/* The rows-in-registers kernel c of a layer_norm or rms_norm n over rows of len, its
+ * scale and bias offsets (ops 0 and 1 of those there are) by ps. */
+static int norm_rows(Cg *cg, const Node *n, int64_t rows, int64_t len, const Space *ps,
+                     const NormRows *c) {
+  const Value *x = n->in[0], *y = n->out[0];
+  const Value *par[2] = {n->nin > 1 ? n->in[1] : NULL, n->nin > 2 ? n->in[2] : NULL};
+  bool rms = n->op == OP_RMS_NORM;
+  int64_t V = c->V, T = c->T, NV = c->NV, RPB = c->RPB, nvec = c->nvec;
+  Dom dom = cg_dom(x->type.dtype);
+  const char *D = cg_dom_type(dom);
+  cg->threads = (int)(T * RPB);
+  const char *name = cg_kernel_begin(
+      cg, n, cg_fmt(cg, "rows in registers: %" PRId64 " thread%s a row of %" PRId64 " vector%s of %"
+                    PRId64 ", %" PRId64 " vector%s a thread, %" PRId64 " row%s a block; %" PRId64
+                    " rows", T, T == 1 ? "" : "s", nvec, nvec == 1 ? "" : "s", V, NV,
+                    NV == 1 ? "" : "s", RPB, RPB == 1 ? "" : "s", rows));
+  Buf *b = &cg->src;
+  int64_t numel = cg_numel(y), top = numel > cg_max_numel(n) ? numel : cg_max_numel(n);
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, top));
+  buf_printf(b, "  typedef gc_vec<%s, %" PRId64 "> vec_t;\n", cg_ctype(x->type.dtype), V);
+  buf_printf(b, "  typedef gc_vec<%s, %" PRId64 "> ovec_t;\n", cg_ctype(cg_out_dtype(cg, n)), V);
+  /* t: the thread's place in its row; a block's rows start at rb */
+  if (RPB > 1)
+    buf_printf(b, "  const int t = (int)(threadIdx.x %% %" PRId64 "), g = (int)(threadIdx.x / %" PRId64 ");\n",
+               T, T);
+  else
+    buf_puts(b, "  const int t = (int)threadIdx.x;\n");
+  /* the loop's bound is the block's, so that a warp's lanes shuffle together */
+  if (RPB > 1)
+    buf_printf(b, "  for (idx_t rb = (idx_t)blockIdx.x * %" PRId64 "; rb < %" PRId64 "; rb += (idx_t)gridDim.x * %" PRId64 ") {\n",
+               RPB, rows, RPB);
+  else
+    buf_printf(b, "  for (idx_t rb = blockIdx.x; rb < %" PRId64 "; rb += gridDim.x) {\n", rows);
+  buf_printf(b, "    const idx_t row = %s;\n", RPB > 1 ? "rb + g" : "rb");
+  bool live = rows % RPB != 0, part = T * NV != nvec;
+  if (live)
+    buf_printf(b, "    const bool live = row < %" PRId64 ";\n", rows);
+  const char *guard = cg_fmt(cg, "%s%s%s", live ? "live" : "", live && part ? " && " : "",
+                             part ? cg_fmt(cg, "c < %" PRId64, nvec) : "");
+  const char *load = cg_fmt(cg, "*(const vec_t *)(in0 + (row * %" PRId64 " + c * %" PRId64 "))", len, V);
+  buf_printf(b, "    vec_t xv[%" PRId64 "];\n", NV);
+  buf_printf(b, "#pragma unroll\n    for (int k = 0; k < %" PRId64 "; k++) {\n", NV);
+  buf_printf(b, "      const idx_t c = (idx_t)k * %" PRId64 " + t;\n", T);
+  if (*guard)
+    buf_printf(b, "      xv[k] = %s ? %s : vec_t{};\n    }\n", guard, load);
+  else
+    buf_printf(b, "      xv[k] = %s;\n    }\n", load);
+  if (rms) {
+    norm_sum(cg, n, c, guard, "sq", "v * v");
+  } else {
+    norm_sum(cg, n, c, guard, "sum", "v");
+    buf_printf(b, "    const %s mean = sum / (%s)%" PRId64 ";\n", D, D, len);
+    norm_sum(cg, n, c, guard, "sq", "(v - mean) * (v - mean)");
+  }
+  buf_printf(b, "    const %s rstd = (%s)1 / sqrt(sq / (%s)%" PRId64 " + %s);\n", D, D, D, len,
+             cg_lit(cg, attr_float(n, "epsilon"), dom));
+  /* the outputs: scale and bias (ops 0 and 1 of ps, in1 and in2) as the vector's, or an
+   * element's, offsets p / q */
+  NormParam how[2];
+  bool by_vec = false, by_elem = false;
+  for (int k = 0, op = 0; k < 2; k++)
+    if (par[k]) {
+      how[k] = norm_param(ps, op++, V);
+      by_vec = by_vec || how[k] != NORM_PARAM_ELEM;
+      by_elem = by_elem || how[k] == NORM_PARAM_ELEM;
+    }
+  buf_printf(b, "#pragma unroll\n    for (int k = 0; k < %" PRId64 "; k++) {\n", NV);
+  buf_printf(b, "      const idx_t c = (idx_t)k * %" PRId64 " + t;\n", T);
+  if (*guard)
+    buf_printf(b, "      if (!(%s)) continue;\n", guard);
+  buf_printf(b, "      const idx_t at = row * %" PRId64 " + c * %" PRId64 ";\n", len, V);
+  if (by_vec)
+    space_emit_offsets(cg, ps, cg_fmt(cg, "(c * %" PRId64 ")", V), "p", "      ");
+  const char *res = rms ? "v * rstd" : "(v - mean) * rstd";
+  for (int k = 0, op = 0; k < 2; k++) {
+    if (!par[k])
+      continue;
+    DType pt = par[k]->type.dtype;
+    const char *pv;
+    if (how[k] == NORM_PARAM_VEC) {
+      buf_printf(b, "      const gc_vec<%s, %" PRId64 "> pv%d = *(const gc_vec<%s, %" PRId64 "> *)(in%d + p%d);\n",
+                 cg_ctype(pt), V, k, cg_ctype(pt), V, k + 1, op);
+      pv = cg_load(cg, pt, dom, cg_fmt(cg, "pv%d.e[e]", k));
+    } else if (how[k] == NORM_PARAM_ONE) {
+      buf_printf(b, "      const %s pv%d = %s;\n", D, k, cg_load(cg, pt, dom, cg_fmt(cg, "in%d[p%d]", k + 1, op)));
+      pv = cg_fmt(cg, "pv%d", k);
+    } else {
+      pv = cg_load(cg, pt, dom, cg_fmt(cg, "in%d[q%d]", k + 1, op));
+    }
+    res = cg_fmt(cg, k ? "%s + %s" : "%s * %s", res, pv);
+    op++;
+  }
+  buf_printf(b, "      ovec_t ov;\n#pragma unroll\n      for (int e = 0; e < %" PRId64 "; e++) {\n", V);
+  if (by_elem)
+    space_emit_offsets(cg, ps, cg_fmt(cg, "(c * %" PRId64 " + e)", V), "q", "        ");
+  const PwKernel *ep = cg_epilogue_of(cg, n);
+  if (ep) { /* the index its inputs from outside and its side output are at */
+    const Value *const *ext, *const *outs;
+    const Node *const *nodes;
+    int next, nn;
+    cg_epilogue_operands(ep, &ext, &next, &outs, &nodes, &nn);
+    if (next || cg_epilogue_nout(ep) > 1)
+      buf_puts(b, "        const idx_t i = at + e;\n");
+  }
+  buf_printf(b, "        const %s v = %s;\n", D, cg_load(cg, x->type.dtype, dom, "xv[k].e[e]"));
+  cg_store_out_to(cg, n, "i", cg_store(cg, y->type.dtype, dom, res), "ov.e[e]", "        ");
+  buf_puts(b, "      }\n      *(ovec_t *)(out0 + at) = ov;\n    }\n  }\n}\n");
+  cg_kernel_step(cg, n, name, cg_blocks(cg, rows, RPB), (unsigned)(T * RPB));
+  return 0;
+}
+
+/* The kernel before the rows in registers: a warp or a block a row (make_loop), three
+ * passes over the row from memory. */
+static int norm_loop(Cg *cg, const Node *n, int64_t outer, int64_t len, const Space *ps) {
   const Value *x = n->in[0], *y = n->out[0];
   const Value *scale = n->nin > 1 ? n->in[1] : NULL, *bias = n->nin > 2 ? n->in[2] : NULL;
   bool rms = n->op == OP_RMS_NORM;
-  int rank = x->type.shape.rank;
-  int64_t axis = attr_int(n, "axis");
-  axis = axis < 0 ? axis + rank : axis;
-  int64_t outer = 1, len = 1, tail[IR_MAX_RANK];
-  for (int i = 0; i < axis; i++)
-    outer *= cg_dim(x, i);
-  for (int i = (int)axis; i < rank; i++)
-    len *= tail[i - axis] = cg_dim(x, i);
-  /* scale and bias broadcast over x.shape[axis:]: offsets p0, p1 of tail index j */
-  Space ps;
-  space_init(&ps, rank - (int)axis, tail);
-  if (scale)
-    space_add_bcast(&ps, &scale->type.shape);
-  if (bias)
-    space_add_bcast(&ps, &bias->type.shape);
-  space_coalesce(&ps);
   Dom dom = cg_dom(x->type.dtype);
   const char *T = cg_dom_type(dom);
   Loop l = make_loop(cg, true, outer, len);
@@ -835,7 +1072,7 @@ int cg_layer_norm(Cg *cg, const Node *n) {
   buf_printf(b, "    const %s rstd = (%s)1 / sqrt(sq / (%s)%" PRId64 " + %s);\n", T, T, T, len,
              cg_lit(cg, attr_float(n, "epsilon"), dom));
   buf_printf(b, "    for (idx_t j = lane; j < %" PRId64 "; j += lanes) {\n", len);
-  space_emit_offsets(cg, &ps, "j", "p", "      ");
+  space_emit_offsets(cg, ps, "j", "p", "      ");
   const char *res = cg_fmt(cg, rms ? "%s * rstd" : "(%s - mean) * rstd", v);
   if (scale)
     res = cg_fmt(cg, "%s * %s", res, cg_load(cg, scale->type.dtype, dom, "in1[p0]"));
@@ -846,6 +1083,54 @@ int cg_layer_norm(Cg *cg, const Node *n) {
   buf_puts(b, "    }\n  }\n}\n");
   cg_kernel_step(cg, n, name, l.grid, l.block);
   return 0;
+}
+
+/* layer_norm, and rms_norm (no mean: x * rstd of the mean square; the scale optional) */
+int cg_layer_norm(Cg *cg, const Node *n) {
+  const Value *x = n->in[0];
+  const Value *scale = n->nin > 1 ? n->in[1] : NULL, *bias = n->nin > 2 ? n->in[2] : NULL;
+  int rank = x->type.shape.rank;
+  int64_t axis = attr_int(n, "axis");
+  axis = axis < 0 ? axis + rank : axis;
+  int64_t outer = 1, len = 1, tail[IR_MAX_RANK];
+  for (int i = 0; i < axis; i++)
+    outer *= cg_dim(x, i);
+  for (int i = (int)axis; i < rank; i++)
+    len *= tail[i - axis] = cg_dim(x, i);
+  /* scale and bias broadcast over x.shape[axis:]: offsets p0, p1 of tail index j */
+  Space ps;
+  space_init(&ps, rank - (int)axis, tail);
+  if (scale)
+    space_add_bcast(&ps, &scale->type.shape);
+  if (bias)
+    space_add_bcast(&ps, &bias->type.shape);
+  space_coalesce(&ps);
+  int64_t V = NORM_VEC_BYTES / (int64_t)dtype_size(x->type.dtype);
+  while (V > 1 && len % V)
+    V /= 2;
+  NormRows c[NORM_VARIANTS];
+  int64_t words = V * (dtype_size(x->type.dtype) > 4 ? 2 : 1);
+  int nc = len > 0 && V > 0 ? norm_family(cg, outer, V, words, len / V, c) : 0;
+  if (!nc)
+    return norm_loop(cg, n, outer, len, &ps);
+  int most = cg->variants < nc ? cg->variants : nc;
+  if (most < 2)
+    return norm_rows(cg, n, outer, len, &ps, &c[0]);
+  const char *label = cg_fmt(cg, "node %d: %s of %" PRId64 " rows of %" PRId64 ", variants "
+                             "(threads a row x vectors a thread / rows a block):", n->id,
+                             op_info[n->op].name, outer, len);
+  for (int k = 0; k < most; k++)
+    label = cg_fmt(cg, "%s%s %" PRId64 "x%" PRId64 "/%" PRId64, label, k ? "," : "", c[k].T,
+                   c[k].NV, c[k].RPB);
+  int ch = cg_choice_begin(cg, n, label), rc = 0;
+  for (int k = 0; k < most && !rc; k++) {
+    cg_variant_begin(cg, ch);
+    rc = norm_rows(cg, n, outer, len, &ps, &c[k]);
+    cg_variant_end(cg, ch);
+  }
+  if (!rc)
+    cg_choice_end(cg, ch);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- instance_norm */

@@ -3,7 +3,8 @@
 
 No GPU in CI, so each case's CUDA C (`gpucc G --emit=cuda --passes=`, or with the fuse pass
 for the fused cases: one kernel for a chain of pointwise nodes) is compiled as C++
-with a small host shim: a block is 256 threads (fibers taking turns on one OS thread),
+with a small host shim: a block is as many threads as its kernel's __launch_bounds__
+says (fibers taking turns on one OS thread),
 __syncthreads a barrier of them,
 __shfl_*_sync an exchange through a per-warp slot and barrier, __shared__ a static (blocks
 run one after the other), and every kernel is launched on a grid of 3 blocks (the kernels
@@ -73,7 +74,7 @@ using namespace std;
 #define __restrict__ __restrict
 struct gc_dim3 { unsigned x, y, z; };
 static gc_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
-static const gc_dim3 blockDim = {256, 1, 1};
+static gc_dim3 blockDim = {256, 1, 1};
 static gc_dim3 gridDim = {3, 1, 1};
 // The threads of a launch are fibers run one at a time on one OS thread: a barrier that
 // is not complete switches to the next fiber. Barriers cost a context switch in user
@@ -116,14 +117,15 @@ struct gc_barrier {
     while (phase == p) gc_yield();
   }
 };
-// the blocks of a cluster run together, GC_MAX_CLUSTER at most; a warp's slots and
-// barriers are indexed by its block's rank in the cluster and its warp in the block
-enum { GC_MAX_CLUSTER = 8 };
+// the blocks of a cluster run together, GC_MAX_CLUSTER at most, GC_MAX_WARPS warps in
+// all; a warp's slots and barriers are indexed by its block's rank in the cluster and its
+// warp in the block
+enum { GC_MAX_CLUSTER = 8, GC_MAX_WARPS = 256 };
 static unsigned gc_cluster_size = 1;
-static gc_barrier *gc_cluster_bar, *gc_warp_bars[GC_MAX_CLUSTER * 8];
+static gc_barrier *gc_cluster_bar, *gc_warp_bars[GC_MAX_WARPS];
 static inline unsigned gc_rank() { return blockIdx.x % gc_cluster_size; }
-static inline int gc_warp() { return (int)(gc_rank() * 8 + (threadIdx.x >> 5)); }
-static unsigned char gc_slot[GC_MAX_CLUSTER * 8][32][16];
+static inline int gc_warp() { return (int)(gc_rank() * (blockDim.x >> 5) + (threadIdx.x >> 5)); }
+static unsigned char gc_slot[GC_MAX_WARPS][32][16];
 static inline void __syncthreads() { gc_block_bar->arrive_and_wait(); }
 // a kernel's shared memory, a copy per block of a cluster; rank r's copy of p
 template <class T> T &gc_block_shared(T *all) { gc_shared_stride = sizeof(T); return all[gc_rank()]; }
@@ -148,25 +150,27 @@ static void gc_fiber_main() {
   gc_fibers[gc_cur].done = true;
   _longjmp(gc_sched, 1);  // never returns: its stack is abandoned
 }
-// three clusters of `cluster` blocks, one cluster after another; within a cluster the
-// fibers take turns until every one has returned
-static void gc_launch(unsigned cluster, const function<void()> &k) {
+// three clusters of `cluster` blocks of `threads`, one cluster after another; within a
+// cluster the fibers take turns until every one has returned
+static void gc_launch(unsigned cluster, unsigned threads, const function<void()> &k) {
+  if (threads % 32 || cluster * threads / 32 > GC_MAX_WARPS) abort();
   gc_cluster_size = cluster;
   gridDim = {3 * cluster, 1, 1};
+  blockDim = {threads, 1, 1};
   gc_kernel = &k;
-  size_t nf = 256 * cluster;
+  size_t nf = threads * cluster;
   while (gc_stacks.size() < nf) gc_stacks.push_back((char *)malloc(GC_STACK));
   for (unsigned c = 0; c < 3; c++) {
-    gc_barrier cb(256 * cluster);
-    vector<gc_barrier> bbs(cluster, gc_barrier(256)), wbs(8 * cluster, gc_barrier(32));
+    gc_barrier cb(threads * cluster);
+    vector<gc_barrier> bbs(cluster, gc_barrier(threads)), wbs(threads / 32 * cluster, gc_barrier(32));
     gc_cluster_bar = &cb;
-    for (unsigned w = 0; w < 8 * cluster; w++) gc_warp_bars[w] = &wbs[w];
+    for (unsigned w = 0; w < threads / 32 * cluster; w++) gc_warp_bars[w] = &wbs[w];
     gc_fibers.assign(nf, gc_fiber());
     for (size_t i = 0; i < nf; i++) {
       gc_fiber &f = gc_fibers[i];
-      unsigned r = (unsigned)(i / 256);
+      unsigned r = (unsigned)(i / threads);
       f.block = {c * cluster + r, 0, 0};
-      f.thread = {(unsigned)(i % 256), 0, 0};
+      f.thread = {(unsigned)(i % threads), 0, 0};
       f.block_bar = &bbs[r];
       getcontext(&f.ctx);
       f.ctx.uc_stack.ss_sp = gc_stacks[i];
@@ -228,7 +232,7 @@ static inline gc_bf16 gc_f2bf(float f) {
 }
 // mma for one warp: every lane's fragments through a slot; place(s, A, B, g, t) puts lane
 // (g, t)'s values where PTX's layout has them, and D += A B over K taps
-static unsigned gc_mma_slot[GC_MAX_CLUSTER * 8][32][6];
+static unsigned gc_mma_slot[GC_MAX_WARPS][32][6];
 template <int K, class Place> static void gc_mma_warp(float *c, const unsigned *a, const unsigned *b, Place place) {
   int w = gc_warp(), l = threadIdx.x & 31;
   memcpy(gc_mma_slot[w][l], a, 16);
@@ -273,7 +277,7 @@ static void gc_mma_tf32(float *c, const unsigned *a, const unsigned *b) {
   });
 }
 // ldmatrix.x4: every lane's row address through a slot
-static const void *gc_ldsm_row[GC_MAX_CLUSTER * 8][32];
+static const void *gc_ldsm_row[GC_MAX_WARPS][32];
 static void gc_ldsm4(unsigned *r, const void *p) {
   int w = gc_warp(), l = threadIdx.x & 31;
   gc_ldsm_row[w][l] = p;
@@ -320,22 +324,22 @@ BYTES = {"f32": 4, "f64": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bo
 # line naming an earlier kernel of the same code that it launches instead (codegen's
 # dedup_kernel)
 HEAD = re.compile(r"\n/\* (?:node \d+|fuse group \d+ = [^:]*): (?:\w+)?\((.*?)\) -> (.*?)(?: \*/|\n \*)")
-SIGNATURE = re.compile(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\((\d+), 1, 1\) )?(\w+)\(")
+SIGNATURE = re.compile(r"__launch_bounds__\((\d+)(?:, \d+)?\) (?:__cluster_dims__\((\d+), 1, 1\) )?(\w+)\(")
 SAME = re.compile(r"\*/\n/\* launches (\w+): the same code \*/")
 
 
 def launches(src):
-    """(inputs, outputs, cluster, kernel) of each launch, in order."""
+    """(inputs, outputs, (cluster, threads), kernel) of each launch, in order."""
     heads = list(HEAD.finditer(src))
-    cluster = {m.group(2): m.group(1) for m in SIGNATURE.finditer(src)}
+    geometry = {m.group(3): (m.group(2), m.group(1)) for m in SIGNATURE.finditer(src)}
     out = []
     for i, h in enumerate(heads):
         seg = src[h.start():heads[i + 1].start() if i + 1 < len(heads) else len(src)]
         same, sig = SAME.search(seg), SIGNATURE.search(seg)
         if same and (not sig or same.start() < sig.start()):
-            out.append((h.group(1), h.group(2), cluster[same.group(1)], same.group(1)))
+            out.append((h.group(1), h.group(2), geometry[same.group(1)], same.group(1)))
         elif sig:
-            out.append((h.group(1), h.group(2), sig.group(1), sig.group(2)))
+            out.append((h.group(1), h.group(2), (sig.group(2), sig.group(1)), sig.group(3)))
     return out
 VALUE = re.compile(r"%([\w.]+): (\w+)\[([0-9, ]*)\]")
 
@@ -392,7 +396,7 @@ def host_main(d, src, inputs, outs, expect, aliases=None):
     lines = ["int main() {"]
     sizes = {}
     kernels = []
-    for ins, outv, cluster, kernel in launches(src):
+    for ins, outv, (cluster, threads), kernel in launches(src):
         names = []
         for seg in (ins, outv):
             for name, dt, dims in VALUE.findall(seg):
@@ -402,9 +406,9 @@ def host_main(d, src, inputs, outs, expect, aliases=None):
                 name = name.replace(".", "_dot_")  # a C identifier ("x.bf16": a cast's)
                 sizes[base(name)] = max(sizes.get(base(name), 0), n * BYTES[dt])
                 names.append(base(name))
-        kernels.append((kernel, int(cluster or 1), names))
-    for name, nbytes in sizes.items():
-        lines.append(f"  static unsigned char b_{name}[{nbytes} + 16];")
+        kernels.append((kernel, (int(cluster or 1), int(threads)), names))
+    for name, nbytes in sizes.items():  # aligned as the GPU's arena aligns its buffers
+        lines.append(f"  alignas(256) static unsigned char b_{name}[{nbytes} + 16];")
     for name, a in inputs.items():
         a = np.ascontiguousarray(a)
         a.tofile(os.path.join(d, f"in_{name}.bin"))
@@ -417,13 +421,13 @@ def host_main(d, src, inputs, outs, expect, aliases=None):
             for name, nbytes in sizes.items():
                 if name not in inputs:
                     lines.append(f"  memset(b_{name}, 0, sizeof b_{name});")
-        for kernel, cluster, names in run:
-            params = re.search(r"__launch_bounds__\(256(?:, \d+)?\) (?:__cluster_dims__\(\d+, 1, 1\) )?" + kernel + r"\(([^)]*)\)", src).group(1)
+        for kernel, (cluster, threads), names in run:
+            params = re.search(r"__launch_bounds__\(\d+(?:, \d+)?\) (?:__cluster_dims__\(\d+, 1, 1\) )?" + kernel + r"\(([^)]*)\)", src).group(1)
             args = []
             for p in params.split(","):
                 m = re.match(r"\s*(const )?(\w+) \*(?:__restrict__ )?(in|out)(\d+)", p)
                 args.append(f"({m.group(1) or ''}{m.group(2)} *)b_{names[len(args)]}")
-            lines.append(f"  gc_launch({cluster}, [&] {{ {kernel}({', '.join(args)}); }});")
+            lines.append(f"  gc_launch({cluster}, {threads}, [&] {{ {kernel}({', '.join(args)}); }});")
         for i, (o, e) in enumerate(zip(outs, expect)):
             lines.append(f'  {{ FILE *f = fopen("{d}/out{i}_{j}.bin", "wb"); fwrite(b_{base(o)}, 1, {e.nbytes}, f); fclose(f); }}')
     lines.append("  return 0;\n}\n")
@@ -1090,6 +1094,41 @@ def cases():
          "%n = rms_norm(%x, %s) {epsilon = 0.001}\n%y = silu(%n)"),
         ("rms_norm_rows", {"x": f(3, 4, 700)}, "%y = rms_norm(%x) {axis = 1}"),
         ("bf16_rms_norm", {"x": f(4, 64), "s": f(64)}, "%y = rms_norm(%x, %s)"),
+        # rows in registers (reduce.c's norm_rows), each variant in a pass: GPT-2's rows
+        # of 768 (96 vectors of 8) on 32, 64, 16 (two rows a block, 41 rows: the last
+        # block's second row idle) and 96 threads a row
+        ("bf16_layer_norm_rows", {"x": f(41, 768), "s": f(768), "b": f(768)},
+         "%y = layer_norm(%x, %s, %b)"),
+        # short rows (12 vectors), several a warp: 4 threads a row, 8 rows a warp; with
+        # few SMs, rows of 64 threads' blocks, grid-stride over the rest; an epilogue
+        # adding a residual and its side output
+        ("fp16_layer_norm_short_rows", {"x": f(300, 96), "s": f(96), "b": f(96)},
+         "%y = layer_norm(%x, %s, %b)"),
+        ("fp16_layer_norm_short_rows_few_sms", {"x": f(300, 96), "s": f(96), "b": f(96)},
+         "%y = layer_norm(%x, %s, %b)", 1e-5, ["--sms=2"]),
+        ("bf16_layer_norm_residual_side", {"x": f(37, 256), "s": f(256), "b": f(256), "r": f(37, 256)},
+         "%k = layer_norm(%x, %s, %b)\n%y = add(%k, %r)\nreturn %y, %k"),
+        # f32 (4 a vector) over the last two dims: the scale along the row as vectors, the
+        # bias [6, 1] one value for each vector
+        ("layer_norm_f32_broadcast", {"x": f(5, 6, 40), "s": f(40), "b": f(6, 1)},
+         "%y = layer_norm(%x, %s, %b) {axis = 1}"),
+        # rows of 6 x 4: the scale and bias [4, 1] change inside a vector, read by element
+        ("layer_norm_f32_broadcast_elements", {"x": f(9, 4, 6), "s": f(6), "b": f(4, 1)},
+         "%y = layer_norm(%x, %s, %b) {axis = 1}"),
+        # rows no multiple of 16 bytes: 100 f16 in vectors of 4 (25 on 8 threads, the
+        # last vectors idle), one scale for all; 333 bf16 an element a load
+        ("fp16_rms_norm_narrow_vectors", {"x": f(7, 100), "s": f(1)},
+         "%y = rms_norm(%x, %s) {epsilon = 0.001}"),
+        ("bf16_layer_norm_odd_rows", {"x": f(5, 333), "s": f(333), "b": f(333)},
+         "%y = layer_norm(%x, %s, %b)"),
+        # long rows: a block a row (1000 vectors on 256 threads, 4 each; on 1024, one);
+        # longer than 1024 threads hold at 8 vectors each: the earlier kernel
+        ("rms_norm_block_rows", {"x": f(3, 4000)}, "%y = rms_norm(%x)"),
+        ("rms_norm_longer_than_registers", {"x": f(2, 33000), "s": f(33000)}, "%y = rms_norm(%x, %s)"),
+        ("fused_rms_norm_mul", {"x": f(50, 128), "s": f(128), "w": f(50, 128)},
+         "%n = rms_norm(%x, %s)\n%y = mul(%n, %w)"),
+        ("layer_norm_f64", {"x": rng.standard_normal((6, 40)), "s": rng.standard_normal(40)},
+         "%y = layer_norm(%x, %s)"),
         # the output tail (the relu after the last convolution) computes in f32
         ("bf16_conv_tail", {"x": x, "w": f(6, 4, 3, 3), "b": f(6), "v": f(4, 6, 1, 1)},
          "%y = conv(%x, %w, %b)\n%r = relu(%y)\n%z = conv(%r, %v)\n%t = relu(%z)"),
