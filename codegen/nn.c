@@ -462,6 +462,23 @@ static int conv_mma_epilogue(Cg *cg, const Node *n, const ConvView *v, const Con
   return 0;
 }
 
+/* The loop over an implicit GEMM's tiles: with K split over the S blocks of a cluster,
+ * each block's share of the taps [kb, ke) (KS a block) and the tiles a cluster at a time;
+ * unsplit (with `bounds`, kb = 0 and ke = K declared too) a tile a block. */
+static void mma_tile_loop(Cg *cg, int64_t S, int64_t KS, int64_t K, int64_t tiles, bool bounds) {
+  Buf *b = &cg->src;
+  if (S > 1)
+    buf_printf(b,
+        "  /* the cluster's blocks: rank r sums the taps [r * %" PRId64 ", (r + 1) * %" PRId64 ") and stores\n"
+        "   * the r-th share of the tile, the partial tiles summed in rank order */\n"
+        "  const int rank = (int)(blockIdx.x %% %" PRId64 "), kb = rank * %" PRId64 ", ke = kb + %" PRId64 " < %" PRId64 " ? kb + %" PRId64 " : %" PRId64 ";\n"
+        "  for (idx_t tile = blockIdx.x / %" PRId64 "; tile < %" PRId64 "; tile += gridDim.x / %" PRId64 ") {\n",
+        KS, KS, S, KS, KS, K, KS, K, S, tiles, S);
+  else
+    buf_printf(b, "%s  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n",
+               bounds ? cg_fmt(cg, "  const int kb = 0, ke = %" PRId64 ";\n", K) : "", tiles);
+}
+
 /* The kernel of configuration cf. */
 static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
                     const MmaConfig *cf) {
@@ -506,15 +523,7 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
       "  const int am = tid %% %" PRId64 ", ak = tid / %" PRId64 " * %" PRId64 ", bn = tid / %" PRId64 ", bk = tid %% %" PRId64 " * %" PRId64 ";\n"
       "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n",
       BM / 4, BN / 2, BM, BM, KPT, BPR, BPR, EPB);
-  if (S > 1)
-    buf_printf(b,
-        "  /* the cluster's blocks: rank r sums the taps [r * %" PRId64 ", (r + 1) * %" PRId64 ") and stores\n"
-        "   * the r-th share of the tile, the partial tiles summed in rank order */\n"
-        "  const int rank = (int)(blockIdx.x %% %" PRId64 "), kb = rank * %" PRId64 ", ke = kb + %" PRId64 " < %" PRId64 " ? kb + %" PRId64 " : %" PRId64 ";\n"
-        "  for (idx_t tile = blockIdx.x / %" PRId64 "; tile < %" PRId64 "; tile += gridDim.x / %" PRId64 ") {\n",
-        KS, KS, S, KS, KS, K, KS, K, S, MT * NT, S);
-  else
-    buf_printf(b, "  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n", MT * NT);
+  mma_tile_loop(cg, S, KS, K, MT * NT, false);
   buf_printf(b,
       "    const idx_t m0 = tile %% %" PRId64 " * %" PRId64 ";\n"
       "    const int n0 = (int)(tile / %" PRId64 ") * %" PRId64 ";\n"
@@ -674,17 +683,7 @@ static int conv_mma_async(Cg *cg, const Node *n, const ConvView *v, const ConvGe
       "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n"
       "  const int ck = tid & 7, cr = tid >> 3; /* the chunk and the first row this thread copies */\n",
       ASYNC_BK, BM, ASYNC_BK / 2, BN, ASYNC_BK / 2, ST, BN, BM + 4, WM, BM / WM, WM, BN / WN);
-  if (S > 1)
-    buf_printf(b,
-        "  /* the cluster's blocks: rank r sums the taps [r * %" PRId64 ", (r + 1) * %" PRId64 ") and stores\n"
-        "   * the r-th share of the tile, the partial tiles summed in rank order */\n"
-        "  const int rank = (int)(blockIdx.x %% %" PRId64 "), kb = rank * %" PRId64 ", ke = kb + %" PRId64 " < %" PRId64 " ? kb + %" PRId64 " : %" PRId64 ";\n"
-        "  for (idx_t tile = blockIdx.x / %" PRId64 "; tile < %" PRId64 "; tile += gridDim.x / %" PRId64 ") {\n",
-        KS, KS, S, KS, KS, K, KS, K, S, MT * NT, S);
-  else
-    buf_printf(b,
-        "  const int kb = 0, ke = %" PRId64 ";\n"
-        "  for (idx_t tile = blockIdx.x; tile < %" PRId64 "; tile += gridDim.x) {\n", K, MT * NT);
+  mma_tile_loop(cg, S, KS, K, MT * NT, true);
   int64_t AQ = BM / 32, BQ = BN / 32;
   buf_printf(b,
       "    const idx_t m0 = tile %% %" PRId64 " * %" PRId64 ";\n"
