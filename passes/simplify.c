@@ -20,6 +20,8 @@
  *     the cast meets the pointwise nodes after it (an attention mask's cast and and);
  *   - a reshape (squeeze, unsqueeze, flatten) of such a node: one reshape of the first
  *     node's input;
+ *   - a concat's inputs of no elements along its axis (an empty past key-value cache):
+ *     dropped, a concat of one input an identity;
  *   - an identity: its users read its input (it stays only as a graph output).
  * (Activations and norms written out are canonicalize's.)
  * Rewritten nodes keep their output value (its name and type) and their origin. After
@@ -336,6 +338,35 @@ static int expand_into_users(Edit *e, Node *n) {
   return 1;
 }
 
+/* A concat's inputs of no elements along its axis (an empty past key-value cache before
+ * the new keys) add nothing: the concat of the others, or the one other itself. */
+static int concat_of_empties(Edit *e, Node *n) {
+  int r = n->out[0]->type.shape.rank;
+  int64_t axis = attr_int(n, "axis");
+  axis = axis < 0 ? axis + r : axis;
+  if (axis < 0 || axis >= r || n->nin < 2 || !shape_is_static(&n->out[0]->type.shape) ||
+      shape_numel(&n->out[0]->type.shape) == 0)
+    return 0;
+  Value **keep = arena_alloc(e->g->arena, sizeof *keep * (size_t)n->nin);
+  int nk = 0;
+  for (int k = 0; k < n->nin; k++) {
+    const Shape *s = &n->in[k]->type.shape;
+    if (s->rank != r || s->dims[axis].sym || s->dims[axis].n != 0)
+      keep[nk++] = n->in[k];
+  }
+  if (nk == n->nin || nk == 0)
+    return 0;
+  if (nk == 1) {
+    if (!type_eq(&keep[0]->type, &n->out[0]->type))
+      return 0;
+    pass_edit_rewrite(e, n, OP_IDENTITY, keep, 1, NULL, 0);
+  } else {
+    Attr a = attr_make_int("axis", axis);
+    pass_edit_rewrite(e, n, OP_CONCAT, keep, nk, &a, 1);
+  }
+  return 1;
+}
+
 static int simplify_node(Edit *e, Node *n, Diag *d) {
   if (node_fuse_group(n) || n->nout != 1 || n->nin < 1 || !n->in[0])
     return 0;
@@ -378,6 +409,8 @@ static int simplify_node(Edit *e, Node *n, Diag *d) {
       to_identity(e, n);
     return 1;
   }
+  case OP_CONCAT:
+    return concat_of_empties(e, n);
   case OP_GATHER:
     return gathers_all(n) && to_reshape(e, n, x);
   case OP_GATHER_ND:
