@@ -571,7 +571,8 @@ def attn_causal(s, h, d, rest=0):
 # Grouped-query attention as Llama's exporters write it (transformers' repeat_kv): one
 # projection x [b, s, (h + 2 kv) d] cut into Q, K and V, K and V of kv heads repeated
 # h / kv times by unsqueeze, expand and reshape (spelling "unsqueeze"; "reshape": the
-# [b, kv, 1, s, d] made by a reshape, the expand's shape of rank 5), K transposed after
+# [b, kv, 1, s, d] made by a reshape, the expand's shape of rank 5; "tile": the kv heads
+# repeated whole, [b, rep, kv, s, d], which stays a kernel of its own), K transposed after
 # the repeat (kt_first: before it, as [b, kv, d, s]); the scores scaled by c; a causal
 # where with t [1, 1, s, s], or an additive mask m [b, 1, 1, s] and the NaN masking (z).
 def attn_gqa(b, s, h, kv, d, causal=True, spelling="unsqueeze", kt_first=False):
@@ -579,6 +580,10 @@ def attn_gqa(b, s, h, kv, d, causal=True, spelling="unsqueeze", kt_first=False):
     parts = [h * d, kv * d, kv * d]
 
     def repeat(x, dims):  # x: [b, kv, *dims] -> [b, h, *dims]
+        if spelling == "tile":  # head h reads kv head h % kv: no view, a kernel
+            return (f"%{x}u = unsqueeze(%{x}) {{axes = [1]}}\n"
+                    f"%{x}e = expand(%{x}u) {{shape = [{b}, {rep}, {kv}, {dims[0]}, {dims[1]}]}}\n"
+                    f"%{x}r = reshape(%{x}e) {{shape = [{b}, {h}, {dims[0]}, {dims[1]}]}}\n")
         one = f"[{b}, {kv}, 1, {dims[0]}, {dims[1]}]"
         up = (f"%{x}u = unsqueeze(%{x}) {{axes = [2]}}\n" if spelling == "unsqueeze" else
               f"%{x}u = reshape(%{x}) {{shape = {one}}}\n")
@@ -1278,6 +1283,8 @@ def cases():
                                      "t": np.tril(np.ones((40, 40), bool)).reshape(1, 1, 40, 40),
                                      "c": np.float32(0.25), "lo": np.float32(-3.4028235e+38)},
          ATTN_GQA_ROPE),
+        ("bf16_attention_gqa_tile_causal", gqa_causal_in(2, 40, 6, 2, 16),
+         attn_gqa(2, 40, 6, 2, 16, spelling="tile")),
         ("fused_attention_gqa_rep3_causal", gqa_causal_in(2, 24, 6, 2, 10), attn_gqa(2, 24, 6, 2, 10)),
         ("fused_attention_gqa_rep2_masked_kt_first", gqa_masked_in(2, 17, 4, 2, 8),
          attn_gqa(2, 17, 4, 2, 8, causal=False, kt_first=True, spelling="reshape")),
