@@ -8,7 +8,9 @@
  *   maybe transpose(O)      the group's output
  *
  * with A, B and V read from the buffers they were cut out of (the group's layout nodes
- * become strides, its scalar multiplies a scale applied as each element is loaded). The
+ * become strides, its scalar multiplies a scale applied as each element is loaded; GQA's
+ * repeat of K and V, an expand merged into the heads, a batch dim whose index is divided
+ * by the repeat: query head h reads kv head h / rep, and nothing writes the copies). The
  * SQ x SK matrix never reaches global memory. Every value a node would store (a scaled
  * operand, a score, a probability, the output) is rounded to its type where the node
  * would round it; the math is f32, the sums in the reference's order up to the order of
@@ -91,11 +93,16 @@ static void operand(Cg *cg, const GroupOperand *g, Operand *o) {
   }
 }
 
-/* The stride of batch dim k (of nb) of the scores in view o ([.., rows, cols]): 0 where
- * o broadcasts. */
-static int64_t batch_stride(const View *o, int k, int nb) {
+/* The offset in view o ([.., rows, cols]) of index c (a C variable) along batch dim k
+ * (of nb) of the scores: c * stride, c / div * stride where o's dim repeats each head div
+ * times (grouped-query attention's K and V: ir/view.c), "" where o broadcasts. */
+static const char *batch_term(Cg *cg, const View *o, int k, int nb, const char *c) {
   int kx = k - (nb - (o->rank - 2));
-  return kx < 0 || o->dims[kx] == 1 ? 0 : o->stride[kx];
+  if (kx < 0 || o->dims[kx] == 1 || o->stride[kx] == 0)
+    return "";
+  if (o->div[kx] > 1)
+    return cg_fmt(cg, "%s / %" PRId64 " * %" PRId64, c, o->div[kx], o->stride[kx]);
+  return cg_fmt(cg, "%s * %" PRId64, c, o->stride[kx]);
 }
 
 /* The element of operand o at offset e, in f32 (a C expression): (x * c1) * c2, each
@@ -259,7 +266,11 @@ static const char *begin_kernel(Cg *cg, const Attn *a, const char *how) {
                             a->sk, a->d, a->dv, how);
   const char *name = cg_kernel_begin_values(cg, a->root, "attention", head, a->in, a->nin,
                                             &a->y, 1, note);
+  /* the operands' buffers too: a view may read a larger one (a projection's slice) */
   int64_t s = cg_numel(a->s), y = cg_numel(a->y);
+  const Value *in[3] = {a->q.view.base, a->k.view.base, a->v.view.base};
+  for (int i = 0; i < 3; i++)
+    y = cg_numel(in[i]) > y ? cg_numel(in[i]) : y;
   buf_printf(&cg->src, "  typedef %s idx_t;\n", cg_idx_type(cg, s > y ? s : y));
   return name;
 }
@@ -281,10 +292,15 @@ static void begin_tiles(Cg *cg, const Attn *a, int64_t rows) {
   for (int i = a->nb - 1; i >= 0; i--) {
     int64_t n = cg_dim(a->s, i);
     buf_printf(b, "      c = zr %% %" PRId64 "; zr /= %" PRId64 ";\n", n, n);
-    buf_printf(b, "      qb += c * %" PRId64 "; kb += c * %" PRId64 "; vb += c * %" PRId64
-               "; ob += c * %" PRId64 ";\n", batch_stride(&a->q.view, i, a->nb),
-               batch_stride(&a->k.view, i, a->nb), batch_stride(&a->v.view, i, a->nb),
-               a->ostr[i]);
+    const View *w[3] = {&a->q.view, &a->k.view, &a->v.view};
+    const char *base[3] = {"qb", "kb", "vb"};
+    buf_puts(b, "     ");
+    for (int o = 0; o < 3; o++) {
+      const char *t = batch_term(cg, w[o], i, a->nb, "c");
+      if (*t)
+        buf_printf(b, " %s += %s;", base[o], t);
+    }
+    buf_printf(b, " ob += c * %" PRId64 ";\n", a->ostr[i]);
   }
   buf_puts(b, "    }\n");
 }
