@@ -1238,13 +1238,6 @@ def cases():
          "%c = conv(%x, %w, %b) {strides = [2, 1], pads = [1, 0, 2, 1], dilations = [1, 2], group = 3, channels_last = 1}\n%y = relu(%c)"),
         ("fp16_conv_grouped_tc_1d", {"x": f(2, 21, 64), "w": f(32, 5, 32)},
          "%y = conv(%x, %w) {pads = [2, 2], group = 2, channels_last = 1}"),
-        # a concat whose inputs' rows are whole 16-byte vectors copies a vector a thread
-        # (along the last axis, and along one with 4 floats inside); bf16 and f16 rows of 8
-        ("concat_vectors", {"a": f(2, 3, 8), "b": f(2, 3, 4), "c": f(2, 3, 12)}, "%y = concat(%a, %b, %c) {axis = 2}"),
-        ("concat_vectors_inner", {"a": f(2, 2, 3, 4), "b": f(2, 1, 3, 4)}, "%y = concat(%a, %b) {axis = 1}"),
-        ("bf16_concat_channels_last", {"x": f(2, 5, 6, 16), "w": f(8, 1, 1, 16), "v": f(16, 3, 3, 16), "u": f(8, 3, 3, 24)},
-         "%a = conv(%x, %w) {channels_last = 1}\n%b = conv(%x, %v) {pads = [1, 1, 1, 1], channels_last = 1}\n"
-         "%c = concat(%a, %b) {axis = 3}\n%y = conv(%c, %u) {channels_last = 1}"),
         ("bf16_conv_async_wide", {"x": f(2, 10, 10, 64), "w": f(136, 3, 3, 64), "b": f(136)},
          "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1], channels_last = 1}\n%y = relu(%c)"),
         ("fp16_conv_async_1d", {"x": f(2, 30, 24), "w": f(40, 3, 24)},
@@ -1300,6 +1293,14 @@ def cases():
              ", ".join("%%p%d" % i for i in range(len(parts))), ", ".join(map(str, parts)))),
         ("concat_parts", {"x%d" % i: f(2, k, 3) for i, k in enumerate(parts)},
          "%%y = concat(%s) {axis = 1}" % ", ".join("%%x%d" % i for i in range(len(parts)))),
+        # a concat whose inputs' rows are whole 16-byte vectors copies a vector a thread
+        # (along the last axis, and along one with 4 floats inside; bf16 rows of 8). Last,
+        # so that the cases before keep their random inputs
+        ("concat_vectors", {"a": f(2, 3, 8), "b": f(2, 3, 4), "c": f(2, 3, 12)}, "%y = concat(%a, %b, %c) {axis = 2}"),
+        ("concat_vectors_inner", {"a": f(2, 2, 3, 4), "b": f(2, 1, 3, 4)}, "%y = concat(%a, %b) {axis = 1}"),
+        ("bf16_concat_channels_last", {"x": f(2, 5, 6, 16), "w": f(8, 1, 1, 16), "v": f(16, 3, 3, 16), "u": f(8, 3, 3, 24)},
+         "%a = conv(%x, %w) {channels_last = 1}\n%b = conv(%x, %v) {pads = [1, 1, 1, 1], channels_last = 1}\n"
+         "%c = concat(%a, %b) {axis = 3}\n%y = conv(%c, %u) {channels_last = 1}"),
     ]
 
 
