@@ -243,19 +243,22 @@ static bool async_fits(const Cg *cg, const ConvView *v, const ConvGeom *q, DType
          (cg->target->insn & TARGET_CP_ASYNC);
 }
 
-/* The pipelined kernel's stages for a BM x BN tile: as many as fit (up to
+/* Stages of `stage` bytes a pipelined kernel may keep in flight: as many as fit (up to
  * ASYNC_MAX_STAGES) in a block's share of an SM's shared memory at MMA_RESIDENT blocks an
- * SM (the SM's memory less what it reserves for each block), with the f32 tile of the
- * epilogue, which reuses them; 0 where fewer than 2 fit. */
-static int64_t async_stages(const Cg *cg, int64_t bm, int64_t bn) {
+ * SM (the SM's memory less what it reserves for each block) beside `fixed` bytes, the
+ * epilogue's `tile` of floats reusing them; 0 where fewer than 2 fit. */
+static int64_t pipeline_stages(const Cg *cg, int64_t stage, int64_t tile, int64_t fixed) {
   const Target *t = cg->target;
   int64_t budget = t->smem_sm / MMA_RESIDENT - (t->smem_sm - t->smem_block_optin);
-  int64_t stage = (bm + bn) * ASYNC_BK * 2, tile = bn * (bm + 4) * 4;
-  if (budget > t->smem_block_optin)
-    budget = t->smem_block_optin;
+  budget = (budget > t->smem_block_optin ? t->smem_block_optin : budget) - fixed;
   int64_t n = budget / stage;
   n = n > ASYNC_MAX_STAGES ? ASYNC_MAX_STAGES : n;
   return n >= 2 && tile <= budget ? n : 0;
+}
+
+/* The pipelined kernel's stages for a BM x BN tile (pipeline_stages). */
+static int64_t async_stages(const Cg *cg, int64_t bm, int64_t bn) {
+  return pipeline_stages(cg, (bm + bn) * ASYNC_BK * 2, bn * (bm + 4) * 4, 0);
 }
 
 /* Bytes of the pipelined kernel's shared memory: its stages, or the epilogue's tile. */
@@ -646,6 +649,36 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
   return conv_mma_epilogue(cg, n, v, q, cf, name, MI, NJ);
 }
 
+/* The K steps of a pipelined kernel (its lambda load(stage, k) copies a step's tiles by
+ * cp.async): steps 0 .. stages - 2 issued first, then for each step `it` of nk its copies
+ * waited for and the block synchronized (the stage of step it - 1 free again), the copies
+ * of step it + stages - 1 issued, and the step's body reading stage `st`, which the caller
+ * writes before mma_pipeline_end. `k` formats load's second argument from a step's number
+ * (one %s). */
+static void mma_pipeline_begin(Cg *cg, int64_t stages, const char *nk, const char *k) {
+  buf_printf(&cg->src,
+      "#pragma unroll\n"
+      "    for (int s = 0; s < %" PRId64 "; s++) {\n"
+      "      if (s < %s) load(s, %s);\n"
+      "      gc_cp_commit();\n"
+      "    }\n"
+      "    for (int it = 0; it < %s; it++) {\n"
+      "      gc_cp_wait<%" PRId64 ">(); /* this thread's copies of step it have landed */\n"
+      "      __syncthreads(); /* everyone's; and step it - 1's stage is free again */\n"
+      "      if (it + %" PRId64 " < %s) load((it + %" PRId64 ") %% %" PRId64 ", %s);\n"
+      "      gc_cp_commit();\n"
+      "      const auto &st = sm.st[it %% %" PRId64 "];\n",
+      stages - 1, nk, cg_fmt(cg, k, "s"), nk, stages - 2, stages - 1, nk, stages - 1, stages,
+      cg_fmt(cg, k, cg_fmt(cg, "it + %" PRId64, stages - 1)), stages);
+}
+
+/* The end of mma_pipeline_begin's loop; the stages free for the epilogue's tile. */
+static void mma_pipeline_end(Cg *cg) {
+  buf_puts(&cg->src, "    }\n"
+                     "    gc_cp_wait<0>();\n"
+                     "    __syncthreads(); /* the stages are the tile's memory too */\n");
+}
+
 /* The pipelined kernel of configuration cf (async_fits): A's and B's tiles of ASYNC_BK
  * taps copied by cp.async, cf->stages steps in flight, into rows of 8 chunks of 16 bytes
  * (chunk c of row r at c ^ (r & 7), so that ldmatrix's 8 rows of a chunk hit every bank
@@ -722,18 +755,10 @@ static int conv_mma_async(Cg *cg, const Node *n, const ConvView *v, const ConvGe
       affine(cg, "(idx_t)ih", q->xh, 0), affine(cg, "iw", q->xw, 0), q->h, q->w, BQ, K, q->cout);
   buf_printf(b,
       "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
-      "    const int nk = (ke - kb + %d) / %d;\n"
-      "#pragma unroll\n"
-      "    for (int s = 0; s < %" PRId64 "; s++) {\n"
-      "      if (s < nk) load(s, kb + %d * s);\n"
-      "      gc_cp_commit();\n"
-      "    }\n"
-      "    for (int it = 0; it < nk; it++) {\n"
-      "      gc_cp_wait<%" PRId64 ">(); /* this thread's copies of step it have landed */\n"
-      "      __syncthreads(); /* everyone's; and step it - 1's stage is free again */\n"
-      "      if (it + %" PRId64 " < nk) load((it + %" PRId64 ") %% %" PRId64 ", kb + %d * (it + %" PRId64 "));\n"
-      "      gc_cp_commit();\n"
-      "      const auto &st = sm.st[it %% %" PRId64 "];\n"
+      "    const int nk = (ke - kb + %d) / %d;\n",
+      MI, NJ, ASYNC_BK - 1, ASYNC_BK);
+  mma_pipeline_begin(cg, ST, "nk", cg_fmt(cg, "kb + %d * (%%s)", ASYNC_BK));
+  buf_printf(b,
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %d; kk++) { /* 16 taps as 8 pairs (chunks 2 kk, 2 kk + 1), one mma.m16n8k16 */\n"
       "        unsigned fa[%" PRId64 "][4], fb[%" PRId64 " * 2]; /* B's column j: fb + 2 * j */\n"
@@ -751,12 +776,9 @@ static int conv_mma_async(Cg *cg, const Node *n, const ConvView *v, const ConvGe
       "        for (int j = 0; j < %" PRId64 "; j++)\n"
       "#pragma unroll\n"
       "          for (int i = 0; i < %" PRId64 "; i++) gc_mma_%s(acc[i][j], fa[i], fb + 2 * j);\n"
-      "      }\n"
-      "    }\n"
-      "    gc_cp_wait<0>();\n"
-      "    __syncthreads(); /* the stages are the tile's memory too */\n",
-      MI, NJ, ASYNC_BK - 1, ASYNC_BK, ST - 1, ASYNC_BK, ST - 2, ST - 1, ST - 1, ST, ASYNC_BK,
-      ST - 1, ST, ASYNC_BK / 16, MI, NJ, MI, NJ, NJ, MI, t == DT_BF16 ? "bf16" : "f16");
+      "      }\n",
+      ASYNC_BK / 16, MI, NJ, MI, NJ, NJ, MI, t == DT_BF16 ? "bf16" : "f16");
+  mma_pipeline_end(cg);
   cg->shared_bytes = (unsigned)async_smem(cf);
   return conv_mma_epilogue(cg, n, v, q, cf, name, MI, NJ);
 }
@@ -766,7 +788,9 @@ static int conv_mma_async(Cg *cg, const Node *n, const ConvView *v, const ConvGe
 static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q) {
   MmaConfig c[MMA_MAX_KERNELS];
   int64_t M = q->nb * q->oh * q->ow, K = q->c * q->kh * q->kw;
-  bool async = async_fits(cg, v, q, n->out[0]->type.dtype);
+  /* (a target whose shared memory holds no two stages of the smallest tile keeps the
+   * register kernel) */
+  bool async = async_fits(cg, v, q, n->out[0]->type.dtype) && async_stages(cg, 64, 32);
   int nc = mma_family(cg, M, q->cout, K, async, c);
   nc = nc < cg->variants ? nc : cg->variants;
   if (nc == 1)
@@ -1133,17 +1157,10 @@ static bool grouped_fits(const Cg *cg, const Node *n, const ConvView *v, int64_t
   return cg_in % 16 == 0 && cog % 16 == 0 && cog <= 128 && packed && q->xc == 1;
 }
 
-/* The grouped kernel's stages for a BM x BN tile (0: fewer than 2 fit), as async_stages. */
+/* The grouped kernel's stages for a BM x BN tile (pipeline_stages). */
 static int64_t grouped_stages(const Cg *cg, int64_t bm, int64_t bn, int64_t cgi, int64_t cog) {
-  const Target *t = cg->target;
-  int64_t budget = t->smem_sm / MMA_RESIDENT - (t->smem_sm - t->smem_block_optin);
-  int64_t cb = bn / cog * cgi;
-  int64_t stage = bm * (cb + 8) * 2 + bn * (cgi + 8) * 2, tile = bn * (bm + 4) * 4;
-  budget = budget > t->smem_block_optin ? t->smem_block_optin : budget;
-  budget -= bm * 16; /* the pixels' table */
-  int64_t k = budget / stage;
-  k = k > ASYNC_MAX_STAGES ? ASYNC_MAX_STAGES : k;
-  return k >= 2 && tile <= budget ? k : 0;
+  int64_t cb = bn / cog * cgi; /* and the pixels' table, 16 bytes a row */
+  return pipeline_stages(cg, bm * (cb + 8) * 2 + bn * (cgi + 8) * 2, bn * (bm + 4) * 4, bm * 16);
 }
 
 static int64_t grouped_smem(const MmaConfig *c, int64_t cgi, int64_t cog) {
@@ -1247,18 +1264,9 @@ static int conv_grouped_mma(Cg *cg, const Node *n, const ConvView *v, const Conv
       affine(cg, "(idx_t)ih", q->xh, 0), affine(cg, "iw", q->xw, 0), q->c, q->h, q->w,
       BQ, MMA_THREADS, CPB, CPB, BN, taps * cgi, cgi, q->cout);
   buf_printf(b,
-      "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
-      "#pragma unroll\n"
-      "    for (int s = 0; s < %" PRId64 "; s++) {\n"
-      "      if (s < %" PRId64 ") load(s, s);\n"
-      "      gc_cp_commit();\n"
-      "    }\n"
-      "    for (int it = 0; it < %" PRId64 "; it++) {\n"
-      "      gc_cp_wait<%" PRId64 ">(); /* this thread's copies of tap it have landed */\n"
-      "      __syncthreads(); /* everyone's; and tap it - 1's stage is free again */\n"
-      "      if (it + %" PRId64 " < %" PRId64 ") load((it + %" PRId64 ") %% %" PRId64 ", it + %" PRId64 ");\n"
-      "      gc_cp_commit();\n"
-      "      const auto &st = sm.st[it %% %" PRId64 "];\n"
+      "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n", MI, NJ);
+  mma_pipeline_begin(cg, ST, cg_fmt(cg, "%" PRId64, taps), "%s");
+  buf_printf(b,
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk++) /* 16 channels of the group, one mma.m16n8k16 */\n"
       "#pragma unroll\n"
@@ -1278,13 +1286,11 @@ static int conv_grouped_mma(Cg *cg, const Node *n, const ConvView *v, const Conv
       "              gc_mma_%s(acc[i][q * %" PRId64 " + j + 1], fa[i], fb + 2);\n"
       "            }\n"
       "          }\n"
-      "        }\n"
-      "    }\n"
-      "    gc_cp_wait<0>();\n"
-      "    __syncthreads(); /* the stages are the tile's memory too */\n",
-      MI, NJ, ST - 1, taps, taps, ST - 2, ST - 1, taps, ST - 1, ST, ST - 1, ST, cgi / 16, GW,
+      "        }\n",
+      cgi / 16, GW,
       WC / GW, cog, MI, MI, cgi, NJG, NJG, MI, t == DT_BF16 ? "bf16" : "f16", NJG,
       t == DT_BF16 ? "bf16" : "f16", NJG);
+  mma_pipeline_end(cg);
   cg->shared_bytes = (unsigned)grouped_smem(cf, cgi, cog);
   return conv_mma_epilogue(cg, n, v, q, cf, name, MI, NJ);
 }
