@@ -8,7 +8,9 @@
  *   maybe transpose(O)      the group's output
  *
  * with A, B and V read from the buffers they were cut out of (the group's layout nodes
- * become strides, its scalar multiplies a scale applied as each element is loaded). The
+ * become strides, its scalar multiplies a scale applied as each element is loaded; GQA's
+ * repeat of K and V, an expand merged into the heads, a batch dim whose index is divided
+ * by the repeat: query head h reads kv head h / rep, and nothing writes the copies). The
  * SQ x SK matrix never reaches global memory. Every value a node would store (a scaled
  * operand, a score, a probability, the output) is rounded to its type where the node
  * would round it; the math is f32, the sums in the reference's order up to the order of
@@ -91,11 +93,16 @@ static void operand(Cg *cg, const GroupOperand *g, Operand *o) {
   }
 }
 
-/* The stride of batch dim k (of nb) of the scores in view o ([.., rows, cols]): 0 where
- * o broadcasts. */
-static int64_t batch_stride(const View *o, int k, int nb) {
+/* The offset in view o ([.., rows, cols]) of index c (a C variable) along batch dim k
+ * (of nb) of the scores: c * stride, c / div * stride where o's dim repeats each head div
+ * times (grouped-query attention's K and V: ir/view.c), "" where o broadcasts. */
+static const char *batch_term(Cg *cg, const View *o, int k, int nb, const char *c) {
   int kx = k - (nb - (o->rank - 2));
-  return kx < 0 || o->dims[kx] == 1 ? 0 : o->stride[kx];
+  if (kx < 0 || o->dims[kx] == 1 || o->stride[kx] == 0)
+    return "";
+  if (o->div[kx] > 1)
+    return cg_fmt(cg, "%s / %" PRId64 " * %" PRId64, c, o->div[kx], o->stride[kx]);
+  return cg_fmt(cg, "%s * %" PRId64, c, o->stride[kx]);
 }
 
 /* The element of operand o at offset e, in f32 (a C expression): (x * c1) * c2, each
@@ -259,7 +266,11 @@ static const char *begin_kernel(Cg *cg, const Attn *a, const char *how) {
                             a->sk, a->d, a->dv, how);
   const char *name = cg_kernel_begin_values(cg, a->root, "attention", head, a->in, a->nin,
                                             &a->y, 1, note);
+  /* the operands' buffers too: a view may read a larger one (a projection's slice) */
   int64_t s = cg_numel(a->s), y = cg_numel(a->y);
+  const Value *in[3] = {a->q.view.base, a->k.view.base, a->v.view.base};
+  for (int i = 0; i < 3; i++)
+    y = cg_numel(in[i]) > y ? cg_numel(in[i]) : y;
   buf_printf(&cg->src, "  typedef %s idx_t;\n", cg_idx_type(cg, s > y ? s : y));
   return name;
 }
@@ -281,10 +292,15 @@ static void begin_tiles(Cg *cg, const Attn *a, int64_t rows) {
   for (int i = a->nb - 1; i >= 0; i--) {
     int64_t n = cg_dim(a->s, i);
     buf_printf(b, "      c = zr %% %" PRId64 "; zr /= %" PRId64 ";\n", n, n);
-    buf_printf(b, "      qb += c * %" PRId64 "; kb += c * %" PRId64 "; vb += c * %" PRId64
-               "; ob += c * %" PRId64 ";\n", batch_stride(&a->q.view, i, a->nb),
-               batch_stride(&a->k.view, i, a->nb), batch_stride(&a->v.view, i, a->nb),
-               a->ostr[i]);
+    const View *w[3] = {&a->q.view, &a->k.view, &a->v.view};
+    const char *base[3] = {"qb", "kb", "vb"};
+    buf_puts(b, "     ");
+    for (int o = 0; o < 3; o++) {
+      const char *t = batch_term(cg, w[o], i, a->nb, "c");
+      if (*t)
+        buf_printf(b, " %s += %s;", base[o], t);
+    }
+    buf_printf(b, " ob += c * %" PRId64 ";\n", a->ostr[i]);
   }
   buf_puts(b, "    }\n");
 }
@@ -314,6 +330,7 @@ enum {
   MMA_PAD = 4,   /* pairs (8 elements) after each row of a shared tile: the 16-byte rows that
                     ldmatrix reads at once then fall in different banks */
   MMA_KEEP = 256, /* keys a warp may keep the scores of in registers between the passes */
+  ATTN_MAX_SHAPES = 3, /* a family's shapes: row groups of 8, 4 and 2 */
 };
 
 /* The tensor-core kernel's shape: rg row groups of 16 queries times ks key slices (a warp
@@ -335,46 +352,62 @@ static int64_t mma_smem(const Attn *a, int64_t rg, int64_t ks, int64_t tk) {
   return (u > part ? u : part) + (ks > 1 ? ks * rg * 16 * 2 * 4 : 0);
 }
 
-/* The tensor-core kernel's shape for a, or false when it does not run a: it needs 16-bit
- * operands of one type, probabilities of that type (they go to the second product as the
- * accumulators hold them), and head sizes that are multiples of 16, up to 128. */
-static bool mma_shape(const Cg *cg, const Attn *a, MmaShape *m) {
+/* The shape of rg row groups (ks = MMA_WARPS / rg key slices) over tiles of tk keys into
+ * *m, the tiles halved while a tile would hold only keys past the end; false where the
+ * kernel cannot take it: key slices need at least 2 row groups, 16 keys a slice and keys
+ * in every slice, and the shared memory must fit. */
+static bool mma_finish(const Attn *a, int64_t rg, int64_t tk, int64_t smem, MmaShape *m) {
+  int64_t ks = MMA_WARPS / rg;
+  if (rg < 1 || ks * rg != MMA_WARPS ||
+      (ks > 1 && (rg < 2 || tk / ks < 16 || 16 * (ks - 1) >= a->sk)) ||
+      mma_smem(a, rg, ks, tk) > smem)
+    return false;
+  *m = (MmaShape){.rg = rg, .ks = ks, .tk = tk};
+  while (m->tk / 2 >= a->sk && m->tk / 2 >= 16 * m->ks) /* no tile of keys only past the end */
+    m->tk /= 2;
+  m->kc = m->tk / m->ks;
+  m->kw = m->kc < 32 ? m->kc : 32;
+  m->nkt = (a->sk + m->tk - 1) / m->tk;
+  m->keep = a->sm->in[0]->type.dtype == a->q.view.base->type.dtype && m->nkt * m->kc <= MMA_KEEP;
+  /* one pass where two would compute the scores twice, if the post nodes allow it: none,
+   * or the NaN masking, which the end of the pass applies to whole rows */
+  m->online = !m->keep && (!a->post || a->nan_mask);
+  return true;
+}
+
+/* The tensor-core kernel's default shape for a (variant 0), or false when it does not run
+ * a: it needs 16-bit operands of one type, probabilities of that type (they go to the
+ * second product as the accumulators hold them), and head sizes that are multiples of
+ * 16, up to 128. *tk gets the tile the shapes start from: MMA_TILE keys, halved while two
+ * stages of 8 row groups' tiles do not fit. */
+static bool mma_shape(const Cg *cg, const Attn *a, MmaShape *m, int64_t *tk) {
   DType t = a->q.view.base->type.dtype;
   if ((t != DT_BF16 && t != DT_F16) || a->k.view.base->type.dtype != t ||
       a->v.view.base->type.dtype != t || a->m2->in[0]->type.dtype != t || a->d % 16 ||
       a->dv % 16 || a->d > 128 || a->dv > 128)
     return false;
   int smem = cg->target->smem_block;
-  *m = (MmaShape){.rg = MMA_WARPS, .ks = 1, .tk = MMA_TILE};
-  while (m->tk > 16 && mma_smem(a, m->rg, 1, m->tk) > smem)
-    m->tk /= 2;
-  if (mma_smem(a, m->rg, 1, m->tk) > smem)
+  *tk = MMA_TILE;
+  while (*tk > 16 && mma_smem(a, MMA_WARPS, 1, *tk) > smem)
+    *tk /= 2;
+  if (mma_smem(a, MMA_WARPS, 1, *tk) > smem)
     return false;
   /* warps to key slices (fewer rows a block) while a block's rows would cover a head's
    * queries twice over or the blocks would leave SMs without one, and every slice has
-   * keys: Whisper's 8 heads of 1500 queries make 96 blocks of 128 rows, 192 of 64. An
-   * untimed rule: fewer rows a block fill the SMs more evenly but read the keys and values
-   * from L2 more often. Once codegen can emit choice steps (codegen.h's ChoiceStep), the
-   * runtime could time the shapes (and keep) instead. */
+   * keys: Whisper's 8 heads of 1500 queries make 96 blocks of 128 rows, 192 of 64. The
+   * default of the family below, which the runtime times against the other shapes:
+   * fewer rows a block fill the SMs more evenly but read the keys and values from L2 more
+   * often. */
+  int64_t rg = MMA_WARPS;
   for (;;) {
-    int64_t rg = m->rg / 2, ks = MMA_WARPS / rg, rows = m->rg * 16;
-    bool want = rg * 16 >= a->sq || a->batch * ((a->sq + rows - 1) / rows) < cg->target->sms;
-    if (rg < 2 || m->tk / ks < 16 || 16 * (ks - 1) >= a->sk || !want ||
-        mma_smem(a, rg, ks, m->tk) > smem)
+    int64_t half = rg / 2, rows = rg * 16;
+    MmaShape probe;
+    bool want = half * 16 >= a->sq || a->batch * ((a->sq + rows - 1) / rows) < cg->target->sms;
+    if (!want || !mma_finish(a, half, *tk, smem, &probe))
       break;
-    m->rg = rg;
-    m->ks = ks;
+    rg = half;
   }
-  while (m->tk / 2 >= a->sk && m->tk / 2 >= 16 * m->ks) /* no tile of keys only past the end */
-    m->tk /= 2;
-  m->kc = m->tk / m->ks;
-  m->kw = m->kc < 32 ? m->kc : 32;
-  m->nkt = (a->sk + m->tk - 1) / m->tk;
-  m->keep = a->sm->in[0]->type.dtype == t && m->nkt * m->kc <= MMA_KEEP;
-  /* one pass where two would compute the scores twice, if the post nodes allow it: none,
-   * or the NaN masking, which the end of the pass applies to whole rows */
-  m->online = !m->keep && (!a->post || a->nan_mask);
-  return true;
+  return mma_finish(a, rg, *tk, smem, m);
 }
 
 /* Whether operand o's rows load as 16-byte vectors of 8 elements along dim cd: stride 1
@@ -1030,10 +1063,35 @@ static int emit_simt(Cg *cg, const Attn *a) {
   return 0;
 }
 
+/* An attention group's kernel: on tensor cores a family of shapes, the default (the
+ * rule's) first, then the other row groups of 8, 4 and 2 (key slices 1, 2 and 4) that the
+ * kernel takes, timed at create (docs/variants.md); else on CUDA cores. */
 int cg_attention(Cg *cg, const GroupPlan *p) {
   Attn a;
   if (read_attention(cg, p, &a))
     return -1;
-  MmaShape m;
-  return mma_shape(cg, &a, &m) ? emit_mma(cg, &a, &m) : emit_simt(cg, &a);
+  MmaShape m[ATTN_MAX_SHAPES];
+  int64_t tk;
+  if (!mma_shape(cg, &a, &m[0], &tk))
+    return emit_simt(cg, &a);
+  int nm = 1;
+  static const int64_t groups[] = {MMA_WARPS, MMA_WARPS / 2, MMA_WARPS / 4};
+  for (size_t i = 0; i < sizeof groups / sizeof groups[0] && nm < cg->variants && nm < ATTN_MAX_SHAPES; i++)
+    if (groups[i] != m[0].rg && mma_finish(&a, groups[i], tk, cg->target->smem_block, &m[nm]))
+      nm++;
+  if (nm == 1)
+    return emit_mma(cg, &a, &m[0]);
+  const char *label = cg_fmt(cg, "fuse group %lld: attention, variants (query rows a block / key slices):",
+                             (long long)node_fuse_group(a.root));
+  for (int i = 0; i < nm; i++)
+    label = cg_fmt(cg, "%s%s %" PRId64 "/%" PRId64, label, i ? "," : "", m[i].rg * 16, m[i].ks);
+  int ch = cg_choice_begin(cg, a.root, label), rc = 0;
+  for (int i = 0; i < nm && !rc; i++) {
+    cg_variant_begin(cg, ch);
+    rc = emit_mma(cg, &a, &m[i]);
+    cg_variant_end(cg, ch);
+  }
+  if (!rc)
+    cg_choice_end(cg, ch);
+  return rc;
 }

@@ -269,6 +269,36 @@ static int gen_concat(Cg *cg, const Node *n) {
     gen_parts(cg, n, (int)axis, outer, len, inner);
     return 0;
   }
+  /* Inputs read as they are, no epilogue, and every input's rows a whole number of
+   * 16-byte vectors (a channels-last concat of convolutions' outputs): a vector a thread. */
+  int64_t V = 16 / (int64_t)dtype_size(y->type.dtype);
+  bool vec = !cg->viewed && !cg_epilogue_of(cg, n) && V > 1 && (len * inner) % V == 0;
+  for (int k = 0; k < n->nin && vec; k++)
+    vec = (cg_dim(n->in[k], (int)axis) * inner) % V == 0;
+  if (vec) {
+    const char *name = cg_kernel_begin(cg, n, cg_fmt(cg, "%" PRId64 " elements a thread", V));
+    const char *T = cg_fmt(cg, "gc_vec<%s, %" PRId64 ">", cg_ctype(y->type.dtype), V);
+    int64_t row = len * inner / V;
+    cg_loop_begin(cg, n, numel / V);
+    buf_printf(&cg->src, "    const idx_t c = i %% %" PRId64 ", o = i / %" PRId64 ";\n    %s v;\n",
+               row, row, T);
+    int64_t at = 0;
+    bool first = true;
+    for (int k = 0; k < n->nin; k++) {
+      int64_t l = cg_dim(n->in[k], (int)axis) * inner / V;
+      if (!l)
+        continue;
+      buf_printf(&cg->src, "    %s", first ? "" : "else ");
+      if (at + l != row)
+        buf_printf(&cg->src, "if (c < %" PRId64 ") ", at + l);
+      buf_printf(&cg->src, "v = ((const %s *)in%d)[o * %" PRId64 " + c - %" PRId64 "];\n", T, k, l, at);
+      first = false;
+      at += l;
+    }
+    buf_printf(&cg->src, "    ((%s *)out0)[i] = v;\n", T);
+    cg_loop_end(cg, n, name, numel / V);
+    return 0;
+  }
   const char *name = cg_kernel_begin(cg, n, NULL);
   cg_loop_begin(cg, n, numel);
   emit_oli(cg, len, inner);

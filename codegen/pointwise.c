@@ -926,44 +926,6 @@ static const char *loop_value(Loop *L, const Value *v, const char *const *idx,
   return var;
 }
 
-/* Remapping member d's output oi as a view, from the view `in` of its input: view.c's
- * view_through, and an expand (its broadcast dims of stride 0) and a slice (its start an
- * offset, its step a stride), which only a kernel that reads its input through them can
- * be. */
-static bool loop_view_through(const Node *d, int oi, const View *in, View *out) {
-  const Value *y = d->out[oi];
-  int ry = y->type.shape.rank;
-  if (d->op != OP_EXPAND && d->op != OP_SLICE)
-    return view_through(d, oi, in, out);
-  *out = *in;
-  out->rank = ry;
-  for (int j = 0; j < ry; j++)
-    out->dims[j] = loop_dim(y, j);
-  if (d->op == OP_EXPAND) {
-    for (int j = 0; j < ry; j++) {
-      int jj = j - (ry - in->rank);
-      out->stride[j] = jj < 0 || (in->dims[jj] == 1 && out->dims[j] != 1) ? 0 : in->stride[jj];
-    }
-    return true;
-  }
-  int ns, na, nst;
-  const int64_t *starts = attr_ints(d, "starts", &ns);
-  const int64_t *axes = attr_ints(d, "axes", &na);
-  const int64_t *steps = attr_ints(d, "steps", &nst);
-  for (int i = 0; i < ns; i++) {
-    int64_t a = axes ? (axes[i] < 0 ? axes[i] + in->rank : axes[i]) : i;
-    int64_t dim = in->dims[a], s0 = starts[i], k = steps ? steps[i] : 1;
-    if (s0 < 0)
-      s0 = s0 < -dim ? 0 : s0 + dim;
-    s0 = k > 0 ? (s0 > dim ? dim : s0) : (s0 > dim - 1 ? dim - 1 : s0);
-    if (out->dims[a] == 0)
-      continue;
-    out->offset += s0 * in->stride[a];
-    out->stride[a] = in->stride[a] * k;
-  }
-  return true;
-}
-
 /* Whether loop group p is a pointwise kernel over strided inputs: its root and every
  * pointwise member of an output that broadcasts to the root's, and its remapping members
  * between values from outside and pointwise members, each chain a view of the value it
@@ -1019,10 +981,12 @@ static bool loop_views(Cg *cg, const GroupPlan *p, PwKernel *k) {
     view_init(&w, v);
     for (int j = len - 1; j >= 0; j--) {
       View next;
-      if (!loop_view_through(at[j]->def, at[j]->def_index, &w, &next))
+      if (!view_through_reads(at[j]->def, at[j]->def_index, &w, &next))
         return false;
       w = next;
     }
+    if (view_divides(&w))
+      return false; /* the flat-index kernel walks strides alone */
     view[e] = w;
     t.arg[e] = v;
   }

@@ -609,12 +609,18 @@ static int operand(Rec *r, const Value *v, int role, GroupOperand *o, const char
       continue;
     }
     View next;
-    if (!view_through(d, at[i]->def_index, &o->view, &next))
+    if (!view_through_reads(d, at[i]->def_index, &o->view, &next))
       return fail(r, GROUP_FAIL_SHAPE, "%%%s (node %d) is no strided view of %%%s; the "
                   "attention kernel reads its %s through strides", at[i]->name, d->id,
                   o->view.base->name, what);
     o->view = next;
   }
+  /* a div (the kv head of a query head) only among the batch dims, which the kernel
+   * decomposes its head index into */
+  const View *w = &o->view;
+  if (w->rank >= 2 && (w->div[w->rank - 1] > 1 || w->div[w->rank - 2] > 1))
+    return fail(r, GROUP_FAIL_SHAPE, "the %s %%%s repeat along a row or a column; the "
+                "attention kernel repeats whole heads", what, o->view.base->name);
   DType t = o->view.base->type.dtype;
   if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
     return fail(r, GROUP_FAIL_SHAPE, "the %s %%%s is %s; the attention kernel reads f32, f16 "

@@ -437,12 +437,17 @@ void ir_note_node(Diag *d, const Node *n);
 
 /* ---------------------------------------------------------------- view.c: strided views */
 
-/* Element (i0, ..., i[rank-1]) of a view is element offset + sum ik * stride[k] of base's
- * dense row-major buffer (strides and offset in elements; 0 broadcasts). */
+/* Element (i0, ..., i[rank-1]) of a view is element offset + sum (ik / div[k]) *
+ * stride[k] of base's dense row-major buffer (strides and offset in elements; stride 0
+ * broadcasts; div 0 or 1 takes ik itself). A div above 1 is a dim merged from two, the
+ * inner one a broadcast of div elements: grouped-query attention's heads [kv heads, rep]
+ * (stride s, 0) read as one dim of kv heads x rep, stride s, div rep (head h reads kv
+ * head h / rep). Only a reader that knows div takes such a view (view_divides). */
 typedef struct View {
   const Value *base;
   int rank;
   int64_t dims[IR_MAX_RANK], stride[IR_MAX_RANK], offset;
+  int64_t div[IR_MAX_RANK];
 } View;
 
 void view_init(View *v, const Value *base); /* base itself (its shape must be static) */
@@ -451,6 +456,13 @@ void view_init(View *v, const Value *base); /* base itself (its shape must be st
  * split, a gather of one constant index) and the result is a strided view; false
  * otherwise (a reshape that would need a copy, say), leaving *res unspecified. */
 bool view_through(const Node *n, int out, const View *in, View *res);
+/* view_through, and also an expand (its broadcast dims of stride 0) and a slice of
+ * constant bounds (its start an offset, its step a stride; not along a dim of div above
+ * 1), which are views only to a kernel that reads its input through them (a loop kernel,
+ * attention's operands), not aliases of the input's bytes. Static shapes only. */
+bool view_through_reads(const Node *n, int out, const View *in, View *res);
+/* Whether some dim of v has a div above 1 (see View). */
+bool view_divides(const View *v);
 /* Whether v is a matrix of rows: its last dim contiguous (stride 1) and its other dims
  * walked by one stride, *ld elements from row to row (at least the row's length), *rows
  * rows in all: a GEMM operand with a leading dim. */

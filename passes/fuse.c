@@ -565,12 +565,22 @@ static int loop_reader(Fuse *f, const Value *v, const bool *closed) {
   return -1;
 }
 
+/* Whether v is read once, by a node of an attention (a closed group), which would read
+ * a slice in place as it reads the split's part (its operands are views: ir/view.c). */
+static bool attention_reader(Fuse *f, const Value *v, const bool *closed) {
+  int n;
+  const int *u = users_of(&f->users, v, &n);
+  return !f->users.outputs[v->id] && n == 1 && closed[find(f, u[0])] &&
+         f->g->nodes[u[0]]->in[0] == v;
+}
+
 /* A split whose outputs go to different loop groups (a decoder's Q, K and V from one
  * projection) is one kernel that writes each part, which the groups read back: as one
  * slice per output instead, each joins its group, which reads the split's input in
  * place. The splits whose every output (through aliases read once) is read once by a
- * node of a loop group become slices of the same names with .slice; their count. The
- * caller groups the graph again. */
+ * node of a loop group, or by an attention's operand view (grouped-query attention's V,
+ * read as the projection's slice, repeated through strides), become slices of the same
+ * names with .slice; their count. The caller groups the graph again. */
 static int split_slices(Fuse *f, Graph *g, const bool *closed, Diag *d) {
   int found = 0;
   Node **cand = malloc(sizeof *cand * ((size_t)g->nnodes + 1));
@@ -582,7 +592,7 @@ static int split_slices(Fuse *f, Graph *g, const bool *closed, Diag *d) {
       continue;
     bool ok = true;
     for (int k = 0; k < s->nout && ok; k++)
-      ok = loop_reader(f, s->out[k], closed) >= 0;
+      ok = loop_reader(f, s->out[k], closed) >= 0 || attention_reader(f, s->out[k], closed);
     if (ok)
       cand[found++] = s;
   }
@@ -630,9 +640,10 @@ static int split_slices(Fuse *f, Graph *g, const bool *closed, Diag *d) {
  * along the last dim, pointwise nodes on its output (the NaN masking), O = matmul(P, V),
  * and maybe a transpose of O. All of it is one group, whose kernel (codegen/attention.c)
  * keeps a tile of score rows in shared memory: the S x S scores never reach memory.
- * The layout-only nodes (reshape, transpose, split, a constant gather) and scalar
- * multiplies between A, B or V and the buffers they come from join it too: the kernel
- * reads those buffers through strides (ir/view.c) and scales as it loads. */
+ * The layout-only nodes (reshape, transpose, split, a constant gather, a slice, an
+ * expand: GQA's repeat of K and V) and scalar multiplies between A, B or V and the
+ * buffers they come from join it too: the kernel reads those buffers through strides
+ * (ir/view.c) and scales as it loads. */
 
 /* The nodes an attention would take, found by walking the graph around a softmax; the
  * recognizer then says whether they are one (its roles, its types and the sizes the
@@ -672,9 +683,11 @@ static bool attn_users_inside(const Fuse *f, const AttnSet *a, const Value *v) {
   return true;
 }
 
-/* Follows operand v of an attention matmul back through view nodes and scalar
- * multiplies, adding them to a, as long as every user of the value is in a and the view
- * composes from the chain's first buffer. Returns false only when a is full. */
+/* Follows operand v of an attention matmul back through view nodes (an expand and a
+ * slice too: the kernel reads through them) and scalar multiplies, adding them to a, as
+ * long as every user of the value is in a and the view composes from the chain's first
+ * buffer, repeats (a div: ir/view.c) only whole heads. Returns false only when a is
+ * full. */
 static bool attn_operand(AttnSet *a, const Value *v) {
   const Node *chain[16];
   const Value *at[16];
@@ -689,8 +702,10 @@ static bool attn_operand(AttnSet *a, const Value *v) {
       continue;
     }
     View probe, out;
+    if (!shape_is_static(&d->in[0]->type.shape))
+      break;
     view_init(&probe, d->in[0]);
-    if (!shape_is_static(&d->in[0]->type.shape) || !view_through(d, v->def_index, &probe, &out))
+    if (!view_through_reads(d, v->def_index, &probe, &out))
       break;
     at[n] = v;
     chain[n++] = d;
@@ -705,7 +720,8 @@ static bool attn_operand(AttnSet *a, const Value *v) {
     if (view_scale_factor(chain[i]))
       continue;
     View next;
-    if (!view_through(chain[i], at[i]->def_index, &view, &next)) {
+    if (!view_through_reads(chain[i], at[i]->def_index, &view, &next) ||
+        (next.rank >= 2 && (next.div[next.rank - 1] > 1 || next.div[next.rank - 2] > 1))) {
       ok = i; /* chain[i] and what lies before it stay kernels of their own */
       view_init(&view, at[i]);
       continue;

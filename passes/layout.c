@@ -13,8 +13,9 @@
  * the same perm (or single elements, which any perm leaves alone, or constants of one
  * value per channel, a batch norm's scale and shift, which become the [C] that
  * broadcasts along channels last) computes on their sources instead, and its result is
- * transposed. A transpose of a transpose is one
- * transpose, or nothing when they cancel: between two convolutions (a ReLU, a residual
+ * transposed; a concat along the channels of such transposes alone (Inception's
+ * branches) concatenates their sources along the last axis, and is transposed. A
+ * transpose of a transpose is one transpose, or nothing when they cancel: between two convolutions (a ReLU, a residual
  * add between them) no transpose is left. What remains is at the graph's edges: the image
  * moved to channels last (read by the first convolution's kernel through strides, see
  * fuse's conv_prologues) and a transpose back where a value leaves the convolutional
@@ -168,7 +169,41 @@ static bool order_kept(const Value *v, const int64_t *last, int r) {
 /* A pointwise node over transposes back to channels first (and single elements,
  * constants of one value per channel, and values whose order channels last keeps)
  * computes on their sources; its result is transposed instead. */
+/* A concat of values that are all transposes back to channels first (Inception's
+ * branches, each a convolution's output in channels last) as the transpose of the concat
+ * of their sources along the axis that perm moved: the transposes after it then cancel
+ * those of the convolutions that read it, which read the channels-last concat directly. */
+static int sink_concat(Layout *L, Node *n, bool *changed) {
+  int r = n->out[0]->type.shape.rank;
+  int64_t first[IR_MAX_RANK], last[IR_MAX_RANK];
+  if (r < 3 || n->nout != 1 || n->nin < 1)
+    return 0;
+  channels_last_perms(r, first, last);
+  Value **in = arena_alloc(L->g->arena, sizeof *in * (size_t)n->nin);
+  for (int k = 0; k < n->nin; k++) {
+    Value *v = n->in[k];
+    if (!v || v->kind != VK_NODE || v->type.shape.rank != r || !is_perm(v->def, first, r))
+      return 0;
+    in[k] = v->def->in[0];
+  }
+  int64_t axis = attr_int(n, "axis");
+  axis = axis < 0 ? axis + r : axis;
+  if (axis < 0 || axis >= r)
+    return 0;
+  Attr a = attr_make_int("axis", first[axis]);
+  Value *yl = pass_edit_insert_before(&L->e, n, OP_CONCAT, in, n->nin, &a, 1, n->out[0]->name,
+                                      "nhwc", L->ctx->diag);
+  if (!yl)
+    return -1;
+  Attr pf = attr_make_ints("perm", first, r);
+  pass_edit_rewrite(&L->e, n, OP_TRANSPOSE, &yl, 1, &pf, 1);
+  *changed = true;
+  return 0;
+}
+
 static int sink_through(Layout *L, Node *n, bool *changed) {
+  if (n->op == OP_CONCAT)
+    return sink_concat(L, n, changed);
   if (!(op_info[n->op].flags & OPF_POINTWISE) || n->nout != 1)
     return 0;
   int r = n->out[0]->type.shape.rank, moved = 0;

@@ -127,6 +127,53 @@ static void test_epilogue_and_limits(void) {
   graph_free(g);
 }
 
+/* A node of one output and integer-list attribute `attr` (NULL: none). */
+static Node *node_ints(Graph *g, Op op, Value *in, const char *attr, const int64_t *v, int n,
+                       const char *out) {
+  const char *names[1] = {out};
+  Attr a = attr_make_ints(attr ? attr : "", v, n);
+  return graph_add_node(g, op, &in, 1, &a, attr ? 1 : 0, names, 1);
+}
+
+/* Views (ir/view.c) through GQA's repeat of kv heads: unsqueeze, expand (a dim of stride
+ * 0), reshape merging it into the heads (one dim of div 3: head h reads kv head h / 3),
+ * which a transpose carries and a reshape keeps only whole; a slice's offset and stride. */
+static void test_views(void) {
+  Graph *g = graph_new("views");
+  Value *x = graph_add_input(g, "x", f32(4, (int64_t[]){2, 4, 5, 8}));
+  Node *u = node_ints(g, OP_UNSQUEEZE, x, "axes", (int64_t[]){2}, 1, "u");
+  Node *e = node_ints(g, OP_EXPAND, u->out[0], "shape", (int64_t[]){2, 4, 3, 5, 8}, 5, "e");
+  Node *r = node_ints(g, OP_RESHAPE, e->out[0], "shape", (int64_t[]){2, 12, 5, 8}, 4, "r");
+  Node *t = node_ints(g, OP_TRANSPOSE, r->out[0], "perm", (int64_t[]){0, 1, 3, 2}, 4, "t");
+  Node *rows = node_ints(g, OP_RESHAPE, r->out[0], "shape", (int64_t[]){2, 12, 40}, 3, "rows");
+  Node *all = node_ints(g, OP_RESHAPE, r->out[0], "shape", (int64_t[]){24, 5, 8}, 3, "all");
+  Node *back = node_ints(g, OP_RESHAPE, r->out[0], "shape", (int64_t[]){2, 4, 3, 5, 8}, 5, "back");
+  Node *sl = graph_add_node(g, OP_SLICE, &x, 1,
+                            (Attr[]){attr_make_ints("starts", (int64_t[]){1}, 1),
+                                     attr_make_ints("ends", (int64_t[]){5}, 1),
+                                     attr_make_ints("axes", (int64_t[]){3}, 1),
+                                     attr_make_ints("steps", (int64_t[]){2}, 1)},
+                            4, (const char *[]){"sl"}, 1);
+  graph_add_output(g, t->out[0]);
+  infer(g);
+  View v0, v1, v2, v3, w;
+  view_init(&v0, x);
+  CHECK(!view_through(e, 0, &v0, &w)); /* an expand is no alias */
+  CHECK(view_through(u, 0, &v0, &v1) && view_through_reads(e, 0, &v1, &v2));
+  CHECK(v2.rank == 5 && v2.stride[1] == 40 && v2.stride[2] == 0 && !view_divides(&v2));
+  CHECK(view_through(r, 0, &v2, &v3) && v3.rank == 4 && v3.dims[1] == 12 &&
+        v3.stride[1] == 40 && v3.div[1] == 3 && view_divides(&v3));
+  CHECK(view_through(t, 0, &v3, &w) && w.div[1] == 3 && w.stride[2] == 1 && w.stride[3] == 8);
+  CHECK(view_through(rows, 0, &v3, &w) && w.div[1] == 3 && w.stride[2] == 1 && !w.div[2]);
+  CHECK(!view_through(all, 0, &v3, &w));  /* the repeated heads merged with the batch */
+  CHECK(!view_through(back, 0, &v3, &w)); /* split again: not kept whole */
+  int64_t n, ld;
+  CHECK(!view_rows(&v3, &n, &ld));
+  CHECK(view_through_reads(sl, 0, &v0, &w) && w.offset == 1 && w.stride[3] == 2 &&
+        w.dims[3] == 2);
+  graph_free(g);
+}
+
 static void test_names(void) {
   for (int k = GROUP_NONE + 1; k < GROUP_KIND_COUNT; k++)
     CHECK(group_kind_from_name(group_kind_name((GroupKind)k)) == (GroupKind)k);
@@ -137,6 +184,7 @@ static void test_names(void) {
 int main(void) {
   test_gemm();
   test_epilogue_and_limits();
+  test_views();
   test_names();
   if (failures)
     fprintf(stderr, "%d failures\n", failures);

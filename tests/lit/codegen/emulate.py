@@ -568,6 +568,54 @@ def attn_causal(s, h, d, rest=0):
         "%o = matmul(%p, %vt)\n%y = transpose(%o) {perm = [0, 2, 1, 3]}")
 
 
+# Grouped-query attention as Llama's exporters write it (transformers' repeat_kv): one
+# projection x [b, s, (h + 2 kv) d] cut into Q, K and V, K and V of kv heads repeated
+# h / kv times by unsqueeze, expand and reshape (spelling "unsqueeze"; "reshape": the
+# [b, kv, 1, s, d] made by a reshape, the expand's shape of rank 5; "tile": the kv heads
+# repeated whole, [b, rep, kv, s, d], which stays a kernel of its own), K transposed after
+# the repeat (kt_first: before it, as [b, kv, d, s]); the scores scaled by c; a causal
+# where with t [1, 1, s, s], or an additive mask m [b, 1, 1, s] and the NaN masking (z).
+def attn_gqa(b, s, h, kv, d, causal=True, spelling="unsqueeze", kt_first=False):
+    rep = h // kv
+    parts = [h * d, kv * d, kv * d]
+
+    def repeat(x, dims):  # x: [b, kv, *dims] -> [b, h, *dims]
+        if spelling == "tile":  # head h reads kv head h % kv: no view, a kernel
+            return (f"%{x}u = unsqueeze(%{x}) {{axes = [1]}}\n"
+                    f"%{x}e = expand(%{x}u) {{shape = [{b}, {rep}, {kv}, {dims[0]}, {dims[1]}]}}\n"
+                    f"%{x}r = reshape(%{x}e) {{shape = [{b}, {h}, {dims[0]}, {dims[1]}]}}\n")
+        one = f"[{b}, {kv}, 1, {dims[0]}, {dims[1]}]"
+        up = (f"%{x}u = unsqueeze(%{x}) {{axes = [2]}}\n" if spelling == "unsqueeze" else
+              f"%{x}u = reshape(%{x}) {{shape = {one}}}\n")
+        return (up + f"%{x}e = expand(%{x}u) {{shape = [{b}, {kv}, {rep}, {dims[0]}, {dims[1]}]}}\n"
+                f"%{x}r = reshape(%{x}e) {{shape = [{b}, {h}, {dims[0]}, {dims[1]}]}}\n")
+    stmt = (f"%q, %k, %v = split(%x) {{axis = 2, split = {parts}}}\n"
+            f"%q4 = reshape(%q) {{shape = [{b}, {s}, {h}, {d}]}}\n%qt = transpose(%q4) {{perm = [0, 2, 1, 3]}}\n"
+            f"%k4 = reshape(%k) {{shape = [{b}, {s}, {kv}, {d}]}}\n%v4 = reshape(%v) {{shape = [{b}, {s}, {kv}, {d}]}}\n"
+            "%vt = transpose(%v4) {perm = [0, 2, 1, 3]}\n" + repeat("vt", (s, d)))
+    if kt_first:
+        stmt += "%kt = transpose(%k4) {perm = [0, 2, 3, 1]}\n" + repeat("kt", (d, s)) + "%kk = identity(%ktr)\n"
+    else:
+        stmt += ("%kt = transpose(%k4) {perm = [0, 2, 1, 3]}\n" + repeat("kt", (s, d)) +
+                 "%kk = transpose(%ktr) {perm = [0, 1, 3, 2]}\n")
+    stmt += "%sm = matmul(%qt, %kk)\n%sc = mul(%sm, %c)\n"
+    if causal:
+        stmt += ("%a = where(%t, %sc, %lo)\n%p = softmax(%a) {axis = -1}\n"
+                 "%o = matmul(%p, %vtr)\n")
+    else:
+        stmt += ("%a = add(%sc, %m)\n%p = softmax(%a) {axis = -1}\n"
+                 "%n = is_nan(%p)\n%w = where(%n, %z, %p)\n%o = matmul(%w, %vtr)\n")
+    return stmt + "%y = transpose(%o) {perm = [0, 2, 1, 3]}"
+
+
+# tests/lit/codegen/attention-gqa.gir: K of 2 heads through RoPE (a loop kernel of its
+# own), then repeated to 6 as V is, a causal where (its constants c and lo as inputs).
+ATTN_GQA_ROPE = "\n".join(
+    line.strip() for line in open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                               "attention-gqa.gir"))
+    if line.startswith("  %") and " = const " not in line)
+
+
 ATTN_MASKED = attn_masked(2, 16, 3, 8)
 ATTN_CAUSAL = attn_causal(40, 2, 10)
 
@@ -655,6 +703,17 @@ def cases():
     fmask[1] = -3.3e38  # every key hidden by a finite mask: scores of bf16's -3.29e38, equal
     long_causal_in = {"x": f(1, 300, 96), "t": np.tril(np.ones((300, 300), bool)).reshape(1, 1, 300, 300),
                       "c": np.float32(0.25), "lo": np.float32(-3.4028235e+38)}
+
+    def gqa_causal_in(b, s, h, kv, d):
+        return {"x": f(b, s, (h + 2 * kv) * d), "c": np.float32(1 / np.sqrt(d)),
+                "t": np.tril(np.ones((s, s), bool)).reshape(1, 1, s, s),
+                "lo": np.float32(-3.4028235e+38)}
+
+    def gqa_masked_in(b, s, h, kv, d):
+        gm = np.where(rng.random((b, 1, 1, s)) < 0.3, -np.inf, 0).astype(np.float32)
+        gm[-1] = -np.inf  # the last batch entry's rows: all masked
+        return {"x": f(b, s, (h + 2 * kv) * d), "c": np.float32(1 / np.sqrt(d)), "m": gm,
+                "z": np.float32(0)}
     return [
         # nn.c
         ("conv", {"x": x, "w": f(6, 2, 3, 3), "b": f(6)}, "%y = conv(%x, %w, %b) {strides = [2, 3], pads = [1, 0, 2, 1], dilations = [2, 1], group = 2}"),
@@ -1202,11 +1261,46 @@ def cases():
         # a split into more outputs than one kernel takes (codegen's CODEGEN_PART_OPERANDS,
         # 128): a kernel per part, over the slab of the axis its outputs fill; a concat of
         # more inputs likewise (sizes 1 to 3 along the middle axis)
+        # grouped-query attention: K and V of fewer heads read in place, each query head
+        # h reading kv head h / rep (no kernel for the repeat), on tensor cores (head size
+        # 16, 32) and on CUDA cores (10, 12), rep 2 and 3, causal or masked, batch 2
+        ("bf16_attention_gqa_rep3_causal", gqa_causal_in(2, 40, 6, 2, 16), attn_gqa(2, 40, 6, 2, 16)),
+        ("fp16_attention_gqa_rep3_causal", gqa_causal_in(2, 40, 6, 2, 16),
+         attn_gqa(2, 40, 6, 2, 16, spelling="reshape")),
+        ("bf16_attention_gqa_rep2_masked", gqa_masked_in(2, 70, 4, 2, 32),
+         attn_gqa(2, 70, 4, 2, 32, causal=False, kt_first=True)),
+        ("fp16_attention_gqa_rep2_masked", gqa_masked_in(2, 70, 4, 2, 32),
+         attn_gqa(2, 70, 4, 2, 32, causal=False)),
+        ("bf16_attention_gqa_rep2_causal_kt_first", gqa_causal_in(3, 33, 4, 2, 16),
+         attn_gqa(3, 33, 4, 2, 16, spelling="reshape", kt_first=True)),
+        ("fp16_attention_gqa_rep3_masked_odd_head", gqa_masked_in(2, 20, 3, 1, 12),
+         attn_gqa(2, 20, 3, 1, 12, causal=False)),
+        ("bf16_attention_gqa_rope", {"x": f(2, 40, 160), "cs": f(1, 1, 40, 16), "sn": f(1, 1, 40, 16),
+                                     "t": np.tril(np.ones((40, 40), bool)).reshape(1, 1, 40, 40),
+                                     "c": np.float32(0.25), "lo": np.float32(-3.4028235e+38)},
+         ATTN_GQA_ROPE),
+        ("fp16_attention_gqa_rope", {"x": f(2, 40, 160), "cs": f(1, 1, 40, 16), "sn": f(1, 1, 40, 16),
+                                     "t": np.tril(np.ones((40, 40), bool)).reshape(1, 1, 40, 40),
+                                     "c": np.float32(0.25), "lo": np.float32(-3.4028235e+38)},
+         ATTN_GQA_ROPE),
+        ("bf16_attention_gqa_tile_causal", gqa_causal_in(2, 40, 6, 2, 16),
+         attn_gqa(2, 40, 6, 2, 16, spelling="tile")),
+        ("fused_attention_gqa_rep3_causal", gqa_causal_in(2, 24, 6, 2, 10), attn_gqa(2, 24, 6, 2, 10)),
+        ("fused_attention_gqa_rep2_masked_kt_first", gqa_masked_in(2, 17, 4, 2, 8),
+         attn_gqa(2, 17, 4, 2, 8, causal=False, kt_first=True, spelling="reshape")),
         ("split_parts", {"x": f(2, sum(parts), 3)},
          "%s = split(%%x) {axis = 1, split = [%s]}" % (
              ", ".join("%%p%d" % i for i in range(len(parts))), ", ".join(map(str, parts)))),
         ("concat_parts", {"x%d" % i: f(2, k, 3) for i, k in enumerate(parts)},
          "%%y = concat(%s) {axis = 1}" % ", ".join("%%x%d" % i for i in range(len(parts)))),
+        # a concat whose inputs' rows are whole 16-byte vectors copies a vector a thread
+        # (along the last axis, and along one with 4 floats inside; bf16 rows of 8). Last,
+        # so that the cases before keep their random inputs
+        ("concat_vectors", {"a": f(2, 3, 8), "b": f(2, 3, 4), "c": f(2, 3, 12)}, "%y = concat(%a, %b, %c) {axis = 2}"),
+        ("concat_vectors_inner", {"a": f(2, 2, 3, 4), "b": f(2, 1, 3, 4)}, "%y = concat(%a, %b) {axis = 1}"),
+        ("bf16_concat_channels_last", {"x": f(2, 5, 6, 16), "w": f(8, 1, 1, 16), "v": f(16, 3, 3, 16), "u": f(8, 3, 3, 24)},
+         "%a = conv(%x, %w) {channels_last = 1}\n%b = conv(%x, %v) {pads = [1, 1, 1, 1], channels_last = 1}\n"
+         "%c = concat(%a, %b) {axis = 3}\n%y = conv(%c, %u) {channels_last = 1}"),
     ]
 
 
