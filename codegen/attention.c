@@ -29,7 +29,11 @@
  *   A warp takes its slice 32 keys at a time (the scores' registers). The work on each
  *   score is what dominates, not the products: one ex2 (flushing subnormals), no masking
  *   but in a partial last tile (rows past the last query compute what no one stores), and
- *   the probabilities rounded once, straight into the A fragment's pairs.
+ *   the probabilities rounded once, two in one instruction, straight into the A
+ *   fragment's pairs. The pre and post nodes read their inputs at the score's
+ *   coordinates (the head's terms once a tile, then i and j times their strides, no
+ *   division), so that the compiler loads a key's padding mask once for the lane's rows
+ *   and a scalar once.
  *   Two ways over the keys, by a rule (untimed; a choice step could time both):
  *   - Two passes where the scores fit in registers (up to 256 keys a warp) or the post
  *     nodes are other than the exporters' NaN masking: the first finds each row's max and
@@ -39,7 +43,8 @@
  *     by the values' tile. The scores are computed again in the second pass unless kept.
  *   - Otherwise one pass, an online softmax (FlashAttention), which saves the scores'
  *     second product: each tile raises the rows' running max, rescales the outputs and
- *     the sums so far to it, and multiplies exp(s - the running max), rounded to the
+ *     the sums so far to it (the outputs only where some row of the warp's max grew: after
+ *     the first tiles it seldom does), and multiplies exp(s - the running max), rounded to the
  *     operands' type, by the values; the end divides by the sum (key slices: the slices'
  *     maxima, sums and outputs combined first). A row whose sum is not finite and
  *     positive (every score -inf, a NaN or a +inf among them) is one where the softmax
@@ -128,10 +133,13 @@ static void emit_tile(Cg *cg, const Operand *o, int param, int64_t width, int64_
   buf_puts(b, "      }\n      __syncthreads();\n");
 }
 
+typedef struct Attn Attn;
+static void chain_emit(Cg *cg, const Attn *a, const PwKernel *k, const char *val,
+                       const char *dst, const char *ind);
+
 /* dst = the f32 value val (a score or a probability: the output of node v) after the
- * chain k, if any, each rounded to its type; at is the element's flat index in the
- * scores. */
-static void store_score(Cg *cg, const PwKernel *k, const Node *v, const char *at,
+ * chain k, if any, each rounded to its type; the element is score (z, i, j). */
+static void store_score(Cg *cg, const Attn *a, const PwKernel *k, const Node *v,
                         const char *val, const char *dst, const char *ind) {
   Buf *b = &cg->src;
   DType t = v->out[0]->type.dtype;
@@ -145,17 +153,17 @@ static void store_score(Cg *cg, const PwKernel *k, const Node *v, const char *at
   cg_epilogue_operands(k, &ext, &next, &out, &nodes, &n);
   DType o = out[0]->type.dtype;
   if (t == DT_F32 && o == DT_F32) {
-    cg_chain_emit(cg, k, at, val, dst, ind);
+    chain_emit(cg, a, k, val, dst, ind);
     return;
   }
   buf_printf(b, "%s{\n%s  %s sv;\n", ind, ind, cg_ctype(o));
-  cg_chain_emit(cg, k, at, cg_store(cg, t, DOM_F32, val), "sv", cg_fmt(cg, "%s  ", ind));
+  chain_emit(cg, a, k, cg_store(cg, t, DOM_F32, val), "sv", cg_fmt(cg, "%s  ", ind));
   buf_printf(b, "%s  %s = %s;\n%s}\n", ind, dst, cg_load(cg, o, DOM_F32, "sv"), ind);
 }
 
 /* An attention group, read: its nodes, operands, chains, sizes and the kernel's
  * parameters. */
-typedef struct Attn {
+struct Attn {
   const Node *m1, *m2, *sm, *root;
   Operand q, k, v;
   const PwKernel *pre, *post; /* the pointwise chains after S and after P, or NULL */
@@ -165,8 +173,38 @@ typedef struct Attn {
   int64_t sq, sk, d, dv, batch;
   int64_t ostr[IR_MAX_RANK]; /* the output's strides in O's dims (y is O or its transpose) */
   const char *at;            /* the flat index of score (z, i, j), for the chains */
+  /* or (coords) the score's coordinates, z's batch dims zc0.. then i and j: the chains'
+   * inputs read at the sums of coordinates times strides (cg_chain_emit_coords) */
+  bool coords;
+  const char *coord[IR_MAX_RANK];
   bool nan_mask;             /* the post nodes are where(is_nan(P), 0, P) (a constant 0) */
-} Attn;
+};
+
+/* Whether chain k (NULL: none) can read its inputs at the scores' coordinates: its
+ * output has the scores' shape and it stores nothing beside. */
+static bool chain_coords(const PwKernel *k, const Value *s) {
+  if (!k)
+    return true;
+  const Value *const *ext, *const *out;
+  const Node *const *nodes;
+  int next, n;
+  cg_epilogue_operands(k, &ext, &next, &out, &nodes, &n);
+  const Shape *x = &out[0]->type.shape, *y = &s->type.shape;
+  if (!cg_chain_coords_ok(k) || x->rank != y->rank)
+    return false;
+  for (int i = 0; i < x->rank; i++)
+    if (x->dims[i].n != y->dims[i].n)
+      return false;
+  return true;
+}
+
+static void chain_emit(Cg *cg, const Attn *a, const PwKernel *k, const char *val,
+                       const char *dst, const char *ind) {
+  if (a->coords)
+    cg_chain_emit_coords(cg, k, a->nb, a->coord, val, dst, ind);
+  else
+    cg_chain_emit(cg, k, a->at, val, dst, ind);
+}
 
 /* Whether nodes post (after softmax sm) are the exporters' NaN masking, where(is_nan(P),
  * Z, P) with Z a constant of zeros: what a row of probabilities that are not all finite
@@ -254,6 +292,11 @@ static int read_attention(Cg *cg, const GroupPlan *p, Attn *a) {
       a->ostr[perm && np == a->rank ? perm[i] : a->rank - 1 - i] = ystr[i];
   }
   a->at = cg_fmt(cg, "(((idx_t)z * %" PRId64 " + i) * %" PRId64 " + j)", a->sq, a->sk);
+  a->coords = chain_coords(a->pre, s) && chain_coords(a->post, s);
+  for (int i = 0; i < a->nb; i++)
+    a->coord[i] = cg_fmt(cg, "zc%d", i);
+  a->coord[a->nb] = "i";
+  a->coord[a->nb + 1] = "j";
   return 0;
 }
 
@@ -286,9 +329,15 @@ static void begin_tiles(Cg *cg, const Attn *a, int64_t rows) {
              per, per, rows);
   buf_printf(b, "    idx_t qb = %" PRId64 ", kb = %" PRId64 ", vb = %" PRId64 ", ob = 0;\n",
              a->q.view.offset, a->k.view.offset, a->v.view.offset);
-  if (!a->nb)
-    return;
-  buf_puts(b, "    {\n      idx_t zr = z, c;\n");
+  bool zc = a->coords && (a->pre || a->post) && a->nb;
+  if (zc) {
+    buf_puts(b, "    int");
+    for (int i = 0; i < a->nb; i++)
+      buf_printf(b, "%s zc%d", i ? "," : "", i);
+    buf_puts(b, "; /* z's coordinates, for the chains */\n");
+  }
+  if (a->nb)
+    buf_puts(b, "    {\n      idx_t zr = z, c;\n");
   for (int i = a->nb - 1; i >= 0; i--) {
     int64_t n = cg_dim(a->s, i);
     buf_printf(b, "      c = zr %% %" PRId64 "; zr /= %" PRId64 ";\n", n, n);
@@ -300,9 +349,17 @@ static void begin_tiles(Cg *cg, const Attn *a, int64_t rows) {
       if (*t)
         buf_printf(b, " %s += %s;", base[o], t);
     }
-    buf_printf(b, " ob += c * %" PRId64 ";\n", a->ostr[i]);
+    buf_printf(b, " ob += c * %" PRId64 ";", a->ostr[i]);
+    buf_printf(b, zc ? " zc%d = (int)c;\n" : "\n", i);
   }
-  buf_puts(b, "    }\n");
+  if (a->nb)
+    buf_puts(b, "    }\n");
+  if (a->coords) { /* the chains' inputs' offsets at z */
+    if (a->pre)
+      cg_chain_bases(cg, a->pre, a->nb, a->coord, "    ");
+    if (a->post)
+      cg_chain_bases(cg, a->post, a->nb, a->coord, "    ");
+  }
 }
 
 /* dst = the 16 bits of probability val (an f32 expression) as the post nodes, if any,
@@ -317,7 +374,7 @@ static void store_prob_bits(Cg *cg, const Attn *a, const char *val, const char *
     return;
   }
   buf_printf(b, "%s{\n%s  %s sv;\n", ind, ind, cg_ctype(a->m2->in[0]->type.dtype));
-  cg_chain_emit(cg, a->post, a->at, cg_store(cg, t, DOM_F32, val), "sv", cg_fmt(cg, "%s  ", ind));
+  chain_emit(cg, a, a->post, cg_store(cg, t, DOM_F32, val), "sv", cg_fmt(cg, "%s  ", ind));
   buf_printf(b, "%s  %s = sv.bits;\n%s}\n", ind, dst, ind);
 }
 
@@ -330,7 +387,7 @@ enum {
   MMA_PAD = 4,   /* pairs (8 elements) after each row of a shared tile: the 16-byte rows that
                     ldmatrix reads at once then fall in different banks */
   MMA_KEEP = 256, /* keys a warp may keep the scores of in registers between the passes */
-  ATTN_MAX_SHAPES = 3, /* a family's shapes: row groups of 8, 4 and 2 */
+  ATTN_MAX_SHAPES = 4, /* a family's shapes: row groups of 8, 4 and 2, and one pass */
 };
 
 /* The tensor-core kernel's shape: rg row groups of 16 queries times ks key slices (a warp
@@ -513,6 +570,10 @@ static int tile_loads(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
   return n;
 }
 
+/* The function that rounds two f32 values to 16-bit type t, a pair in one word (one
+ * instruction: the preamble's). */
+static const char *pack2(DType t) { return t == DT_BF16 ? "gc_f2bf2" : "gc_f2h2"; }
+
 /* The kept scores of the warp's keys jw.. (registers: constant indices in unrolled loops) */
 static const char *kept(Cg *cg, const MmaShape *m) {
   return m->kw < m->kc ? cg_fmt(cg, "sp[jt * %" PRId64 " + kh]", m->kc / m->kw) : "sp[jt]";
@@ -616,7 +677,7 @@ static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
   buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
   emit_element(cg, a, a->pre, "          ");
-  store_score(cg, a->pre, a->m1, a->at, "s[nt][e]", "s[nt][e]", "          ");
+  store_score(cg, a, a->pre, a->m1, "s[nt][e]", "s[nt][e]", "          ");
   buf_puts(b, "        }\n");
   emit_tail(cg, a, m, "s[nt][e] = -GC_INF");
 }
@@ -660,13 +721,12 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
       row_max(cg, "m", m->kw / 8), row_factor(cg, "m"), m->kw / 8);
   if (!m->keep)
     return;
-  DType t = a->q.view.base->type.dtype;
-  const char *pack = cg_fmt(cg, "(unsigned)%s.bits | (unsigned)%s.bits << 16",
-                            cg_store(cg, t, DOM_F32, "s[nt][%d]"), cg_store(cg, t, DOM_F32, "s[nt][%d]"));
+  const char *pack = pack2(a->q.view.base->type.dtype);
   buf_printf(b, "#pragma unroll\n"
              "      for (int nt = 0; nt < %" PRId64 "; nt++) {\n"
-             "        %s[nt][0] = %s;\n        %s[nt][1] = %s;\n      }\n",
-             m->kw / 8, kept(cg, m), cg_fmt(cg, pack, 0, 1), kept(cg, m), cg_fmt(cg, pack, 2, 3));
+             "        %s[nt][0] = %s(s[nt][0], s[nt][1]);\n"
+             "        %s[nt][1] = %s(s[nt][2], s[nt][3]);\n      }\n",
+             m->kw / 8, kept(cg, m), pack, kept(cg, m), pack);
 }
 
 static void emit_pv(Cg *cg, const Attn *a, const MmaShape *m);
@@ -738,22 +798,24 @@ static void emit_online(Cg *cg, const Attn *a, const MmaShape *m) {
       "        cl[h] = c;\n"
       "        sum[h] *= al[h];\n"
       "      }\n"
+      "      if (__any_sync(0xffffffffu, al[0] != 1.f || al[1] != 1.f)) /* a max grew */\n"
       "#pragma unroll\n"
-      "      for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++)\n"
       "#pragma unroll\n"
-      "        for (int e = 0; e < 4; e++) o[nt][e] *= al[e >> 1];\n"
+      "          for (int e = 0; e < 4; e++) o[nt][e] *= al[e >> 1];\n"
       "      unsigned pp[%" PRId64 "][2]; /* exp(s - the running max), pairs of 16 bits */\n"
       "#pragma unroll\n"
       "      for (int nt = 0; nt < %" PRId64 "; nt++)\n"
       "#pragma unroll\n"
-      "        for (int e = 0; e < 4; e++) {\n"
-      "          const float x = gc_ex2(fmaf(s[nt][e], cl[e >> 1], -mxl[e >> 1]));\n"
-      "          sum[e >> 1] += x;\n"
-      "          const unsigned u = %s.bits;\n"
-      "          pp[nt][e >> 1] = e & 1 ? pp[nt][e >> 1] | u << 16 : u;\n"
+      "        for (int h = 0; h < 2; h++) {\n"
+      "          const float x0 = gc_ex2(fmaf(s[nt][2 * h], cl[h], -mxl[h]));\n"
+      "          const float x1 = gc_ex2(fmaf(s[nt][2 * h + 1], cl[h], -mxl[h]));\n"
+      "          sum[h] += x0;\n"
+      "          sum[h] += x1;\n"
+      "          pp[nt][h] = %s(x0, x1);\n"
       "        }\n",
       row_max(cg, "mt", m->kw / 8), row_factor(cg, "mt"), a->dv / 8, m->kw / 8, m->kw / 8,
-      cg_store(cg, a->q.view.base->type.dtype, DOM_F32, "x"));
+      pack2(a->q.view.base->type.dtype));
   emit_pv(cg, a, m);
 }
 
@@ -1021,7 +1083,7 @@ static int emit_simt(Cg *cg, const Attn *a) {
   buf_printf(b, "        if (i >= %" PRId64 " || j >= %" PRId64 ") continue;\n", sq, sk);
   buf_puts(b, "        float acc = 0.f;\n");
   buf_printf(b, "#pragma unroll 8\n        for (int t = 0; t < %" PRId64 "; t++) acc = fmaf(qs[r][t], kv[lane][t], acc);\n", d);
-  store_score(cg, a->pre, a->m1, a->at, "acc", "sc[r][j]", "        ");
+  store_score(cg, a, a->pre, a->m1, "acc", "sc[r][j]", "        ");
   buf_puts(b, "      }\n    }\n    __syncthreads();\n");
   /* the softmax of each row, as codegen's softmax kernel computes it, then the post nodes */
   buf_printf(b, "    for (int r = warp; r < %" PRId64 "; r += %d) {\n", br, block / 32);
@@ -1035,7 +1097,7 @@ static int emit_simt(Cg *cg, const Attn *a) {
   buf_puts(b, "      const float rs = 1.f / sum;\n");
   buf_printf(b, "      for (int j = lane; j < %" PRId64 "; j += 32) {\n", sk);
   buf_puts(b, "        const float prob = exp(sc[r][j] - m) * rs;\n");
-  store_score(cg, a->post, a->sm, a->at, "prob", "sc[r][j]", "        ");
+  store_score(cg, a, a->post, a->sm, "prob", "sc[r][j]", "        ");
   buf_puts(b, "      }\n    }\n");
   /* the output: thread tid accumulates elements tid, tid + block, ... of the BR x DV tile */
   buf_printf(b, "    float out[%" PRId64 "];\n#pragma unroll\n", nacc);
@@ -1064,8 +1126,11 @@ static int emit_simt(Cg *cg, const Attn *a) {
 }
 
 /* An attention group's kernel: on tensor cores a family of shapes, the default (the
- * rule's) first, then the other row groups of 8, 4 and 2 (key slices 1, 2 and 4) that the
- * kernel takes, timed at create (docs/variants.md); else on CUDA cores. */
+ * rule's) first; where it keeps the scores for a second pass and one pass may run, the
+ * default's shape in one pass (no kept scores: fewer registers, one exponential a score
+ * instead of two, the probabilities rounded before the division); then the other row
+ * groups of 8, 4 and 2 (key slices 1, 2 and 4) that the kernel takes, timed at create
+ * (docs/variants.md); else on CUDA cores. */
 int cg_attention(Cg *cg, const GroupPlan *p) {
   Attn a;
   if (read_attention(cg, p, &a))
@@ -1075,6 +1140,11 @@ int cg_attention(Cg *cg, const GroupPlan *p) {
   if (!mma_shape(cg, &a, &m[0], &tk))
     return emit_simt(cg, &a);
   int nm = 1;
+  if (m[0].keep && (!a.post || a.nan_mask) && nm < cg->variants) {
+    m[nm] = m[0];
+    m[nm].keep = false;
+    m[nm++].online = true;
+  }
   static const int64_t groups[] = {MMA_WARPS, MMA_WARPS / 2, MMA_WARPS / 4};
   for (size_t i = 0; i < sizeof groups / sizeof groups[0] && nm < cg->variants && nm < ATTN_MAX_SHAPES; i++)
     if (groups[i] != m[0].rg && mma_finish(&a, groups[i], tk, cg->target->smem_block, &m[nm]))
@@ -1084,7 +1154,8 @@ int cg_attention(Cg *cg, const GroupPlan *p) {
   const char *label = cg_fmt(cg, "fuse group %lld: attention, variants (query rows a block / key slices):",
                              (long long)node_fuse_group(a.root));
   for (int i = 0; i < nm; i++)
-    label = cg_fmt(cg, "%s%s %" PRId64 "/%" PRId64, label, i ? "," : "", m[i].rg * 16, m[i].ks);
+    label = cg_fmt(cg, "%s%s %" PRId64 "/%" PRId64 "%s", label, i ? "," : "", m[i].rg * 16,
+                   m[i].ks, m[i].online ? " one pass" : "");
   int ch = cg_choice_begin(cg, a.root, label), rc = 0;
   for (int i = 0; i < nm && !rc; i++) {
     cg_variant_begin(cg, ch);

@@ -195,6 +195,20 @@ const PwKernel *cg_chain_plan(Cg *cg, const Node *anchor, const Node *const *nod
                               int base, const char *pre);
 void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
                    const char *dst, const char *indent);
+/* The same at coordinates instead of a flat index, for a kernel that knows them (the
+ * attention kernel's head, query and key): coord[d] is a C expression of coordinate d of
+ * the chain's output. Each input's offset is the sum of the coordinates times its
+ * strides, no division, so that the compiler shares a load among the elements that read
+ * one element (a key's mask across rows) and hoists the outer dims' terms:
+ * cg_chain_bases writes them once, "idx_t <pre>b<e>" for dims [0, lead), and
+ * cg_chain_emit_coords adds the inner dims' for each element. A chain that also stores
+ * its anchor's output (an epilogue's side output) needs the flat index:
+ * cg_chain_coords_ok is false for it. */
+bool cg_chain_coords_ok(const PwKernel *k);
+void cg_chain_bases(Cg *cg, const PwKernel *k, int lead, const char *const *coord,
+                    const char *indent);
+void cg_chain_emit_coords(Cg *cg, const PwKernel *k, int lead, const char *const *coord,
+                          const char *val, const char *dst, const char *indent);
 /* A matmul's epilogue, which cuBLASLt applies (the plan's bias, residual and relu or
  * gelu, which the recognizer checked): sets g's bias, c (the residual; NULL when absent),
  * beta, gelu, relu and d (the group's output). */

@@ -621,6 +621,61 @@ void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
                                                    k->node[k->n - 1]->id));
 }
 
+/* Input e's stride along dim d of chain k's output (numpy broadcasting: 0 where it
+ * broadcasts). */
+static int64_t chain_stride(const PwKernel *k, int e, int d) {
+  const Shape *x = &k->ext[e]->type.shape;
+  int r = k->out->type.shape.rank, j = d - (r - x->rank);
+  if (j < 0 || x->dims[j].n == 1)
+    return 0;
+  int64_t st = 1;
+  for (int i = x->rank - 1; i > j; i--)
+    st *= x->dims[i].n;
+  return st;
+}
+
+/* The sum of coord[d] times input e's stride along d, for d in [from, to): "" when
+ * every term is 0. */
+static const char *chain_terms(Cg *cg, const PwKernel *k, int e, int from, int to,
+                               const char *const *coord) {
+  const char *sum = "";
+  for (int d = from; d < to; d++) {
+    int64_t st = chain_stride(k, e, d);
+    if (st == 1)
+      sum = cg_fmt(cg, "%s%s(idx_t)%s", sum, *sum ? " + " : "", coord[d]);
+    else if (st)
+      sum = cg_fmt(cg, "%s%s(idx_t)%s * %" PRId64, sum, *sum ? " + " : "", coord[d], st);
+  }
+  return sum;
+}
+
+bool cg_chain_coords_ok(const PwKernel *k) { return !k->side; }
+
+void cg_chain_bases(Cg *cg, const PwKernel *k, int lead, const char *const *coord,
+                    const char *indent) {
+  for (int e = 0; e < k->next; e++) {
+    const char *t = chain_terms(cg, k, e, 0, lead, coord);
+    buf_printf(&cg->src, "%sconst idx_t %sb%d = %s;\n", indent, k->pre, e, *t ? t : "0");
+  }
+}
+
+void cg_chain_emit_coords(Cg *cg, const PwKernel *k, int lead, const char *const *coord,
+                          const char *val, const char *dst, const char *indent) {
+  Buf *b = &cg->src;
+  int r = k->out->type.shape.rank;
+  buf_printf(b, "%s{ /* nodes %d..%d */\n", indent, k->node[0]->id, k->node[k->n - 1]->id);
+  const char *in2 = cg_fmt(cg, "%s  ", indent);
+  buf_printf(b, "%sconst %s %sa = %s;\n", in2, cg_ctype(k->anchor->out[0]->type.dtype), k->pre,
+             val);
+  for (int e = 0; e < k->next; e++) {
+    const char *t = chain_terms(cg, k, e, lead, r, coord);
+    buf_printf(b, "%sconst idx_t %se%d = %sb%d%s%s;\n", in2, k->pre, e, k->pre, e,
+               *t ? " + " : "", t);
+  }
+  emit_elements(cg, k, cg_fmt(cg, "in%%d[%se%%d]", k->pre), NULL, dst, in2);
+  buf_printf(b, "%s}\n", indent);
+}
+
 /* ---------------------------------------------------------------- loops
  *
  * A loop group (ir.h's GROUP_LOOP) computes its root's element at each output index

@@ -145,6 +145,14 @@ template <class T> T gc_exchange(T v, int src) {
 template <class T> T __shfl_xor_sync(unsigned, T v, int m) { return gc_exchange(v, (threadIdx.x & 31) ^ m); }
 template <class T> T __shfl_up_sync(unsigned, T v, int d) { int l = threadIdx.x & 31; return gc_exchange(v, l >= d ? l - d : l); }
 template <class T> T __shfl_sync(unsigned, T v, int s) { return gc_exchange(v, s); }
+static inline int __any_sync(unsigned, int p) {
+  int w = gc_warp(), l = threadIdx.x & 31, any = 0;
+  memcpy(gc_slot[w][l], &p, sizeof p);
+  gc_warp_bars[w]->arrive_and_wait();
+  for (int k = 0; k < 32; k++) { int v; memcpy(&v, gc_slot[w][k], sizeof v); any |= v != 0; }
+  gc_warp_bars[w]->arrive_and_wait();
+  return any;
+}
 static void gc_fiber_main() {
   (*gc_kernel)();
   gc_fibers[gc_cur].done = true;
@@ -230,6 +238,8 @@ static inline gc_bf16 gc_f2bf(float f) {
   h.bits = f != f ? 0x7fc0 : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   return h;
 }
+static inline unsigned gc_f2bf2(float lo, float hi) { return gc_f2bf(lo).bits | (unsigned)gc_f2bf(hi).bits << 16; }
+static inline unsigned gc_f2h2(float lo, float hi) { return gc_f2h(lo).bits | (unsigned)gc_f2h(hi).bits << 16; }
 // mma for one warp: every lane's fragments through a slot; place(s, A, B, g, t) puts lane
 // (g, t)'s values where PTX's layout has them, and D += A B over K taps
 static unsigned gc_mma_slot[GC_MAX_WARPS][32][6];
