@@ -508,6 +508,18 @@ typedef struct TileLoad {
   int64_t rows, width, limit, rs;
 } TileLoad;
 
+/* The loop header that gives the block's threads elements e of n, each thread its
+ * elements tid, tid + MMA_THREADS, ...: a count known when the kernel is written, the
+ * loop unrolled (a loop from tid, whose trips the compiler cannot know, made more
+ * instructions than the copies). Its body follows, indented by ind and two spaces. */
+static void for_elements(Cg *cg, const char *ind, int64_t n) {
+  int64_t trips = (n + MMA_THREADS - 1) / MMA_THREADS;
+  buf_printf(&cg->src, "#pragma unroll\n%sfor (int ei = 0; ei < %" PRId64 "; ei++) {\n"
+             "%s  const int e = tid + ei * %d;\n", ind, trips, ind, MMA_THREADS);
+  if (n % MMA_THREADS)
+    buf_printf(&cg->src, "%s  if (e >= %" PRId64 ") break;\n", ind, n);
+}
+
 /* Starts tile load l: rows of 16-byte vectors by cp.async (16 bytes of zeros past the
  * limit), in flight until the caller waits for them, others through registers, scaled on
  * the way. */
@@ -515,8 +527,7 @@ static void emit_load(Cg *cg, const TileLoad *l, const char *ind) {
   Buf *b = &cg->src;
   const Operand *o = l->o;
   if (vec8(o, l->cd)) {
-    buf_printf(b, "%sfor (int e = tid; e < %" PRId64 "; e += %d) {\n", ind,
-               l->rows * l->width / 8, MMA_THREADS);
+    for_elements(cg, ind, l->rows * l->width / 8);
     buf_printf(b, "%s  const int r = e / %" PRId64 ", c = e %% %" PRId64 " * 8;\n", ind,
                l->width / 8, l->width / 8);
     buf_printf(b, "%s  gc_cp16(&%s[r][c / 2], in%d, %s + (idx_t)(%s + r) * %" PRId64 " + c, "
@@ -528,8 +539,7 @@ static void emit_load(Cg *cg, const TileLoad *l, const char *ind) {
   const char *el = scaled(cg, o, l->sc, cg_fmt(cg, "(unsigned)in%d[%s + (idx_t)(%s + r) * %" PRId64
                                                " + (idx_t)(c + %%d) * %" PRId64 "].bits",
                                                l->p, l->base, l->first, l->rs, cs));
-  buf_printf(b, "%sfor (int e = tid; e < %" PRId64 "; e += %d) {\n", ind, l->rows * l->width / 2,
-             MMA_THREADS);
+  for_elements(cg, ind, l->rows * l->width / 2);
   buf_printf(b, "%s  const int r = e / %" PRId64 ", c = e %% %" PRId64 " * 2;\n", ind,
              l->width / 2, l->width / 2);
   buf_printf(b, "%s  %s[r][c / 2] = %s + r < %" PRId64 " ? %s | %s << 16 : 0u;\n%s}\n", ind,
@@ -542,15 +552,14 @@ static void emit_load_scale(Cg *cg, const TileLoad *l, const char *ind) {
   const Operand *o = l->o;
   if (!o->nscale || !vec8(o, l->cd))
     return;
+  for_elements(cg, ind, l->rows * l->width / 8);
   buf_printf(&cg->src,
-             "%sfor (int e = tid; e < %" PRId64 "; e += %d) {\n"
              "%s  const int r = e / %" PRId64 ", c = e %% %" PRId64 " * 8;\n"
              "%s  unsigned *u = &%s[r][c / 2];\n"
              "%s  if (%s + r < %" PRId64 ")\n"
              "%s    for (int h = 0; h < 4; h++) u[h] = %s | %s << 16;\n"
              "%s}\n",
-             ind, l->rows * l->width / 8, MMA_THREADS, ind, l->width / 8, l->width / 8, ind,
-             l->dst, ind, l->first, l->limit, ind, scaled(cg, o, l->sc, "u[h] & 0xffffu"),
+             ind, l->width / 8, l->width / 8, ind, l->dst, ind, l->first, l->limit, ind, scaled(cg, o, l->sc, "u[h] & 0xffffu"),
              scaled(cg, o, l->sc, "u[h] >> 16"), ind);
 }
 
@@ -675,10 +684,19 @@ static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
              "          %s(s[nt], qf[kk], fb);\n"
              "          %s(s[nt + 1], qf[kk], fb + 2);\n        }\n", m->kw / 8, mma, mma);
   buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
-  buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
-  emit_element(cg, a, a->pre, "          ");
-  store_score(cg, a, a->pre, a->m1, "s[nt][e]", "s[nt][e]", "          ");
-  buf_puts(b, "        }\n");
+  if (!a->pre && a->m1->out[0]->type.dtype == DT_BF16) {
+    /* rounded to bf16 a pair at a time: a bf16 is the high half of the f32 it widens to */
+    buf_puts(b, "#pragma unroll\n        for (int h = 0; h < 2; h++) {\n"
+                "          const unsigned u = gc_f2bf2(s[nt][2 * h], s[nt][2 * h + 1]);\n"
+                "          s[nt][2 * h] = __uint_as_float(u << 16);\n"
+                "          s[nt][2 * h + 1] = __uint_as_float(u & 0xffff0000u);\n"
+                "        }\n");
+  } else {
+    buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
+    emit_element(cg, a, a->pre, "          ");
+    store_score(cg, a, a->pre, a->m1, "s[nt][e]", "s[nt][e]", "          ");
+    buf_puts(b, "        }\n");
+  }
   emit_tail(cg, a, m, "s[nt][e] = -GC_INF");
 }
 
