@@ -387,7 +387,8 @@ enum {
   MMA_PAD = 4,   /* pairs (8 elements) after each row of a shared tile: the 16-byte rows that
                     ldmatrix reads at once then fall in different banks */
   MMA_KEEP = 256, /* keys a warp may keep the scores of in registers between the passes */
-  ATTN_MAX_SHAPES = 4, /* a family's shapes: row groups of 8, 4 and 2, and one pass */
+  ATTN_MAX_SHAPES = 5, /* a family's shapes: row groups of 8, 4 and 2, one pass, two
+                          fragments of rows a warp */
 };
 
 /* The tensor-core kernel's shape: rg row groups of 16 queries times ks key slices (a warp
@@ -395,14 +396,17 @@ enum {
  * takes kw keys of it at a time (32 at most: the scores' registers). */
 typedef struct MmaShape {
   int64_t rg, ks, tk, kc, kw, nkt; /* ... and nkt tiles */
+  int64_t mr;                  /* m16 fragments of rows a warp: 1, or 2 (one pass, no key
+                                  slices), each fragment of keys and values it reads then
+                                  serving two of rows (half the shared-memory reads) */
   bool keep;                   /* the first pass's scores stay in registers for the second */
   bool online;                 /* one pass, an online softmax (no keep) */
 } MmaShape;
 
 /* Bytes of the kernel's shared memory: a union of the queries' tile, two stages of the
  * keys' and the values' tiles and (key slices) the slices' outputs, then their statistics. */
-static int64_t mma_smem(const Attn *a, int64_t rg, int64_t ks, int64_t tk) {
-  int64_t q = rg * 16 * (a->d / 2 + MMA_PAD) * 4;
+static int64_t mma_smem(const Attn *a, int64_t rg, int64_t ks, int64_t tk, int64_t mr) {
+  int64_t q = rg * 16 * mr * (a->d / 2 + MMA_PAD) * 4;
   int64_t st = 2 * tk * (a->d / 2 + MMA_PAD + a->dv / 2 + MMA_PAD) * 4;
   int64_t part = ks > 1 ? rg * 16 * a->dv * 4 : 0;
   int64_t u = q > st ? q : st;
@@ -417,9 +421,9 @@ static bool mma_finish(const Attn *a, int64_t rg, int64_t tk, int64_t smem, MmaS
   int64_t ks = MMA_WARPS / rg;
   if (rg < 1 || ks * rg != MMA_WARPS ||
       (ks > 1 && (rg < 2 || tk / ks < 16 || 16 * (ks - 1) >= a->sk)) ||
-      mma_smem(a, rg, ks, tk) > smem)
+      mma_smem(a, rg, ks, tk, 1) > smem)
     return false;
-  *m = (MmaShape){.rg = rg, .ks = ks, .tk = tk};
+  *m = (MmaShape){.rg = rg, .ks = ks, .tk = tk, .mr = 1};
   while (m->tk / 2 >= a->sk && m->tk / 2 >= 16 * m->ks) /* no tile of keys only past the end */
     m->tk /= 2;
   m->kc = m->tk / m->ks;
@@ -445,9 +449,9 @@ static bool mma_shape(const Cg *cg, const Attn *a, MmaShape *m, int64_t *tk) {
     return false;
   int smem = cg->target->smem_block;
   *tk = MMA_TILE;
-  while (*tk > 16 && mma_smem(a, MMA_WARPS, 1, *tk) > smem)
+  while (*tk > 16 && mma_smem(a, MMA_WARPS, 1, *tk, 1) > smem)
     *tk /= 2;
-  if (mma_smem(a, MMA_WARPS, 1, *tk) > smem)
+  if (mma_smem(a, MMA_WARPS, 1, *tk, 1) > smem)
     return false;
   /* warps to key slices (fewer rows a block) while a block's rows would cover a head's
    * queries twice over or the blocks would leave SMs without one, and every slice has
@@ -579,9 +583,35 @@ static int tile_loads(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
   return n;
 }
 
+static void indent_from(Cg *cg, size_t from);
+
 /* The function that rounds two f32 values to 16-bit type t, a pair in one word (one
  * instruction: the preamble's). */
 static const char *pack2(DType t) { return t == DT_BF16 ? "gc_f2bf2" : "gc_f2h2"; }
+
+/* A per-row array of the warp (name, or name[mi]: its fragment mi of rows, two or more). */
+static const char *ar(Cg *cg, const MmaShape *m, const char *name) {
+  return m->mr > 1 ? cg_fmt(cg, "%s[mi]", name) : name;
+}
+
+/* The first row of the lane's fragment of rows (ia, or ia + mi * 16). */
+static const char *row0(const MmaShape *m) { return m->mr > 1 ? "(ia + mi * 16)" : "ia"; }
+
+/* A loop over the warp's fragments of rows, unrolled, when there are several: what follows
+ * up to mi_end is indented by two more spaces. */
+static size_t mi_begin(Cg *cg, const MmaShape *m, const char *ind) {
+  if (m->mr > 1)
+    buf_printf(&cg->src, "#pragma unroll\n%sfor (int mi = 0; mi < %" PRId64 "; mi++) {\n", ind,
+               m->mr);
+  return cg->src.len;
+}
+
+static void mi_end(Cg *cg, const MmaShape *m, size_t from, const char *ind) {
+  if (m->mr > 1) {
+    indent_from(cg, from);
+    buf_printf(&cg->src, "%s}\n", ind);
+  }
+}
 
 /* The kept scores of the warp's keys jw.. (registers: constant indices in unrolled loops) */
 static const char *kept(Cg *cg, const MmaShape *m) {
@@ -646,12 +676,13 @@ static void emit_pass(Cg *cg, const Attn *a, const MmaShape *m, bool k, bool v,
 /* For chain k: the element (i, j) of the scores that accumulator e of n8 tile nt holds,
  * clamped into the scores (so that the chain reads inside its inputs: rows past the last
  * query compute what no one stores, keys past the last are masked after). */
-static void emit_element(Cg *cg, const Attn *a, const PwKernel *k, const char *ind) {
+static void emit_element(Cg *cg, const Attn *a, const MmaShape *m, const PwKernel *k,
+                         const char *ind) {
   if (k)
     buf_printf(&cg->src,
-               "%sconst int i = min(ia + (e >> 1) * 8, %" PRId64 "), "
+               "%sconst int i = min(%s + (e >> 1) * 8, %" PRId64 "), "
                "j = min(jw + nt * 8 + 2 * t4 + (e & 1), %" PRId64 ");\n",
-               ind, a->sq - 1, a->sk - 1);
+               ind, row0(m), a->sq - 1, a->sk - 1);
 }
 
 /* Where the last tile is partial: statement `stmt` for the warp's elements e of n8 tile nt
@@ -659,14 +690,18 @@ static void emit_element(Cg *cg, const Attn *a, const PwKernel *k, const char *i
 static void emit_tail(Cg *cg, const Attn *a, const MmaShape *m, const char *stmt) {
   if (a->sk % m->tk == 0)
     return;
+  buf_printf(&cg->src, "      if (j0 + %" PRId64 " > %" PRId64 ") /* the last tile: keys past the end */\n",
+             m->tk, a->sk);
+  const char *in = m->mr > 1 ? "  " : "";
+  if (m->mr > 1)
+    buf_printf(&cg->src, "#pragma unroll\n        for (int mi = 0; mi < %" PRId64 "; mi++)\n", m->mr);
   buf_printf(&cg->src,
-             "      if (j0 + %" PRId64 " > %" PRId64 ") /* the last tile: keys past the end */\n"
              "#pragma unroll\n"
-             "        for (int nt = 0; nt < %" PRId64 "; nt++)\n"
+             "%s        for (int nt = 0; nt < %" PRId64 "; nt++)\n"
              "#pragma unroll\n"
-             "          for (int e = 0; e < 4; e++)\n"
-             "            if (jw + nt * 8 + 2 * t4 + (e & 1) >= %" PRId64 ") %s;\n",
-             m->tk, a->sk, m->kw / 8, a->sk, stmt);
+             "%s          for (int e = 0; e < 4; e++)\n"
+             "%s            if (jw + nt * 8 + 2 * t4 + (e & 1) >= %" PRId64 ") %s;\n",
+             in, m->kw / 8, in, in, a->sk, stmt);
 }
 
 /* The warp's scores of its slice of the tile: s[nt][e] for key jw + nt * 8 + 2 t4 + (e & 1)
@@ -675,29 +710,43 @@ static void emit_tail(Cg *cg, const Attn *a, const MmaShape *m, const char *stmt
 static void emit_scores(Cg *cg, const Attn *a, const MmaShape *m) {
   Buf *b = &cg->src;
   const char *mma = a->q.view.base->type.dtype == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
-  buf_printf(b, "      float s[%" PRId64 "][4] = {};\n", m->kw / 8);
+  if (m->mr > 1)
+    buf_printf(b, "      float s[%" PRId64 "][%" PRId64 "][4] = {};\n", m->mr, m->kw / 8);
+  else
+    buf_printf(b, "      float s[%" PRId64 "][4] = {};\n", m->kw / 8);
   buf_printf(b, "#pragma unroll\n      for (int kk = 0; kk < %" PRId64 "; kk++)\n", a->d / 16);
   buf_printf(b, "#pragma unroll\n        for (int nt = 0; nt < %" PRId64 "; nt += 2) {\n"
              "          unsigned fb[4];\n"
              "          gc_ldsm4(fb, &sm.st[st].k[jw - j0 + nt * 8 + (lm >> 1) * 8 + lr][kk * 8 + "
-             "(lm & 1) * 4]);\n"
-             "          %s(s[nt], qf[kk], fb);\n"
-             "          %s(s[nt + 1], qf[kk], fb + 2);\n        }\n", m->kw / 8, mma, mma);
+             "(lm & 1) * 4]);\n", m->kw / 8);
+  if (m->mr > 1)
+    buf_printf(b, "#pragma unroll\n"
+               "          for (int mi = 0; mi < %" PRId64 "; mi++) {\n"
+               "            %s(s[mi][nt], qf[mi][kk], fb);\n"
+               "            %s(s[mi][nt + 1], qf[mi][kk], fb + 2);\n"
+               "          }\n        }\n", m->mr, mma, mma);
+  else
+    buf_printf(b, "          %s(s[nt], qf[kk], fb);\n"
+               "          %s(s[nt + 1], qf[kk], fb + 2);\n        }\n", mma, mma);
+  size_t from = mi_begin(cg, m, "      ");
+  const char *S = ar(cg, m, "s");
   buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   if (!a->pre && a->m1->out[0]->type.dtype == DT_BF16) {
     /* rounded to bf16 a pair at a time: a bf16 is the high half of the f32 it widens to */
-    buf_puts(b, "#pragma unroll\n        for (int h = 0; h < 2; h++) {\n"
-                "          const unsigned u = gc_f2bf2(s[nt][2 * h], s[nt][2 * h + 1]);\n"
-                "          s[nt][2 * h] = __uint_as_float(u << 16);\n"
-                "          s[nt][2 * h + 1] = __uint_as_float(u & 0xffff0000u);\n"
-                "        }\n");
+    buf_printf(b, "#pragma unroll\n        for (int h = 0; h < 2; h++) {\n"
+                  "          const unsigned u = gc_f2bf2(%s[nt][2 * h], %s[nt][2 * h + 1]);\n"
+                  "          %s[nt][2 * h] = __uint_as_float(u << 16);\n"
+                  "          %s[nt][2 * h + 1] = __uint_as_float(u & 0xffff0000u);\n"
+                  "        }\n", S, S, S, S);
   } else {
+    const char *el = cg_fmt(cg, "%s[nt][e]", S);
     buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
-    emit_element(cg, a, a->pre, "          ");
-    store_score(cg, a, a->pre, a->m1, "s[nt][e]", "s[nt][e]", "          ");
+    emit_element(cg, a, m, a->pre, "          ");
+    store_score(cg, a, a->pre, a->m1, el, el, "          ");
     buf_puts(b, "        }\n");
   }
-  emit_tail(cg, a, m, "s[nt][e] = -GC_INF");
+  mi_end(cg, m, from, "      ");
+  emit_tail(cg, a, m, cg_fmt(cg, "%s[nt][e] = -GC_INF", m->mr > 1 ? "s[mi]" : "s"));
 }
 
 /* The factor of a row's exponents, 2^((s - m) c) for max m: log2(e), or where m * log2(e)
@@ -710,14 +759,15 @@ static const char *row_factor(Cg *cg, const char *m) {
 
 /* The statements that make `float var` row h's max: the running max mx[h] and the lane's
  * scores of the tile (ntiles of 8 keys), over the row's four threads. */
-static const char *row_max(Cg *cg, const char *var, int64_t ntiles) {
+static const char *row_max(Cg *cg, const MmaShape *m, const char *var, int64_t ntiles) {
+  const char *S = ar(cg, m, "s");
   return cg_fmt(cg,
-      "        float %s = mx[h];\n"
+      "        float %s = %s[h];\n"
       "#pragma unroll\n"
-      "        for (int nt = 0; nt < %" PRId64 "; nt++) %s = fmax(%s, fmax(s[nt][2 * h], s[nt][2 * h + 1]));\n"
+      "        for (int nt = 0; nt < %" PRId64 "; nt++) %s = fmax(%s, fmax(%s[nt][2 * h], %s[nt][2 * h + 1]));\n"
       "        %s = fmax(%s, __shfl_xor_sync(0xffffffffu, %s, 1));\n"
       "        %s = fmax(%s, __shfl_xor_sync(0xffffffffu, %s, 2));\n",
-      var, ntiles, var, var, var, var, var, var, var, var);
+      var, ar(cg, m, "mx"), ntiles, var, var, S, S, var, var, var, var, var, var);
 }
 
 /* Pass 1's tile: the scores, the running max and sum of exponentials of the lane's two
@@ -736,7 +786,7 @@ static void emit_stats(Cg *cg, const Attn *a, const MmaShape *m) {
       "        mx[h] = m;\n"
       "        sum[h] = l;\n"
       "      }\n",
-      row_max(cg, "m", m->kw / 8), row_factor(cg, "m"), m->kw / 8);
+      row_max(cg, m, "m", m->kw / 8), row_factor(cg, "m"), m->kw / 8);
   if (!m->keep)
     return;
   const char *pack = pack2(a->q.view.base->type.dtype);
@@ -768,7 +818,7 @@ static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
   buf_printf(b, "      unsigned pp[%" PRId64 "][2]; /* the probabilities, pairs of 16 bits */\n", m->kw / 8);
   buf_printf(b, "#pragma unroll\n      for (int nt = 0; nt < %" PRId64 "; nt++)\n", m->kw / 8);
   buf_puts(b, "#pragma unroll\n        for (int e = 0; e < 4; e++) {\n");
-  emit_element(cg, a, a->post, "          ");
+  emit_element(cg, a, m, a->post, "          ");
   buf_puts(b, "          const float prob = gc_ex2(fmaf(s[nt][e], cl[e >> 1], -mxl[e >> 1])) * rs[e >> 1];\n");
   buf_puts(b, "          unsigned x;\n");
   store_prob_bits(cg, a, "prob", "x", "          ");
@@ -782,6 +832,25 @@ static void emit_probs(Cg *cg, const Attn *a, const MmaShape *m) {
  * of 16 keys at a time. */
 static void emit_pv(Cg *cg, const Attn *a, const MmaShape *m) {
   const char *mma = a->q.view.base->type.dtype == DT_BF16 ? "gc_mma_bf16" : "gc_mma_f16";
+  if (m->mr > 1) {
+    buf_printf(&cg->src,
+        "#pragma unroll\n"
+        "      for (int kk = 0; kk < %" PRId64 "; kk++)\n"
+        "#pragma unroll\n"
+        "        for (int nt = 0; nt < %" PRId64 "; nt += 2) {\n"
+        "          unsigned fb[4];\n"
+        "          gc_ldsm4t(fb, &sm.st[st].v[jw - j0 + kk * 16 + (lm & 1) * 8 + lr][nt * 4 + (lm >> 1) * 4]);\n"
+        "#pragma unroll\n"
+        "          for (int mi = 0; mi < %" PRId64 "; mi++) {\n"
+        "            /* the accumulators of keys kk * 16.. are the A fragment of those keys */\n"
+        "            const unsigned fa[4] = {pp[mi][2 * kk][0], pp[mi][2 * kk][1], pp[mi][2 * kk + 1][0], pp[mi][2 * kk + 1][1]};\n"
+        "            %s(o[mi][nt], fa, fb);\n"
+        "            %s(o[mi][nt + 1], fa, fb + 2);\n"
+        "          }\n"
+        "        }\n",
+        m->kw / 16, a->dv / 8, m->mr, mma, mma);
+    return;
+  }
   buf_printf(&cg->src,
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk++) {\n"
@@ -804,36 +873,45 @@ static void emit_pv(Cg *cg, const Attn *a, const MmaShape *m) {
 static void emit_online(Cg *cg, const Attn *a, const MmaShape *m) {
   Buf *b = &cg->src;
   emit_scores(cg, a, m);
+  if (m->mr > 1)
+    buf_printf(b, "      unsigned pp[%" PRId64 "][%" PRId64 "][2]; /* exp(s - the running max), pairs of 16 bits */\n",
+               m->mr, m->kw / 8);
+  size_t from = mi_begin(cg, m, "      ");
+  const char *MX = ar(cg, m, "mx"), *SUM = ar(cg, m, "sum"), *MXL = ar(cg, m, "mxl");
+  const char *CL = ar(cg, m, "cl"), *O = ar(cg, m, "o"), *S = ar(cg, m, "s"), *PP = ar(cg, m, "pp");
   buf_printf(b,
       "      float al[2]; /* what the outputs and sums so far are multiplied by */\n"
       "#pragma unroll\n"
       "      for (int h = 0; h < 2; h++) {\n"
       "%s"
       "        const float c = %s, rl = isinf(mt) ? 0.f : mt * c;\n"
-      "        al[h] = mt == mx[h] ? 1.f : isinf(mx[h]) ? 0.f : gc_ex2(fmaf(mx[h], c, -rl));\n"
-      "        mx[h] = mt;\n"
-      "        mxl[h] = rl;\n"
-      "        cl[h] = c;\n"
-      "        sum[h] *= al[h];\n"
+      "        al[h] = mt == %s[h] ? 1.f : isinf(%s[h]) ? 0.f : gc_ex2(fmaf(%s[h], c, -rl));\n"
+      "        %s[h] = mt;\n"
+      "        %s[h] = rl;\n"
+      "        %s[h] = c;\n"
+      "        %s[h] *= al[h];\n"
       "      }\n"
       "      if (__any_sync(0xffffffffu, al[0] != 1.f || al[1] != 1.f)) /* a max grew */\n"
       "#pragma unroll\n"
       "        for (int nt = 0; nt < %" PRId64 "; nt++)\n"
       "#pragma unroll\n"
-      "          for (int e = 0; e < 4; e++) o[nt][e] *= al[e >> 1];\n"
-      "      unsigned pp[%" PRId64 "][2]; /* exp(s - the running max), pairs of 16 bits */\n"
+      "          for (int e = 0; e < 4; e++) %s[nt][e] *= al[e >> 1];\n"
+      "%s"
       "#pragma unroll\n"
       "      for (int nt = 0; nt < %" PRId64 "; nt++)\n"
       "#pragma unroll\n"
       "        for (int h = 0; h < 2; h++) {\n"
-      "          const float x0 = gc_ex2(fmaf(s[nt][2 * h], cl[h], -mxl[h]));\n"
-      "          const float x1 = gc_ex2(fmaf(s[nt][2 * h + 1], cl[h], -mxl[h]));\n"
-      "          sum[h] += x0;\n"
-      "          sum[h] += x1;\n"
-      "          pp[nt][h] = %s(x0, x1);\n"
+      "          const float x0 = gc_ex2(fmaf(%s[nt][2 * h], %s[h], -%s[h]));\n"
+      "          const float x1 = gc_ex2(fmaf(%s[nt][2 * h + 1], %s[h], -%s[h]));\n"
+      "          %s[h] += x0;\n"
+      "          %s[h] += x1;\n"
+      "          %s[nt][h] = %s(x0, x1);\n"
       "        }\n",
-      row_max(cg, "mt", m->kw / 8), row_factor(cg, "mt"), a->dv / 8, m->kw / 8, m->kw / 8,
-      pack2(a->q.view.base->type.dtype));
+      row_max(cg, m, "mt", m->kw / 8), row_factor(cg, "mt"), MX, MX, MX, MX, MXL, CL, SUM,
+      a->dv / 8, O,
+      m->mr > 1 ? "" : cg_fmt(cg, "      unsigned pp[%" PRId64 "][2]; /* exp(s - the running max), pairs of 16 bits */\n", m->kw / 8),
+      m->kw / 8, S, CL, MXL, S, CL, MXL, SUM, SUM, PP, pack2(a->q.view.base->type.dtype));
+  mi_end(cg, m, from, "      ");
   emit_pv(cg, a, m);
 }
 
@@ -842,6 +920,16 @@ static void emit_online(Cg *cg, const Attn *a, const MmaShape *m) {
  * row's max. */
 static void emit_online_stats(Cg *cg, const MmaShape *m, int64_t dv) {
   Buf *b = &cg->src;
+  if (m->mr > 1) { /* no key slices */
+    buf_printf(b, "#pragma unroll\n"
+                  "    for (int mi = 0; mi < %" PRId64 "; mi++)\n"
+                  "#pragma unroll\n"
+                  "      for (int h = 0; h < 2; h++) {\n"
+                  "        sum[mi][h] += __shfl_xor_sync(0xffffffffu, sum[mi][h], 1);\n"
+                  "        sum[mi][h] += __shfl_xor_sync(0xffffffffu, sum[mi][h], 2);\n"
+                  "      }\n", m->mr);
+    return;
+  }
   buf_puts(b, "#pragma unroll\n"
               "    for (int h = 0; h < 2; h++) {\n"
               "      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);\n"
@@ -921,12 +1009,15 @@ static void emit_two_passes(Cg *cg, const Attn *a, const MmaShape *m) {
 }
 
 static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
-  int64_t rows = m->rg * 16, dv = a->dv, ks = m->ks;
+  int64_t rows = m->rg * 16 * m->mr, dv = a->dv, ks = m->ks, mr = m->mr;
   int64_t tiles = a->batch * ((a->sq + rows - 1) / rows);
-  cg->min_blocks = 2; /* 128 registers: two blocks of 8 warps on an SM */
+  /* 128 registers: two blocks of 8 warps on an SM; a warp of two fragments of rows holds
+   * twice the queries, scores and outputs: one block, up to 255 */
+  cg->min_blocks = mr > 1 ? 1 : 2;
   cg->threads = MMA_THREADS;
   const char *name = begin_kernel(cg, a, cg_fmt(cg, "on tensor cores, %" PRId64 " query rows "
-                                                "per block, %" PRId64 " keys per tile%s%s", rows,
+                                                "per block%s, %" PRId64 " keys per tile%s%s", rows,
+                                                mr > 1 ? cg_fmt(cg, " (%" PRId64 " a warp)", 16 * mr) : "",
                                                 m->tk, ks > 1 ? cg_fmt(cg, " in %" PRId64
                                                 " slices", ks) : "",
                                                 m->keep ? ", the scores kept in registers" :
@@ -967,19 +1058,39 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
   emit_load(cg, &ql, "    ");
   buf_puts(b, "    gc_cp_commit();\n    gc_cp_wait<0>();\n");
   emit_load_scale(cg, &ql, "    ");
-  buf_printf(b,
-      "    __syncthreads();\n"
-      "    unsigned qf[%" PRId64 "][4];\n"
-      "#pragma unroll\n"
-      "    for (int kk = 0; kk < %" PRId64 "; kk++)\n"
-      "      gc_ldsm4(qf[kk], &sm.q[rg * 16 + (lm & 1) * 8 + lr][kk * 8 + (lm >> 1) * 4]);\n"
-      "    __syncthreads();\n"
-      "    const int ia = i0 + rg * 16 + g; /* this lane's rows: ia and ia + 8 */\n"
-      "    float mx[2] = {-GC_INF, -GC_INF}, sum[2] = {0.f, 0.f};\n",
-      a->d / 16, a->d / 16);
+  if (mr > 1)
+    buf_printf(b,
+        "    __syncthreads();\n"
+        "    unsigned qf[%" PRId64 "][%" PRId64 "][4];\n"
+        "#pragma unroll\n"
+        "    for (int mi = 0; mi < %" PRId64 "; mi++)\n"
+        "#pragma unroll\n"
+        "      for (int kk = 0; kk < %" PRId64 "; kk++)\n"
+        "        gc_ldsm4(qf[mi][kk], &sm.q[(rg * %" PRId64 " + mi) * 16 + (lm & 1) * 8 + lr][kk * 8 + (lm >> 1) * 4]);\n"
+        "    __syncthreads();\n"
+        "    const int ia = i0 + rg * %" PRId64 " + g; /* this lane's rows: ia + mi * 16 and ia + mi * 16 + 8 */\n"
+        "    float mx[%" PRId64 "][2], sum[%" PRId64 "][2] = {};\n"
+        "#pragma unroll\n"
+        "    for (int mi = 0; mi < %" PRId64 "; mi++) mx[mi][0] = mx[mi][1] = -GC_INF;\n",
+        mr, a->d / 16, mr, a->d / 16, mr, 16 * mr, mr, mr, mr);
+  else
+    buf_printf(b,
+        "    __syncthreads();\n"
+        "    unsigned qf[%" PRId64 "][4];\n"
+        "#pragma unroll\n"
+        "    for (int kk = 0; kk < %" PRId64 "; kk++)\n"
+        "      gc_ldsm4(qf[kk], &sm.q[rg * 16 + (lm & 1) * 8 + lr][kk * 8 + (lm >> 1) * 4]);\n"
+        "    __syncthreads();\n"
+        "    const int ia = i0 + rg * 16 + g; /* this lane's rows: ia and ia + 8 */\n"
+        "    float mx[2] = {-GC_INF, -GC_INF}, sum[2] = {0.f, 0.f};\n",
+        a->d / 16, a->d / 16);
   if (m->online) {
-    buf_printf(b, "    float mxl[2], cl[2], o[%" PRId64 "][4] = {}; /* the running max times the exponents' factor, the factor; the outputs */\n"
-               "    /* one pass: the outputs of exp(s - the running max), rescaled as it grows */\n", dv / 8);
+    if (mr > 1)
+      buf_printf(b, "    float mxl[%" PRId64 "][2], cl[%" PRId64 "][2], o[%" PRId64 "][%" PRId64 "][4] = {}; /* the running max times the exponents' factor, the factor; the outputs */\n"
+                 "    /* one pass: the outputs of exp(s - the running max), rescaled as it grows */\n", mr, mr, mr, dv / 8);
+    else
+      buf_printf(b, "    float mxl[2], cl[2], o[%" PRId64 "][4] = {}; /* the running max times the exponents' factor, the factor; the outputs */\n"
+                 "    /* one pass: the outputs of exp(s - the running max), rescaled as it grows */\n", dv / 8);
     emit_pass(cg, a, m, true, true, emit_online);
     emit_online_stats(cg, m, dv);
   } else {
@@ -1005,21 +1116,23 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
                "      for (int e = 0; e < 4; e++) {\n        %s"
                "        o[nt][e] += sm.part[row][c];\n"
                "      }\n", ks, dv / 8, el, dv / 8, el);
+  size_t from = mi_begin(cg, m, "    ");
+  const char *O = ar(cg, m, "o"), *SUM = ar(cg, m, "sum");
   if (m->online)
     buf_printf(b, "    /* the outputs divided by the sum; where it is not finite and positive (every score -inf,\n"
                "     * or a NaN or +inf among them) the softmax has a NaN in the row: the output is %s */\n"
                "#pragma unroll\n"
                "    for (int h = 0; h < 2; h++) {\n"
-               "      const bool fin = sum[h] > 0.f && sum[h] < GC_INF;\n"
-               "      const float rs = 1.f / sum[h];\n"
+               "      const bool fin = %s[h] > 0.f && %s[h] < GC_INF;\n"
+               "      const float rs = 1.f / %s[h];\n"
                "#pragma unroll\n"
                "      for (int nt = 0; nt < %" PRId64 "; nt++) {\n"
-               "        o[nt][2 * h] = fin ? o[nt][2 * h] * rs : %s;\n"
-               "        o[nt][2 * h + 1] = fin ? o[nt][2 * h + 1] * rs : %s;\n"
+               "        %s[nt][2 * h] = fin ? %s[nt][2 * h] * rs : %s;\n"
+               "        %s[nt][2 * h + 1] = fin ? %s[nt][2 * h + 1] * rs : %s;\n"
                "      }\n"
                "    }\n",
-               a->nan_mask ? "0, as the NaN masking makes it" : "NaN", dv / 8,
-               a->nan_mask ? "0.f" : "GC_NAN", a->nan_mask ? "0.f" : "GC_NAN");
+               a->nan_mask ? "0, as the NaN masking makes it" : "NaN", SUM, SUM, SUM, dv / 8,
+               O, O, a->nan_mask ? "0.f" : "GC_NAN", O, O, a->nan_mask ? "0.f" : "GC_NAN");
   /* the output: a lane's two neighbouring columns as one store where they are adjacent */
   bool pairs = a->ostr[r - 1] == 1;
   for (int i = 0; i < r - 1; i++)
@@ -1030,20 +1143,22 @@ static int emit_mma(Cg *cg, const Attn *a, const MmaShape *m) {
     buf_printf(b,
         "#pragma unroll\n"
         "      for (int h = 0; h < 2; h++) {\n"
-        "        const int i = ia + h * 8, c = nt * 8 + 2 * t4;\n"
+        "        const int i = %s + h * 8, c = nt * 8 + 2 * t4;\n"
         "        if (i < %" PRId64 ") *(gc_vec<%s, 2> *)(out0 + ob + (idx_t)i * %" PRId64 " + c) = {%s, %s};\n"
         "      }\n",
-        a->sq, T, a->ostr[r - 2], cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][2 * h]"),
-        cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][2 * h + 1]"));
+        row0(m), a->sq, T, a->ostr[r - 2],
+        cg_store(cg, a->y->type.dtype, DOM_F32, cg_fmt(cg, "%s[nt][2 * h]", O)),
+        cg_store(cg, a->y->type.dtype, DOM_F32, cg_fmt(cg, "%s[nt][2 * h + 1]", O)));
   else
     buf_printf(b,
         "#pragma unroll\n"
         "      for (int e = 0; e < 4; e++) {\n"
-        "        const int i = ia + (e >> 1) * 8, c = nt * 8 + 2 * t4 + (e & 1);\n"
+        "        const int i = %s + (e >> 1) * 8, c = nt * 8 + 2 * t4 + (e & 1);\n"
         "        if (i < %" PRId64 ") out0[ob + (idx_t)i * %" PRId64 " + (idx_t)c * %" PRId64 "] = %s;\n"
         "      }\n",
-        a->sq, a->ostr[r - 2], a->ostr[r - 1],
-        cg_store(cg, a->y->type.dtype, DOM_F32, "o[nt][e]"));
+        row0(m), a->sq, a->ostr[r - 2], a->ostr[r - 1],
+        cg_store(cg, a->y->type.dtype, DOM_F32, cg_fmt(cg, "%s[nt][e]", O)));
+  mi_end(cg, m, from, "    ");
   buf_puts(b, "  }\n}\n");
   cg_kernel_step_values(cg, a->root, name, cg_blocks(cg, tiles, 1), MMA_THREADS, a->in, a->nin,
                         &a->y, 1);
@@ -1163,6 +1278,15 @@ int cg_attention(Cg *cg, const GroupPlan *p) {
     m[nm].keep = false;
     m[nm++].online = true;
   }
+  /* two fragments of rows a warp, one pass, no key slices: where one pass may run and the
+   * queries' tile of twice the rows fits */
+  if ((!a.post || a.nan_mask) && nm < cg->variants && a.sq > MMA_WARPS * 16 &&
+      mma_smem(&a, MMA_WARPS, 1, tk, 2) <= cg->target->smem_block &&
+      mma_finish(&a, MMA_WARPS, tk, cg->target->smem_block, &m[nm])) {
+    m[nm].mr = 2;
+    m[nm].keep = false;
+    m[nm++].online = true;
+  }
   static const int64_t groups[] = {MMA_WARPS, MMA_WARPS / 2, MMA_WARPS / 4};
   for (size_t i = 0; i < sizeof groups / sizeof groups[0] && nm < cg->variants && nm < ATTN_MAX_SHAPES; i++)
     if (groups[i] != m[0].rg && mma_finish(&a, groups[i], tk, cg->target->smem_block, &m[nm]))
@@ -1172,8 +1296,8 @@ int cg_attention(Cg *cg, const GroupPlan *p) {
   const char *label = cg_fmt(cg, "fuse group %lld: attention, variants (query rows a block / key slices):",
                              (long long)node_fuse_group(a.root));
   for (int i = 0; i < nm; i++)
-    label = cg_fmt(cg, "%s%s %" PRId64 "/%" PRId64 "%s", label, i ? "," : "", m[i].rg * 16,
-                   m[i].ks, m[i].online ? " one pass" : "");
+    label = cg_fmt(cg, "%s%s %" PRId64 "/%" PRId64 "%s", label, i ? "," : "",
+                   m[i].rg * 16 * m[i].mr, m[i].ks, m[i].online ? " one pass" : "");
   int ch = cg_choice_begin(cg, a.root, label), rc = 0;
   for (int i = 0; i < nm && !rc; i++) {
     cg_variant_begin(cg, ch);

@@ -212,6 +212,8 @@ static void gc_launch(unsigned cluster, unsigned threads, const function<void()>
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+// the preamble's gc_smem (a shared-memory address for PTX), which the shims below do not use
+static inline size_t __cvta_generic_to_shared(const void *p) { return (size_t)p; }
 static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
 // cvt.rna.tf32.f32: to a 10-bit mantissa, to nearest, ties away from zero
 static inline unsigned gc_tf32(unsigned x) {
@@ -1311,6 +1313,11 @@ def cases():
         ("bf16_concat_channels_last", {"x": f(2, 5, 6, 16), "w": f(8, 1, 1, 16), "v": f(16, 3, 3, 16), "u": f(8, 3, 3, 24)},
          "%a = conv(%x, %w) {channels_last = 1}\n%b = conv(%x, %v) {pads = [1, 1, 1, 1], channels_last = 1}\n"
          "%c = concat(%a, %b) {axis = 3}\n%y = conv(%c, %u) {channels_last = 1}"),
+        # attention with two fragments of 16 rows a warp (256 rows a block, one pass): rows
+        # past the last in the second block, a partial last key tile, bf16 scores rounded
+        # a pair at a time
+        ("bf16_attention_tc_two_row_fragments", {"q": f(2, 300, 64) / 4, "k": f(2, 64, 200), "v": f(2, 200, 64)},
+         "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)"),
     ]
 
 
