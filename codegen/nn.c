@@ -1155,7 +1155,7 @@ static bool dw_tile_config(const Cg *cg, const Node *n, const ConvView *v, const
   if (!v->cl || group != C || M != C || v->wd[1] != 1 || v->src != t || (t != DT_BF16 && t != DT_F16) ||
       n->in[1]->type.dtype != t || n->in[0]->type.dtype != t || v->xs[1] != 1 || v->k < 1 ||
       v->k > 2 || C % 8 || v->xs[0] % 8 || !(tg->insn & TARGET_CP_ASYNC) || cg_numel(n->out[0]) < 1 ||
-      tg->block < 32)
+      tg->block < 32 || (int64_t)tg->block * DW_RESIDENT > tg->threads_sm)
     return false;
   for (int j = 0; j < v->k; j++)
     if (v->xs[2 + j] % 8)
@@ -1218,8 +1218,8 @@ static bool dw_tile_config(const Cg *cg, const Node *n, const ConvView *v, const
   int64_t jobs = v->yd[0] * c->tiles_h * c->tiles_w, slots = (int64_t)tg->sms * DW_RESIDENT / c->chunks;
   slots = slots > 0 ? slots : 1;
   c->grid = c->chunks * (jobs < slots ? jobs : slots);
-  if (c->grid > tg->max_blocks)
-    c->grid = tg->max_blocks / c->chunks * c->chunks > 0 ? tg->max_blocks / c->chunks * c->chunks : tg->max_blocks;
+  if (c->grid > tg->max_blocks) /* still a multiple of the chunks where one fits */
+    c->grid = tg->max_blocks >= c->chunks ? tg->max_blocks / c->chunks * c->chunks : tg->max_blocks;
   return true;
 }
 
@@ -1268,9 +1268,9 @@ static int gen_conv_dwtile(Cg *cg, const Node *n, const ConvView *v, const DwTil
   buf_puts(b, "        const idx_t m = c0 + ch;\n");
   buf_printf(b, "        wsm[q * %" PRId64 " + ch] = m < %" PRId64 " ? %s : 0.0f;\n", CH, M,
              cg_load(cg, w->type.dtype, DOM_F32,
-                     cg_fmt(cg, "in1[m * %" PRId64 " + q / %" PRId64 " * %" PRId64 " + q %% %"
-                            PRId64 " * %" PRId64 "]", v->ws[0], c->KW,
-                            v->k == 2 ? v->ws[2] : 0, c->KW, v->ws[1 + v->k])));
+                     cg_fmt(cg, "in1[m * %" PRId64 " + %s%s]", v->ws[0],
+                            v->k == 2 ? cg_fmt(cg, "q / %" PRId64 " * %" PRId64 " + ", c->KW, v->ws[2]) : "",
+                            affine(cg, v->k == 2 ? cg_fmt(cg, "q %% %" PRId64, c->KW) : "q", v->ws[1 + v->k], 0))));
   buf_puts(b, "      }\n      __syncthreads();\n");
   buf_printf(b, "#pragma unroll\n      for (int q = 0; q < %" PRId64 "; q++)\n#pragma unroll\n"
              "        for (int u = 0; u < %" PRId64 "; u++) wr[q][u] = wsm[q * %" PRId64
