@@ -1616,7 +1616,8 @@ static int gen_conv(Cg *cg, const Node *n) {
     what = cg_fmt(cg, "%s%s%" PRId64 "x%" PRId64, what, i ? ", " : "", dw[i].tw, dw[i].V);
   for (int i = 0; i < ndt; i++)
     what = cg_fmt(cg, "%s%stiles of %" PRId64 "x%" PRId64 " outputs (%" PRId64 "x%" PRId64
-                  " a thread)", what, ndw || i ? ", " : "", dt[i].TH, dt[i].TW, dt[i].RH, dt[i].RW);
+                  "x%" PRId64 " a thread)", what, ndw || i ? ", " : "", dt[i].TH, dt[i].TW,
+                  dt[i].RH, dt[i].RW, dt[i].VT);
   int ch = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: depthwise convolution, variants: "
                                          "%s, a thread per output", n->id, what));
   for (int i = 0; i < ndw && !rc; i++) {
