@@ -1093,6 +1093,255 @@ static int gen_conv_depthwise(Cg *cg, const Node *n, const ConvView *v, const Wi
   return 0;
 }
 
+/* A depthwise convolution of 16-bit data in channels last over one or two spatial dims,
+ * tiled: the strips above read their windows' rows from global memory (L1), a row's
+ * loads waiting on the last row's math, which left ConvNeXt-T's 7 x 7 layers at batch 32
+ * ~10x off both the bytes and the FMAs (an H100: the FMA pipe at ~23%, warps stalled on
+ * those loads). Here a block takes a job, a tile of TH x TW outputs of one image for a
+ * chunk of CH channels: it copies the tile's input, with the windows' halo, into shared
+ * memory by cp.async, 16 bytes of channels a copy and zeros outside x (the padding: no
+ * bounds in the math), every copy of the tile in flight at once; then each thread
+ * computes a patch of RH x RW outputs (several patches where the tile has more than the
+ * block's workers) of VT neighbouring channels from shared memory, every one of its
+ * channels' taps' weights in registers as f32 (copied once a chunk through the same
+ * shared memory, read in their order), each input vector read once for the patch and
+ * added into every output of the patch that a tap reaches from it (the loops unrolled,
+ * the taps known when the kernel is written), f32 accumulators, its VT outputs of a pixel
+ * stored as one vector through the epilogue. A block's threads are CL channel lanes (VT
+ * channels each) by P workers; the blocks, at most DW_RESIDENT an SM (their registers:
+ * weights and accumulators), walk the jobs chunk by chunk in a grid-stride loop, a grid
+ * of a multiple of the chunks keeping a block on one chunk. VT (8, 4, 2 or 1: its taps'
+ * weights at most half a thread's registers at that residency), the patch (its
+ * accumulators at most `acc` registers: a quarter or an eighth of them, the family's two
+ * variants) and the tile (the larger of its input and the chunk's weights in a block's
+ * share of the SM's shared memory, dynamic) are those of the lowest cost below, a count
+ * of a thread's instructions: the waves of jobs times a job's copies and each worker's
+ * patches' shared memory loads, conversions, FMAs and stores (not fitted to timings: the
+ * family's timing at create chooses among the strips and these). */
+enum {
+  DW_RESIDENT = 2,  /* blocks of the tiled depthwise kernel an SM runs at once */
+  DW_TILE_MAX = 16, /* patches along a tile's side at most */
+  DW_PATCH_MAX = 8, /* outputs along a patch's side at most */
+};
+
+typedef struct DwTile {
+  int64_t KH, KW, SH, SW, DH, DWL, PH, PW, H, W, OH, OW, XH, XW; /* 1-d: H = OH = KH = 1 */
+  int64_t VT, CL, CH, chunks, P;  /* channels a thread, lanes, a chunk's channels, workers */
+  int64_t RH, RW, PHN, PWN;       /* a patch's outputs, a tile's patches */
+  int64_t TH, TW, IH, IW, tiles_h, tiles_w, smem, grid;
+} DwTile;
+
+/* The instructions of a thread for the convolution with c's patch and tile (the cost the
+ * tile is chosen by), or -1 where the tile does not fit shared memory. */
+static int64_t dw_tile_cost(const Cg *cg, const DwTile *c, int64_t nb, int64_t budget) {
+  int64_t tile = c->IH * c->IW * c->CH * 2, wts = c->KH * c->KW * c->CH * 4;
+  if ((tile > wts ? tile : wts) > budget)
+    return -1;
+  int64_t slots = (int64_t)cg->target->sms * DW_RESIDENT, block = cg->target->block;
+  int64_t jobs = nb * c->tiles_h * c->tiles_w * c->chunks, waves = (jobs + slots - 1) / slots;
+  int64_t np = c->PHN * c->PWN, rounds = (np + c->P - 1) / c->P;
+  int64_t rows = (c->RH - 1) * c->SH + (c->KH - 1) * c->DH + 1;
+  int64_t cols = (c->RW - 1) * c->SW + (c->KW - 1) * c->DWL + 1;
+  int64_t patch = rows * cols * (1 + c->VT) + c->RH * c->RW * c->VT * (c->KH * c->KW + 2);
+  int64_t copies = (c->IH * c->IW * (c->CH / 8) + block - 1) / block;
+  return waves * (rounds * patch + copies * 32 + 256);
+}
+
+static bool dw_tile_config(const Cg *cg, const Node *n, const ConvView *v, const Win *win,
+                           int64_t group, int64_t acc, DwTile *c) {
+  DType t = n->out[0]->type.dtype;
+  int64_t C = v->xd[1], M = v->yd[1];
+  const Target *tg = cg->target;
+  if (!v->cl || group != C || M != C || v->wd[1] != 1 || v->src != t || (t != DT_BF16 && t != DT_F16) ||
+      n->in[1]->type.dtype != t || n->in[0]->type.dtype != t || v->xs[1] != 1 || v->k < 1 ||
+      v->k > 2 || C % 8 || v->xs[0] % 8 || !(tg->insn & TARGET_CP_ASYNC) || cg_numel(n->out[0]) < 1 ||
+      tg->block < 32 || (int64_t)tg->block * DW_RESIDENT > tg->threads_sm)
+    return false;
+  for (int j = 0; j < v->k; j++)
+    if (v->xs[2 + j] % 8)
+      return false;
+  int a = v->k - 1; /* the last spatial dim; a 1-d convolution's rows are one */
+  *c = (DwTile){.KH = 1, .SH = 1, .DH = 1, .H = 1, .OH = 1};
+  if (v->k == 2) {
+    c->KH = win->kernel[0], c->SH = win->stride[0], c->DH = win->dil[0], c->PH = win->pad[0];
+    c->H = v->xd[2], c->OH = v->yd[2], c->XH = v->xs[2];
+  }
+  c->KW = win->kernel[a], c->SW = win->stride[a], c->DWL = win->dil[a], c->PW = win->pad[a];
+  c->W = v->xd[2 + a], c->OW = v->yd[2 + a], c->XW = v->xs[2 + a];
+  /* registers a thread may have at DW_RESIDENT blocks an SM: half for the weights */
+  int64_t regs = tg->regs_sm / DW_RESIDENT / tg->block, taps = c->KH * c->KW;
+  regs = regs < tg->regs_thread ? regs : tg->regs_thread;
+  if (taps > regs / 2)
+    return false;
+  /* a block's share of the SM's shared memory at DW_RESIDENT blocks an SM (less what the
+   * SM reserves for each), up to what a block may have */
+  int64_t budget = tg->smem_sm / DW_RESIDENT - (tg->smem_sm - tg->smem_block_optin);
+  budget = budget < tg->smem_block_optin ? budget : tg->smem_block_optin;
+  int64_t best = -1;
+  DwTile b = *c;
+  for (int64_t vt = 8; vt >= 1; vt /= 2) {
+    if (vt * taps > regs / 2 || vt > acc)
+      continue;
+    /* lanes of VT channels: whole chunks of at most a warp's lanes, a chunk's channels
+     * whole 16-byte vectors */
+    DwTile l = *c;
+    int64_t lanes = C / vt, per = 8 / vt;
+    l.VT = vt;
+    l.chunks = (lanes + 31) / 32;
+    l.CL = (lanes + l.chunks - 1) / l.chunks;
+    l.CL = (l.CL + per - 1) / per * per;
+    l.chunks = (lanes + l.CL - 1) / l.CL;
+    l.CH = l.CL * vt;
+    l.P = tg->block / l.CL;
+    for (int64_t rh = 1; rh <= DW_PATCH_MAX && rh <= l.OH; rh++)
+      for (int64_t rw = 1; rw <= DW_PATCH_MAX && rw <= l.OW; rw++) {
+        if (rh * rw * vt > acc)
+          continue;
+        for (int64_t ph = 1; ph <= DW_TILE_MAX && (ph - 1) * rh < l.OH; ph++)
+          for (int64_t pw = 1; pw <= DW_TILE_MAX && (pw - 1) * rw < l.OW && ph * pw <= 4 * l.P; pw++) {
+            DwTile e = l;
+            e.RH = rh, e.RW = rw, e.PHN = ph, e.PWN = pw, e.TH = ph * rh, e.TW = pw * rw;
+            e.IH = (e.TH - 1) * e.SH + (e.KH - 1) * e.DH + 1;
+            e.IW = (e.TW - 1) * e.SW + (e.KW - 1) * e.DWL + 1;
+            e.tiles_h = (e.OH + e.TH - 1) / e.TH, e.tiles_w = (e.OW + e.TW - 1) / e.TW;
+            int64_t cost = dw_tile_cost(cg, &e, v->yd[0], budget);
+            if (cost >= 0 && (best < 0 || cost < best))
+              best = cost, b = e;
+          }
+      }
+  }
+  if (best < 0)
+    return false;
+  *c = b;
+  int64_t tile = c->IH * c->IW * c->CH * 2, wts = taps * c->CH * 4;
+  c->smem = ((tile > wts ? tile : wts) + 15) / 16 * 16;
+  int64_t jobs = v->yd[0] * c->tiles_h * c->tiles_w, slots = (int64_t)tg->sms * DW_RESIDENT / c->chunks;
+  slots = slots > 0 ? slots : 1;
+  c->grid = c->chunks * (jobs < slots ? jobs : slots);
+  if (c->grid > tg->max_blocks) /* still a multiple of the chunks where one fits */
+    c->grid = tg->max_blocks >= c->chunks ? tg->max_blocks / c->chunks * c->chunks : tg->max_blocks;
+  return true;
+}
+
+static int gen_conv_dwtile(Cg *cg, const Node *n, const ConvView *v, const DwTile *c) {
+  const Value *w = n->in[1], *bias = n->nin > 2 ? n->in[2] : NULL, *y = n->out[0];
+  DType t = y->type.dtype, ot = cg_out_dtype(cg, n);
+  int64_t M = v->yd[1], VT = c->VT, CL = c->CL, CH = c->CH, taps = c->KH * c->KW;
+  int64_t np = c->PHN * c->PWN, jobs = c->chunks * v->yd[0] * c->tiles_h * c->tiles_w;
+  int64_t rows = (c->RH - 1) * c->SH + (c->KH - 1) * c->DH + 1;
+  int64_t cols = (c->RW - 1) * c->SW + (c->KW - 1) * c->DWL + 1;
+  const char *in = v->k == 2 ? cg_fmt(cg, "%" PRId64 " x %" PRId64 " ", c->TH, c->TW)
+                              : cg_fmt(cg, "%" PRId64 " ", c->TW);
+  const char *note = cg_fmt(cg, "direct, depthwise, tiled: a block %soutputs of %" PRId64
+                            " channels, their input (%" PRId64 " x %" PRId64 " pixels) in "
+                            "shared memory by cp.async; a thread %" PRId64 " x %" PRId64
+                            " outputs of %" PRId64 " channel%s, its %" PRId64 " taps' "
+                            "weights in registers, channels last", in, CH, c->IH, c->IW,
+                            c->RH, c->RW, VT, VT == 1 ? "" : "s", taps);
+  cg->min_blocks = DW_RESIDENT;
+  const char *name = cg_kernel_begin(cg, n, note);
+  Buf *b = &cg->src;
+  int64_t numel = cg_numel(y), top = numel > cg_max_numel(n) ? numel : cg_max_numel(n);
+  const char *ct = cg_ctype(t);
+  buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, top));
+  buf_printf(b, "  typedef gc_vec<%s, %" PRId64 "> vec_t;\n", ct, VT);
+  buf_printf(b, "  typedef gc_vec<%s, %" PRId64 "> ovec_t;\n", cg_ctype(ot), VT);
+  buf_printf(b, "  /* a chunk's weights [taps][%" PRId64 "] as f32, then a job's input [%" PRId64
+             "][%" PRId64 "][%" PRId64 "] */\n", CH, c->IH, c->IW, CH);
+  buf_printf(b, "  typedef struct { gc_vec<float, 4> v[%" PRId64 "]; } gc_smem;\n", c->smem / 16);
+  buf_printf(b, "  GC_DYN_SHARED(gc_smem, sm);\n  float *const wsm = (float *)sm.v;\n  %s *const tile "
+             "= (%s *)sm.v;\n", ct, ct);
+  buf_printf(b, "  const int cl = threadIdx.x %% %" PRId64 ", wk = threadIdx.x / %" PRId64 ";\n",
+             CL, CL);
+  buf_printf(b, "  float wr[%" PRId64 "][%" PRId64 "];\n  idx_t loaded = -1;\n", taps, VT);
+  buf_printf(b, "  for (idx_t job = blockIdx.x; job < %" PRId64 "; job += gridDim.x) {\n", jobs);
+  buf_printf(b, "    const idx_t chunk = job %% %" PRId64 ", tj = job / %" PRId64 ", c0 = chunk * %"
+             PRId64 ";\n", c->chunks, c->chunks, CH);
+  buf_printf(b, "    const int ow0 = (int)(tj %% %" PRId64 ") * %" PRId64 ", oh0 = (int)(tj / %"
+             PRId64 " %% %" PRId64 ") * %" PRId64 ";\n", c->tiles_w, c->TW, c->tiles_w,
+             c->tiles_h, c->TH);
+  buf_printf(b, "    const idx_t img = tj / %" PRId64 ";\n", c->tiles_w * c->tiles_h);
+  buf_puts(b, "    __syncthreads(); /* the last job's reads of shared memory are done */\n");
+  buf_puts(b, "    if (chunk != loaded) { /* the chunk's weights, read in their order */\n");
+  buf_printf(b, "      for (int e = threadIdx.x; e < %" PRId64 "; e += blockDim.x) {\n", CH * taps);
+  buf_printf(b, "        const int ch = e / %" PRId64 ", q = e %% %" PRId64 ";\n", taps, taps);
+  buf_puts(b, "        const idx_t m = c0 + ch;\n");
+  buf_printf(b, "        wsm[q * %" PRId64 " + ch] = m < %" PRId64 " ? %s : 0.0f;\n", CH, M,
+             cg_load(cg, w->type.dtype, DOM_F32,
+                     cg_fmt(cg, "in1[m * %" PRId64 " + %s%s]", v->ws[0],
+                            v->k == 2 ? cg_fmt(cg, "q / %" PRId64 " * %" PRId64 " + ", c->KW, v->ws[2]) : "",
+                            affine(cg, v->k == 2 ? cg_fmt(cg, "q %% %" PRId64, c->KW) : "q", v->ws[1 + v->k], 0))));
+  buf_puts(b, "      }\n      __syncthreads();\n");
+  buf_printf(b, "#pragma unroll\n      for (int q = 0; q < %" PRId64 "; q++)\n#pragma unroll\n"
+             "        for (int u = 0; u < %" PRId64 "; u++) wr[q][u] = wsm[q * %" PRId64
+             " + cl * %" PRId64 " + u];\n", taps, VT, CH, VT);
+  buf_puts(b, "      __syncthreads();\n      loaded = chunk;\n    }\n");
+  buf_printf(b, "    /* the input under the tile: rows from oh0 * %" PRId64 " - %" PRId64
+             ", columns from ow0 * %" PRId64 " - %" PRId64 ", zeros outside x */\n",
+             c->SH, c->PH, c->SW, c->PW);
+  buf_printf(b, "    for (int e = threadIdx.x; e < %" PRId64 "; e += blockDim.x) {\n",
+             c->IH * c->IW * (CH / 8));
+  buf_printf(b, "      const int cv = e %% %" PRId64 ", px = e / %" PRId64 ";\n", CH / 8, CH / 8);
+  buf_printf(b, "      const int ih = %s, iw = %s;\n",
+             affine(cg, cg_fmt(cg, "oh0 * %" PRId64 " + px / %" PRId64, c->SH, c->IW), 1, -c->PH),
+             affine(cg, cg_fmt(cg, "ow0 * %" PRId64 " + px %% %" PRId64, c->SW, c->IW), 1, -c->PW));
+  buf_puts(b, "      const idx_t ch = c0 + cv * 8;\n");
+  buf_printf(b, "      gc_cp16(tile + e * 8, in0, img * %" PRId64 " + %s%s + ch, ch < %" PRId64
+             " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u);\n", v->xs[0],
+             v->k == 2 ? cg_fmt(cg, "(idx_t)ih * %" PRId64 " + ", c->XH) : "",
+             affine(cg, "(idx_t)iw", c->XW, 0), M, c->H, c->W);
+  buf_puts(b, "    }\n    gc_cp_commit();\n    gc_cp_wait<0>();\n    __syncthreads();\n");
+  buf_printf(b, "    const idx_t m0 = c0 + cl * %" PRId64 ";\n", VT);
+  buf_printf(b, "    if (wk >= %" PRId64 " || m0 >= %" PRId64 ") continue;\n", c->P, M);
+  buf_printf(b, "    for (int pi = wk; pi < %" PRId64 "; pi += %" PRId64 ") {\n", np, c->P);
+  buf_printf(b, "      const int pr = pi / %" PRId64 " * %" PRId64 ", pc = pi %% %" PRId64 " * %"
+             PRId64 "; /* the patch's first output in the tile */\n", c->PWN, c->RH, c->PWN, c->RW);
+  buf_printf(b, "      float acc[%" PRId64 "][%" PRId64 "][%" PRId64 "];\n", c->RH, c->RW, VT);
+  buf_printf(b, "#pragma unroll\n      for (int u = 0; u < %" PRId64 "; u++) {\n", VT);
+  buf_printf(b, "        const float b0 = %s;\n",
+             bias ? cg_load(cg, bias->type.dtype, DOM_F32, "in2[m0 + u]") : "0.0f");
+  buf_printf(b, "#pragma unroll\n        for (int r = 0; r < %" PRId64 "; r++)\n#pragma unroll\n"
+             "          for (int s = 0; s < %" PRId64 "; s++) acc[r][s][u] = b0;\n      }\n",
+             c->RH, c->RW);
+  buf_printf(b, "      const vec_t *const px = (const vec_t *)tile + (%s * %" PRId64 " + %s) * %"
+             PRId64 " + cl;\n", affine(cg, "pr", c->SH, 0), c->IW, affine(cg, "pc", c->SW, 0),
+             CH / VT);
+  buf_printf(b, "#pragma unroll\n      for (int ir = 0; ir < %" PRId64 "; ir++)\n", rows);
+  buf_printf(b, "#pragma unroll\n        for (int j = 0; j < %" PRId64 "; j++) {\n", cols);
+  buf_printf(b, "          const vec_t xv = px[(ir * %" PRId64 " + j) * %" PRId64 "];\n", c->IW,
+             CH / VT);
+  buf_printf(b, "          float xf[%" PRId64 "];\n#pragma unroll\n          for (int u = 0; u < %"
+             PRId64 "; u++) xf[u] = %s;\n", VT, VT, cg_load(cg, t, DOM_F32, "xv.e[u]"));
+  buf_printf(b, "#pragma unroll\n          for (int r = 0; r < %" PRId64 "; r++) {\n", c->RH);
+  buf_printf(b, "            const int dr = ir - r * %" PRId64 ";\n", c->SH);
+  buf_printf(b, "            if (dr < 0 || dr %% %" PRId64 " || dr / %" PRId64 " >= %" PRId64
+             ") continue;\n", c->DH, c->DH, c->KH);
+  buf_printf(b, "#pragma unroll\n            for (int s = 0; s < %" PRId64 "; s++) {\n", c->RW);
+  buf_printf(b, "              const int d = j - s * %" PRId64 ";\n", c->SW);
+  buf_printf(b, "              if (d < 0 || d %% %" PRId64 " || d / %" PRId64 " >= %" PRId64
+             ") continue;\n", c->DWL, c->DWL, c->KW);
+  buf_printf(b, "#pragma unroll\n              for (int u = 0; u < %" PRId64 "; u++) acc[r][s][u]"
+             " += xf[u] * wr[dr / %" PRId64 " * %" PRId64 " + d / %" PRId64 "][u];\n", VT, c->DH,
+             c->KW, c->DWL);
+  buf_puts(b, "            }\n          }\n        }\n");
+  buf_printf(b, "#pragma unroll\n      for (int r = 0; r < %" PRId64 "; r++) {\n", c->RH);
+  buf_printf(b, "        const int oh = oh0 + pr + r;\n        if (oh >= %" PRId64 ") break;\n",
+             c->OH);
+  buf_printf(b, "#pragma unroll\n        for (int s = 0; s < %" PRId64 "; s++) {\n", c->RW);
+  buf_printf(b, "          const int ow = ow0 + pc + s;\n          if (ow >= %" PRId64 ") break;\n",
+             c->OW);
+  buf_printf(b, "          const idx_t at = ((img * %" PRId64 " + oh) * %" PRId64 " + ow) * %" PRId64
+             " + m0;\n", c->OH, c->OW, M);
+  buf_puts(b, "          ovec_t ov;\n");
+  buf_printf(b, "#pragma unroll\n          for (int u = 0; u < %" PRId64 "; u++) {\n", VT);
+  buf_puts(b, "            const idx_t i = at + u;\n");
+  cg_store_out_to(cg, n, "i", cg_store(cg, t, DOM_F32, "acc[r][s][u]"), "ov.e[u]", "            ");
+  buf_puts(b, "          }\n          *(ovec_t *)(out0 + at) = ov;\n        }\n      }\n    }\n  }\n}\n");
+  cg->shared_bytes = (unsigned)c->smem;
+  cg_kernel_step(cg, n, name, (unsigned)c->grid, (unsigned)cg->target->block);
+  return 0;
+}
+
 /* y[b, m, o] = bias[m] + sum over the group's channels c and the taps q of
  * x[b, g * CG + c, o * stride - pad + q * dilation] * w[m, c, q], taps outside x
  * skipped: a thread per output. */
@@ -1296,8 +1545,8 @@ static int conv_grouped_mma(Cg *cg, const Node *n, const ConvView *v, const Conv
 }
 
 /* A convolution: an implicit GEMM (gen_conv_mma) where one runs it, else a direct kernel:
- * a choice of gen_conv_vec's strips, a choice of gen_conv_depthwise's strips and
- * conv_direct's, or conv_direct's. */
+ * a choice of gen_conv_vec's strips, a choice of gen_conv_depthwise's strips,
+ * gen_conv_dwtile's tiles and conv_direct's, or conv_direct's. */
 static int gen_conv(Cg *cg, const Node *n) {
   ConvView v;
   ConvGeom q;
@@ -1339,31 +1588,49 @@ static int gen_conv(Cg *cg, const Node *n) {
     return rc;
   }
   /* the depthwise kernel's strips of 2, 4 and 1 outputs of 16 bytes of channels, and of
-   * 1 output of 4 bytes (four times the threads: small images at batch 1), as many as
-   * the variants allow; then the thread per output */
+   * 1 output of 4 bytes (four times the threads: small images at batch 1), then the
+   * tiled kernel's patches of at most a quarter and an eighth of a thread's registers,
+   * as many as the variants allow; then the thread per output */
   static const int64_t widths[][2] = {{2, 16}, {4, 16}, {1, 16}, {1, 4}};
   DwConfig dw[4];
-  int ndw = 0;
+  DwTile dt[2];
+  int ndw = 0, ndt = 0;
   for (int i = 0; i < 4 && ndw < cg->variants; i++)
     if (depthwise_config(cg, n, &v, &win, group, widths[i][0], widths[i][1], &dw[ndw]) &&
         (!ndw || dw[ndw].V != dw[ndw - 1].V || dw[ndw].tw != dw[ndw - 1].tw))
       ndw++;
-  if (!ndw)
+  for (int i = 0; i < 2 && ndw + ndt < cg->variants; i++) {
+    int64_t regs = cg->target->regs_sm / DW_RESIDENT / cg->target->block;
+    regs = regs < cg->target->regs_thread ? regs : cg->target->regs_thread;
+    if (dw_tile_config(cg, n, &v, &win, group, regs / (4 << i), &dt[ndt]) &&
+        (!ndt || dt[ndt].RH != dt[0].RH || dt[ndt].RW != dt[0].RW || dt[ndt].TH != dt[0].TH ||
+         dt[ndt].TW != dt[0].TW))
+      ndt++;
+  }
+  if (!ndw && !ndt)
     return conv_direct(cg, n, &v, &win, group);
   if (cg->variants < 2)
-    return gen_conv_depthwise(cg, n, &v, &win, &dw[0]);
-  const char *what = "";
+    return ndw ? gen_conv_depthwise(cg, n, &v, &win, &dw[0]) : gen_conv_dwtile(cg, n, &v, &dt[0]);
+  const char *what = ndw ? "strips of outputs x channels " : "";
   for (int i = 0; i < ndw; i++)
     what = cg_fmt(cg, "%s%s%" PRId64 "x%" PRId64, what, i ? ", " : "", dw[i].tw, dw[i].V);
+  for (int i = 0; i < ndt; i++)
+    what = cg_fmt(cg, "%s%stiles of %" PRId64 "x%" PRId64 " outputs (%" PRId64 "x%" PRId64
+                  "x%" PRId64 " a thread)", what, ndw || i ? ", " : "", dt[i].TH, dt[i].TW,
+                  dt[i].RH, dt[i].RW, dt[i].VT);
   int ch = cg_choice_begin(cg, n, cg_fmt(cg, "node %d: depthwise convolution, variants: "
-                                         "strips of outputs x channels %s, a thread per "
-                                         "output", n->id, what));
+                                         "%s, a thread per output", n->id, what));
   for (int i = 0; i < ndw && !rc; i++) {
     cg_variant_begin(cg, ch);
     rc = gen_conv_depthwise(cg, n, &v, &win, &dw[i]);
     cg_variant_end(cg, ch);
   }
-  if (!rc && ndw < cg->variants) {
+  for (int i = 0; i < ndt && !rc; i++) {
+    cg_variant_begin(cg, ch);
+    rc = gen_conv_dwtile(cg, n, &v, &dt[i]);
+    cg_variant_end(cg, ch);
+  }
+  if (!rc && ndw + ndt < cg->variants) {
     cg_variant_begin(cg, ch);
     rc = conv_direct(cg, n, &v, &win, group);
     cg_variant_end(cg, ch);

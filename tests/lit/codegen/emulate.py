@@ -1313,6 +1313,31 @@ def cases():
         ("bf16_concat_channels_last", {"x": f(2, 5, 6, 16), "w": f(8, 1, 1, 16), "v": f(16, 3, 3, 16), "u": f(8, 3, 3, 24)},
          "%a = conv(%x, %w) {channels_last = 1}\n%b = conv(%x, %v) {pads = [1, 1, 1, 1], channels_last = 1}\n"
          "%c = concat(%a, %b) {axis = 3}\n%y = conv(%c, %u) {channels_last = 1}"),
+        # depthwise in channels last on 16-bit data as stored (x doubled in bf16 first: a
+        # cast would be the conv's prologue), so the tiled kernel runs among the strips:
+        # 7 x 7 with partial tiles along both dims and a partial chunk of channels (40 of
+        # 24-channel chunks), bias and ReLU; 3 x 3 and 5 x 5 of stride 2 (one dilated), a
+        # residual added in the epilogue; 1-d, strided, and of 8 channels a thread with a
+        # sigmoid. The shapes and --sms (the waves the tiles are chosen by) give partial
+        # tiles; last, so that the cases before keep their random inputs
+        ("bf16_conv_depthwise_tiled_7x7", {"x": f(2, 37, 33, 40), "w": f(40, 7, 7, 1), "b": f(40)},
+         "%d = add(%x, %x)\n%c = conv(%d, %w, %b) {pads = [3, 3, 3, 3], group = 40, channels_last = 1}\n%y = relu(%c)",
+         1e-5, ["--sms=8"]),
+        ("bf16_conv_depthwise_tiled_3x3_stride2", {"x": f(3, 47, 53, 48), "w": f(48, 3, 3, 1), "r": f(3, 24, 27, 48)},
+         "%d = add(%x, %x)\n%c = conv(%d, %w) {pads = [1, 1, 1, 1], strides = [2, 2], group = 48, channels_last = 1}\n"
+         "%y = add(%c, %r)", 1e-5, ["--sms=16"]),
+        ("fp16_conv_depthwise_tiled_5x5_stride2", {"x": f(2, 37, 33, 24), "w": f(24, 5, 5, 1), "b": f(24)},
+         "%d = add(%x, %x)\n%y = conv(%d, %w, %b) {pads = [2, 2, 2, 2], strides = [2, 2], group = 24, channels_last = 1}",
+         1e-5, ["--sms=8"]),
+        ("bf16_conv_depthwise_tiled_dilated", {"x": f(2, 37, 33, 16), "w": f(16, 3, 5, 1)},
+         "%d = add(%x, %x)\n%y = conv(%d, %w) {pads = [2, 4, 2, 4], strides = [1, 2], dilations = [2, 2], group = 16, channels_last = 1}",
+         1e-5, ["--sms=4"]),
+        ("fp16_conv_depthwise_tiled_1d", {"x": f(3, 61, 32), "w": f(32, 5, 1), "b": f(32)},
+         "%d = add(%x, %x)\n%y = conv(%d, %w, %b) {pads = [2, 1], strides = [2], group = 32, channels_last = 1}",
+         1e-5, ["--sms=1"]),
+        ("bf16_conv_depthwise_tiled_1d_wide", {"x": f(2, 45, 144), "w": f(144, 3, 1)},
+         "%d = add(%x, %x)\n%c = conv(%d, %w) {pads = [1, 1], group = 144, channels_last = 1}\n%y = sigmoid(%c)",
+         1e-5, ["--sms=1"]),
         # attention with two fragments of 16 rows a warp (256 rows a block, one pass): rows
         # past the last in the second block, a partial last key tile, bf16 scores rounded
         # a pair at a time
