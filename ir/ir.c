@@ -281,7 +281,17 @@ static double mini_decode(uint32_t b, int ebits, int mbits, bool ieee) {
 
 uint16_t f32_to_f16(float f) { return (uint16_t)mini_encode(f, 5, 10, true); }
 float f16_to_f32(uint16_t h) { return (float)mini_decode(h, 5, 10, true); }
-uint16_t f32_to_bf16(float f) { return (uint16_t)mini_encode(f, 8, 7, true); }
+/* bf16 is f32's upper half: rounded to nearest even by adding half a step (less one, plus
+ * the kept half's lowest bit) and dropping the lower half, which carries into the exponent
+ * and on to inf as rounding should; a NaN is the quiet NaN of its sign, as mini_encode
+ * gives (tests/unit/test_ir.c checks the two agree). A model's weights go through here. */
+uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((u >> 16 & 0x8000u) | 0x7fc0u);
+  return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
 float bf16_to_f32(uint16_t h) { return (float)mini_decode(h, 8, 7, true); }
 uint8_t f32_to_f8e4m3(float f) { return (uint8_t)mini_encode(f, 4, 3, false); }
 float f8e4m3_to_f32(uint8_t b) { return (float)mini_decode(b, 4, 3, false); }

@@ -179,11 +179,18 @@ static Value *convert_const(Lowering *L, const Value *c) {
   Tensor *t = tensor_in_arena(L->g->arena, L->low, c->data->rank, c->data->dims);
   int64_t n = tensor_numel(t);
   double max = type_max(L->low);
-  for (int64_t i = 0; i < n; i++) {
-    double v = dtype_load_f64(DT_F32, (const float *)c->data->data + i);
-    if (isfinite(v) && fabs(v) > max)
-      v = copysign(max, v);
-    dtype_store_f64(L->low, (char *)t->data + (size_t)i * dtype_size(L->low), v);
+  const float *x = (const float *)c->data->data;
+  if (L->low == DT_BF16) { /* a model's weights: f32's upper half, rounded */
+    uint16_t *y = (uint16_t *)t->data;
+    for (int64_t i = 0; i < n; i++)
+      y[i] = f32_to_bf16(isfinite(x[i]) && fabs(x[i]) > max ? (float)copysign(max, x[i]) : x[i]);
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      double v = dtype_load_f64(DT_F32, x + i);
+      if (isfinite(v) && fabs(v) > max)
+        v = copysign(max, v);
+      dtype_store_f64(L->low, (char *)t->data + (size_t)i * dtype_size(L->low), v);
+    }
   }
   char name[512];
   Value *v = graph_add_const(L->g, twin_name(L->g, c->name, L->low_name, name, sizeof name), t);

@@ -40,6 +40,21 @@ static void test_bf16(void) {
     if (!isnan(f))
       CHECK(f32_to_bf16(f) == b);
   }
+  /* the bit-level rounding against the general encoder (dtype_store_f64): every f32 whose
+   * lower half is near a tie or a carry, and a stride through all others (NaNs, infs,
+   * subnormals, the largest finite values included) */
+  static const uint32_t lows[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff};
+  int bad = 0;
+  for (uint64_t hi = 0; hi < 0x10000; hi++)
+    for (size_t k = 0; k < sizeof lows / sizeof lows[0] + 1; k++) {
+      uint32_t u = (uint32_t)hi << 16 | (k < 6 ? lows[k] : (uint32_t)(hi * 40503u) & 0xffffu);
+      float f;
+      memcpy(&f, &u, 4);
+      uint16_t want;
+      dtype_store_f64(DT_BF16, &want, f);
+      bad += f32_to_bf16(f) != want;
+    }
+  CHECK(bad == 0);
 }
 
 static void test_f8(void) {
