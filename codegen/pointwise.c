@@ -615,10 +615,19 @@ const PwKernel *cg_chain_plan(Cg *cg, const Node *anchor, const Node *const *nod
   return plan_kernel(cg, k) ? NULL : k;
 }
 
+/* What chain k computes, for a comment in the kernel: its ops in order, up to 8 (no node
+ * ids, which would make the kernels of a transformer's layers differ and NVRTC compile
+ * each: dedup_kernel in codegen.c shares one code among them). */
+static const char *chain_ops(Cg *cg, const PwKernel *k) {
+  const char *s = "";
+  for (int j = 0; j < k->n && j < 8; j++)
+    s = cg_fmt(cg, "%s%s%s", s, j ? ", " : "", op_info[k->node[j]->op].name);
+  return k->n > 8 ? cg_fmt(cg, "%s, ...", s) : s;
+}
+
 void cg_chain_emit(Cg *cg, const PwKernel *k, const char *idx, const char *val,
                    const char *dst, const char *indent) {
-  emit_chain(cg, k, idx, val, dst, indent, cg_fmt(cg, "nodes %d..%d", k->node[0]->id,
-                                                   k->node[k->n - 1]->id));
+  emit_chain(cg, k, idx, val, dst, indent, chain_ops(cg, k));
 }
 
 /* Input e's stride along dim d of chain k's output (numpy broadcasting: 0 where it
@@ -663,7 +672,7 @@ void cg_chain_emit_coords(Cg *cg, const PwKernel *k, int lead, const char *const
                           const char *val, const char *dst, const char *indent) {
   Buf *b = &cg->src;
   int r = k->out->type.shape.rank;
-  buf_printf(b, "%s{ /* nodes %d..%d */\n", indent, k->node[0]->id, k->node[k->n - 1]->id);
+  buf_printf(b, "%s{ /* %s */\n", indent, chain_ops(cg, k));
   const char *in2 = cg_fmt(cg, "%s  ", indent);
   buf_printf(b, "%sconst %s %sa = %s;\n", in2, cg_ctype(k->anchor->out[0]->type.dtype), k->pre,
              val);
