@@ -21,8 +21,9 @@
  *   a warp 16 of them (or 256 and 32 in a variant: two fragments of 16 rows that share
  *   each key and value fragment the warp reads), their queries in registers (ldmatrix).
  *   The keys and the values pass through shared memory a tile of 64 (32 for large
- *   heads) at a time, copied by cp.async in two stages: tile jt + 1 is in flight while tile jt is multiplied, its fragments
- *   read by ldmatrix (.trans for the values, which stay rows of keys as in memory). Rows
+ *   heads) at a time, copied by cp.async in two stages: tile jt + 1 is in flight while
+ *   tile jt is multiplied, its fragments read by ldmatrix (.trans for the values, which
+ *   stay rows of keys as in memory). Rows
  *   of 16-byte vectors are copied (scaled in place after they arrive); others go through
  *   registers. Where the blocks would leave SMs idle (few heads, long sequences: Whisper's
  *   8 x 1500), a block takes fewer rows and its warps split every tile's keys into 2 or 4
