@@ -237,7 +237,9 @@ typedef struct MmaConfig {
   int64_t bm, bn, split, stages;
 } MmaConfig;
 
-static const int64_t mma_tiles[][2] = {{128, 64}, {64, 64}, {128, 32}, {64, 32}};
+/* (the register kernel's last tile only where it loads A's taps one at a time: its rows'
+ * taps, loaded for twice the columns, cost half as much a product) */
+static const int64_t mma_tiles[][2] = {{128, 64}, {64, 64}, {128, 32}, {64, 32}, {64, 128}};
 static const int64_t async_tiles[][2] = {{128, 128}, {128, 64}, {64, 128}, {64, 64},
                                          {128, 32}, {64, 32}};
 
@@ -311,11 +313,13 @@ static MmaConfig mma_default(const Cg *cg, int64_t M, int64_t cout, int64_t K, b
  * 128 only over more than 64 rows, BN 64 over more than 32 channels and 128 over more
  * than 64) and whose stages fit, K unsplit and split to make one block an SM and to fill
  * every SM's slots, the default's tile also 2, 3, 4, 6 and 8 ways up to that last (as
- * gemm.c's tc_family); the tiles smaller than the default's only while its blocks leave
- * slots idle. Each configuration once. A short convolution, whose tiles' blocks all run
+ * gemm.c's tc_family); the tiles smaller than the default's on a side (the register
+ * kernel's: narrower or of fewer outputs) only while its blocks leave slots idle. The
+ * register kernel's 64 x 128 tile only where `taps` (it loads A's taps one at a time).
+ * Each configuration once. A short convolution, whose tiles' blocks all run
  * at once, each over at most 2 * MMA_MIN_STEPS steps of K, keeps its default alone: its
  * time is its launch and a few loads, and NVRTC's time for more kernels is not worth it. */
-static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, bool async,
+static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, bool async, bool taps,
                       MmaConfig *c) {
   int64_t sms = cg->target->sms, slots = sms * MMA_RESIDENT;
   int64_t steps = (K + (async ? ASYNC_BK : MMA_BK) - 1) / (async ? ASYNC_BK : MMA_BK);
@@ -327,14 +331,14 @@ static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, bool asy
   bool idle = tiles < slots;
   const int64_t(*list)[2] = async ? async_tiles : mma_tiles;
   int nlist = async ? (int)(sizeof async_tiles / sizeof async_tiles[0])
-                    : (int)(sizeof mma_tiles / sizeof mma_tiles[0]);
+                    : (int)(sizeof mma_tiles / sizeof mma_tiles[0]) - !taps;
   for (int i = -1; i < nlist; i++) {
     /* the default's tile first (i = -1), then the others */
     int64_t bm = i < 0 ? c[0].bm : list[i][0], bn = i < 0 ? c[0].bn : list[i][1];
     int64_t stages = async ? async_stages(cg, bm, bn) : 0;
     if ((i >= 0 && bm == c[0].bm && bn == c[0].bn) || (bm > 64 && M <= 64) ||
         (bn > 32 && cout <= 32) || (bn > 64 && cout <= 64) || (async && !stages) ||
-        (!idle && (bm < c[0].bm || bn < c[0].bn)))
+        (!idle && (bn < c[0].bn || (async ? bm < c[0].bm : bm * bn < c[0].bm * c[0].bn))))
       continue;
     tiles = (M + bm - 1) / bm * ((cout + bn - 1) / bn);
     static const int64_t ways[] = {2, 3, 4, 6, 8};
@@ -488,6 +492,13 @@ static void mma_tile_loop(Cg *cg, int64_t S, int64_t KS, int64_t K, int64_t tile
                bounds ? cg_fmt(cg, "  const int kb = 0, ke = %" PRId64 ";\n", K) : "", tiles);
 }
 
+/* Whether conv_mma loads A's taps as 16-byte vectors: in channels last, K runs over (kh, kw,
+ * c), and 4 f32 or 8 16-bit channels of a pixel are one load when they are contiguous and
+ * stored in the GEMM's type t; else one at a time, through a table. */
+static bool mma_vectors(const ConvView *v, const ConvGeom *q, DType t) {
+  return v->cl && q->xc == 1 && q->c % (t == DT_F32 ? 4 : 8) == 0 && v->src == t;
+}
+
 /* conv_mma's calls of its lambdas load(k, s) (step k's taps into registers, through table
  * s unless vec: then load(k)) and taps(k, s) (table s of step k; none when vec) */
 static const char *reg_load(Cg *cg, bool vec, const char *k, const char *s) {
@@ -523,9 +534,7 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
   /* f32 on TF32: one tap a slot, rounded as stored (tf32 = 1) or split at the fragments */
   bool wide = t == DT_F32, split = wide && !attr_int(n, "tf32");
   int64_t P = wide ? 1 : 2, SL = MMA_BK / P, VC = 4 * P; /* taps a slot, slots a row, taps a vector */
-  /* channels last: K runs over (kh, kw, c), and VC channels in a row are one 16-byte load
-   * when they are contiguous and stored in the GEMM's type */
-  bool vec = v->cl && q->xc == 1 && q->c % VC == 0 && xt == t;
+  bool vec = mma_vectors(v, q, t);
   /* A's and B's buffers (rows padded by 4 slots) and the tap tables: two buffers where they
    * fit a block's static shared memory (two such blocks fit every target's SM) */
   int64_t buf = (BM + BN) * (SL + 4) * 4, table = vec ? 0 : 2 * MMA_BK * 16;
@@ -868,7 +877,7 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   /* (a target whose shared memory holds no two stages of the smallest tile keeps the
    * register kernel) */
   bool async = async_fits(cg, v, q, n->out[0]->type.dtype) && async_stages(cg, 64, 32);
-  int nc = mma_family(cg, M, q->cout, K, async, c);
+  int nc = mma_family(cg, M, q->cout, K, async, !async && !mma_vectors(v, q, n->out[0]->type.dtype), c);
   nc = nc < cg->variants ? nc : cg->variants;
   if (nc == 1)
     return async ? conv_mma_async(cg, n, v, q, &c[0]) : conv_mma(cg, n, v, q, &c[0]);

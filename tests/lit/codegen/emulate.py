@@ -1368,6 +1368,12 @@ def cases():
         # shared memory: one buffer between two barriers, the taps through the table
         ("conv_3xtf32_stem_one_buffer", {"x": f(2, 3, 11, 10), "w": f(40, 3, 3, 3), "b": f(40)},
          "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}", 1e-5, ["--sms=1"]),
+        # the register kernel's 64 x 128 tile beside the others (taps one at a time, 136
+        # channels: a partial column tile), in bf16 through the cast and in 3xTF32
+        ("bf16_conv_wide_n_variants", {"x": f(2, 20, 9, 8), "w": f(136, 20, 3, 3), "b": f(136)},
+         "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}\n%y = relu(%c)", 1e-5, ["--sms=1"]),
+        ("conv_3xtf32_wide_n_variants", {"x": f(2, 5, 9, 8), "w": f(136, 5, 3, 3)},
+         "%y = conv(%x, %w) {pads = [1, 1, 1, 1]}", 1e-5, ["--sms=1"]),
     ]
 
 
