@@ -500,13 +500,14 @@ static bool mma_vectors(const ConvView *v, const ConvGeom *q, DType t) {
 }
 
 /* conv_mma's calls of its lambdas load(k, s) (step k's taps into registers, through table
- * s unless vec: then load(k)) and taps(k, s) (table s of step k; none when vec) */
+ * s unless vec: then load(k)) and taps(k, s) (table s of step k; none when `none`: no
+ * tables, or tables filled once) */
 static const char *reg_load(Cg *cg, bool vec, const char *k, const char *s) {
   return vec ? cg_fmt(cg, "load(%s)", k) : cg_fmt(cg, "load(%s, %s)", k, s);
 }
 
-static const char *reg_taps(Cg *cg, bool vec, const char *k, const char *s) {
-  return vec ? "" : cg_fmt(cg, "taps(%s, %s); ", k, s);
+static const char *reg_taps(Cg *cg, bool none, const char *k, const char *s) {
+  return none ? "" : cg_fmt(cg, "taps(%s, %s); ", k, s);
 }
 
 /* The kernel of configuration cf. A K step's taps come into registers while the warps
@@ -535,10 +536,14 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
   bool wide = t == DT_F32, split = wide && !attr_int(n, "tf32");
   int64_t P = wide ? 1 : 2, SL = MMA_BK / P, VC = 4 * P; /* taps a slot, slots a row, taps a vector */
   bool vec = mma_vectors(v, q, t);
-  /* A's and B's buffers (rows padded by 4 slots) and the tap tables: two buffers where they
-   * fit a block's static shared memory (two such blocks fit every target's SM) */
-  int64_t buf = (BM + BN) * (SL + 4) * 4, table = vec ? 0 : 2 * MMA_BK * 16;
-  int64_t NB = 2 * buf + table <= cg->target->smem_block ? 2 : 1;
+  /* A's and B's buffers (rows padded by 4 slots), which the tile reuses, and the tap
+   * tables: two buffers where they fit a block's static shared memory (two such blocks fit
+   * every target's SM). The tables of a block whose taps are two steps at most (the stems'
+   * 3x3 and 4x4 windows over 3 channels) are every tile's: filled once. */
+  int64_t buf = (BM + BN) * (SL + 4) * 4, tile = BN * (BM + 4) * 4, table = vec ? 0 : 2 * MMA_BK * 16;
+  int64_t NB = (2 * buf > tile ? 2 * buf : tile) + table <= cg->target->smem_block ? 2 : 1;
+  const char *kend = S > 1 ? "ke" : cg_fmt(cg, "%" PRId64, K);
+  bool fixed = !vec && S == 1 && steps <= 2, notaps = vec || fixed;
   const char *kind = !wide ? "" : split ? ", 3xTF32 (f32 accuracy)" : ", TF32";
   const char *note = cg_fmt(cg, "implicit GEMM on tensor cores: %" PRId64 " x %" PRId64 " x %" PRId64
                             " in %" PRId64 " x %" PRId64 " tiles%s%s%s%s", M, q->cout, K, BM, BN, kind,
@@ -552,18 +557,38 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
   Buf *b = &cg->src;
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_max_numel(n)));
   buf_printf(b,
-      "  typedef union alignas(16) { struct { unsigned a[%" PRId64 "][%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "][%" PRId64 "];%s } ab; "
-      "float c[%" PRId64 "][%" PRId64 "]; } gc_smem; /* A and B as 32-bit slots%s; the tile */\n"
+      "  typedef %s { struct { unsigned a[%" PRId64 "][%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "][%" PRId64 "]; } ab; "
+      "float c[%" PRId64 "][%" PRId64 "]; }%s gc_smem; /* A and B as 32-bit slots; the tile%s */\n"
       "  GC_BLOCK_SHARED(gc_smem, sm);\n",
-      NB, BM, SL + 4, NB, BN, SL + 4,
-      vec ? "" : cg_fmt(cg, " gc_vec<int, 4> tap[2][%d];", MMA_BK), BN, BM + 4,
-      vec ? "" : ", the steps' taps");
+      vec ? "union alignas(16)" : "struct alignas(16) { union", NB, BM, SL + 4, NB, BN, SL + 4, BN, BM + 4,
+      vec ? "" : cg_fmt(cg, "; gc_vec<int, 4> tap[2][%d]; }", MMA_BK), vec ? "" : "; two steps' taps");
   buf_printf(b,
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
       "  const int wm = warp %% 4 * %" PRId64 ", wn = warp / 4 * %" PRId64 ";\n"
       "  const int am = tid %% %" PRId64 ", ak = tid / %" PRId64 " * %" PRId64 ", bn = tid / %" PRId64 ", bk = tid %% %" PRId64 " * %" PRId64 ";\n"
       "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n",
       BM / 4, BN / 2, BM, BM, KPT, BPR, BPR, EPB);
+  /* tap k (k0 + tid) into sm.tap[s][tid]: its channel c and its place r in the window
+   * (channels last orders K as (kh, kw, c), NCHW as (c, kh, kw)), its offset in an image
+   * from a pixel's window corner; a tap past the block's taps a place above every image */
+  int64_t KHW = q->kh * q->kw;
+  const char *tap = v->cl ? cg_fmt(cg, "c = k %% %" PRId64 ", r = k / %" PRId64, q->c, q->c)
+                          : cg_fmt(cg, "c = k / %" PRId64 ", r = k %% %" PRId64, KHW, KHW);
+  const char *ind = fixed ? "      " : "        ";
+  const char *fill = cg_fmt(cg,
+      "%sconst int k = k0 + tid, %s, dh = r / %" PRId64 " * %" PRId64 ", dw = r %% %" PRId64 " * %" PRId64 ";\n"
+      "%ssm.tap[s][tid] = k < %s ? gc_vec<int, 4>{{%s + %s + %s, dh, dw, 0}} : gc_vec<int, 4>{{0, -(1 << 29), 0, 0}};\n",
+      ind, tap, q->kw, q->dh, q->kw, q->dw, ind, kend,
+      affine(cg, "c", q->xc, 0), affine(cg, "dh", q->xh, 0), affine(cg, "dw", q->xw, 0));
+  if (fixed)
+    buf_printf(b,
+        "  /* the taps of both steps, every tile's (by a warp) */\n"
+        "  if (tid < %d)\n"
+        "    for (int s = 0, k0 = 0; s < 2; s++, k0 += %d) {\n"
+        "%s"
+        "    }\n"
+        "  __syncthreads();\n",
+        MMA_BK, MMA_BK, fill);
   mma_tile_loop(cg, S, KS, K, MT * NT, false);
   buf_printf(b,
       "    const idx_t m0 = tile %% %" PRId64 " * %" PRId64 ";\n"
@@ -577,12 +602,7 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
       "    const %s *wr = in1 + (idx_t)(nok ? n0 + bn : 0) * %" PRId64 ";\n",
       MT, BM, MT, BN, M, q->cout, OHW, q->ow, q->sh, q->ph, q->ow, q->sw, q->pw, cg_ctype(xt),
       OHW, q->xn, cg_ctype(t), K);
-  /* tap k: its channel c and its place r in the window; channels last orders K as (kh,
-   * kw, c), NCHW as (c, kh, kw) */
-  int64_t KHW = q->kh * q->kw;
-  const char *tap = v->cl ? cg_fmt(cg, "c = k %% %" PRId64 ", r = k / %" PRId64, q->c, q->c)
-                          : cg_fmt(cg, "c = k / %" PRId64 ", r = k %% %" PRId64, KHW, KHW);
-  const char *kbeg = S > 1 ? "kb" : "0", *kend = S > 1 ? "ke" : cg_fmt(cg, "%" PRId64, K);
+  const char *kbeg = S > 1 ? "kb" : "0";
   const char *ra;
   if (vec) {
     const char *at = cg_fmt(cg, "%s + %s + %s", affine(cg, "(idx_t)c", q->xc, 0),
@@ -602,16 +622,18 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
     const char *slot = wide ? "__float_as_uint(u[j])"
                      : xt != t ? cg_fmt(cg, "gc_f2%s2(u[2 * j], u[2 * j + 1])", t == DT_BF16 ? "bf" : "h")
                      : "u[2 * j] | u[2 * j + 1] << 16";
+    if (!fixed)
+      buf_printf(b,
+          "    /* the taps k0 .. k0 + %d into table s (by a warp): each one's offset in an image from a\n"
+          "     * pixel's window corner, and its place in the window; a tap past the block's taps a\n"
+          "     * place above every image */\n"
+          "    auto taps = [&](int k0, int s) {\n"
+          "      if (tid < %d) {\n"
+          "%s"
+          "      }\n"
+          "    };\n",
+          MMA_BK - 1, MMA_BK, fill);
     buf_printf(b,
-        "    /* the taps k0 .. k0 + %d into table s (by a warp): each one's offset in an image from a\n"
-        "     * pixel's window corner, and its place in the window; a tap past the block's taps a\n"
-        "     * place above every image */\n"
-        "    auto taps = [&](int k0, int s) {\n"
-        "      if (tid < %d) {\n"
-        "        const int k = k0 + tid, %s, dh = r / %" PRId64 " * %" PRId64 ", dw = r %% %" PRId64 " * %" PRId64 ";\n"
-        "        sm.ab.tap[s][tid] = k < %s ? gc_vec<int, 4>{{%s + %s + %s, dh, dw, 0}} : gc_vec<int, 4>{{0, -(1 << 29), 0, 0}};\n"
-        "      }\n"
-        "    };\n"
         "    /* the window corner (in the padding, before the image; a row past M's above every\n"
         "     * image), which the taps' offsets are from */\n"
         "    const %s *xp = gc_keep(xb + (%s + %s));\n"
@@ -621,15 +643,13 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
         "      %s u[%" PRId64 "];\n"
         "#pragma unroll\n"
         "      for (int j = 0; j < %" PRId64 "; j++) {\n"
-        "        const gc_vec<int, 4> e = sm.ab.tap[s][ak + j];\n"
+        "        const gc_vec<int, 4> e = sm.tap[s][ak + j];\n"
         "        const int ih = ihm + e.e[1], iw = iw0 + e.e[2];\n"
         "        u[j] = (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? %s : 0;\n"
         "      }\n"
         "#pragma unroll\n"
         "      for (int j = 0; j < %" PRId64 "; j++) dst[j] = %s;\n"
         "    };\n",
-        MMA_BK - 1, MMA_BK, tap, q->kw, q->dh, q->kw, q->dw, kend,
-        affine(cg, "c", q->xc, 0), affine(cg, "dh", q->xh, 0), affine(cg, "dw", q->xw, 0),
         cg_ctype(xt), affine(cg, "ih0", q->xh, 0), affine(cg, "iw0", q->xw, 0), KPT - 1, vt, KPT, KPT, q->h, q->w, ld,
         KPT / P, slot);
     ra = "      ldxs(s, ra);\n";
@@ -678,7 +698,7 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
         "      %sstore(0);\n"
         "      __syncthreads();\n"
         "      if (%s < %s) %s;\n",
-        reg_taps(cg, vec, next, "s ^ 1"), next, kend, reg_load(cg, vec, next, "s ^ 1"));
+        reg_taps(cg, notaps, next, "s ^ 1"), next, kend, reg_load(cg, vec, next, "s ^ 1"));
   buf_printf(b,
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk += 8) { /* %s */\n"
@@ -720,12 +740,12 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
       "    };\n",
       NJ, split ? "          const unsigned lb[2] = {gc_tf32_split(fb[2 * j]), gc_tf32_split(fb[2 * j + 1])};\n" : "",
       MI, mma,
-      NB > 1 ? cg_fmt(cg, "      if (%s < %s) { store(s ^ 1); %s}\n", next, kend, reg_taps(cg, vec, after, "s")) : "");
-  if (!vec)
+      NB > 1 ? cg_fmt(cg, "      if (%s < %s) { store(s ^ 1); %s}\n", next, kend, reg_taps(cg, notaps, after, "s")) : "");
+  if (!notaps)
     buf_printf(b, "    taps(%s, 0);\n    __syncthreads();\n", kbeg);
   buf_printf(b, "    %s;\n", reg_load(cg, vec, kbeg, "0"));
   if (NB > 1)
-    buf_printf(b, "    %sstore(0);\n    __syncthreads();\n", reg_taps(cg, vec, cg_fmt(cg, "%s + %d", kbeg, MMA_BK), "1"));
+    buf_printf(b, "    %sstore(0);\n    __syncthreads();\n", reg_taps(cg, notaps, cg_fmt(cg, "%s + %d", kbeg, MMA_BK), "1"));
   buf_printf(b,
       "    for (int k0 = %s; k0 < %s; k0 += %d) {\n"
       "      step(k0, 0);\n"
