@@ -111,9 +111,9 @@ static void indent(Buf *b, int depth) {
  * BM x BN tile of the output on tensor cores with f32 accumulators, loading 32 taps of A
  * and B at a time into shared memory, the next 32 into registers while the warps
  * multiply (then into the other of two buffers, where they fit), taps that come one at a
- * time located through a table of the step's taps. Shared memory holds 32-bit slots: two taps of bf16/f16 data for
- * mma.m16n8k16, one tap of f32 data for mma.m16n8k8 on TF32; the fragments' layouts
- * then read the same slots. f32 data is rounded to TF32 as it is stored when the node
+ * time located through a table of the step's taps. Shared memory holds 32-bit slots: two
+ * taps of bf16/f16 data for mma.m16n8k16, one tap of f32 data for mma.m16n8k8 on TF32; the
+ * fragments' layouts then read the same slots. f32 data is rounded to TF32 as it is stored when the node
  * says tf32 = 1 (--precision=tf32); otherwise each value is split into a TF32 part and
  * the TF32 rounding of the rest, and three products (the two parts' cross terms and the
  * big parts', "3xTF32") make each product to within about 2^-21 of f32's. Tensor cores
