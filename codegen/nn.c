@@ -110,9 +110,10 @@ static void indent(Buf *b, int depth) {
  * weights are that matrix as stored). Nothing is unfolded in memory: a block computes a
  * BM x BN tile of the output on tensor cores with f32 accumulators, loading 32 taps of A
  * and B at a time into shared memory, the next 32 into registers while the warps
- * multiply. Shared memory holds 32-bit slots: two taps of bf16/f16 data for
- * mma.m16n8k16, one tap of f32 data for mma.m16n8k8 on TF32; the fragments' layouts
- * then read the same slots. f32 data is rounded to TF32 as it is stored when the node
+ * multiply (then into the other of two buffers, where they fit), taps that come one at a
+ * time located through a table of the step's taps. Shared memory holds 32-bit slots: two
+ * taps of bf16/f16 data for mma.m16n8k16, one tap of f32 data for mma.m16n8k8 on TF32; the
+ * fragments' layouts then read the same slots. f32 data is rounded to TF32 as it is stored when the node
  * says tf32 = 1 (--precision=tf32); otherwise each value is split into a TF32 part and
  * the TF32 rounding of the rest, and three products (the two parts' cross terms and the
  * big parts', "3xTF32") make each product to within about 2^-21 of f32's. Tensor cores
@@ -208,9 +209,14 @@ static bool conv_geom(const Node *n, const ConvView *v, ConvGeom *q) {
   DType t = y->type.dtype;
   bool sixteen = t == DT_BF16 || t == DT_F16;
   if ((!sixteen && t != DT_F32) || w->type.dtype != t ||
-      (v->src != t && (!sixteen || v->src != DT_F32)) || attr_int(n, "group") != 1)
+      (v->src != t && (!sixteen || v->src != DT_F32)) || attr_int(n, "group") != 1 ||
+      !conv_geom_fill(n, v, q))
     return false;
-  return conv_geom_fill(n, v, q);
+  /* conv_mma marks a tap or a pixel outside every image by a place 2^29 above it, and
+   * adds a window corner's offset (negative in the padding) to a tap's: both in int */
+  int64_t spanh = q->ph + q->sh * q->oh + q->dh * q->kh, spanw = q->pw + q->sw * q->ow + q->dw * q->kw;
+  return spanh < (1 << 28) && spanw < (1 << 28) &&
+         spanh * q->xh + spanw * q->xw + q->c * q->xc < INT32_MAX / 2;
 }
 
 enum {
@@ -231,7 +237,9 @@ typedef struct MmaConfig {
   int64_t bm, bn, split, stages;
 } MmaConfig;
 
-static const int64_t mma_tiles[][2] = {{128, 64}, {64, 64}, {128, 32}, {64, 32}};
+/* (the register kernel's last tile only where it loads A's taps one at a time: its rows'
+ * taps, loaded for twice the columns, cost half as much a product) */
+static const int64_t mma_tiles[][2] = {{128, 64}, {64, 64}, {128, 32}, {64, 32}, {64, 128}};
 static const int64_t async_tiles[][2] = {{128, 128}, {128, 64}, {64, 128}, {64, 64},
                                          {128, 32}, {64, 32}};
 
@@ -305,11 +313,13 @@ static MmaConfig mma_default(const Cg *cg, int64_t M, int64_t cout, int64_t K, b
  * 128 only over more than 64 rows, BN 64 over more than 32 channels and 128 over more
  * than 64) and whose stages fit, K unsplit and split to make one block an SM and to fill
  * every SM's slots, the default's tile also 2, 3, 4, 6 and 8 ways up to that last (as
- * gemm.c's tc_family); the tiles smaller than the default's only while its blocks leave
- * slots idle. Each configuration once. A short convolution, whose tiles' blocks all run
+ * gemm.c's tc_family); the tiles smaller than the default's on a side (the register
+ * kernel's: narrower or of fewer outputs) only while its blocks leave slots idle. The
+ * register kernel's 64 x 128 tile only where `taps` (it loads A's taps one at a time).
+ * Each configuration once. A short convolution, whose tiles' blocks all run
  * at once, each over at most 2 * MMA_MIN_STEPS steps of K, keeps its default alone: its
  * time is its launch and a few loads, and NVRTC's time for more kernels is not worth it. */
-static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, bool async,
+static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, bool async, bool taps,
                       MmaConfig *c) {
   int64_t sms = cg->target->sms, slots = sms * MMA_RESIDENT;
   int64_t steps = (K + (async ? ASYNC_BK : MMA_BK) - 1) / (async ? ASYNC_BK : MMA_BK);
@@ -321,14 +331,14 @@ static int mma_family(const Cg *cg, int64_t M, int64_t cout, int64_t K, bool asy
   bool idle = tiles < slots;
   const int64_t(*list)[2] = async ? async_tiles : mma_tiles;
   int nlist = async ? (int)(sizeof async_tiles / sizeof async_tiles[0])
-                    : (int)(sizeof mma_tiles / sizeof mma_tiles[0]);
+                    : (int)(sizeof mma_tiles / sizeof mma_tiles[0]) - !taps;
   for (int i = -1; i < nlist; i++) {
     /* the default's tile first (i = -1), then the others */
     int64_t bm = i < 0 ? c[0].bm : list[i][0], bn = i < 0 ? c[0].bn : list[i][1];
     int64_t stages = async ? async_stages(cg, bm, bn) : 0;
     if ((i >= 0 && bm == c[0].bm && bn == c[0].bn) || (bm > 64 && M <= 64) ||
         (bn > 32 && cout <= 32) || (bn > 64 && cout <= 64) || (async && !stages) ||
-        (!idle && (bm < c[0].bm || bn < c[0].bn)))
+        (!idle && (bn < c[0].bn || (async ? bm < c[0].bm : bm * bn < c[0].bm * c[0].bn))))
       continue;
     tiles = (M + bm - 1) / bm * ((cout + bn - 1) / bn);
     static const int64_t ways[] = {2, 3, 4, 6, 8};
@@ -482,7 +492,34 @@ static void mma_tile_loop(Cg *cg, int64_t S, int64_t KS, int64_t K, int64_t tile
                bounds ? cg_fmt(cg, "  const int kb = 0, ke = %" PRId64 ";\n", K) : "", tiles);
 }
 
-/* The kernel of configuration cf. */
+/* Whether conv_mma loads A's taps as 16-byte vectors: in channels last, K runs over (kh, kw,
+ * c), and 4 f32 or 8 16-bit channels of a pixel are one load when they are contiguous and
+ * stored in the GEMM's type t; else one at a time, through a table. */
+static bool mma_vectors(const ConvView *v, const ConvGeom *q, DType t) {
+  return v->cl && q->xc == 1 && q->c % (t == DT_F32 ? 4 : 8) == 0 && v->src == t;
+}
+
+/* conv_mma's calls of its lambdas load(k, s) (step k's taps into registers, through table
+ * s unless vec: then load(k)) and taps(k, s) (table s of step k; none when `none`: no
+ * tables, or tables filled once) */
+static const char *reg_load(Cg *cg, bool vec, const char *k, const char *s) {
+  return vec ? cg_fmt(cg, "load(%s)", k) : cg_fmt(cg, "load(%s, %s)", k, s);
+}
+
+static const char *reg_taps(Cg *cg, bool none, const char *k, const char *s) {
+  return none ? "" : cg_fmt(cg, "taps(%s, %s); ", k, s);
+}
+
+/* The kernel of configuration cf. A K step's taps come into registers while the warps
+ * multiply the step before (a thread's KPT consecutive taps of row am of A, its pixel,
+ * and EPB of row bn of B), then go to shared memory: into the other of two buffers where
+ * two fit a block's static shared memory (the target's; one barrier a step), else into
+ * the one buffer between two barriers. Taps that come one at a time (no vectors of VC
+ * channels: the stems' 3 channels, NCHW, a prologue's f32 read through its transposes)
+ * are read through a table of the step's taps in shared memory, each one's offset from a
+ * pixel's window corner and its place in the window, which a warp fills a step ahead: a
+ * tap then costs a table read, two adds, two compares and its load, where dividing out
+ * its place (or walking to it) cost some twenty instructions. */
 static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
                     const MmaConfig *cf) {
   const Value *y = n->out[0];
@@ -498,11 +535,15 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
   /* f32 on TF32: one tap a slot, rounded as stored (tf32 = 1) or split at the fragments */
   bool wide = t == DT_F32, split = wide && !attr_int(n, "tf32");
   int64_t P = wide ? 1 : 2, SL = MMA_BK / P, VC = 4 * P; /* taps a slot, slots a row, taps a vector */
-  /* channels last: K runs over (kh, kw, c), and VC channels in a row are one 16-byte load
-   * when they are contiguous and stored in the GEMM's type */
-  bool vec = v->cl && q->xc == 1 && q->c % VC == 0 && xt == t;
-  const char *bits = wide ? "__float_as_uint(%s)" : xt == t ? "%s.bits"
-                     : t == DT_BF16 ? "gc_f2bf(%s).bits" : "gc_f2h(%s).bits";
+  bool vec = mma_vectors(v, q, t);
+  /* A's and B's buffers (rows padded by 4 slots), which the tile reuses, and the tap
+   * tables: two buffers where they fit a block's static shared memory (two such blocks fit
+   * every target's SM). The tables of a block whose taps are two steps at most (the stems'
+   * 3x3 and 4x4 windows over 3 channels) are every tile's: filled once. */
+  int64_t buf = (BM + BN) * (SL + 4) * 4, tile = BN * (BM + 4) * 4, table = vec ? 0 : 2 * MMA_BK * 16;
+  int64_t NB = (2 * buf > tile ? 2 * buf : tile) + table <= cg->target->smem_block ? 2 : 1;
+  const char *kend = S > 1 ? "ke" : cg_fmt(cg, "%" PRId64, K);
+  bool fixed = !vec && S == 1 && steps <= 2, notaps = vec || fixed;
   const char *kind = !wide ? "" : split ? ", 3xTF32 (f32 accuracy)" : ", TF32";
   const char *note = cg_fmt(cg, "implicit GEMM on tensor cores: %" PRId64 " x %" PRId64 " x %" PRId64
                             " in %" PRId64 " x %" PRId64 " tiles%s%s%s%s", M, q->cout, K, BM, BN, kind,
@@ -516,16 +557,38 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
   Buf *b = &cg->src;
   buf_printf(b, "  typedef %s idx_t;\n", cg_idx_type(cg, cg_max_numel(n)));
   buf_printf(b,
-      "  typedef union alignas(16) { struct { unsigned a[%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "]; } ab; "
-      "float c[%" PRId64 "][%" PRId64 "]; } gc_smem; /* A and B as 32-bit slots; the tile */\n"
+      "  typedef %s { struct { unsigned a[%" PRId64 "][%" PRId64 "][%" PRId64 "]; unsigned b[%" PRId64 "][%" PRId64 "][%" PRId64 "]; } ab; "
+      "float c[%" PRId64 "][%" PRId64 "]; }%s gc_smem; /* A and B as 32-bit slots; the tile%s */\n"
       "  GC_BLOCK_SHARED(gc_smem, sm);\n",
-      BM, SL + 4, BN, SL + 4, BN, BM + 4);
+      vec ? "union alignas(16)" : "struct alignas(16) { union", NB, BM, SL + 4, NB, BN, SL + 4, BN, BM + 4,
+      vec ? "" : cg_fmt(cg, "; gc_vec<int, 4> tap[2][%d]; }", MMA_BK), vec ? "" : "; two steps' taps");
   buf_printf(b,
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;\n"
       "  const int wm = warp %% 4 * %" PRId64 ", wn = warp / 4 * %" PRId64 ";\n"
       "  const int am = tid %% %" PRId64 ", ak = tid / %" PRId64 " * %" PRId64 ", bn = tid / %" PRId64 ", bk = tid %% %" PRId64 " * %" PRId64 ";\n"
       "  const int lr = lane & 7, lm = lane >> 3; /* the row this lane gives ldmatrix, of matrix lm */\n",
       BM / 4, BN / 2, BM, BM, KPT, BPR, BPR, EPB);
+  /* tap k (k0 + tid) into sm.tap[s][tid]: its channel c and its place r in the window
+   * (channels last orders K as (kh, kw, c), NCHW as (c, kh, kw)), its offset in an image
+   * from a pixel's window corner; a tap past the block's taps a place above every image */
+  int64_t KHW = q->kh * q->kw;
+  const char *tap = v->cl ? cg_fmt(cg, "c = k %% %" PRId64 ", r = k / %" PRId64, q->c, q->c)
+                          : cg_fmt(cg, "c = k / %" PRId64 ", r = k %% %" PRId64, KHW, KHW);
+  const char *ind = fixed ? "      " : "        ";
+  const char *fill = cg_fmt(cg,
+      "%sconst int k = k0 + tid, %s, dh = r / %" PRId64 " * %" PRId64 ", dw = r %% %" PRId64 " * %" PRId64 ";\n"
+      "%ssm.tap[s][tid] = k < %s ? gc_vec<int, 4>{{%s + %s + %s, dh, dw, 0}} : gc_vec<int, 4>{{0, -(1 << 29), 0, 0}};\n",
+      ind, tap, q->kw, q->dh, q->kw, q->dw, ind, kend,
+      affine(cg, "c", q->xc, 0), affine(cg, "dh", q->xh, 0), affine(cg, "dw", q->xw, 0));
+  if (fixed)
+    buf_printf(b,
+        "  /* the taps of both steps, every tile's (by a warp) */\n"
+        "  if (tid < %d)\n"
+        "    for (int s = 0, k0 = 0; s < 2; s++, k0 += %d) {\n"
+        "%s"
+        "    }\n"
+        "  __syncthreads();\n",
+        MMA_BK, MMA_BK, fill);
   mma_tile_loop(cg, S, KS, K, MT * NT, false);
   buf_printf(b,
       "    const idx_t m0 = tile %% %" PRId64 " * %" PRId64 ";\n"
@@ -539,15 +602,11 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
       "    const %s *wr = in1 + (idx_t)(nok ? n0 + bn : 0) * %" PRId64 ";\n",
       MT, BM, MT, BN, M, q->cout, OHW, q->ow, q->sh, q->ph, q->ow, q->sw, q->pw, cg_ctype(xt),
       OHW, q->xn, cg_ctype(t), K);
-  /* tap k: its channel c and its place r in the window; channels last orders K as (kh,
-   * kw, c), NCHW as (c, kh, kw) */
-  int64_t KHW = q->kh * q->kw;
-  const char *tap = v->cl ? cg_fmt(cg, "c = k %% %" PRId64 ", r = k / %" PRId64, q->c, q->c)
-                          : cg_fmt(cg, "c = k / %" PRId64 ", r = k %% %" PRId64, KHW, KHW);
-  const char *at = cg_fmt(cg, "%s + %s + %s", affine(cg, "(idx_t)c", q->xc, 0),
-                          affine(cg, "ih", q->xh, 0), affine(cg, "iw", q->xw, 0));
+  const char *kbeg = S > 1 ? "kb" : "0";
   const char *ra;
   if (vec) {
+    const char *at = cg_fmt(cg, "%s + %s + %s", affine(cg, "(idx_t)c", q->xc, 0),
+                            affine(cg, "ih", q->xh, 0), affine(cg, "iw", q->xw, 0));
     buf_printf(b,
         "    /* %" PRId64 " channels of one tap (k a multiple of %" PRId64 ") as four slots, or zeros */\n"
         "    auto ldxv = [&](int k, unsigned *dst) {\n"
@@ -557,27 +616,43 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
         VC, VC, tap, q->kw, q->dh, q->kw, q->dw, at, K, q->h, q->w);
     ra = cg_fmt(cg, "#pragma unroll\n      for (int j = 0; j < %" PRId64 "; j++) ldxv(k0 + ak + %" PRId64 " * j, ra + 4 * j);\n", KPT / VC, VC);
   } else {
-    /* A thread's taps are consecutive: the first's place by division, each next one's by
-     * a step of the walk (uniform across the warp), not by dividing again. */
-    const char *step = v->cl
-        ? cg_fmt(cg, "if (++c == %" PRId64 ") { c = 0; if (++kw == %" PRId64 ") { kw = 0; kh++; } }", q->c, q->kw)
-        : cg_fmt(cg, "if (++kw == %" PRId64 ") { kw = 0; if (++kh == %" PRId64 ") { kh = 0; c++; } }", q->kw, q->kh);
+    /* the value of a tap as loaded (f32, or 16-bit bits), and a pair's or a tap's slot */
+    const char *vt = xt == t && !wide ? "unsigned" : "float";
+    const char *ld = xt == t && !wide ? "xp[e.e[0]].bits" : "xp[e.e[0]]";
+    const char *slot = wide ? "__float_as_uint(u[j])"
+                     : xt != t ? cg_fmt(cg, "gc_f2%s2(u[2 * j], u[2 * j + 1])", t == DT_BF16 ? "bf" : "h")
+                     : "u[2 * j] | u[2 * j + 1] << 16";
+    if (!fixed)
+      buf_printf(b,
+          "    /* the taps k0 .. k0 + %d into table s (by a warp): each one's offset in an image from a\n"
+          "     * pixel's window corner, and its place in the window; a tap past the block's taps a\n"
+          "     * place above every image */\n"
+          "    auto taps = [&](int k0, int s) {\n"
+          "      if (tid < %d) {\n"
+          "%s"
+          "      }\n"
+          "    };\n",
+          MMA_BK - 1, MMA_BK, fill);
     buf_printf(b,
-        "    /* taps k .. k + %" PRId64 " as slots, zeros outside the image and past K */\n"
-        "    auto ldxs = [&](int k, unsigned *dst) {\n"
-        "      int %s, kh = r / %" PRId64 ", kw = r %% %" PRId64 ";\n"
+        "    /* the window corner (in the padding, before the image; a row past M's above every\n"
+        "     * image), which the taps' offsets are from */\n"
+        "    const %s *xp = gc_keep(xb + (%s + %s));\n"
+        "    const int ihm = mok ? ih0 : -(1 << 29);\n"
+        "    /* this thread's taps of table s (ak .. ak + %" PRId64 ") as slots, zeros outside the image and past K */\n"
+        "    auto ldxs = [&](int s, unsigned *dst) {\n"
+        "      %s u[%" PRId64 "];\n"
         "#pragma unroll\n"
         "      for (int j = 0; j < %" PRId64 "; j++) {\n"
-        "        const int ih = ih0 + kh * %" PRId64 ", iw = iw0 + kw * %" PRId64 ";\n"
-        "        const unsigned u = mok && k + j < %" PRId64 " && (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? (unsigned)%s : 0u;\n"
-        "        %s\n"
-        "        %s\n"
+        "        const gc_vec<int, 4> e = sm.tap[s][ak + j];\n"
+        "        const int ih = ihm + e.e[1], iw = iw0 + e.e[2];\n"
+        "        u[j] = (unsigned)ih < %" PRId64 "u && (unsigned)iw < %" PRId64 "u ? %s : 0;\n"
         "      }\n"
+        "#pragma unroll\n"
+        "      for (int j = 0; j < %" PRId64 "; j++) dst[j] = %s;\n"
         "    };\n",
-        KPT - 1, tap, q->kw, q->kw, KPT, q->dh, q->dw, K, q->h, q->w,
-        cg_fmt(cg, bits, cg_fmt(cg, "xb[%s]", at)),
-        wide ? "dst[j] = u;" : "if (j & 1) dst[j >> 1] |= u << 16; else dst[j >> 1] = u;", step);
-    ra = "      ldxs(k0 + ak, ra);\n";
+        cg_ctype(xt), affine(cg, "ih0", q->xh, 0), affine(cg, "iw0", q->xw, 0), KPT - 1, vt, KPT, KPT, q->h, q->w, ld,
+        KPT / P, slot);
+    ra = "      ldxs(s, ra);\n";
   }
   /* a weight row's EPB taps as 16-byte (or 8-byte) vectors when K keeps them aligned */
   int64_t BW = EPB / P < 4 ? EPB / P : 4; /* slots a vector */
@@ -589,35 +664,53 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
                                      "gc_load_slots<%" PRId64 ">(rb + %" PRId64 " * j, wr, k, nok && k < %" PRId64 ");\n",
                                  EPB / P / BW, BW * P, BW, BW, K)
                         : load_slots(cg, "rb", "ldw", "k0 + bk", EPB / P, wide);
-  const char *kbeg = S > 1 ? "kb" : "0", *kend = S > 1 ? "ke" : cg_fmt(cg, "%" PRId64, K);
+  /* load(k0, s): step k0's taps into registers (s: the table of its taps); store(sb): the
+   * registers into buffer sb; taps(k0, s) fills a table */
+  const char *cur = NB > 1 ? "s" : "0";
   buf_printf(b,
       "    unsigned ra[%" PRId64 "], rb[%" PRId64 "];\n"
-      "    auto load = [&](int k0) {\n"
+      "    auto load = [&](int k0%s) {\n"
       "%s"
       "#pragma unroll\n"
       "%s"
       "    };\n"
-      "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n"
-      "    load(%s);\n"
-      "    for (int k0 = %s; k0 < %s; k0 += %d) {\n"
+      "    auto store = [&](int sb) {\n"
       "%s"
       "%s"
-      "      __syncthreads();\n"
-      "      if (k0 + %d < %s) load(k0 + %d);\n"
+      "    };\n"
+      "    float acc[%" PRId64 "][%" PRId64 "][4] = {};\n",
+      KPT / P, EPB / P, vec ? "" : ", int s", ra, rb,
+      store_slots(cg, "sm.ab.a[sb][am]", wide ? "ak" : "ak / 2", "ra", KPT / P, wide && !split),
+      store_slots(cg, "sm.ab.b[sb][bn]", wide ? "bk" : "bk / 2", "rb", EPB / P, wide && !split),
+      MI, NJ);
+  const char *next = cg_fmt(cg, "k0 + %d", MMA_BK), *after = cg_fmt(cg, "k0 + %d", 2 * MMA_BK);
+  /* step(k0, s): the products of step k0 (its taps in buffer s, its parity), the next
+   * step's taps loaded meanwhile; two steps a turn of the loop, so that s is a constant
+   * in each (the buffers' addresses too) */
+  if (NB > 1) /* step k0 + 1's registers go to the other buffer after step k0's products */
+    buf_printf(b,
+        "    auto step = [&](int k0, int s) {\n"
+        "      if (%s < %s) %s;\n",
+        next, kend, reg_load(cg, vec, next, "s ^ 1"));
+  else
+    buf_printf(b,
+        "    auto step = [&](int k0, int s) {\n"
+        "      %sstore(0);\n"
+        "      __syncthreads();\n"
+        "      if (%s < %s) %s;\n",
+        reg_taps(cg, notaps, next, "s ^ 1"), next, kend, reg_load(cg, vec, next, "s ^ 1"));
+  buf_printf(b,
       "#pragma unroll\n"
       "      for (int kk = 0; kk < %" PRId64 "; kk += 8) { /* %s */\n"
       "        /* the fragments by ldmatrix: A's 16 rows as (rows, slots) +(0, 0) +(8, 0) +(0, 4)\n"
       "         * +(8, 4), two of B's 8 columns as +(0, 0) +(0, 4) +(8, 0) +(8, 4) */\n"
       "        unsigned fa[%" PRId64 "][4], fb[%" PRId64 " * 2]; /* B's column j: fb + 2 * j */\n"
       "#pragma unroll\n"
-      "        for (int i = 0; i < %" PRId64 "; i++) gc_ldsm4(fa[i], &sm.ab.a[wm + i * 16 + lr + (lm & 1) * 8][kk + (lm >> 1) * 4]);\n"
+      "        for (int i = 0; i < %" PRId64 "; i++) gc_ldsm4(fa[i], &sm.ab.a[%s][wm + i * 16 + lr + (lm & 1) * 8][kk + (lm >> 1) * 4]);\n"
       "#pragma unroll\n"
-      "        for (int j = 0; j < %" PRId64 "; j += 2) gc_ldsm4(fb + 2 * j, &sm.ab.b[wn + j * 8 + lr + (lm >> 1) * 8][kk + (lm & 1) * 4]);\n",
-      KPT / P, EPB / P, ra, rb, MI, NJ, kbeg, kbeg, kend, MMA_BK,
-      store_slots(cg, "sm.ab.a[am]", wide ? "ak" : "ak / 2", "ra", KPT / P, wide && !split),
-      store_slots(cg, "sm.ab.b[bn]", wide ? "bk" : "bk / 2", "rb", EPB / P, wide && !split),
-      MMA_BK, kend, MMA_BK, SL,
-      wide ? "8 taps, one mma.m16n8k8" : "16 taps as 8 pairs, one mma.m16n8k16", MI, NJ, MI, NJ);
+      "        for (int j = 0; j < %" PRId64 "; j += 2) gc_ldsm4(fb + 2 * j, &sm.ab.b[%s][wn + j * 8 + lr + (lm >> 1) * 8][kk + (lm & 1) * 4]);\n",
+      SL, wide ? "8 taps, one mma.m16n8k8" : "16 taps as 8 pairs, one mma.m16n8k16", MI, NJ, MI,
+      cur, NJ, cur);
   if (split)
     buf_printf(b,
         "        /* each value as its TF32 rounding (in place) and the rest's (B's a column at a time) */\n"
@@ -642,10 +735,23 @@ static int conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom *q,
       "          for (int i = 0; i < %" PRId64 "; i++) %s\n"
       "        }\n"
       "      }\n"
+      "%s"
       "      __syncthreads();\n"
-      "    }\n",
+      "    };\n",
       NJ, split ? "          const unsigned lb[2] = {gc_tf32_split(fb[2 * j]), gc_tf32_split(fb[2 * j + 1])};\n" : "",
-      MI, mma);
+      MI, mma,
+      NB > 1 ? cg_fmt(cg, "      if (%s < %s) { store(s ^ 1); %s}\n", next, kend, reg_taps(cg, notaps, after, "s")) : "");
+  if (!notaps)
+    buf_printf(b, "    taps(%s, 0);\n    __syncthreads();\n", kbeg);
+  buf_printf(b, "    %s;\n", reg_load(cg, vec, kbeg, "0"));
+  if (NB > 1)
+    buf_printf(b, "    %sstore(0);\n    __syncthreads();\n", reg_taps(cg, notaps, cg_fmt(cg, "%s + %d", kbeg, MMA_BK), "1"));
+  buf_printf(b,
+      "    for (int k0 = %s; k0 < %s; k0 += %d) {\n"
+      "      step(k0, 0);\n"
+      "      if (%s < %s) step(%s, 1);\n"
+      "    }\n",
+      kbeg, kend, 2 * MMA_BK, next, kend, next);
   return conv_mma_epilogue(cg, n, v, q, cf, name, MI, NJ);
 }
 
@@ -791,7 +897,7 @@ static int gen_conv_mma(Cg *cg, const Node *n, const ConvView *v, const ConvGeom
   /* (a target whose shared memory holds no two stages of the smallest tile keeps the
    * register kernel) */
   bool async = async_fits(cg, v, q, n->out[0]->type.dtype) && async_stages(cg, 64, 32);
-  int nc = mma_family(cg, M, q->cout, K, async, c);
+  int nc = mma_family(cg, M, q->cout, K, async, !async && !mma_vectors(v, q, n->out[0]->type.dtype), c);
   nc = nc < cg->variants ? nc : cg->variants;
   if (nc == 1)
     return async ? conv_mma_async(cg, n, v, q, &c[0]) : conv_mma(cg, n, v, q, &c[0]);

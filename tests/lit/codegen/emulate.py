@@ -297,6 +297,8 @@ static void gc_ldsm4(unsigned *r, const void *p) {
   for (int i = 0; i < 4; i++) memcpy(&r[i], (const unsigned char *)gc_ldsm_row[w][8 * i + l / 4] + 4 * (l % 4), 4);
   gc_warp_bars[w]->arrive_and_wait();
 }
+// the compiler barrier is the identity
+template <class T> static inline const T *gc_keep(const T *p) { return p; }
 // ex2.approx.ftz: subnormal results flushed to zero
 static inline float gc_ex2(float x) { const float r = exp2f(x); return r < 0x1p-126f ? 0.f : r; }
 // ldmatrix.x4.trans: two 16-bit elements of a column of each matrix
@@ -1343,6 +1345,35 @@ def cases():
         # a pair at a time
         ("bf16_attention_tc_two_row_fragments", {"q": f(2, 300, 64) / 4, "k": f(2, 64, 200), "v": f(2, 200, 64)},
          "%s = matmul(%q, %k)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)"),
+        # the register kernel's taps through a table, two buffers: a stem (an f32 NCHW image
+        # of 3 channels cast and transposed as loaded, 7x7 stride 2: K = 147 in 5 steps, 264
+        # pixels and 70 channels in partial tiles, a bias and a ReLU), in the tiles of a
+        # GPU of one SM and of the default one;
+        # a 1-d convolution over 80 f32 channels read through its transpose (Whisper's
+        # first, K = 240 in 8 steps), a GELU; bf16 of 12 channels read as stored (pairs of
+        # 16-bit values), strided and dilated
+        ("bf16_conv_stem_prologue", {"x": f(2, 3, 23, 21), "w": f(70, 7, 7, 3), "b": f(70)},
+         "%t = transpose(%x) {perm = [0, 2, 3, 1]}\n"
+         "%c = conv(%t, %w, %b) {strides = [2, 2], pads = [3, 3, 3, 3], channels_last = 1}\n%y = relu(%c)",
+         1e-5, ["--sms=1"]),
+        ("fp16_conv_stem_prologue", {"x": f(2, 3, 23, 21), "w": f(70, 7, 7, 3), "b": f(70)},
+         "%t = transpose(%x) {perm = [0, 2, 3, 1]}\n"
+         "%c = conv(%t, %w, %b) {strides = [2, 2], pads = [3, 3, 3, 3], channels_last = 1}\n%y = relu(%c)"),
+        ("fp16_conv_1d_prologue", {"x": f(2, 80, 50), "w": f(40, 3, 80), "b": f(40)},
+         "%t = transpose(%x) {perm = [0, 2, 1]}\n%c = conv(%t, %w, %b) {pads = [1, 1], channels_last = 1}\n%y = gelu(%c)"),
+        ("bf16_conv_channels_odd_pair", {"x": f(2, 9, 10, 5), "w": f(12, 3, 3, 5), "v": f(20, 3, 3, 12)},
+         "%c = conv(%x, %w) {pads = [1, 1, 1, 1], channels_last = 1}\n%r = relu(%c)\n"
+         "%y = conv(%r, %v) {strides = [2, 1], dilations = [1, 2], pads = [1, 2, 1, 2], channels_last = 1}"),
+        # f32 (3xTF32) in tiles of 128 x 64, whose two buffers would pass a block's static
+        # shared memory: one buffer between two barriers, the taps through the table
+        ("conv_3xtf32_stem_one_buffer", {"x": f(2, 3, 11, 10), "w": f(40, 3, 3, 3), "b": f(40)},
+         "%y = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}", 1e-5, ["--sms=1"]),
+        # the register kernel's 64 x 128 tile beside the others (taps one at a time, 136
+        # channels: a partial column tile), in bf16 through the cast and in 3xTF32
+        ("bf16_conv_wide_n_variants", {"x": f(2, 20, 9, 8), "w": f(136, 20, 3, 3), "b": f(136)},
+         "%c = conv(%x, %w, %b) {pads = [1, 1, 1, 1]}\n%y = relu(%c)", 1e-5, ["--sms=1"]),
+        ("conv_3xtf32_wide_n_variants", {"x": f(2, 5, 9, 8), "w": f(136, 5, 3, 3)},
+         "%y = conv(%x, %w) {pads = [1, 1, 1, 1]}", 1e-5, ["--sms=1"]),
     ]
 
 
