@@ -32,8 +32,8 @@ there):
         cache flush lets the host run ahead;
   - gpucc's compile time (`gpucc model.onnx -o model.so`, cold with an empty
     GPUCC_CACHE_DIR, then warm with the same one) and create time (gpucc_model_create,
-    cold with an empty GPUCC_CACHE_DIR for the runtime's cached choices, then warm, then
-    with timing off: GPUCC_TUNE=0), and
+    cold with an empty GPUCC_CACHE_DIR for the runtime's cached choices, then the median
+    of 5 warm loads and of 5 with timing off, GPUCC_TUNE=0, taken in turn), and
     torch.compile's (its first three calls);
   - model FLOPs (torch.utils.flop_counter: matmuls, convolutions, attention) over gpucc's
     GPU time as a share of the GPU's dense GEMM rate in that precision, measured in the
@@ -90,6 +90,8 @@ ZOO = ["resnet50", "mobilenetv2", "vit_b_16", "efficientnet_b0", "convnext_tiny"
 EXPORTS = {"ts17": (False, 17, True), "ts13": (False, 13, True), "ts11": (False, 11, True),
            "ts17-nofold": (False, 17, False), "dynamo": (True, 18, True)}
 PRECISIONS = ["bf16", "fp32", "tf32", "fp16"]
+# warm and untuned loads per row (create times are their medians)
+CREATES = 5
 DEVICE = "cuda"  # a name, so a test of the script's own logic can run it on the CPU
 
 
@@ -623,21 +625,29 @@ def measure_gpucc(args, work, how, precision, gpu_in, want):
         m, row["create_cold_s"] = so.create(0)
         so.lib.gpucc_model_destroy(m)
         m = None
-        m, row["create_warm_s"] = so.create(0)
-        # and with timing off (GPUCC_TUNE=0, read at create): what a warm load should match
-        so.lib.gpucc_model_destroy(m)
-        m = None
+        # warm loads (decisions from the cache) and loads with timing off (GPUCC_TUNE=0,
+        # read at create), what a warm load should match: the median of CREATES of each,
+        # taken in turn, since one create of tens of ms moves by several
+        warm, untuned = [], []
         tune = os.environ.get("GPUCC_TUNE")
-        os.environ["GPUCC_TUNE"] = "0"
         try:
-            m, row["create_untuned_s"] = so.create(0)
+            for _ in range(CREATES):
+                for env, times in ((tune, warm), ("0", untuned)):
+                    if env is None:
+                        os.environ.pop("GPUCC_TUNE", None)
+                    else:
+                        os.environ["GPUCC_TUNE"] = env
+                    m, t = so.create(0)
+                    times.append(t)
+                    so.lib.gpucc_model_destroy(m)
+                    m = None
         finally:
             if tune is None:
-                del os.environ["GPUCC_TUNE"]
+                os.environ.pop("GPUCC_TUNE", None)
             else:
                 os.environ["GPUCC_TUNE"] = tune
-        so.lib.gpucc_model_destroy(m)
-        m = None
+        row["create_warm_s"] = statistics.median(warm)
+        row["create_untuned_s"] = statistics.median(untuned)
         m, _ = so.create(0)
         row["gpucc_kernels"] = so.lib.gpucc_model_kernels(m)
         run = GpuccRunner(so, m, gpu_in)
