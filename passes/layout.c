@@ -25,6 +25,8 @@
  * cluster in one launch (codegen/nn.c). That rule was measured against cuBLASLt's f32
  * GEMMs, which run on CUDA cores and with few rows split K into a second kernel; f32
  * GEMMs now run on gpucc's own kernel (below), and the rule has not been measured again.
+ * A patch convolution (kernel = stride, ViT's and ConvNeXt's stems) on the image becomes
+ * a GEMM too, over its patches: one transpose of the image (patch_conv).
  * f64 graphs keep their layout: their convolutions are direct kernels either way.
  *
  * Last, every f32 linear layer of f32 accuracy gets its weights stored [N, K]
@@ -367,13 +369,92 @@ static bool weights_nk(DType t, bool tf32, int64_t K) {
   return t == DT_F32 && !tf32 && K > 0 && K % 4 == 0;
 }
 
+/* Whether n is a patch convolution read through the transpose that moved its input to
+ * channels last (the image, at a network's edge: ViT's and ConvNeXt's stems): a kernel
+ * as large as its stride, no padding or dilation, one group, constant weights, each
+ * spatial dim a whole number of patches. Its implicit GEMM would read the source with
+ * the channels, K's innermost taps, far apart: each tap a load of its own, neighbouring
+ * pixels a patch apart. But its patches [N, OH, OW, KH * KW * C] are a permutation of
+ * its input, one transpose of the source (with the cast before it, one kernel), and
+ * then it is a GEMM of K = KH * KW * C over rows of whole patches. */
+static bool patch_conv(const Node *n) {
+  if (n->op != OP_CONV || !attr_int(n, "channels_last") || attr_int(n, "group") != 1 ||
+      n->in[1]->kind != VK_CONST || !shape_is_static(&n->in[0]->type.shape))
+    return false;
+  const Value *x = n->in[0];
+  const Tensor *w = n->in[1]->data;
+  int r = x->type.shape.rank, k = r - 2;
+  if (k < 1 || 2 + 2 * k > IR_MAX_RANK || x->kind != VK_NODE || x->def->op != OP_TRANSPOSE)
+    return false;
+  int64_t first[IR_MAX_RANK], last[IR_MAX_RANK];
+  channels_last_perms(r, first, last);
+  int len;
+  const int64_t *perm = attr_ints(x->def, "perm", &len);
+  if (!perm || len != r || memcmp(perm, last, (size_t)r * sizeof *perm))
+    return false;
+  int ls, lp, ld;
+  const int64_t *st = attr_ints(n, "strides", &ls), *pads = attr_ints(n, "pads", &lp),
+                *dil = attr_ints(n, "dilations", &ld);
+  if (!st || ls != k)
+    return false;
+  for (int j = 0; j < k; j++) {
+    int64_t kj = w->dims[1 + j], xj = x->type.shape.dims[1 + j].n;
+    if (st[j] != kj || kj < 1 || xj % kj || (dil && ld == k && dil[j] != 1))
+      return false;
+  }
+  for (int j = 0; pads && j < lp; j++)
+    if (pads[j])
+      return false;
+  return true;
+}
+
+/* The patches of patch_conv n, [N, O1, ..., Ok, K1 * ... * Kk * C], from the transpose's
+ * source [N, C, S1, ..., Sk]: split into [N, C, O1, K1, ..., Ok, Kk], the patch's dims
+ * moved after the pixel's, then rows of K. NULL with the diagnostic set. */
+static Value *patches(Layout *L, Node *n) {
+  Value *src = n->in[0]->def->in[0];
+  const Tensor *w = n->in[1]->data;
+  const Shape *xs = &src->type.shape;
+  int k = xs->rank - 2;
+  int64_t split[IR_MAX_RANK], perm[IR_MAX_RANK], rows[IR_MAX_RANK], kk = xs->dims[1].n;
+  split[0] = rows[0] = xs->dims[0].n;
+  split[1] = kk;
+  perm[0] = 0;
+  perm[1 + 2 * k] = 1;
+  for (int j = 0; j < k; j++) {
+    int64_t kj = w->dims[1 + j], oj = xs->dims[2 + j].n / kj;
+    split[2 + 2 * j] = rows[1 + j] = oj;
+    split[3 + 2 * j] = kj;
+    perm[1 + j] = 2 + 2 * j;     /* the pixel's dims, */
+    perm[1 + k + j] = 3 + 2 * j; /* then the patch's, then the channels */
+    kk *= kj;
+  }
+  rows[1 + k] = kk;
+  Diag *d = L->ctx->diag;
+  Attr a = attr_make_ints("shape", split, 2 + 2 * k);
+  Value *v = pass_edit_insert_before(&L->e, n, OP_RESHAPE, &src, 1, &a, 1, n->out[0]->name,
+                                     "patch", d);
+  if (v) {
+    a = attr_make_ints("perm", perm, 2 + 2 * k);
+    v = pass_edit_insert_before(&L->e, n, OP_TRANSPOSE, &v, 1, &a, 1, n->out[0]->name,
+                                "patches", d);
+  }
+  if (v) {
+    a = attr_make_ints("shape", rows, 2 + k);
+    v = pass_edit_insert_before(&L->e, n, OP_RESHAPE, &v, 1, &a, 1, n->out[0]->name, "rows", d);
+  }
+  return v;
+}
+
 /* A GEMM convolution as matmul(x, w^T) + bias: [N, H, W, C] @ [C, M], or with the
- * weights as stored, [M, C] (transpose_b = 1), where weights_nk wants them so. The fuse
- * pass gives the matmul its bias, residual and ReLU as epilogues. */
-static int conv_as_gemm(Layout *L, Node *n) {
+ * weights as stored, [M, C] (transpose_b = 1), where weights_nk wants them so; x its
+ * input or, for a patch convolution, its patches [N, OH, OW, K] (w as stored is then
+ * the [M, K] of K = KH * KW * C). The fuse pass gives the matmul its bias, residual and
+ * ReLU as epilogues. */
+static int conv_as_gemm(Layout *L, Node *n, Value *x) {
   Graph *g = L->g;
   const Tensor *w = n->in[1]->data;
-  int64_t m = w->dims[0], c = w->dims[w->rank - 1], perm[2] = {1, 0};
+  int64_t m = w->dims[0], c = tensor_numel(w) / (m ? m : 1), perm[2] = {1, 0};
   bool tf32 = attr_int(n, "tf32") != 0, nk = weights_nk(w->dtype, tf32, c);
   Value *wg = pass_made_get(&L->gemm[nk], n->in[1]);
   if (!wg) {
@@ -385,7 +466,7 @@ static int conv_as_gemm(Layout *L, Node *n) {
       tensor_permute(&rows, perm, t);
     wg = pass_made_put(&L->gemm[nk], n->in[1], pass_add_const(g, n->in[1]->name, "gemm", t));
   }
-  Value *in[2] = {n->in[0], wg};
+  Value *in[2] = {x, wg};
   Attr attrs[2];
   int na = 0;
   if (tf32)
@@ -467,22 +548,27 @@ static int channels_last(Layout *L, char *note, size_t size) {
     if (rc || (changed && pass_dce.run(g, ctx)))
       return -1;
   }
-  int left = 0, gemms = 0;
+  int left = 0, gemms = 0, npatch = 0;
   pass_edit_begin(&L->e, g);
   for (int i = 0; i < L->e.norig && !rc; i++) {
     Node *n = g->nodes[i];
     left += n->op == OP_TRANSPOSE;
     if (gemm_conv(n) && gemm_epilogue_fits(L, n->out[0])) {
-      rc = conv_as_gemm(L, n);
+      rc = conv_as_gemm(L, n, n->in[0]);
       gemms++;
+    } else if (patch_conv(n)) {
+      Value *x = patches(L, n);
+      rc = x ? conv_as_gemm(L, n, x) : -1;
+      npatch++;
     }
   }
   pass_edit_end(&L->e);
-  if (rc)
+  if (rc || (npatch && pass_dce.run(g, ctx))) /* the transposes the patches replaced */
     return -1;
   ctx->changes += converted;
   snprintf(note, size, "%d convolutions and pools in channels last, %d of them 1x1 "
-           "convolutions as GEMMs; %d transposes left; ", converted, gemms, left);
+           "convolutions and %d patch convolutions as GEMMs; %d transposes left; ",
+           converted, gemms, npatch, left);
   return 0;
 }
 
