@@ -510,7 +510,10 @@ def append_row(path, row):
 def environment():
     import torch
     try:
-        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+        # "-dirty" when the tree differs from HEAD: a copy of a working tree whose
+        # commits its .git does not have reads as its old HEAD otherwise
+        commit = subprocess.run(["git", "-C", REPO, "describe", "--always", "--abbrev=7",
+                                 "--dirty"],
                                 capture_output=True, text=True).stdout.strip() or None
     except OSError:
         commit = None
