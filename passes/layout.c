@@ -588,6 +588,7 @@ static int run_layout(Graph *g, PassContext *ctx) {
 const Pass pass_layout = {
     .name = "layout",
     .summary = "run convolutions and pools in channels last (NHWC), the transposes between "
-               "them cancelled, 1x1 convolutions as GEMMs; f32 linear layers' weights as [N, K]",
+               "them cancelled, 1x1 and patch convolutions as GEMMs; f32 linear layers' "
+               "weights as [N, K]",
     .run = run_layout,
 };
