@@ -94,7 +94,6 @@ struct gc_fiber {
   jmp_buf at;      // where it waits
   gc_dim3 block, thread;
   gc_barrier *block_bar;
-  size_t shared_stride;
   bool started, done;
 };
 enum { GC_STACK = 256 << 10 };
@@ -104,10 +103,8 @@ static size_t gc_cur;
 static jmp_buf gc_sched;
 static const function<void()> *gc_kernel;
 static gc_barrier *gc_block_bar;
-static size_t gc_shared_stride;
 static void gc_yield() {
   gc_fiber &f = gc_fibers[gc_cur];
-  f.shared_stride = gc_shared_stride;
   if (!_setjmp(f.at)) _longjmp(gc_sched, 1);
 }
 struct gc_barrier {
@@ -133,11 +130,26 @@ static inline unsigned gc_rank() { return blockIdx.x % gc_cluster_size; }
 static inline int gc_warp() { return (int)(gc_rank() * (blockDim.x >> 5) + (threadIdx.x >> 5)); }
 static unsigned char gc_slot[GC_MAX_WARPS][32][16];
 static inline void __syncthreads() { gc_block_bar->arrive_and_wait(); }
-// a kernel's shared memory, a copy per block of a cluster; rank r's copy of p
-template <class T> T &gc_block_shared(T *all) { gc_shared_stride = sizeof(T); return all[gc_rank()]; }
+// a kernel's shared memory, a copy per block of a cluster, each declaration an array of
+// its own (a kernel may declare several); rank r's copy of p: p moved by r - rank copies
+// of the array p lies in
+struct gc_shared_array { char *base; size_t copy; };
+static vector<gc_shared_array> gc_shared_arrays;
+template <class T> T &gc_block_shared(T *all) {
+  bool known = false;
+  for (const gc_shared_array &a : gc_shared_arrays) known = known || a.base == (char *)all;
+  if (!known) gc_shared_arrays.push_back({(char *)all, sizeof(T)});
+  return all[gc_rank()];
+}
 #define GC_BLOCK_SHARED(T, name) static T name##_blocks[GC_MAX_CLUSTER]; T &name = gc_block_shared(name##_blocks)
 #define GC_DYN_SHARED(T, name) GC_BLOCK_SHARED(T, name)
-template <class T> T *gc_cluster_map(T *p, unsigned r) { return (T *)((char *)p + ((long)r - (long)gc_rank()) * (long)gc_shared_stride); }
+template <class T> T *gc_cluster_map(T *p, unsigned r) {
+  char *c = (char *)p;
+  for (const gc_shared_array &a : gc_shared_arrays)
+    if (c >= a.base && c < a.base + GC_MAX_CLUSTER * a.copy)
+      return (T *)(c + ((long)r - (long)gc_rank()) * (long)a.copy);
+  abort();  // no block's shared memory
+}
 static inline void gc_cluster_sync() { gc_cluster_bar->arrive_and_wait(); }
 template <class T> T gc_exchange(T v, int src) {
   int w = gc_warp(), l = threadIdx.x & 31;
@@ -203,7 +215,6 @@ static void gc_launch(unsigned cluster, unsigned threads, const function<void()>
         blockIdx = f.block;
         threadIdx = f.thread;
         gc_block_bar = f.block_bar;
-        gc_shared_stride = f.shared_stride;
         if (!_setjmp(gc_sched)) {
           if (f.started) _longjmp(f.at, 1);
           f.started = true;
