@@ -43,7 +43,11 @@ Exports: --exports picks how each model reaches ONNX: ts17 (the TorchScript expo
 opset 17, the default), ts13, ts11, ts17-nofold (do_constant_folding=False: BatchNorm
 left unfolded) and dynamo (torch.onnx.export(dynamo=True), opset 18). Below opset 14
 attention is written out (export.math_attention), as older exporters did. With several
-exports, PyTorch is measured once per model, batch and precision and gpucc per export.
+exports, PyTorch is measured once per model, batch and precision and gpucc per export,
+and the table compares each model's exports (GPU time and kernels against the best).
+--gpucc-only skips PyTorch's eager and torch.compile timings (its fp32 answer, for the
+errors, stays): gpucc's rows across exports and precisions, without torch.compile's
+compile (4 to 18 s a model and precision in the zoo) and the baselines' timing.
 
 --counts-only needs no GPU: it exports each model each way and runs `gpucc --emit=plan -v`
 (passes, codegen and memory plan, no NVRTC) for the planned launches, or with --nvrtc
@@ -55,7 +59,7 @@ batch, precision and export): docs/perf.md keeps them.
 
 usage: bench.py --gpucc build/gpucc [--models M,...] [--batches 1,32]
                 [--precisions bf16,fp32] [--exports ts17,...] [--work DIR]
-                [--results FILE.jsonl] [--resume] [--deadline S] [--iters N]
+                [--results FILE.jsonl] [--resume] [--deadline S] [--iters N] [--gpucc-only]
                 [--gpu-timer own|triton] [--counts-only [--nvrtc]] [--table]
 """
 import argparse
@@ -522,6 +526,32 @@ def environment():
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
+def time_torch(args, m, targs, timer, base):
+    """PyTorch's eager and torch.compile (reduce-overhead) timings of m into base."""
+    import torch
+    run_eager = lambda: m(*targs)  # noqa: E731
+    base["eager_call_ms"] = call_ms(run_eager, args.iters)
+    base["eager_kernels"] = torch_kernels(run_eager)
+    base["eager_gpu_ms"], info = timer(run_eager, base["eager_kernels"])
+    base["eager_retimed"] = info.get("groups_retimed", 0)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(m, mode="reduce-overhead")
+        t0 = time.monotonic()
+        for _ in range(3):
+            compiled(*targs)
+        torch.cuda.synchronize()
+        base["compile_s"] = time.monotonic() - t0
+        run_compiled = lambda: compiled(*targs)  # noqa: E731
+        base["compile_call_ms"] = call_ms(run_compiled, args.iters)
+        base["compile_gpu_ms"], info = timer(run_compiled, 8)
+        base["compile_retimed"] = info.get("groups_retimed", 0)
+    except Exception as e:
+        base["compile_error"] = short_error(e)
+    compiled = None
+    torch._dynamo.reset()
+
+
 def measure_model(args, name, batch, todo, timer, env):
     """Measures the (precision, export) pairs of todo for one model and batch; appends a
     row for each."""
@@ -565,32 +595,14 @@ def measure_model(args, name, batch, todo, timer, env):
         m = copy.deepcopy(model).to(dtype)
         targs = [t.to(dtype) if t.dtype.is_floating_point else t for t in args_fp32]
         with torch.no_grad():
-            run_eager = lambda: m(*targs)  # noqa: E731
-            base["torch_rel_err"] = rel_err(as_list(run_eager()), want)
-            base["eager_call_ms"] = call_ms(run_eager, args.iters)
-            base["eager_kernels"] = torch_kernels(run_eager)
-            base["eager_gpu_ms"], info = timer(run_eager, base["eager_kernels"])
-            base["eager_retimed"] = info.get("groups_retimed", 0)
-            torch._dynamo.reset()
-            try:
-                compiled = torch.compile(m, mode="reduce-overhead")
-                t0 = time.monotonic()
-                for _ in range(3):
-                    compiled(*targs)
-                torch.cuda.synchronize()
-                base["compile_s"] = time.monotonic() - t0
-                run_compiled = lambda: compiled(*targs)  # noqa: E731
-                base["compile_call_ms"] = call_ms(run_compiled, args.iters)
-                base["compile_gpu_ms"], info = timer(run_compiled, 8)
-                base["compile_retimed"] = info.get("groups_retimed", 0)
-            except Exception as e:
-                base["compile_error"] = short_error(e)
-            compiled = None
-            torch._dynamo.reset()
+            base["torch_rel_err"] = rel_err(as_list(m(*targs)), want)
+            if not args.gpucc_only:
+                time_torch(args, m, targs, timer, base)
         torch.cuda.empty_cache()
-        log("%s b%d %s: eager %.3f ms, torch.compile %s ms (GPU time)" % (
-            name, batch, precision, base["eager_gpu_ms"],
-            "%.3f" % base["compile_gpu_ms"] if "compile_gpu_ms" in base else "-"))
+        if not args.gpucc_only:
+            log("%s b%d %s: eager %.3f ms, torch.compile %s ms (GPU time)" % (
+                name, batch, precision, base["eager_gpu_ms"],
+                "%.3f" % base["compile_gpu_ms"] if "compile_gpu_ms" in base else "-"))
 
         for how in [e for p, e in todo if p == precision]:
             row = dict(base, export=how)
@@ -874,6 +886,32 @@ def table(args):
             n = sum(1 for r in rs if r.get("gpucc_gpu_ms") and r.get("compile_gpu_ms"))
             out.append("- batch %d, %s: %s; %s (%d of %d models)" % (
                 b, p, fmt(gpu, "%.2f"), fmt(call, "%.2f"), n, len(rs)))
+        by_export = {}
+        for r in measured:
+            if r.get("gpucc_gpu_ms") and not r.get("error"):
+                by_export.setdefault((r["batch"], r["precision"], r["model"], r.get("mini")),
+                                     {})[r.get("export", "ts17")] = r
+        by_export = {k: v for k, v in by_export.items() if len(v) > 1}
+        if by_export:
+            exports = [e for e in EXPORTS if any(e in v for v in by_export.values())]
+            out.append("")
+            out.append("gpucc by export: GPU ms (kernels), and the slowest export's time and "
+                       "the most kernels over the best export's:")
+            out.append("")
+            out.append("| model | batch | precision | " + " | ".join(exports) +
+                       " | slowest / fastest | most / fewest kernels |")
+            out.append("|" + "---|" * (5 + len(exports)))
+            for k in sorted(by_export, key=lambda k: order(next(iter(by_export[k].values())))):
+                v = by_export[k]
+                t = [r["gpucc_gpu_ms"] for r in v.values()]
+                n = [r["gpucc_kernels"] for r in v.values() if r.get("gpucc_kernels")]
+                out.append("| %s | %d | %s | %s | %s | %s |" % (
+                    shown(next(iter(v.values()))), k[0], k[1],
+                    " | ".join("%s (%s)" % (fmt(v[e]["gpucc_gpu_ms"]),
+                                            fmt(v[e].get("gpucc_kernels"), "%d"))
+                               if e in v else "" for e in exports),
+                    fmt(max(t) / min(t), "%.2f"),
+                    fmt(max(n) / min(n) if n else None, "%.2f")))
         out.append("")
         out.append("| model | batch | precision | export | gpucc compile s cold / warm | "
                    "create ms cold / warm / untuned | warm / untuned | torch.compile s | "
@@ -966,6 +1004,9 @@ def main():
     ap.add_argument("--deadline", type=float, default=0,
                     help="start nothing new after this many seconds (0: no limit)")
     ap.add_argument("--gpu-timer", choices=["own", "triton"], default="own")
+    ap.add_argument("--gpucc-only", action="store_true",
+                    help="no eager or torch.compile timings (PyTorch's fp32 answer still): "
+                         "gpucc's rows across exports and precisions")
     ap.add_argument("--counts-only", action="store_true",
                     help="no GPU: kernel launches (or gpucc's error) per export")
     ap.add_argument("--nvrtc", action="store_true",
