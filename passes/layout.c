@@ -372,11 +372,12 @@ static bool weights_nk(DType t, bool tf32, int64_t K) {
 /* Whether n is a patch convolution read through the transpose that moved its input to
  * channels last (the image, at a network's edge: ViT's and ConvNeXt's stems): a kernel
  * as large as its stride, no padding or dilation, one group, constant weights, each
- * spatial dim a whole number of patches. Its implicit GEMM would read the source with
- * the channels, K's innermost taps, far apart: each tap a load of its own, neighbouring
- * pixels a patch apart. But its patches [N, OH, OW, KH * KW * C] are a permutation of
- * its input, one transpose of the source (with the cast before it, one kernel), and
- * then it is a GEMM of K = KH * KW * C over rows of whole patches. */
+ * spatial dim a whole number of patches, the kernel larger than 1x1 (whose patches are
+ * its input, read in place). Its implicit GEMM would read the source with the channels,
+ * K's innermost taps, far apart: each tap a load of its own, neighbouring pixels a patch
+ * apart. But its patches [N, OH, OW, KH * KW * C] are a permutation of its input, one
+ * transpose of the source (with the cast before it, one kernel), and then it is a GEMM
+ * of K = KH * KW * C over rows of whole patches. */
 static bool patch_conv(const Node *n) {
   if (n->op != OP_CONV || !attr_int(n, "channels_last") || attr_int(n, "group") != 1 ||
       n->in[1]->kind != VK_CONST || !shape_is_static(&n->in[0]->type.shape))
@@ -397,11 +398,15 @@ static bool patch_conv(const Node *n) {
                 *dil = attr_ints(n, "dilations", &ld);
   if (!st || ls != k)
     return false;
+  bool window = false; /* a 1x1 kernel's patches are its input: its kernel reads them */
   for (int j = 0; j < k; j++) {
     int64_t kj = w->dims[1 + j], xj = x->type.shape.dims[1 + j].n;
     if (st[j] != kj || kj < 1 || xj % kj || (dil && ld == k && dil[j] != 1))
       return false;
+    window = window || kj > 1;
   }
+  if (!window)
+    return false;
   for (int j = 0; pads && j < lp; j++)
     if (pads[j])
       return false;
