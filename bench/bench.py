@@ -516,8 +516,9 @@ def environment():
     try:
         # "-dirty" when the tree differs from HEAD: a copy of a working tree whose
         # commits its .git does not have reads as its old HEAD otherwise
-        commit = subprocess.run(["git", "-C", REPO, "describe", "--always", "--abbrev=7",
-                                 "--dirty"],
+        # (no optional locks: the index's refresh would lock out a commit meanwhile)
+        commit = subprocess.run(["git", "--no-optional-locks", "-C", REPO, "describe",
+                                 "--always", "--abbrev=7", "--dirty"],
                                 capture_output=True, text=True).stdout.strip() or None
     except OSError:
         commit = None
