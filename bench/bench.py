@@ -46,8 +46,10 @@ attention is written out (export.math_attention), as older exporters did. With s
 exports, PyTorch is measured once per model, batch and precision and gpucc per export,
 and the table compares each model's exports (GPU time and kernels against the best).
 --gpucc-only skips PyTorch's eager and torch.compile timings (its fp32 answer, for the
-errors, stays): gpucc's rows across exports and precisions, without torch.compile's
-compile (4 to 18 s a model and precision in the zoo) and the baselines' timing.
+errors, stays) and compiles each export once, with an NVRTC cache the model's exports
+and precisions share: gpucc's rows across exports and precisions, without
+torch.compile's compile (4 to 18 s a model and precision in the zoo), the baselines'
+timing or gpucc's compile times.
 
 --counts-only needs no GPU: it exports each model each way and runs `gpucc --emit=plan -v`
 (passes, codegen and memory plan, no NVRTC) for the planned launches, or with --nvrtc
@@ -195,20 +197,27 @@ def planned_kernels(report):
 
 def compile_so(args, onnx_path, so, precision, work):
     """Compiles cold (an empty GPUCC_CACHE_DIR) and warm (the same one): a dict of the
-    row's compile fields; 'error' when gpucc failed."""
-    cache = os.path.join(work, "cache-" + os.path.basename(so)[:-3])
-    shutil.rmtree(cache, ignore_errors=True)
-    os.makedirs(cache)
+    row's compile fields; 'error' when gpucc failed. With --gpucc-only, once, with a
+    cache the model's exports and precisions share (their kernels are mostly the same),
+    and no compile times."""
+    shared = args.gpucc_only
+    cache = os.path.join(work, "cache-shared" if shared else "cache-" + os.path.basename(so)[:-3])
+    if not shared:
+        shutil.rmtree(cache, ignore_errors=True)
+    os.makedirs(cache, exist_ok=True)
     argv = [onnx_path, "-o", so, "-v", "--precision=" + precision]
     ok, cold, text = gpucc(args, argv, cache)
     if not ok:
         return {"error": "gpucc: " + gpucc_error(text)}
-    ok, warm, text = gpucc(args, argv, cache)
-    if not ok:
-        return {"error": "gpucc (warm): " + gpucc_error(text)}
+    if not shared:
+        ok, warm, text = gpucc(args, argv, cache)
+        if not ok:
+            return {"error": "gpucc (warm): " + gpucc_error(text)}
     m = re.search(r"(\d+) kernel launches", text)
-    return {"gpucc_compile_cold_s": cold, "gpucc_compile_warm_s": warm,
-            "gpucc_planned": int(m.group(1)) if m else None}
+    row = {"gpucc_planned": int(m.group(1)) if m else None}
+    if not shared:
+        row.update(gpucc_compile_cold_s=cold, gpucc_compile_warm_s=warm)
+    return row
 
 
 # ---------------------------------------------------------------------- model.so through its C API
