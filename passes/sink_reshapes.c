@@ -14,7 +14,12 @@
  * [S, B, E] before its attention's input projection) moves below the GEMM that reads it
  * and its bias add the same way, matmul(transpose(x), W) = transpose(matmul(x, W)): the
  * attention after them reads the GEMM's output through the transpose as a view
- * (passes/fuse.c), so the transpose costs no kernel. */
+ * (passes/fuse.c), so the transpose costs no kernel.
+ *
+ * A reshape that splits a batched matmul's batch back into heads (attention as a 3-D
+ * bmm over [B*H, S, D]) moves into the matmul's operands (unflatten), so the mask and
+ * the softmax between the two matmuls and the matmuls themselves share one shape, which
+ * makes them one attention. */
 #include "passes/passes-impl.h"
 
 #include <stdlib.h>
@@ -95,6 +100,60 @@ static int through_matmul(Edit *e, Node *t, bool *gone, Diag *d) {
   return drop(e, t, gone);
 }
 
+/* r = reshape(y), y = matmul(a, b) of batched operands whose batch dims are y's (none
+ * broadcast), r keeping y's last two dims and splitting the batch into more dims (heads
+ * flattened into the batch for a 3-D bmm, BART's and DeBERTa's attention, and split
+ * again after it): r = matmul(reshape(a), reshape(b)), each operand's batch reshaped to
+ * r's, so the matmul works on the unflattened heads the nodes around it use (the
+ * attention's softmax and mask: passes/fuse.c). The reshapes are views; an operand
+ * flattened from those heads by a reshape read nowhere else is that reshape's input.
+ * 1: moved, 0: not, -1: error. */
+static int unflatten(Edit *e, Node *r, bool *gone, Diag *d) {
+  Value *y = r->in[0], *x = r->out[0];
+  if (y->kind != VK_NODE || node_fuse_group(r))
+    return 0;
+  Node *m = y->def;
+  const Shape *ys = &y->type.shape, *xs = &x->type.shape;
+  int ry = ys->rank, rx = xs->rank;
+  if (!pass_plain_matmul(m) || node_fuse_group(m) || only_user(e, y) != r || ry < 3 ||
+      rx <= ry || !shape_is_static(ys) || !shape_is_static(xs) ||
+      !dim_eq(ys->dims[ry - 1], xs->dims[rx - 1]) || !dim_eq(ys->dims[ry - 2], xs->dims[rx - 2]))
+    return 0;
+  Value *in[2];
+  Node *src[2];
+  for (int k = 0; k < 2; k++) {
+    Value *o = m->in[k];
+    const Shape *os = &o->type.shape;
+    if (os->rank != ry || !shape_is_static(os))
+      return 0;
+    for (int j = 0; j < ry - 2; j++)
+      if (!dim_eq(os->dims[j], ys->dims[j]))
+        return 0;
+    Type t = o->type;
+    t.shape = *xs;
+    t.shape.dims[rx - 2] = os->dims[ry - 2];
+    t.shape.dims[rx - 1] = os->dims[ry - 1];
+    int64_t shape[IR_MAX_RANK];
+    if (!pass_reshape_attr(o, &t, shape))
+      return 0;
+    src[k] = NULL;
+    if (o->kind == VK_NODE && o->def->op == OP_RESHAPE && only_user(e, o) == m &&
+        pass_same_shape(&o->def->in[0]->type.shape, &t.shape))
+      src[k] = o->def; /* a flattening reshape: the operand is its input */
+    Attr a = attr_make_ints("shape", shape, rx);
+    if (src[k])
+      in[k] = src[k]->in[0];
+    else if (!(in[k] = pass_edit_insert_before(e, r, OP_RESHAPE, &o, 1, &a, 1, o->name, "heads",
+                                               d)))
+      return -1;
+  }
+  pass_edit_rewrite(e, r, OP_MATMUL, in, 2, m->attrs, m->nattr);
+  for (int k = 0; k < 2; k++)
+    if (src[k] && (k == 0 || src[1] != src[0]))
+      drop(e, src[k], gone);
+  return drop(e, m, gone);
+}
+
 /* Moves reshape (or row-moving transpose) r below its user, if it may. 1: moved, 0: not,
  * -1: error. */
 static int sink(Edit *e, Node *r, bool *gone, Diag *d) {
@@ -162,6 +221,8 @@ static int run_sink_reshapes(Graph *g, PassContext *ctx) {
       rc = sink(&e, r, gone, ctx->diag);
       if (rc == 0 && r->op == OP_TRANSPOSE)
         rc = through_matmul(&e, r, gone, ctx->diag);
+      if (rc == 0 && r->op == OP_RESHAPE)
+        rc = unflatten(&e, r, gone, ctx->diag);
       if (rc > 0) {
         moved++;
         again = true;
@@ -188,7 +249,8 @@ const Pass pass_sink_reshapes = {
     .name = "sink_reshapes",
     .summary = "a reshape after a linear layer's GEMM moves below the add or gelu that "
                "reads it, so the GEMM's epilogue can take them; a transpose of rows before "
-               "a GEMM moves below it and its bias",
+               "a GEMM moves below it and its bias; a reshape that splits a batched "
+               "matmul's batch into heads moves into its operands",
     .run = run_sink_reshapes,
     .fusion = true,
 };
