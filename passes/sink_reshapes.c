@@ -16,10 +16,15 @@
  * attention after them reads the GEMM's output through the transpose as a view
  * (passes/fuse.c), so the transpose costs no kernel.
  *
- * A reshape that splits a batched matmul's batch back into heads (attention as a 3-D
- * bmm over [B*H, S, D]) moves into the matmul's operands (unflatten), so the mask and
- * the softmax between the two matmuls and the matmuls themselves share one shape, which
- * makes them one attention. */
+ * Reshapes that only regroup the batch dims (the last two kept) move out of the region
+ * between an attention's two matmuls, so the matmuls, the mask and the softmax share one
+ * shape, which makes them one attention (passes/fuse.c): a split moves up, into a
+ * matmul's operands (unflatten: attention as a 3-D bmm over [B*H, S, D], DeBERTa's and
+ * BART's) or above a pointwise node (hoist_split: Swin's scores reshaped to [B, windows,
+ * H, N, N] for the windows' mask); a merge moves down, below a softmax or a matmul that
+ * reads a computed value through it (lower_merge: the same mask, merged back for the
+ * softmax). Splits only go up and merges only down, so the moves end; a reshape of a
+ * reshape becomes one, or none where it gives back its source's shape (compose). */
 #include "passes/passes-impl.h"
 
 #include <stdlib.h>
@@ -154,6 +159,168 @@ static int unflatten(Edit *e, Node *r, bool *gone, Diag *d) {
   return drop(e, m, gone);
 }
 
+/* r = reshape(y), y = reshape(w) read by r alone: r reads w (one reshape), or, where r
+ * gives back w's shape and is no graph output, r's readers read w (none). Keeps the pairs
+ * the moves below leave (a merge moved below a matmul, then the split that followed the
+ * matmul) from hiding the nodes on either side from each other. 1: done, 0: not. */
+static int compose(Edit *e, Node *r, bool *gone) {
+  Value *y = r->in[0];
+  if (r->op != OP_RESHAPE || y->kind != VK_NODE || y->def->op != OP_RESHAPE ||
+      node_fuse_group(r) || node_fuse_group(y->def) || only_user(e, y) != r)
+    return 0;
+  Node *q = y->def;
+  Value *w = q->in[0];
+  if (pass_same_shape(&w->type.shape, &r->out[0]->type.shape) && shape_is_static(&w->type.shape) &&
+      !pass_edit_is_output(e, r->out[0])) {
+    pass_edit_replace_uses(e, r->out[0], w);
+    drop(e, q, gone);
+    return drop(e, r, gone);
+  }
+  pass_edit_set_input(e, r, 0, w);
+  return drop(e, q, gone);
+}
+
+/* How many last dims reshape r keeps as they are, when it only regroups the batch: both
+ * shapes static, of rank 3 or more, the last two dims kept; 0 otherwise. */
+static int regroup_suffix(const Node *r) {
+  if (r->op != OP_RESHAPE)
+    return 0;
+  const Shape *a = &r->in[0]->type.shape, *b = &r->out[0]->type.shape;
+  if (a->rank < 3 || b->rank < 3 || !shape_is_static(a) || !shape_is_static(b))
+    return 0;
+  int n = 0;
+  while (n < a->rank && n < b->rank && a->dims[a->rank - 1 - n].n == b->dims[b->rank - 1 - n].n)
+    n++;
+  return n >= 2 ? n : 0;
+}
+
+/* Operand v of a node whose batch r's regrouping moves onto v: v reshaped to `to` (a new
+ * reshape before `before`), or the input of v's own reshape read by `user` alone when
+ * that input is of `to`'s shape already (*src: that reshape, which goes). NULL: error. */
+static Value *regrouped(Edit *e, Value *v, const Shape *to, Node *user, Node *before,
+                        Node **src, Diag *d) {
+  *src = NULL;
+  if (v->kind == VK_NODE && v->def->op == OP_RESHAPE && only_user(e, v) == user &&
+      pass_same_shape(&v->def->in[0]->type.shape, to)) {
+    *src = v->def;
+    return v->def->in[0];
+  }
+  int64_t shape[IR_MAX_RANK];
+  for (int j = 0; j < to->rank; j++)
+    shape[j] = to->dims[j].n;
+  Attr a = attr_make_ints("shape", shape, to->rank);
+  return pass_edit_insert_before(e, before, OP_RESHAPE, &v, 1, &a, 1, v->name, "heads", d);
+}
+
+/* r = reshape(z) splitting z's batch into more dims (regroup_suffix), z a pointwise node
+ * read by r alone: z's op on its inputs regrouped alike, an input of z's shape reshaped to
+ * r's, one that spans only the kept last dims (leading 1s) as it is. The split moves up,
+ * towards the matmul it may unflatten (Swin's shifted windows: the scores plus their
+ * position bias, reshaped to [B, windows, H, N, N] for the mask). 1: moved, 0: not, -1:
+ * error. */
+static int hoist_split(Edit *e, Node *r, bool *gone, Diag *d) {
+  Value *x = r->in[0];
+  int keep = regroup_suffix(r);
+  if (!keep || x->kind != VK_NODE || node_fuse_group(r) ||
+      r->out[0]->type.shape.rank <= x->type.shape.rank)
+    return 0;
+  Node *z = x->def;
+  if (!(op_info[z->op].flags & OPF_POINTWISE) || z->nout != 1 || node_fuse_group(z) ||
+      only_user(e, x) != r || z->nin > 8 || from_gemm(x))
+    return 0; /* (a linear layer's adds: sink moves its reshapes the other way) */
+  const Shape *to = &r->out[0]->type.shape;
+  bool full[8];
+  for (int k = 0; k < z->nin; k++) {
+    const Value *u = z->in[k];
+    const Shape *us = &u->type.shape;
+    full[k] = u && pass_same_shape(us, &x->type.shape);
+    if (!u || full[k])
+      continue;
+    if (!shape_is_static(us) || us->rank > x->type.shape.rank)
+      return 0;
+    for (int j = 0; j < us->rank - keep; j++)
+      if (us->dims[j].n != 1)
+        return 0;
+  }
+  Value *in[8];
+  Node *src[8];
+  for (int k = 0; k < z->nin; k++) {
+    src[k] = NULL;
+    in[k] = z->in[k];
+    if (full[k] && !(in[k] = regrouped(e, z->in[k], to, z, r, &src[k], d)))
+      return -1;
+  }
+  pass_edit_rewrite(e, r, z->op, in, z->nin, z->attrs, z->nattr);
+  for (int k = 0; k < z->nin; k++) {
+    bool dup = false;
+    for (int j = 0; j < k; j++)
+      dup = dup || src[j] == src[k];
+    if (src[k] && !dup)
+      drop(e, src[k], gone);
+  }
+  return drop(e, z, gone);
+}
+
+/* r = reshape(x) merging x's batch dims (regroup_suffix), read only by a softmax along the
+ * last dim or by a batched matmul: the softmax or the matmul works on x's batch instead
+ * (the matmul's other operand regrouped alike, its batch dims r's), and the merge moves
+ * below it, away from the attention it would split. 1: moved, 0: not, -1: error. */
+static int lower_merge(Edit *e, Node *r, bool *gone, Diag *d) {
+  Value *x = r->in[0], *y = r->out[0];
+  int keep = regroup_suffix(r);
+  Node *u = only_user(e, y);
+  if (!keep || !u || node_fuse_group(r) || node_fuse_group(u) || u->nout != 1 ||
+      y->type.shape.rank >= x->type.shape.rank)
+    return 0;
+  const Shape *xs = &x->type.shape, *ys = &y->type.shape;
+  Value *in[2] = {x, NULL};
+  Node *src = NULL;
+  int nin = 1;
+  Attr attrs[1];
+  const Attr *at = u->attrs;
+  int nat = u->nattr;
+  if (u->op == OP_SOFTMAX) {
+    int64_t axis = attr_int(u, "axis");
+    if (axis != -1 && axis != ys->rank - 1)
+      return 0;
+    attrs[0] = attr_make_int("axis", -1);
+    at = attrs;
+    nat = 1;
+  } else if (pass_plain_matmul(u) && x->kind == VK_NODE &&
+             (x->def->op == OP_SOFTMAX || (op_info[x->def->op].flags & OPF_POINTWISE))) {
+    /* (a computed operand; a view's merge stays, read through strides: GQA's repeat) */
+    int k = u->in[0] == y ? 0 : 1;
+    Value *o = u->in[1 - k];
+    const Shape *os = &o->type.shape;
+    if (u->in[k] != y || o == y || os->rank != ys->rank || !shape_is_static(os))
+      return 0;
+    for (int j = 0; j < ys->rank - 2; j++)
+      if (os->dims[j].n != ys->dims[j].n)
+        return 0;
+    Shape to = *xs;
+    to.dims[xs->rank - 2] = os->dims[os->rank - 2];
+    to.dims[xs->rank - 1] = os->dims[os->rank - 1];
+    in[k] = x;
+    if (!(in[1 - k] = regrouped(e, o, &to, u, u, &src, d)))
+      return -1;
+    nin = 2;
+  } else {
+    return 0;
+  }
+  Value *pre = pass_edit_insert_before(e, u, u->op, in, nin, at, nat, u->out[0]->name, "pre", d);
+  if (!pre)
+    return -1;
+  int64_t shape[IR_MAX_RANK];
+  const Shape *us = &u->out[0]->type.shape;
+  for (int j = 0; j < us->rank; j++)
+    shape[j] = us->dims[j].n;
+  Attr a = attr_make_ints("shape", shape, us->rank);
+  pass_edit_rewrite(e, u, OP_RESHAPE, &pre, 1, &a, 1);
+  if (src)
+    drop(e, src, gone);
+  return drop(e, r, gone);
+}
+
 /* Moves reshape (or row-moving transpose) r below its user, if it may. 1: moved, 0: not,
  * -1: error. */
 static int sink(Edit *e, Node *r, bool *gone, Diag *d) {
@@ -218,11 +385,17 @@ static int run_sink_reshapes(Graph *g, PassContext *ctx) {
       Node *r = g->nodes[i];
       if (gone[r->id] || (r->op != OP_RESHAPE && r->op != OP_TRANSPOSE))
         continue;
-      rc = sink(&e, r, gone, ctx->diag);
+      rc = compose(&e, r, gone);
+      if (rc == 0)
+        rc = sink(&e, r, gone, ctx->diag);
       if (rc == 0 && r->op == OP_TRANSPOSE)
         rc = through_matmul(&e, r, gone, ctx->diag);
       if (rc == 0 && r->op == OP_RESHAPE)
         rc = unflatten(&e, r, gone, ctx->diag);
+      if (rc == 0 && r->op == OP_RESHAPE)
+        rc = hoist_split(&e, r, gone, ctx->diag);
+      if (rc == 0 && r->op == OP_RESHAPE)
+        rc = lower_merge(&e, r, gone, ctx->diag);
       if (rc > 0) {
         moved++;
         again = true;
@@ -249,8 +422,8 @@ const Pass pass_sink_reshapes = {
     .name = "sink_reshapes",
     .summary = "a reshape after a linear layer's GEMM moves below the add or gelu that "
                "reads it, so the GEMM's epilogue can take them; a transpose of rows before "
-               "a GEMM moves below it and its bias; a reshape that splits a batched "
-               "matmul's batch into heads moves into its operands",
+               "a GEMM moves below it and its bias; reshapes that regroup the batch move "
+               "out of an attention (splits up, merges down)",
     .run = run_sink_reshapes,
     .fusion = true,
 };

@@ -486,7 +486,8 @@ def precompile_host(tmp):
 def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5, flags=()):
     """(ok, message) for the graph of the statements (lines) over the given inputs; the
     last statement's results are the outputs, or a last line "return %a, %b" names them. A case whose name starts with "fused_" runs
-    the fuse pass, so its nodes become one kernel ("fused_simplify_": simplify first).
+    the fuse pass, so its nodes become one kernel ("fused_simplify_": simplify first,
+    "fused_sink_": sink_reshapes first).
     flags: more options for the compile (--sms N: the shapes of a larger GPU's work)."""
     d = os.path.join(tmp, name)
     os.makedirs(d, exist_ok=True)
@@ -501,6 +502,7 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5, flags=()):
     outs = [o.strip()[1:] for o in lhs.split(",")]
     lowered = name.split("_")[0] if name.startswith(("bf16_", "fp16_", "tf32_")) else None
     passes = ("--passes=simplify,fuse" if name.startswith("fused_simplify_")
+              else "--passes=sink_reshapes,fuse" if name.startswith("fused_sink_")
               else "--passes=fuse" if name.startswith("fused_") else "--passes=")
     ref = ["--passes="]
     if lowered:
@@ -1184,6 +1186,24 @@ def cases():
          "%v4 = reshape(%v) {shape = [37, 2, 3, 8]}\n%v5 = transpose(%v4) {perm = [1, 2, 0, 3]}\n%vt = reshape(%v5) {shape = [6, 37, 8]}\n"
          "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
          "%y = transpose(%o) {perm = [1, 0, 2]}"),
+        # Swin's shifted windows: the scores of [B*W, H, N, N] plus their position bias,
+        # reshaped to [B, W, H, N, N] for the windows' mask and back for the softmax;
+        # sink_reshapes moves the split up into the first matmul and the merge below the
+        # second, and the attention computes [B, W, H, ...] with both chains at coordinates
+        (case("fused_sink_attention_windows"), {"q": f(4, 2, 16, 8), "k": f(4, 2, 8, 16), "v": f(4, 2, 16, 8),
+                                               "pb": f(1, 2, 16, 16), "m": f(1, 2, 1, 16, 16)},
+         "%s = matmul(%q, %k)\n%sb = add(%s, %pb)\n%s5 = reshape(%sb) {shape = [2, 2, 2, 16, 16]}\n"
+         "%sm = add(%s5, %m)\n%s4 = reshape(%sm) {shape = [4, 2, 16, 16]}\n"
+         "%p = softmax(%s4) {axis = -1}\n%y = matmul(%p, %v)"),
+        # DeBERTa's: heads flattened into the batch for 3-D bmms, the scores split back
+        # for the mask and the probabilities flattened again
+        (case("fused_sink_attention_flat_heads"), {"q": f(2, 3, 16, 8), "k": f(2, 3, 8, 16), "v": f(2, 3, 16, 8),
+                                                  "keep": rng.random((2, 1, 1, 16)) < 0.8,
+                                                  "big": np.float32(-1e9)},
+         "%q3 = reshape(%q) {shape = [6, 16, 8]}\n%k3 = reshape(%k) {shape = [6, 8, 16]}\n"
+         "%s3 = matmul(%q3, %k3)\n%s = reshape(%s3) {shape = [2, 3, 16, 16]}\n%w = where(%keep, %s, %big)\n"
+         "%p = softmax(%w) {axis = -1}\n%p3 = reshape(%p) {shape = [6, 16, 16]}\n"
+         "%v3 = reshape(%v) {shape = [6, 16, 8]}\n%o3 = matmul(%p3, %v3)\n%y = reshape(%o3) {shape = [2, 3, 16, 8]}"),
         # torchvision's chain as exported, at batch 2, from the QKV GEMM's [B, S, 3E]
         # output (the transpose to [S, B, 3E] sunk below the GEMM): simplify splits the
         # heads from the batch, and the attention reads all of it through one view
