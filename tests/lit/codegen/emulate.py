@@ -37,6 +37,11 @@ max|v| by the probabilities' rounding and as much by the reference's, so atol is
 every product's inputs to 10-bit mantissas where the reference computes exactly: rtol
 2^-9 and atol 2^-9 of the root mean square, about five standard deviations of that error.
 
+A kernel may take a constant as a parameter (a scalar in an attention's chain): the
+constants a case writes as literals are loaded like inputs (in bf16_ and fp16_ cases also
+as the precision pass converts them), and a kernel that reads a buffer that is no input,
+no such constant and no earlier kernel's output fails its case instead of reading zeros.
+
 Each case draws its random inputs from a generator of its own, seeded by the crc32 of its
 name (`case("name")`, the first thing its entry evaluates; the inputs shared by several
 cases likewise by their own names, `seed(...)`): its data depends only on its name and
@@ -50,6 +55,7 @@ Kth), so no one test runs for long and the shards share the cores.
 
 import argparse
 import concurrent.futures
+import json
 import os
 import re
 import subprocess
@@ -427,10 +433,19 @@ def host_main(d, src, inputs, outs, expect, aliases=None):
     lines = ["int main() {"]
     sizes = {}
     kernels = []
+    written = set(inputs)
     for ins, outv, (cluster, threads), kernel in launches(src):
         names = []
-        for seg in (ins, outv):
+        for out, seg in enumerate((ins, outv)):
             for name, dt, dims in VALUE.findall(seg):
+                key = base(name.replace(".", "_dot_"))
+                if not out and key not in written:
+                    # a constant the kernel takes as a parameter: main() has no bytes for
+                    # it, and a buffer of zeros would pass for its value
+                    raise ValueError(f"%{name} is read by {kernel} but is no input and no "
+                                     "earlier kernel writes it (a constant? give it as an input)")
+                if out:
+                    written.add(key)
                 n = 1
                 for x in dims.replace(" ", "").split(","):
                     n *= int(x) if x else 1
@@ -481,6 +496,38 @@ def precompile_host(tmp):
     r = subprocess.run(CXX + ["-x", "c++-header", "-o", header + ".gch", header],
                        capture_output=True, text=True)
     return r.returncode == 0, r.stderr[:4000]
+
+
+CONST = re.compile(r"^%([\w.]+) = const (\w+)\[([0-9, ]*)\] ([-0-9.e\[\], ]+)$")
+
+
+def literal_consts(stmt, lowered):
+    """The constants the case writes as literals ("%c = const f32[] 0.5"), by buffer name,
+    for the kernels that take a constant as a parameter: each as declared and, in a
+    bf16_ or fp16_ case, as the precision pass converts it ("c.bf16": rounded to nearest
+    even, a finite value beyond the type's range saturating)."""
+    out = {}
+    for line in stmt.splitlines():
+        m = CONST.match(line.strip())
+        kind = {"f32": np.float32, "i64": np.int64, "i32": np.int32}.get(m.group(2)) if m else None
+        if not kind:
+            continue
+        shape = [int(x) for x in m.group(3).replace(" ", "").split(",") if x]
+        try:
+            a = np.array(json.loads(m.group(4)), dtype=np.float64).astype(kind).reshape(shape)
+        except ValueError:
+            continue
+        key = m.group(1).replace(".", "_dot_")
+        out[key] = a
+        if kind is np.float32 and lowered == "bf16":
+            b = a.reshape(-1).view(np.uint32).astype(np.uint64)
+            r = ((b + 0x7fff + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+            big = ((r & 0x7fff) == 0x7f80) & np.isfinite(a.reshape(-1))
+            r[big] = (r[big] & 0x8000) | 0x7f7f
+            out[key + "_dot_bf16"] = r.reshape(shape)
+        elif kind is np.float32 and lowered == "fp16":
+            out[key + "_dot_f16"] = np.clip(a, -65504, 65504).astype(np.float16)
+    return out
 
 
 def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5, flags=()):
@@ -536,9 +583,14 @@ def run_case(gpucc, tmp, name, inputs, stmt, atol=1e-5, flags=()):
     if name.startswith("fused_") and len(set(VARIANT.sub(r"\1", k) for k in kernels)) != 1:
         return False, "the fuse pass left more than one kernel"
     cpp = os.path.join(d, "k.cpp")
+    try:
+        main = host_main(d, src, dict(literal_consts(stmt, lowered), **inputs), outs, expect,
+                         aliases)
+    except ValueError as e:
+        return False, str(e)
     with open(cpp, "w") as f:
         f.write(f'#include "{HOST_HEADER}"\n' + host_preamble(src) + HOST16 +
-                src[first_kernel(src):] + "\n" + host_main(d, src, inputs, outs, expect, aliases))
+                src[first_kernel(src):] + "\n" + main)
     exe = os.path.join(d, "k")
     r = subprocess.run(CXX + ["-I", tmp, "-o", exe, cpp], capture_output=True, text=True)
     if r.returncode:
