@@ -371,7 +371,10 @@ static int sink(Edit *e, Node *r, bool *gone, Diag *d) {
  * are looked at the next round; the nodes moved below their user go then too). */
 static int run_sink_reshapes(Graph *g, PassContext *ctx) {
   int moved = 0, rc = 0;
-  for (bool again = true; again && !rc;) {
+  /* each move takes a reshape past one node, in one direction for its kind; the bound
+   * only guards against a graph where that would not end (every round leaves a valid one) */
+  bool again = true;
+  for (int round = 0; again && !rc && round < 256; round++) {
     again = false;
     Edit e;
     pass_edit_begin(&e, g);
