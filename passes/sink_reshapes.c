@@ -232,10 +232,10 @@ static int hoist_split(Edit *e, Node *r, bool *gone, Diag *d) {
   bool full[8];
   for (int k = 0; k < z->nin; k++) {
     const Value *u = z->in[k];
-    const Shape *us = &u->type.shape;
-    full[k] = u && pass_same_shape(us, &x->type.shape);
+    full[k] = u && pass_same_shape(&u->type.shape, &x->type.shape);
     if (!u || full[k])
       continue;
+    const Shape *us = &u->type.shape;
     if (!shape_is_static(us) || us->rank > x->type.shape.rank)
       return 0;
     for (int j = 0; j < us->rank - keep; j++)
