@@ -8,13 +8,13 @@
  *   maybe transpose(O)      the group's output
  *
  * with A, B and V read from the buffers they were cut out of (the group's layout nodes
- * become strides, its scalar multiplies a scale applied as each element is loaded; GQA's
- * repeat of K and V, an expand merged into the heads, a batch dim whose index is divided
- * by the repeat: query head h reads kv head h / rep, and nothing writes the copies). The
- * SQ x SK matrix never reaches global memory. Every value a node would store (a scaled
- * operand, a score, a probability, the output) is rounded to its type where the node
- * would round it; the math is f32, the sums in the reference's order up to the order of
- * additions. Two kernels:
+ * become strides, its multiplies and divisions by scalars scales applied as each element
+ * is loaded; GQA's repeat of K and V, an expand merged into the heads, a batch dim whose
+ * index is divided by the repeat: query head h reads kv head h / rep, and nothing writes
+ * the copies). The SQ x SK matrix never reaches global memory. Every value a node would
+ * store (a scaled operand, a score, a probability, the output) is rounded to its type
+ * where the node would round it; the math is f32, the sums in the reference's order up to
+ * the order of additions. Two kernels:
  *
  * - 16-bit operands (bf16, f16; head sizes a multiple of 16, up to 128) run on tensor
  *   cores (mma.m16n8k16, f32 accumulators). A block of 8 warps owns up to 128 query rows,
@@ -82,7 +82,8 @@ enum {
  * GroupOperand, its scales as literals). */
 typedef struct Operand {
   View view;
-  const char *scale[GROUP_MAX_SCALES]; /* f32 literals multiplying each element, in order */
+  const char *scale[GROUP_MAX_SCALES]; /* f32 literals applied to each element, in order */
+  const char *op[GROUP_MAX_SCALES];    /* "*" or "/": multiplying or dividing by scale[i] */
   int nscale;
 } Operand;
 
@@ -96,6 +97,7 @@ static void operand(Cg *cg, const GroupOperand *g, Operand *o) {
   o->view = g->view;
   for (int i = 0; i < g->nscale; i++) {
     const Value *c = g->scale[i];
+    o->op[o->nscale] = g->divide[i] ? "/" : "*";
     o->scale[o->nscale++] = cg_lit(cg, dtype_load_f64(c->type.dtype, c->data->data), DOM_F32);
   }
 }
@@ -112,13 +114,13 @@ static const char *batch_term(Cg *cg, const View *o, int k, int nb, const char *
   return cg_fmt(cg, "%s * %" PRId64, c, o->stride[kx]);
 }
 
-/* The element of operand o at offset e, in f32 (a C expression): (x * c1) * c2, each
- * product rounded to the operand's type, as the nodes would. */
+/* The element of operand o at offset e, in f32 (a C expression): (x * c1) / c2 ..., each
+ * result rounded to the operand's type, as the nodes would. */
 static const char *load(Cg *cg, const Operand *o, int param, const char *e) {
   DType t = o->view.base->type.dtype;
   const char *x = cg_load(cg, t, DOM_F32, cg_fmt(cg, "in%d[%s]", param, e));
   for (int i = 0; i < o->nscale; i++)
-    x = rounded(cg, t, cg_fmt(cg, "(%s * %s)", x, o->scale[i]));
+    x = rounded(cg, t, cg_fmt(cg, "(%s %s %s)", x, o->op[i], o->scale[i]));
   return x;
 }
 
@@ -494,8 +496,9 @@ static void emit_scaler(Cg *cg, const Operand *o, const char *fn) {
   DType t = o->view.base->type.dtype;
   const char *x = cg_load(cg, t, DOM_F32, cg_fmt(cg, "%s{(unsigned short)u}", cg_ctype(t)));
   for (int i = 0; i + 1 < o->nscale; i++)
-    x = rounded(cg, t, cg_fmt(cg, "(%s * %s)", x, o->scale[i]));
-  x = cg_store(cg, t, DOM_F32, cg_fmt(cg, "(%s * %s)", x, o->scale[o->nscale - 1]));
+    x = rounded(cg, t, cg_fmt(cg, "(%s %s %s)", x, o->op[i], o->scale[i]));
+  x = cg_store(cg, t, DOM_F32, cg_fmt(cg, "(%s %s %s)", x, o->op[o->nscale - 1],
+                                      o->scale[o->nscale - 1]));
   buf_printf(&cg->src, "  auto %s = [](unsigned u) -> unsigned { return %s.bits; };\n", fn, x);
 }
 

@@ -570,7 +570,8 @@ static int operand(Rec *r, const Value *v, int role, GroupOperand *o, const char
   const Node **chain = take(r, sizeof *chain * (size_t)(r->p->n + 1));
   const Value **at = take(r, sizeof *at * (size_t)(r->p->n + 1));
   o->scale = take(r, sizeof *o->scale * (size_t)(r->p->n + 1));
-  if (!chain || !at || !o->scale)
+  o->divide = take(r, sizeof *o->divide * (size_t)(r->p->n + 1));
+  if (!chain || !at || !o->scale || !o->divide)
     return oom(r);
   int len = 0;
   /* a node may lead to several operands (a split of Q, K and V) */
@@ -605,6 +606,7 @@ static int operand(Rec *r, const Value *v, int role, GroupOperand *o, const char
     if (c) {
       if (r->lim && o->nscale == r->lim->scales)
         return fail(r, GROUP_FAIL_SHAPE, "more than %d scales of the %s", r->lim->scales, what);
+      o->divide[o->nscale] = d->op == OP_DIV;
       o->scale[o->nscale++] = c;
       continue;
     }

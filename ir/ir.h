@@ -467,8 +467,9 @@ bool view_divides(const View *v);
  * walked by one stride, *ld elements from row to row (at least the row's length), *rows
  * rows in all: a GEMM operand with a leading dim. */
 bool view_rows(const View *v, int64_t *rows, int64_t *ld);
-/* The constant of a multiply by one scalar constant (x * c or c * x, x of the output's
- * type; f32, f16 or bf16), which commutes with views; NULL when n is no such node. */
+/* The constant of a multiply or a division by one scalar constant (x * c, c * x or
+ * x / c, x of the output's type; f32, f16 or bf16), which commutes with views; NULL when
+ * n is no such node. */
 const Value *view_scale_factor(const Node *n);
 
 /* ---------------------------------------------------------------- infer.c: shape and type inference */
@@ -568,12 +569,13 @@ typedef struct Target Target;
 GroupLimits group_limits_for(const Target *t);
 
 /* An attention operand as its kernel reads it: view of its buffer (view.base), each
- * element multiplied by the constants scale[0..nscale) in turn (each product rounded to
- * the operand's type), the nodes between the buffer and the matmul (node[0..n), the
- * buffer's side first). */
+ * element multiplied by the constants scale[0..nscale) in turn, or divided by those that
+ * divide[] marks (each result rounded to the operand's type), the nodes between the
+ * buffer and the matmul (node[0..n), the buffer's side first). */
 typedef struct GroupOperand {
   View view;
   const Value **scale;
+  bool *divide;
   int nscale;
   const Node **node;
   int n;

@@ -253,10 +253,10 @@ bool view_rows(const View *v, int64_t *rows, int64_t *ld) {
 
 const Value *view_scale_factor(const Node *n) {
   DType t = n->out[0]->type.dtype;
-  if (n->op != OP_MUL || n->nin != 2 || n->in[0] == n->in[1] ||
+  if ((n->op != OP_MUL && n->op != OP_DIV) || n->nin != 2 || n->in[0] == n->in[1] ||
       (t != DT_F32 && t != DT_F16 && t != DT_BF16))
     return NULL;
-  for (int k = 0; k < 2; k++) {
+  for (int k = n->op == OP_DIV; k < 2; k++) { /* a division's divisor only */
     const Value *c = n->in[k];
     if (c->kind == VK_CONST && c->data && tensor_numel(c->data) == 1 &&
         c->type.dtype == t && type_eq(&n->in[1 - k]->type, &n->out[0]->type))

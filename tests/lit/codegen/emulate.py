@@ -1238,6 +1238,14 @@ def cases():
          "%v4 = reshape(%v) {shape = [37, 2, 3, 8]}\n%v5 = transpose(%v4) {perm = [1, 2, 0, 3]}\n%vt = reshape(%v5) {shape = [6, 37, 8]}\n"
          "%s = matmul(%qt, %kt)\n%p = softmax(%s) {axis = -1}\n%o = matmul(%p, %vt)\n"
          "%y = transpose(%o) {perm = [1, 0, 2]}"),
+        # K divided by the scale (DeBERTa's): a division the kernel applies as it loads
+        # K, on CUDA cores in f32 and through the tensor cores' scaler in bf16
+        (case("fused_attention_k_div"), {"q": f(2, 3, 16, 8), "k": f(2, 3, 16, 8), "v": f(2, 3, 16, 8)},
+         "%c = const f32[] 2.828427\n%kt = transpose(%k) {perm = [0, 1, 3, 2]}\n%ks = div(%kt, %c)\n"
+         "%s = matmul(%q, %ks)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)"),
+        (case("bf16_attention_tc_k_div"), {"q": f(2, 3, 16, 16), "k": f(2, 3, 16, 16), "v": f(2, 3, 16, 16)},
+         "%c = const f32[] 3\n%kt = transpose(%k) {perm = [0, 1, 3, 2]}\n%ks = div(%kt, %c)\n"
+         "%s = matmul(%q, %ks)\n%p = softmax(%s) {axis = -1}\n%y = matmul(%p, %v)"),
         # Swin's shifted windows: the scores of [B*W, H, N, N] plus their position bias,
         # reshaped to [B, W, H, N, N] for the windows' mask and back for the softmax;
         # sink_reshapes moves the split up into the first matmul and the merge below the
