@@ -14,7 +14,8 @@ repository (tests/models/data/); --full exports the real sizes (ResNet-50, Mobil
 ViT-B/16, BERT-base and GPT-2 small at seq 128, DistilBERT, and the rest of bench/bench.py's
 zoo: EfficientNet-B0, ConvNeXt-Tiny, RegNetY-800MF, ShuffleNetV2 x1.0 and GoogLeNet at
 224x224, a t5-small encoder, a Llama-class decoder with grouped-query attention and
-whisper-base's encoder), which are regenerated on demand and never committed. Needs torch, torchvision, transformers, onnx, onnxscript
+whisper-base's encoder; then Swin-T and a deberta-v3-base encoder), which are regenerated
+on demand and never committed. Needs torch, torchvision, transformers, onnx, onnxscript
 (for the dynamo exporter) and, to cross-check each export, onnxruntime.
 
     python3 tests/models/export.py --out tests/models/data
@@ -252,13 +253,34 @@ def build(name, full):
         frames = 2 * cfg.max_source_positions
         return Encoder(WhisperEncoder(cfg)), {
             "input_features": torch.randn(1, cfg.num_mel_bins, frames)}
+    if name == "swin_t":
+        # shifted windows: the windows' mask added to [B, windows, H, N, N] scores
+        m = torchvision.models.swin_t() if full else torchvision.models.SwinTransformer(
+            patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4],
+            window_size=[4, 4], num_classes=10)
+        return m, {"x": torch.randn(1, 3, 224 if full else 32, 224 if full else 32)}
+    if name == "deberta_v3":
+        # deberta-v3-base's configuration: disentangled attention (content-to-position and
+        # position-to-content terms gathered from relative positions), K divided by the
+        # scale before its bmm over heads flattened into the batch
+        rel = dict(relative_attention=True, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm",
+                   share_att_key=True, max_relative_positions=-1, position_biased_input=False)
+        cfg = tf.DebertaV2Config(vocab_size=128100, hidden_size=768, num_hidden_layers=12,
+                                 num_attention_heads=12, intermediate_size=3072,
+                                 position_buckets=256, **rel) if full else tf.DebertaV2Config(
+            vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=128, max_position_embeddings=64, position_buckets=16, **rel)
+        inputs = ids(cfg.vocab_size)
+        inputs["attention_mask"] = torch.ones(1, seq, dtype=torch.int64)
+        inputs["attention_mask"][0, seq - 3:] = 0
+        return Outputs(tf.DebertaV2Model(cfg)), inputs
     raise SystemExit(f"unknown model {name}")
 
 
 # New models go at the end: a model's seed is 1000 + its index here.
 MODELS = ["resnet50", "mobilenetv2", "vit_b_16", "bert", "gpt2", "distilbert",
           "efficientnet_b0", "convnext_tiny", "regnet_y_800mf", "shufflenet_v2_x1_0",
-          "googlenet", "t5_encoder", "llama", "whisper_encoder"]
+          "googlenet", "t5_encoder", "llama", "whisper_encoder", "swin_t", "deberta_v3"]
 # name: (dynamo, opset, constant folding). The data of tests/models/data are the first two;
 # the others are the older spellings bench/bench.py compares (its ts11, ts13, ts17-nofold).
 EXPORTERS = {"torchscript": (False, 17, True), "dynamo": (True, 18, True),
