@@ -105,6 +105,29 @@ static int through_matmul(Edit *e, Node *t, bool *gone, Diag *d) {
   return drop(e, t, gone);
 }
 
+/* The shape attribute of a reshape to static shape sh (shape: its storage). */
+static Attr shape_attr(const Shape *sh, int64_t *shape) {
+  for (int j = 0; j < sh->rank; j++)
+    shape[j] = sh->dims[j].n;
+  return attr_make_ints("shape", shape, sh->rank);
+}
+
+/* Operand v of `user` regrouped to static shape `to`: a new reshape of v before `before`,
+ * or the input of v's own reshape when that reshape is read by `user` alone and its input
+ * has `to`'s shape already (*src: that reshape, which the caller drops). NULL: error. */
+static Value *regrouped(Edit *e, Value *v, const Shape *to, Node *user, Node *before,
+                        Node **src, Diag *d) {
+  *src = NULL;
+  if (v->kind == VK_NODE && v->def->op == OP_RESHAPE && only_user(e, v) == user &&
+      pass_same_shape(&v->def->in[0]->type.shape, to)) {
+    *src = v->def;
+    return v->def->in[0];
+  }
+  int64_t shape[IR_MAX_RANK];
+  Attr a = shape_attr(to, shape);
+  return pass_edit_insert_before(e, before, OP_RESHAPE, &v, 1, &a, 1, v->name, "heads", d);
+}
+
 /* r = reshape(y), y = matmul(a, b) of batched operands whose batch dims are y's (none
  * broadcast), r keeping y's last two dims and splitting the batch into more dims (heads
  * flattened into the batch for a 3-D bmm, BART's and DeBERTa's attention, and split
@@ -124,37 +147,26 @@ static int unflatten(Edit *e, Node *r, bool *gone, Diag *d) {
       rx <= ry || !shape_is_static(ys) || !shape_is_static(xs) ||
       !dim_eq(ys->dims[ry - 1], xs->dims[rx - 1]) || !dim_eq(ys->dims[ry - 2], xs->dims[rx - 2]))
     return 0;
-  Value *in[2];
-  Node *src[2];
   for (int k = 0; k < 2; k++) {
-    Value *o = m->in[k];
-    const Shape *os = &o->type.shape;
+    const Shape *os = &m->in[k]->type.shape;
     if (os->rank != ry || !shape_is_static(os))
       return 0;
     for (int j = 0; j < ry - 2; j++)
       if (!dim_eq(os->dims[j], ys->dims[j]))
         return 0;
-    Type t = o->type;
-    t.shape = *xs;
-    t.shape.dims[rx - 2] = os->dims[ry - 2];
-    t.shape.dims[rx - 1] = os->dims[ry - 1];
-    int64_t shape[IR_MAX_RANK];
-    if (!pass_reshape_attr(o, &t, shape))
-      return 0;
-    src[k] = NULL;
-    if (o->kind == VK_NODE && o->def->op == OP_RESHAPE && only_user(e, o) == m &&
-        pass_same_shape(&o->def->in[0]->type.shape, &t.shape))
-      src[k] = o->def; /* a flattening reshape: the operand is its input */
-    Attr a = attr_make_ints("shape", shape, rx);
-    if (src[k])
-      in[k] = src[k]->in[0];
-    else if (!(in[k] = pass_edit_insert_before(e, r, OP_RESHAPE, &o, 1, &a, 1, o->name, "heads",
-                                               d)))
+  }
+  Value *in[2];
+  Node *src[2];
+  for (int k = 0; k < 2; k++) {
+    Shape to = *xs; /* r's batch, the operand's rows and columns */
+    to.dims[rx - 2] = m->in[k]->type.shape.dims[ry - 2];
+    to.dims[rx - 1] = m->in[k]->type.shape.dims[ry - 1];
+    if (!(in[k] = regrouped(e, m->in[k], &to, m, r, &src[k], d)))
       return -1;
   }
   pass_edit_rewrite(e, r, OP_MATMUL, in, 2, m->attrs, m->nattr);
-  for (int k = 0; k < 2; k++)
-    if (src[k] && (k == 0 || src[1] != src[0]))
+  for (int k = 0; k < 2; k++) /* (one reshape read by m alone is no two operands) */
+    if (src[k])
       drop(e, src[k], gone);
   return drop(e, m, gone);
 }
@@ -192,24 +204,6 @@ static int regroup_suffix(const Node *r) {
   while (n < a->rank && n < b->rank && a->dims[a->rank - 1 - n].n == b->dims[b->rank - 1 - n].n)
     n++;
   return n >= 2 ? n : 0;
-}
-
-/* Operand v of a node whose batch r's regrouping moves onto v: v reshaped to `to` (a new
- * reshape before `before`), or the input of v's own reshape read by `user` alone when
- * that input is of `to`'s shape already (*src: that reshape, which goes). NULL: error. */
-static Value *regrouped(Edit *e, Value *v, const Shape *to, Node *user, Node *before,
-                        Node **src, Diag *d) {
-  *src = NULL;
-  if (v->kind == VK_NODE && v->def->op == OP_RESHAPE && only_user(e, v) == user &&
-      pass_same_shape(&v->def->in[0]->type.shape, to)) {
-    *src = v->def;
-    return v->def->in[0];
-  }
-  int64_t shape[IR_MAX_RANK];
-  for (int j = 0; j < to->rank; j++)
-    shape[j] = to->dims[j].n;
-  Attr a = attr_make_ints("shape", shape, to->rank);
-  return pass_edit_insert_before(e, before, OP_RESHAPE, &v, 1, &a, 1, v->name, "heads", d);
 }
 
 /* r = reshape(z) splitting z's batch into more dims (regroup_suffix), z a pointwise node
@@ -251,13 +245,9 @@ static int hoist_split(Edit *e, Node *r, bool *gone, Diag *d) {
       return -1;
   }
   pass_edit_rewrite(e, r, z->op, in, z->nin, z->attrs, z->nattr);
-  for (int k = 0; k < z->nin; k++) {
-    bool dup = false;
-    for (int j = 0; j < k; j++)
-      dup = dup || src[j] == src[k];
-    if (src[k] && !dup)
+  for (int k = 0; k < z->nin; k++) /* (a reshape read by z alone is one input of it) */
+    if (src[k])
       drop(e, src[k], gone);
-  }
   return drop(e, z, gone);
 }
 
@@ -311,10 +301,7 @@ static int lower_merge(Edit *e, Node *r, bool *gone, Diag *d) {
   if (!pre)
     return -1;
   int64_t shape[IR_MAX_RANK];
-  const Shape *us = &u->out[0]->type.shape;
-  for (int j = 0; j < us->rank; j++)
-    shape[j] = us->dims[j].n;
-  Attr a = attr_make_ints("shape", shape, us->rank);
+  Attr a = shape_attr(&u->out[0]->type.shape, shape);
   pass_edit_rewrite(e, u, OP_RESHAPE, &pre, 1, &a, 1);
   if (src)
     drop(e, src, gone);
