@@ -1237,6 +1237,19 @@ typedef struct DwTile {
   int64_t TH, TW, IH, IW, tiles_h, tiles_w, smem, grid;
 } DwTile;
 
+/* The registers a thread of the tiled depthwise kernel may have at DW_RESIDENT blocks an
+ * SM. */
+static int64_t dw_thread_regs(const Target *tg) {
+  int64_t regs = tg->regs_sm / DW_RESIDENT / tg->block;
+  return regs < tg->regs_thread ? regs : tg->regs_thread;
+}
+
+/* The input rows and columns a patch of c's outputs reads: its windows' extent. */
+static void dw_patch_extent(const DwTile *c, int64_t *rows, int64_t *cols) {
+  *rows = (c->RH - 1) * c->SH + (c->KH - 1) * c->DH + 1;
+  *cols = (c->RW - 1) * c->SW + (c->KW - 1) * c->DWL + 1;
+}
+
 /* The instructions of a thread for the convolution with c's patch and tile (the cost the
  * tile is chosen by), or -1 where the tile does not fit shared memory. */
 static int64_t dw_tile_cost(const Cg *cg, const DwTile *c, int64_t nb, int64_t budget) {
@@ -1246,8 +1259,8 @@ static int64_t dw_tile_cost(const Cg *cg, const DwTile *c, int64_t nb, int64_t b
   int64_t slots = (int64_t)cg->target->sms * DW_RESIDENT, block = cg->target->block;
   int64_t jobs = nb * c->tiles_h * c->tiles_w * c->chunks, waves = (jobs + slots - 1) / slots;
   int64_t np = c->PHN * c->PWN, rounds = (np + c->P - 1) / c->P;
-  int64_t rows = (c->RH - 1) * c->SH + (c->KH - 1) * c->DH + 1;
-  int64_t cols = (c->RW - 1) * c->SW + (c->KW - 1) * c->DWL + 1;
+  int64_t rows, cols;
+  dw_patch_extent(c, &rows, &cols);
   int64_t patch = rows * cols * (1 + c->VT) + c->RH * c->RW * c->VT * (c->KH * c->KW + 2);
   int64_t copies = (c->IH * c->IW * (c->CH / 8) + block - 1) / block;
   return waves * (rounds * patch + copies * 32 + 256);
@@ -1274,9 +1287,8 @@ static bool dw_tile_config(const Cg *cg, const Node *n, const ConvView *v, const
   }
   c->KW = win->kernel[a], c->SW = win->stride[a], c->DWL = win->dil[a], c->PW = win->pad[a];
   c->W = v->xd[2 + a], c->OW = v->yd[2 + a], c->XW = v->xs[2 + a];
-  /* registers a thread may have at DW_RESIDENT blocks an SM: half for the weights */
-  int64_t regs = tg->regs_sm / DW_RESIDENT / tg->block, taps = c->KH * c->KW;
-  regs = regs < tg->regs_thread ? regs : tg->regs_thread;
+  /* half of a thread's registers for the weights */
+  int64_t regs = dw_thread_regs(tg), taps = c->KH * c->KW;
   if (taps > regs / 2)
     return false;
   /* a block's share of the SM's shared memory at DW_RESIDENT blocks an SM (less what the
@@ -1334,8 +1346,8 @@ static int gen_conv_dwtile(Cg *cg, const Node *n, const ConvView *v, const DwTil
   DType t = y->type.dtype, ot = cg_out_dtype(cg, n);
   int64_t M = v->yd[1], VT = c->VT, CL = c->CL, CH = c->CH, taps = c->KH * c->KW;
   int64_t np = c->PHN * c->PWN, jobs = c->chunks * v->yd[0] * c->tiles_h * c->tiles_w;
-  int64_t rows = (c->RH - 1) * c->SH + (c->KH - 1) * c->DH + 1;
-  int64_t cols = (c->RW - 1) * c->SW + (c->KW - 1) * c->DWL + 1;
+  int64_t rows, cols;
+  dw_patch_extent(c, &rows, &cols);
   const char *in = v->k == 2 ? cg_fmt(cg, "%" PRId64 " x %" PRId64 " ", c->TH, c->TW)
                               : cg_fmt(cg, "%" PRId64 " ", c->TW);
   const char *note = cg_fmt(cg, "direct, depthwise, tiled: a block %soutputs of %" PRId64
@@ -1706,9 +1718,7 @@ static int gen_conv(Cg *cg, const Node *n) {
         (!ndw || dw[ndw].V != dw[ndw - 1].V || dw[ndw].tw != dw[ndw - 1].tw))
       ndw++;
   for (int i = 0; i < 2 && ndw + ndt < cg->variants; i++) {
-    int64_t regs = cg->target->regs_sm / DW_RESIDENT / cg->target->block;
-    regs = regs < cg->target->regs_thread ? regs : cg->target->regs_thread;
-    if (dw_tile_config(cg, n, &v, &win, group, regs / (4 << i), &dt[ndt]) &&
+    if (dw_tile_config(cg, n, &v, &win, group, dw_thread_regs(cg->target) / (4 << i), &dt[ndt]) &&
         (!ndt || dt[ndt].RH != dt[0].RH || dt[ndt].RW != dt[0].RW || dt[ndt].TH != dt[0].TH ||
          dt[ndt].TW != dt[0].TW))
       ndt++;
