@@ -3,15 +3,16 @@
 change (bench.py is the full benchmark).
 
 For each model and batch: exports the model once (bench.py's seeded weights and inputs,
-cached in --work as ts17.onnx), compiles it with each binary (bf16), creates each model.so
-cold, warm and with GPUCC_TUNE=0 (the create times' ratio warm / untuned is printed), checks
-its outputs against PyTorch's fp32 (relative error by norm), then times every model.so
+cached in --work as ts17.onnx), compiles it with each binary (--precision, bf16 by
+default), creates each model.so cold, warm and with GPUCC_TUNE=0 (the create times' ratio
+warm / untuned is printed), checks its outputs against PyTorch's fp32 (relative error by
+norm; TF32 off, as bench.py), then times every model.so
 with bench.py's GPU timer (L2 flushed, host overhead hidden), the binaries taking turns for
 --rounds rounds; the best round of each is printed. --tc also times torch.compile
 (mode="reduce-overhead") once, for the ratios.
 
 usage: ab.py --bins NEW,OLD --models resnet50,googlenet [--batches 1,32] [--tc]
-             [--rounds 2] [--work DIR] [--out FILE.jsonl] [--deadline SECONDS]
+             [--precision bf16] [--rounds 2] [--work DIR] [--out FILE.jsonl] [--deadline SECONDS]
 """
 import argparse
 import copy
@@ -32,6 +33,7 @@ class Args:
 
     def __init__(self, gpucc):
         self.gpucc = gpucc
+        self.gpucc_only = False  # a compile of its own, timed cold and warm
 
 
 def load(so, gin, want):
@@ -67,13 +69,16 @@ def one(a, timer, name, batch):
     B.export_to(model, inputs, onnx, "ts17")
     model = model.cuda()
     gin = {k: v.cuda() for k, v in inputs.items()}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     with torch.no_grad():
         want = [t.float().clone() for t in B.as_list(model(*gin.values()))]
-    row = {"model": name, "batch": batch, "bins": a.bins, "gpu": torch.cuda.get_device_name(0)}
+    row = {"model": name, "batch": batch, "precision": a.precision, "bins": a.bins,
+           "gpu": torch.cuda.get_device_name(0)}
     runs = []
     for i, gpucc in enumerate(a.bins):
         so = os.path.join(work, "ab%d.so" % i)
-        r = B.compile_so(Args(gpucc), onnx, so, "bf16", work)
+        r = B.compile_so(Args(gpucc), onnx, so, a.precision, work)
         if "error" in r:
             row["b%d" % i] = {"error": r["error"]}
             runs.append(None)
@@ -94,8 +99,9 @@ def one(a, timer, name, batch):
         if r:
             r[1].lib.gpucc_model_destroy(r[2])
     if a.tc:
-        m = copy.deepcopy(model).to(torch.bfloat16)
-        targs = [t.to(torch.bfloat16) if t.dtype.is_floating_point else t for t in gin.values()]
+        dt = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision, torch.float32)
+        m = copy.deepcopy(model).to(dt)
+        targs = [t.to(dt) if t.dtype.is_floating_point else t for t in gin.values()]
         torch._dynamo.reset()
         with torch.no_grad():
             c = torch.compile(m, mode="reduce-overhead")
@@ -130,6 +136,7 @@ def main():
     ap.add_argument("--batches", default="32")
     ap.add_argument("--work", default="/tmp/gpucc-ab")
     ap.add_argument("--tc", action="store_true")
+    ap.add_argument("--precision", default="bf16", choices=B.PRECISIONS)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out")
     ap.add_argument("--deadline", type=float, default=0, help="start nothing new after this many seconds")
