@@ -20,11 +20,11 @@
  * moved to channels last (read by the first convolution's kernel through strides, see
  * fuse's conv_prologues) and a transpose back where a value leaves the convolutional
  * part; a transpose that only moves dims of size 1 (after a global pool) is a reshape.
- * Then the 1x1 convolutions whose epilogue cuBLASLt applies become matmuls; but f32 ones
- * (3xTF32) over few pixels stay convolutions, whose kernel splits K over the blocks of a
- * cluster in one launch (codegen/nn.c). That rule was measured against cuBLASLt's f32
- * GEMMs, which run on CUDA cores and with few rows split K into a second kernel; f32
- * GEMMs now run on gpucc's own kernel (below), and the rule has not been measured again.
+ * Then the 1x1 convolutions whose epilogue cuBLASLt applies become matmuls, at every
+ * precision and size: codegen times its GEMM kernels (K split or not) against cuBLASLt's
+ * for each, at create. (An f32 rule that kept those of at most 1024 pixels convolutions
+ * came from before the GEMM kernels; measured again, the matmuls are 7 to 28% faster on
+ * the zoo's f32 CNNs at batch 1, docs/perf.md.)
  * A patch convolution (kernel = stride, ViT's and ConvNeXt's stems) on the image becomes
  * a GEMM too, over its patches: one transpose of the image (patch_conv).
  * f64 graphs keep their layout: their convolutions are direct kernels either way.
@@ -295,25 +295,12 @@ static void fold_transpose(Layout *L, Node *n, bool *changed) {
   *changed = true;
 }
 
-/* The most pixels (GEMM rows) of an f32 1x1 convolution that stays one (ResNet-50's
- * layer2 to layer4 at batch 1: 784, 196, 49). */
-enum { F32_CONV_MAX_ROWS = 1024 };
-
-/* Whether n is an f32 convolution at f32 accuracy (no tf32 mark) over few pixels. */
-static bool few_f32_rows(const Node *n) {
-  const Value *x = n->in[0];
-  int64_t c = x->type.shape.dims[x->type.shape.rank - 1].n;
-  return n->out[0]->type.dtype == DT_F32 && !attr_int(n, "tf32") && c > 0 &&
-         shape_numel(&x->type.shape) / c <= F32_CONV_MAX_ROWS;
-}
-
 /* Whether n is a channels-last convolution that is a plain GEMM: a 1x1 kernel, stride 1,
- * no padding, one group, its weights a constant (and not few_f32_rows). Its input
- * [N, H, W, C] is then a matrix of N*H*W rows of C, the output [N, H, W, M] one of rows
- * of M. */
+ * no padding, one group, its weights a constant. Its input [N, H, W, C] is then a matrix
+ * of N*H*W rows of C, the output [N, H, W, M] one of rows of M. */
 static bool gemm_conv(const Node *n) {
   if (n->op != OP_CONV || !attr_int(n, "channels_last") || attr_int(n, "group") != 1 ||
-      n->in[1]->kind != VK_CONST || !shape_is_static(&n->in[0]->type.shape) || few_f32_rows(n))
+      n->in[1]->kind != VK_CONST || !shape_is_static(&n->in[0]->type.shape))
     return false;
   const Tensor *w = n->in[1]->data;
   for (int j = 1; j < w->rank - 1; j++)

@@ -182,7 +182,6 @@ PASSED = [
     "enum { FUSE_MAX_NODES = 256 };",
     "enum { FOLD_MAX_ELEMENTS = 65536 };",
     "enum { ROW_BLOCK_MIN = 2048 };",
-    "enum { F32_CONV_MAX_ROWS = 1024 };",
     "  char msg[1024];",
     "enum { PAD_MIN_WEIGHTS = 1 << 16 };",
     "  MMA_WARPS = 8, /* a block's warps: the kernel is written for 8 */",
