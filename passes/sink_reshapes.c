@@ -327,7 +327,10 @@ static int sink(Edit *e, Node *r, bool *gone, Diag *d) {
     at = z->in[0] == x ? 0 : 1;
     Value *s = z->in[1 - at];
     in[at] = y;
-    if (s == x)
+    /* an addend that is a GEMM's output in the add's shape already lets that GEMM take
+     * the add; moving r would make it a reshape of a GEMM's output, which the next round
+     * would move back (two GEMMs' outputs of different groupings: Swin's windows) */
+    if (s == x || from_gemm(s))
       return 0;
     if (broadcasts_alike(s, x, y)) {
       in[1 - at] = s;
