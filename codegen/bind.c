@@ -7,6 +7,14 @@
 int codegen_bind_dims(Graph *g, const char *const *names, const int64_t *sizes, int n,
                       Diag *d) {
   for (int k = 0; k < n; k++) {
+    const DimRange *r = graph_range(g, names[k]);
+    if (r && !range_has(r, sizes[k])) {
+      char buf[256];
+      return diag_error(d, r->loc.line ? r->loc : g->loc,
+                        "--dim %s=%lld: outside the range of '%s', %s", names[k],
+                        (long long)sizes[k], names[k], range_str(r, buf, sizeof buf));
+    }
+    graph_drop_range(g, names[k]);
     bool used = false;
     for (int i = 0; i < g->ninputs; i++) {
       Shape *s = &g->inputs[i]->type.shape;

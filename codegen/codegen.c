@@ -924,9 +924,14 @@ static int check_value(Cg *cg, const Node *n, const Value *v) {
         sym = v->type.shape.dims[i].sym;
         break;
       }
+    const DimRange *r = graph_range(cg->g, sym);
+    char rs[128];
     diag_error(cg->d, v->loc.line ? v->loc : n ? n->loc : cg->g->loc,
-               "codegen: %%%s has the symbolic shape %s; bind %s with --dim %s=SIZE", v->name,
-               type_str(&v->type, ts, sizeof ts), sym, sym);
+               "codegen: %%%s has the symbolic shape %s; %s%s%sbind %s with --dim %s=SIZE",
+               v->name, type_str(&v->type, ts, sizeof ts), r ? "its range " : "",
+               r ? range_str(r, rs, sizeof rs) : "",
+               r ? " does not compile to one program yet (docs/dynamic-shapes.md): " : "", sym,
+               sym);
     if (n)
       ir_note_node(cg->d, n);
     return -1;

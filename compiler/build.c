@@ -1224,6 +1224,22 @@ static int check_limits(const Graph *g, const Program *p, Diag *d) {
 }
 
 int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
+  for (int i = 0; i < opt->nranges; i++) {
+    char buf[256];
+    const DimRange *r = &opt->ranges[i];
+    bool used = false;
+    for (int k = 0; k < g->ninputs && !used; k++) {
+      const Shape *sh = &g->inputs[k]->type.shape;
+      for (int j = 0; j < sh->rank && !used; j++)
+        used = sh->dims[j].sym && !strcmp(sh->dims[j].sym, r->sym);
+    }
+    if (!used)
+      return diag_error(d, g->loc, "--dim %s=%s: no input of the graph has a dim named '%s'",
+                        r->sym, range_str(r, buf, sizeof buf), r->sym);
+    if (range_check(r, buf, sizeof buf))
+      return diag_error(d, g->loc, "--dim %s: %s", r->sym, buf);
+    graph_set_range(g, r);
+  }
   return opt->ndims ? codegen_bind_dims(g, opt->dim_names, opt->dim_sizes, opt->ndims, d) : 0;
 }
 

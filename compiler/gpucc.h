@@ -39,6 +39,12 @@ typedef struct GpuccCompileOptions {
   const char *const *dim_names;
   const int64_t *dim_sizes;
   int ndims;
+  /* Ranges of symbolic dims (`--dim N=1..64`, docs/dynamic-shapes.md), set on the graph
+   * before dims are bound: a range the graph has (a DSL dims(...) clause) is replaced.
+   * A model.so for a range of sizes is not built yet: a ranged dim left unbound is an
+   * error at codegen that names its range. */
+  const DimRange *ranges;
+  int nranges;
   /* "constfold,dce"; "" runs none; NULL the default pipeline. */
   const char *passes;
   /* With passes NULL: the default pipeline without the passes that only serve fusion

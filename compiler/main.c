@@ -161,7 +161,9 @@ static void print_help(void) {
          "  --variants=N            kernel variants a GEMM or convolution carries at most,\n"
          "                          timed on the GPU at create (1: only the default of\n"
          "                          each, the shortest NVRTC time; default: all, up to 8)\n"
-         "  --dim SYM=N             bind symbolic dim SYM to N before the passes\n");
+         "  --dim SYM=N             bind symbolic dim SYM to N before the passes\n"
+         "  --dim SYM=LO..HI        give SYM a range of sizes (also 1,8,32..64); a range\n"
+         "                          does not compile to a model.so yet: bind a size\n");
   printf("\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
          "  --dim SYM=N             bind symbolic dim SYM to N when loading\n"
@@ -183,7 +185,8 @@ static void print_help(void) {
          "  --input NAME=PATH.npy   the value of input NAME (repeatable); inputs not given\n"
          "                          are random(seed = 1 + input index, scale = 1)\n"
          "  --dim SYM=N             size of symbolic dim SYM for inputs not given\n"
-         "                          (default: from the given inputs, else 1)\n"
+         "                          (default: from the given inputs, else the lowest\n"
+         "                          size of its range, else 1); SYM=LO..HI: its range\n"
          "  --output-dir DIR        write each output to DIR/<name>.npy instead of printing\n"
          "\n"
          "passes:\n");
@@ -215,6 +218,9 @@ static const char *option_value(const char *arg, const char *name, int argc, cha
   }
   return argv[++*i];
 }
+
+/* Whether a --dim value gives a range ("1..64", "1,8,32..64") rather than one size. */
+static bool dim_is_range(const char *v) { return strstr(v, "..") || strchr(v, ','); }
 
 static int add_binding(Binding *list, int *n, const char *opt, const char *arg) {
   const char *eq = strchr(arg, '=');
@@ -313,11 +319,18 @@ static int check_mode(const Options *o) {
                          o->shapes[i].arg, IR_MAX_RANK);
   }
   for (int i = 0; i < o->ndims; i++) {
-    char *end;
+    char *end, why[160];
+    DimRange r;
+    if (dim_is_range(o->dims[i].value)) {
+      if (range_parse(o->dims[i].value, &r, why, sizeof why))
+        return usage_error("--dim %s: %s", o->dims[i].arg, why);
+      continue;
+    }
     errno = 0;
     long long v = strtoll(o->dims[i].value, &end, 10);
     if (!*o->dims[i].value || *end || errno || v < 0)
-      return usage_error("--dim %s: the size must be a non-negative integer", o->dims[i].arg);
+      return usage_error("--dim %s: the size must be a non-negative integer, or sizes and "
+                         "ranges like 1,8,32..64", o->dims[i].arg);
   }
   return 0;
 }
@@ -489,6 +502,7 @@ typedef struct Compile {
   OnnxBinding *bindings; /* onnx's shapes, then its consts (borrowing o's strings) */
   const char **dim_names, **calib_names;
   int64_t *dim_sizes;
+  DimRange *ranges; /* --dim SYM=LO..HI */
   Tensor **calib;
   int ncalib;
 } Compile;
@@ -500,6 +514,7 @@ static void compile_free(Compile *c) {
   free(c->calib_names);
   free(c->dim_names);
   free(c->dim_sizes);
+  free(c->ranges);
   free(c->bindings);
   memset(c, 0, sizeof *c);
 }
@@ -514,7 +529,9 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
   c->dim_sizes = calloc((size_t)o->ndims + 1, sizeof *c->dim_sizes);
   c->calib_names = calloc((size_t)o->ncalib + 1, sizeof *c->calib_names);
   c->calib = calloc((size_t)o->ncalib + 1, sizeof *c->calib);
-  if (!c->bindings || !c->dim_names || !c->dim_sizes || !c->calib_names || !c->calib)
+  c->ranges = calloc((size_t)o->ndims + 1, sizeof *c->ranges);
+  if (!c->bindings || !c->dim_names || !c->dim_sizes || !c->calib_names || !c->calib ||
+      !c->ranges)
     return diag_error(d, (SrcLoc){0}, "out of memory");
   c->ncalib = o->ncalib;
   OnnxBinding *p = c->bindings;
@@ -525,9 +542,17 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
   c->onnx = (OnnxOptions){.shapes = c->bindings, .nshapes = o->nshapes,
                           .consts = c->bindings + o->nshapes, .nconsts = o->nconsts,
                           .max_weight_bytes = o->max_weight_bytes};
-  for (int i = 0; i < o->ndims; i++) {
-    c->dim_names[i] = o->dims[i].name;
-    c->dim_sizes[i] = strtoll(o->dims[i].value, NULL, 10); /* checked by check_mode */
+  int ndims = 0, nranges = 0;
+  for (int i = 0; i < o->ndims; i++) { /* each checked by check_mode */
+    char why[160];
+    if (dim_is_range(o->dims[i].value)) {
+      DimRange *r = &c->ranges[nranges++];
+      range_parse(o->dims[i].value, r, why, sizeof why);
+      r->sym = o->dims[i].name;
+      continue;
+    }
+    c->dim_names[ndims] = o->dims[i].name;
+    c->dim_sizes[ndims++] = strtoll(o->dims[i].value, NULL, 10);
   }
   for (int i = 0; i < o->ncalib; i++)
     c->calib_names[i] = o->calib[i].name;
@@ -535,7 +560,7 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
    * reference executor the default */
   c->opt = (GpuccCompileOptions){
       .arch = o->arch, .target = o->mode == MODE_COMPILE ? &o->target : NULL, .dim_names = c->dim_names, .dim_sizes = c->dim_sizes,
-      .ndims = o->ndims, .passes = o->passes_arg, .no_fuse = o->no_fuse, .variants = o->variants,
+      .ndims = ndims, .ranges = c->ranges, .nranges = nranges, .passes = o->passes_arg, .no_fuse = o->no_fuse, .variants = o->variants,
       .precision = precision_name(o->precision), .calib_names = c->calib_names,
       .calib_inputs = c->calib, .ncalib = o->ncalib, .onnx = &c->onnx,
       .print_after_all = o->print_after_all ? stderr : NULL, .dump_dir = o->dump_dir,
@@ -765,13 +790,20 @@ static int load_given_inputs(const Options *o, const Graph *g, Tensor **in) {
   return 0;
 }
 
-/* The size of symbolic dim `sym` for inputs not given: --dim, else what a given input
- * of the same symbol has, else 1. */
+/* The size of symbolic dim `sym` for inputs not given: --dim (its range's lowest size),
+ * else what a given input of the same symbol has, else the lowest size of the graph's
+ * range for it, else 1. */
 static int64_t symbol_size(const Options *o, const Graph *g, Tensor *const *in,
                            const char *sym) {
   for (int i = 0; i < o->ndims; i++)
-    if (!strcmp(o->dims[i].name, sym))
-      return strtoll(o->dims[i].value, NULL, 10);
+    if (!strcmp(o->dims[i].name, sym)) {
+      DimRange r;
+      char why[160];
+      if (!dim_is_range(o->dims[i].value))
+        return strtoll(o->dims[i].value, NULL, 10);
+      if (!range_parse(o->dims[i].value, &r, why, sizeof why))
+        return r.lo[0];
+    }
   for (int i = 0; i < g->ninputs; i++) {
     const Shape *s = &g->inputs[i]->type.shape;
     if (!in[i] || in[i]->rank != s->rank)
@@ -780,7 +812,8 @@ static int64_t symbol_size(const Options *o, const Graph *g, Tensor *const *in,
       if (s->dims[j].sym && !strcmp(s->dims[j].sym, sym))
         return in[i]->dims[j];
   }
-  return 1;
+  const DimRange *r = graph_range(g, sym);
+  return r ? r->lo[0] : 1;
 }
 
 static bool graph_has_symbol(const Graph *g, const char *sym) {

@@ -931,9 +931,130 @@ void graph_free(Graph *g) {
   free(g->consts);
   free(g->nodes);
   free(g->values);
+  free(g->ranges);
   arena_free(g->arena);
   free(g);
 }
+
+void graph_set_range(Graph *g, const DimRange *r) {
+  const char *sym = graph_intern(g, r->sym);
+  int i = 0;
+  while (i < g->nranges && g->ranges[i].sym != sym)
+    i++;
+  if (i == g->nranges) {
+    DimRange *p = realloc(g->ranges, (size_t)(g->nranges + 1) * sizeof *p);
+    if (!p)
+      oom_unless(NULL);
+    g->ranges = p;
+    g->nranges++;
+  }
+  g->ranges[i] = *r;
+  g->ranges[i].sym = sym;
+  if (g->ranges[i].nseg < 0 || g->ranges[i].nseg > IR_MAX_DIM_SEGMENTS)
+    g->ranges[i].nseg = 0;
+}
+
+const DimRange *graph_range(const Graph *g, const char *sym) {
+  for (int i = 0; sym && i < g->nranges; i++)
+    if (!strcmp(g->ranges[i].sym, sym))
+      return &g->ranges[i];
+  return NULL;
+}
+
+const char *range_check(const DimRange *r, char *buf, size_t n) {
+  if (r->nseg < 1 || r->nseg > IR_MAX_DIM_SEGMENTS) {
+    snprintf(buf, n, "a range has 1 to %d segments, not %d", IR_MAX_DIM_SEGMENTS, r->nseg);
+    return buf;
+  }
+  for (int i = 0; i < r->nseg; i++) {
+    int64_t lo = r->lo[i], hi = r->hi[i];
+    if (lo < 1 || hi > IR_MAX_DIM_RANGE)
+      snprintf(buf, n, "%" PRId64 "..%" PRId64 " is outside 1..%" PRId64, lo, hi, IR_MAX_DIM_RANGE);
+    else if (hi < lo)
+      snprintf(buf, n, "%" PRId64 "..%" PRId64 " ends before it starts", lo, hi);
+    else if (i && lo <= r->hi[i - 1])
+      snprintf(buf, n, "%" PRId64 " does not come after %" PRId64 ": list the sizes ascending, "
+               "without overlaps", lo, r->hi[i - 1]);
+    else
+      continue;
+    return buf;
+  }
+  return NULL;
+}
+
+void graph_drop_range(Graph *g, const char *sym) {
+  for (int i = 0; sym && i < g->nranges; i++)
+    if (!strcmp(g->ranges[i].sym, sym)) {
+      memmove(&g->ranges[i], &g->ranges[i + 1], (size_t)(g->nranges - i - 1) * sizeof *g->ranges);
+      g->nranges--;
+      return;
+    }
+}
+
+bool range_has(const DimRange *r, int64_t size) {
+  for (int i = 0; i < r->nseg; i++)
+    if (size >= r->lo[i] && size <= r->hi[i])
+      return true;
+  return false;
+}
+
+const char *range_str(const DimRange *r, char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < r->nseg && at < n; i++) {
+    int k = r->lo[i] == r->hi[i]
+                ? snprintf(buf + at, n - at, "%s%" PRId64, i ? ", " : "", r->lo[i])
+                : snprintf(buf + at, n - at, "%s%" PRId64 "..%" PRId64, i ? ", " : "", r->lo[i],
+                           r->hi[i]);
+    at += k > 0 ? (size_t)k : 0;
+  }
+  return buf;
+}
+
+/* A size of a range's text at *s (digits only), moved past; -1 when there is none or it
+ * exceeds IR_MAX_DIM_RANGE. */
+static int64_t range_size(const char **s) {
+  int64_t v = 0;
+  const char *p = *s;
+  if (*p < '0' || *p > '9')
+    return -1;
+  for (; *p >= '0' && *p <= '9'; p++)
+    if ((v = v * 10 + (*p - '0')) > IR_MAX_DIM_RANGE)
+      return -1;
+  *s = p;
+  return v;
+}
+
+int range_parse(const char *text, DimRange *r, char *buf, size_t n) {
+  const char *s = text;
+  r->nseg = 0;
+  for (;;) {
+    if (r->nseg == IR_MAX_DIM_SEGMENTS) {
+      snprintf(buf, n, "more than %d sizes and ranges", IR_MAX_DIM_SEGMENTS);
+      return -1;
+    }
+    int64_t lo = range_size(&s), hi = lo;
+    if (lo >= 0 && s[0] == '.' && s[1] == '.') {
+      s += 2;
+      hi = range_size(&s);
+    }
+    if (lo < 0 || hi < 0) {
+      snprintf(buf, n, "expected sizes and ranges like 1,8,32..64 (each at most 2^31), got '%s'",
+               text);
+      return -1;
+    }
+    r->lo[r->nseg] = lo;
+    r->hi[r->nseg++] = hi;
+    if (!*s)
+      return range_check(r, buf, n) ? -1 : 0;
+    if (*s++ != ',') {
+      snprintf(buf, n, "expected sizes and ranges like 1,8,32..64, got '%s'", text);
+      return -1;
+    }
+  }
+}
+
+int64_t range_max(const DimRange *r) { return r->nseg > 0 ? r->hi[r->nseg - 1] : 0; }
 
 const char *graph_intern(Graph *g, const char *s) {
   GraphPriv *p = g->names_;

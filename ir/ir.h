@@ -305,10 +305,22 @@ struct Node {
   const char *origin; /* where it came from outside the DSL (an ONNX node name); NULL */
 };
 
+/* The sizes a symbolic dim may take at run time (docs/dynamic-shapes.md): segments
+ * lo..hi, ascending and disjoint, a point being lo == hi; 1 <= lo <= hi <= 2^31. */
+enum { IR_MAX_DIM_SEGMENTS = 16 };
+#define IR_MAX_DIM_RANGE ((int64_t)1 << 31)
+typedef struct DimRange {
+  const char *sym; /* interned (graph_intern) */
+  int nseg;
+  int64_t lo[IR_MAX_DIM_SEGMENTS], hi[IR_MAX_DIM_SEGMENTS];
+  SrcLoc loc;
+} DimRange;
+
 typedef struct Graph {
   Arena *arena;
   const char *name;
   SrcLoc loc;
+  DimRange *ranges; int nranges; /* the symbols given ranges, in declaration order */
   Value **inputs;  int ninputs;
   Value **outputs; int noutputs;
   Value **consts;  int nconsts;  /* in declaration order */
@@ -322,6 +334,26 @@ typedef struct Graph {
 Graph *graph_new(const char *name);
 void graph_free(Graph *g);
 const char *graph_intern(Graph *g, const char *s); /* symbols: one pointer per name */
+/* Gives symbol r->sym the range r (copied, the symbol interned): replaces the range it
+ * had. Checks only what the graph needs to hold it; range_check says whether it is
+ * valid. */
+void graph_set_range(Graph *g, const DimRange *r);
+/* The range of symbol sym (any pointer to that name), or NULL. */
+const DimRange *graph_range(const Graph *g, const char *sym);
+/* Removes sym's range, if it has one (the symbol bound to a size). */
+void graph_drop_range(Graph *g, const char *sym);
+/* Whether size lies in one of r's segments. */
+bool range_has(const DimRange *r, int64_t size);
+/* Reads r's segments from text such as "1..64" or "1,7,128..512" (r->sym and r->loc
+ * untouched). 0, or -1 with what is wrong in buf; the segments are then range_check'ed. */
+int range_parse(const char *text, DimRange *r, char *buf, size_t n);
+/* r as text, "1, 7..512", into buf. */
+const char *range_str(const DimRange *r, char *buf, size_t n);
+/* NULL when r's segments are valid, else what is wrong ("segment 2 (5..3) ends before it
+ * starts"), in buf. */
+const char *range_check(const DimRange *r, char *buf, size_t n);
+/* The largest size r allows (its last segment's hi). */
+int64_t range_max(const DimRange *r);
 
 /* The builder. Names are copied; a NULL name gets a fresh numbered one ("0", "1", ...)
  * that does not clash with any existing value. Returns NULL only when the name is

@@ -305,7 +305,21 @@ void ir_print(const Graph *g, FILE *f) {
       fputs(", ", f);
     put_value_decl(f, g->inputs[i]);
   }
-  fputs(") {\n", f);
+  fputc(')', f);
+  for (int i = 0; i < g->nranges; i++) {
+    const DimRange *r = &g->ranges[i];
+    fputs(i ? ", " : " dims(", f);
+    put_word(f, r->sym);
+    fputs(" = ", f);
+    for (int k = 0; k < r->nseg; k++) {
+      fprintf(f, "%s%" PRId64, k ? ", " : "", r->lo[k]);
+      if (r->hi[k] != r->lo[k])
+        fprintf(f, "..%" PRId64, r->hi[k]);
+    }
+    if (i == g->nranges - 1)
+      fputc(')', f);
+  }
+  fputs(" {\n", f);
   for (int i = 0; i < g->nconsts; i++)
     put_const(f, g->consts[i]);
   for (int i = 0; i < g->nnodes; i++)

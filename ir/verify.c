@@ -558,7 +558,30 @@ static int check_fuse_groups(const Graph *g, Diag *d) {
   return rc ? rc : check_group_plans(g, d);
 }
 
+/* Each range valid and of a symbol some input's dims use. */
+static int verify_ranges(const Graph *g, Diag *d) {
+  for (int i = 0; i < g->nranges; i++) {
+    const DimRange *r = &g->ranges[i];
+    SrcLoc at = r->loc.line ? r->loc : g->loc;
+    char buf[160];
+    if (range_check(r, buf, sizeof buf))
+      return diag_error(d, at, "range of '%s': %s", r->sym, buf);
+    bool used = false;
+    for (int k = 0; k < g->ninputs && !used; k++) {
+      const Shape *sh = &g->inputs[k]->type.shape;
+      for (int j = 0; j < sh->rank && !used; j++)
+        used = sh->dims[j].sym && !strcmp(sh->dims[j].sym, r->sym);
+    }
+    if (!used)
+      return diag_error(d, at, "range of '%s': no input of graph %s has a dim named '%s'",
+                        r->sym, g->name, r->sym);
+  }
+  return 0;
+}
+
 int ir_verify(const Graph *g, Diag *d) {
+  if (verify_ranges(g, d))
+    return -1;
   int nid = g->next_value_id > 0 ? g->next_value_id : 1, rc = -1, maxout = 1;
   VState s = {calloc((size_t)nid, 1), malloc(sizeof(int) * (size_t)nid), nid};
   Type *tmp = NULL;

@@ -137,6 +137,12 @@ typedef struct DslStmt {
   struct DslStmt *next;
 } DslStmt;
 
+/* A graph's dims(...) clause: one range a symbol, in the order written. */
+typedef struct DslRange {
+  DimRange r; /* sym in the tree's arena until lowering interns it */
+  struct DslRange *next;
+} DslRange;
+
 typedef struct DslCtx {
   Diag *d;
   const char *file, *src; /* both live in the graph's arena */
@@ -146,11 +152,13 @@ typedef struct DslCtx {
   /* Scanner position (1-based) and the last token, for "found ..." in messages. */
   int line, col;
   char tok[40];
+  char tok_msg[160]; /* a grammar action's message, for FAIL */
   DslExpr *stmt_mark; /* the last expression node of the previous statement */
   /* The tree. */
   const char *gname;
   SrcLoc gloc, end_loc;
   DslResult *params;
+  DslRange *ranges, *ranges_tail;
   DslStmt *stmts, *stmts_tail;
   DslExpr *exprs, *exprs_tail;
 } DslCtx;

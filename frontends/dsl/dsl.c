@@ -615,6 +615,11 @@ static int lower(Lower *L) {
     Value *v = graph_add_input(g, p->name, lower_type(L, &p->type));
     v->loc = p->loc;
   }
+  for (const DslRange *r = ctx->ranges; r; r = r->next) {
+    if (graph_range(g, r->r.sym))
+      return diag_error(L->d, r->r.loc, "the range of '%s' is given twice", r->r.sym);
+    graph_set_range(g, &r->r);
+  }
 
   const DslStmt *ret = NULL;
   for (DslStmt *s = ctx->stmts; s; s = s->next) {

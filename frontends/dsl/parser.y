@@ -26,6 +26,8 @@ typedef struct DslList {
 }
 
 %code top {
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 }
@@ -70,6 +72,25 @@ static void add_stmt(DslCtx *ctx, DslStmt *s) {
 }
 
 static bool word_is(const char *w, const char *k) { return !strcmp(w, k); }
+
+/* Adds lo..hi to the range being read; -1 (the message in ctx->tok_msg) when no range
+ * has been started or it has all its segments. */
+static int add_segment(DslCtx *ctx, int64_t lo, int64_t hi) {
+  DslRange *r = ctx->ranges_tail;
+  if (!r) {
+    snprintf(ctx->tok_msg, sizeof ctx->tok_msg, "expected a dim's name before its sizes, as in "
+             "dims(N = 1..64)");
+    return -1;
+  }
+  if (r->r.nseg == IR_MAX_DIM_SEGMENTS) {
+    snprintf(ctx->tok_msg, sizeof ctx->tok_msg, "the range of '%s' has more than %d segments",
+             r->r.sym, IR_MAX_DIM_SEGMENTS);
+    return -1;
+  }
+  r->r.lo[r->r.nseg] = lo;
+  r->r.hi[r->r.nseg++] = hi;
+  return 0;
+}
 }
 
 %union {
@@ -85,11 +106,14 @@ static bool word_is(const char *w, const char *k) { return !strcmp(w, k); }
   DslStmt *stmt;
   DslInit *init;
   DslList list;
+  int64_t size;
 }
 
 %token <str> VALUE "value" STRING "string" IDENT "identifier"
 %token <num> INT "integer" FLOAT "number"
 %token AT_ORIGIN "'@'"
+%token DOTDOT "'..'"
+%type <size> range_size
 
 %type <str> gname
 %type <num> number
@@ -109,10 +133,49 @@ static bool word_is(const char *w, const char *k) { return !strcmp(w, k); }
 
 file:
     IDENT { if (!word_is($1, "graph")) FAIL(@1, "expected 'graph' but found '%s'", $1); }
-    gname '(' params_opt ')' '{' stmts '}' {
+    gname '(' params_opt ')' ranges_opt '{' stmts '}' {
       ctx->gname = $3;
       ctx->gloc = LOC(@1);
-      ctx->end_loc = LOC(@9);
+      ctx->end_loc = LOC(@10);
+    }
+  ;
+
+/* ranges_opt = ("dims" "(" range_item ("," range_item)* ")")?
+ * range_item = IDENT "=" segment | segment  (a bare segment adds to the range before it)
+ * segment    = INT (".." INT)? */
+ranges_opt:
+    %empty
+  | IDENT { if (!word_is($1, "dims")) FAIL(@1, "expected 'dims' or '{' but found '%s'", $1); }
+    '(' range_items ')'
+  ;
+
+range_items: range_item | range_items ',' range_item ;
+
+range_item:
+    IDENT '=' {
+      DslRange *r = NEW(DslRange);
+      memset(r, 0, sizeof *r);
+      r->r.sym = $1;
+      r->r.loc = LOC(@1);
+      if (ctx->ranges_tail)
+        ctx->ranges_tail->next = r;
+      else
+        ctx->ranges = r;
+      ctx->ranges_tail = r;
+    } segment
+  | segment
+  ;
+
+segment:
+    range_size { if (add_segment(ctx, $1, $1)) FAIL(@1, "%s", ctx->tok_msg); }
+  | range_size DOTDOT range_size { if (add_segment(ctx, $1, $3)) FAIL(@1, "%s", ctx->tok_msg); }
+  ;
+
+range_size:
+    INT {
+      if ($1.mag > (uint64_t)IR_MAX_DIM_RANGE)
+        FAIL(@1, "size %" PRIu64 " is larger than 2^31", $1.mag);
+      $$ = (int64_t)$1.mag;
     }
   ;
 
