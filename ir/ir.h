@@ -514,6 +514,60 @@ int ir_infer_node(const Node *n, Type *out, Diag *d);
  * source) must agree with the inferred one: "type mismatch" otherwise. */
 int ir_infer(Graph *g, Diag *d);
 
+/* ---------------------------------------------------------------- dynaxes.c: ranged axes
+ *
+ * Where ranged symbols lie in a graph bound at a class's sizes (docs/dynamic-shapes.md,
+ * section 2). Axis a of a value carries symbol S with stride c when position p along it
+ * is S's index (p / c) % M, M the size S is bound at: p is padding at an actual size s
+ * when that index is >= s. */
+enum { DYN_MAX_SYMS = 8, DYN_AXIS_SYMS = 2 };
+typedef struct DynTag {
+  int8_t sym;     /* index into DynAxes.syms; -1: none */
+  int64_t stride; /* c */
+} DynTag;
+typedef struct DynAxis {
+  DynTag t[DYN_AXIS_SYMS]; /* used first; rows of batch and sequence carry two */
+} DynAxis;
+/* Input `input`'s axis `axis` is symbol sym, bound at size. */
+typedef struct DynSeed {
+  const char *sym;
+  int64_t size;
+  int input, axis;
+} DynSeed;
+/* What a node that combines elements along a ranged axis needs from the padding. */
+typedef enum DynNeed {
+  DYN_MASK_ZERO,    /* 0: sums, a matmul's K (both operands), a reversed cumsum */
+  DYN_MASK_NEG_INF, /* -inf: max, softmax, log-sum-exp, argmax */
+  DYN_MASK_POS_INF, /* +inf: min, argmin */
+  DYN_MASK_ONE,     /* 1: products */
+  DYN_MEAN,         /* 0, and the sum divided by the actual count */
+  DYN_UNSUPPORTED,  /* nothing yet (why says what) */
+} DynNeed;
+typedef struct DynMix {
+  const Node *node;
+  int sym, axis; /* the symbol, and the axis of the node's input it combines along */
+  DynNeed need;
+  const char *why;
+} DynMix;
+typedef struct DynAxes {
+  int nsyms;
+  const char *syms[DYN_MAX_SYMS];
+  int64_t size[DYN_MAX_SYMS];
+  DynAxis *axes; /* value id * IR_MAX_RANK + axis */
+  int nvalues;
+  DynMix *mix; /* the nodes that combine along ranged axes, in graph order */
+  int nmix;
+} DynAxes;
+
+/* Tags every value of g (bound, shapes inferred) from the seeds. 0, or -1 with d set
+ * (a seed that names no input axis of its size, out of memory). */
+int dyn_axes(const Graph *g, const DynSeed *seeds, int nseeds, DynAxes *out, Diag *d);
+void dyn_axes_free(DynAxes *a);
+/* The tags of v's axis; NULL out of range. */
+const DynAxis *dyn_axis(const DynAxes *a, const Value *v, int axis);
+bool dyn_tagged(const DynAxis *x);
+const char *dyn_need_str(DynNeed need); /* "padding as -inf" */
+
 /* ---------------------------------------------------------------- verify.c: the verifier */
 
 /* Checks every invariant a pass must keep: each value defined once and before use,
