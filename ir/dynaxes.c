@@ -54,12 +54,14 @@ static bool add_tag(DynAxis *x, DynTag t) {
   return false;
 }
 
-static int mixes(DynAxes *a, const Node *n, int sym, int axis, DynNeed need, const char *why) {
+static int mixes(DynAxes *a, const Node *n, int input, int sym, int axis, DynNeed need,
+                 const char *why) {
+  const Value *v = n->in[input];
   DynMix *m = realloc(a->mix, (size_t)(a->nmix + 1) * sizeof *m);
   if (!m)
     return -1;
   a->mix = m;
-  m[a->nmix++] = (DynMix){n, sym, axis, need, why};
+  m[a->nmix++] = (DynMix){n, input, v, sym, axis, need, why};
   return 0;
 }
 
@@ -68,8 +70,11 @@ static int mixes(DynAxes *a, const Node *n, int sym, int axis, DynNeed need, con
 static int mixes_axis(DynAxes *a, const Node *n, const Value *x, int axis, DynNeed need,
                       const char *why) {
   const DynAxis *t = dyn_axis(a, x, axis);
+  int input = 0;
+  while (input < n->nin - 1 && n->in[input] != x)
+    input++;
   for (int k = 0; t && k < DYN_AXIS_SYMS; k++)
-    if (t->t[k].sym >= 0 && mixes(a, n, t->t[k].sym, axis, need, why))
+    if (t->t[k].sym >= 0 && mixes(a, n, input, t->t[k].sym, axis, need, why))
       return -1;
   return 0;
 }

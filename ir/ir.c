@@ -1054,6 +1054,23 @@ int range_parse(const char *text, DimRange *r, char *buf, size_t n) {
   }
 }
 
+int range_classes(const DimRange *r, int64_t *bounds, int max) {
+  int n = 0;
+  for (int i = 0; i < r->nseg; i++) {
+    /* the powers of two in [lo, hi), then hi */
+    for (int64_t p = 1; p < r->hi[i]; p *= 2)
+      if (p >= r->lo[i]) {
+        if (n == max)
+          return -1;
+        bounds[n++] = p;
+      }
+    if (n == max)
+      return -1;
+    bounds[n++] = r->hi[i];
+  }
+  return n;
+}
+
 int64_t range_max(const DimRange *r) { return r->nseg > 0 ? r->hi[r->nseg - 1] : 0; }
 
 const char *graph_intern(Graph *g, const char *s) {

@@ -347,6 +347,11 @@ bool range_has(const DimRange *r, int64_t size);
 /* Reads r's segments from text such as "1..64" or "1,7,128..512" (r->sym and r->loc
  * untouched). 0, or -1 with what is wrong in buf; the segments are then range_check'ed. */
 int range_parse(const char *text, DimRange *r, char *buf, size_t n);
+/* The shape classes of r (docs/dynamic-shapes.md, section 4): each point, and each
+ * segment cut at the powers of two inside it and at its end, as ascending class bounds
+ * into bounds[0..max). A size runs in the class of the smallest bound at or above it.
+ * The count, or -1 when there are more than max. */
+int range_classes(const DimRange *r, int64_t *bounds, int max);
 /* r as text, "1, 7..512", into buf. */
 const char *range_str(const DimRange *r, char *buf, size_t n);
 /* NULL when r's segments are valid, else what is wrong ("segment 2 (5..3) ends before it
@@ -545,7 +550,9 @@ typedef enum DynNeed {
 } DynNeed;
 typedef struct DynMix {
   const Node *node;
-  int sym, axis; /* the symbol, and the axis of the node's input it combines along */
+  int input;     /* the node's input that is combined along a ranged axis */
+  const Value *value; /* that input as the analysis saw it (the tags are its) */
+  int sym, axis; /* the symbol, and that input's axis */
   DynNeed need;
   const char *why;
 } DynMix;

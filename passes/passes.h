@@ -67,6 +67,14 @@ int precision_check_passes(Precision p, const Pass *const *passes, int n, Diag *
  * the input is 00-input. A failing pass or verifier stops the pipeline. */
 int pass_run_pipeline(Graph *g, const Pass *const *passes, int n, PassContext *ctx);
 
+/* Makes g, bound at a class's sizes (docs/dynamic-shapes.md), give the results of the
+ * graph bound at the actual sizes in its outputs' real positions: adds an i64 scalar
+ * input %<sym>.size for each of a's symbols (after g's inputs, in a's order) and masks
+ * the padding out of every node a lists as combining along a ranged axis (a: dyn_axes of
+ * g; passes/pad_mask.c). Not a pipeline pass: it needs a. -1 with d naming the first
+ * node it cannot make exact. */
+int pass_pad_mask(Graph *g, const DynAxes *a, Diag *d);
+
 /* The passes. */
 extern const Pass pass_dce;       /* dead-code elimination */
 extern const Pass pass_constfold; /* constant folding through the reference executor */

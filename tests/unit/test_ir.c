@@ -230,7 +230,39 @@ static void test_checked_sizes(void) {
   CHECK(double_to_i64(2147483647.5, 0, INT32_MAX, &r) && r == INT32_MAX);
 }
 
+/* Ranges of symbolic dims: the text form, the checks and the shape classes
+ * (docs/dynamic-shapes.md, sections 1 and 4). */
+static void test_ranges(void) {
+  DimRange r = {0};
+  char buf[160];
+  CHECK(range_parse("1,7,128..512", &r, buf, sizeof buf) == 0);
+  CHECK(r.nseg == 3 && r.lo[0] == 1 && r.hi[0] == 1 && r.lo[2] == 128 && r.hi[2] == 512);
+  CHECK(!strcmp(range_str(&r, buf, sizeof buf), "1, 7, 128..512"));
+  CHECK(range_has(&r, 7) && range_has(&r, 300) && !range_has(&r, 8) && !range_has(&r, 513));
+  CHECK(range_max(&r) == 512);
+  int64_t b[32];
+  /* 1, 7 (a point: its own class), 128, 256 (the powers of two in 128..511), 512 */
+  CHECK(range_classes(&r, b, 32) == 5);
+  CHECK(b[0] == 1 && b[1] == 7 && b[2] == 128 && b[3] == 256 && b[4] == 512);
+  CHECK(range_parse("1..64", &r, buf, sizeof buf) == 0 && range_classes(&r, b, 32) == 7);
+  CHECK(b[0] == 1 && b[5] == 32 && b[6] == 64);
+  CHECK(range_parse("7..512", &r, buf, sizeof buf) == 0 && range_classes(&r, b, 32) == 7);
+  CHECK(b[0] == 8 && b[6] == 512); /* 7 runs in the class of 8 */
+  CHECK(range_parse("129..200", &r, buf, sizeof buf) == 0 && range_classes(&r, b, 32) == 1);
+  CHECK(b[0] == 200);
+  CHECK(range_parse("1..2147483648", &r, buf, sizeof buf) == 0);
+  CHECK(range_classes(&r, b, 32) == 32 && range_classes(&r, b, 31) == -1);
+  /* refused: descending, overlapping, zero, too large, not numbers */
+  CHECK(range_parse("8..2", &r, buf, sizeof buf) == -1 && strstr(buf, "ends before it starts"));
+  CHECK(range_parse("1..8,4", &r, buf, sizeof buf) == -1 && strstr(buf, "does not come after"));
+  CHECK(range_parse("0..4", &r, buf, sizeof buf) == -1);
+  CHECK(range_parse("1..2147483649", &r, buf, sizeof buf) == -1);
+  CHECK(range_parse("1..", &r, buf, sizeof buf) == -1 && range_parse("", &r, buf, sizeof buf) == -1);
+  CHECK(range_parse("1,,2", &r, buf, sizeof buf) == -1 && range_parse("a", &r, buf, sizeof buf) == -1);
+}
+
 int main(void) {
+  test_ranges();
   test_f16();
   test_bf16();
   test_f8();
