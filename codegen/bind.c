@@ -21,6 +21,7 @@ int codegen_bind_dims(Graph *g, const char *const *names, const int64_t *sizes, 
       for (int j = 0; j < s->rank; j++)
         if (s->dims[j].sym && !strcmp(s->dims[j].sym, names[k])) {
           s->dims[j] = (Dim){sizes[k], NULL};
+          graph_note_bound(g, names[k], sizes[k], i, j);
           used = true;
         }
     }

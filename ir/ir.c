@@ -932,6 +932,7 @@ void graph_free(Graph *g) {
   free(g->nodes);
   free(g->values);
   free(g->ranges);
+  free(g->bound);
   arena_free(g->arena);
   free(g);
 }
@@ -980,6 +981,14 @@ const char *range_check(const DimRange *r, char *buf, size_t n) {
     return buf;
   }
   return NULL;
+}
+
+void graph_note_bound(Graph *g, const char *sym, int64_t size, int input, int axis) {
+  DynSeed *p = realloc(g->bound, (size_t)(g->nbound + 1) * sizeof *p);
+  if (!p)
+    oom_unless(NULL);
+  g->bound = p;
+  g->bound[g->nbound++] = (DynSeed){graph_intern(g, sym), size, input, axis};
 }
 
 void graph_drop_range(Graph *g, const char *sym) {

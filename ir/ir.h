@@ -316,11 +316,22 @@ typedef struct DimRange {
   SrcLoc loc;
 } DimRange;
 
+/* Input `input`'s axis `axis` is symbol sym, bound at size. */
+typedef struct DynSeed {
+  const char *sym;
+  int64_t size;
+  int input, axis;
+} DynSeed;
+
 typedef struct Graph {
   Arena *arena;
   const char *name;
   SrcLoc loc;
   DimRange *ranges; int nranges; /* the symbols given ranges, in declaration order */
+  /* the input axes that were symbols until bound (the ONNX loader's --dim, codegen's
+   * bind): where the ranged dims of a class start from (docs/dynamic-shapes.md); not
+   * part of the text form */
+  DynSeed *bound; int nbound;
   Value **inputs;  int ninputs;
   Value **outputs; int noutputs;
   Value **consts;  int nconsts;  /* in declaration order */
@@ -340,6 +351,9 @@ const char *graph_intern(Graph *g, const char *s); /* symbols: one pointer per n
 void graph_set_range(Graph *g, const DimRange *r);
 /* The range of symbol sym (any pointer to that name), or NULL. */
 const DimRange *graph_range(const Graph *g, const char *sym);
+/* Records that input `input`'s axis `axis` was symbol sym (interned here), now bound
+ * at size. */
+void graph_note_bound(Graph *g, const char *sym, int64_t size, int input, int axis);
 /* Removes sym's range, if it has one (the symbol bound to a size). */
 void graph_drop_range(Graph *g, const char *sym);
 /* Whether size lies in one of r's segments. */
@@ -533,12 +547,6 @@ typedef struct DynTag {
 typedef struct DynAxis {
   DynTag t[DYN_AXIS_SYMS]; /* used first; rows of batch and sequence carry two */
 } DynAxis;
-/* Input `input`'s axis `axis` is symbol sym, bound at size. */
-typedef struct DynSeed {
-  const char *sym;
-  int64_t size;
-  int input, axis;
-} DynSeed;
 /* What a node that combines elements along a ranged axis needs from the padding. */
 typedef enum DynNeed {
   DYN_MASK_ZERO,    /* 0: sums, a matmul's K (both operands), a reversed cumsum */

@@ -936,6 +936,7 @@ static int add_input(Loader *L, const Onnx__ValueInfoProto *vi, bool *dim_used) 
   if (!tt)
     return onnx_model_error(L, "graph input '%s' is not a tensor", name);
   Type t = {.shape.rank = -1};
+  const char *bound[IR_MAX_RANK] = {0}; /* the symbol an axis was, where --dim bound it */
   if (!tt->has_elem_type || dtype_from_onnx(tt->elem_type, &t.dtype))
     return onnx_model_error(L, "graph input '%s' has element type %s, which gpucc does not support",
                        name, onnx_type_name(tt->has_elem_type ? tt->elem_type : 0));
@@ -983,6 +984,7 @@ static int add_input(Loader *L, const Onnx__ValueInfoProto *vi, bool *dim_used) 
           return onnx_model_error(L, "--dim %s=%s: the size must be a non-negative integer",
                              L->opt->dims[k].name, L->opt->dims[k].value);
         dim_used[k] = true;
+        bound[i] = o->sym;
         *o = (Dim){v, NULL};
       }
     }
@@ -1003,6 +1005,9 @@ static int add_input(Loader *L, const Onnx__ValueInfoProto *vi, bool *dim_used) 
   }
   if (!graph_add_input(L->g, name, t))
     return onnx_model_error(L, "graph input '%s' is declared twice", name);
+  for (int i = 0; i < t.shape.rank; i++)
+    if (bound[i])
+      graph_note_bound(L->g, bound[i], t.shape.dims[i].n, L->g->ninputs - 1, i);
   return 0;
 }
 

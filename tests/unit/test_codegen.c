@@ -551,6 +551,9 @@ static void test_errors(void) {
   const char *names[] = {"B"};
   int64_t sizes[] = {3};
   CHECK(codegen_bind_dims(g, names, sizes, 1, &d2) == 0);
+  /* the binding is recorded: where B was, at what size */
+  CHECK(g->nbound == 1 && !strcmp(g->bound[0].sym, "B") && g->bound[0].size == 3 &&
+        g->bound[0].input == 0 && g->bound[0].axis == 0);
   Program *p = codegen_graph(g, NULL, &d2);
   CHECK(p && g->outputs[0]->type.shape.dims[0].n == 3 && strstr(p->source, "f32[3, 4]"));
   program_free(p);

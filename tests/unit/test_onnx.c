@@ -227,6 +227,9 @@ static void test_mlp(void) {
   OnnxOptions opt = {.dims = &dim, .ndims = 1};
   g = load_m(&m, &opt, &d);
   CHECK(g && g->inputs[0]->type.shape.dims[0].n == 4 && !g->inputs[0]->type.shape.dims[0].sym);
+  /* and says where N was: input 0, axis 0 */
+  CHECK(g && g->nbound == 1 && !strcmp(g->bound[0].sym, "N") && g->bound[0].size == 4 &&
+        g->bound[0].input == 0 && g->bound[0].axis == 0);
   graph_free(g);
 }
 
