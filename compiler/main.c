@@ -1195,6 +1195,13 @@ static int run_graph_cpu(const Compile *c, Graph *g, Tensor **in, Tensor **out) 
   return rc;
 }
 
+/* A graph with ranged dims through its shape class, as a model.so will run it
+ * (compiler/classes.c); the outputs are those of the graph bound at the inputs' sizes. */
+static int run_classes_cpu(const Compile *c, Graph *g, Tensor **in, Tensor **out) {
+  Diag d = {0};
+  return classes_run_cpu(g, &c->opt, in, out, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
+}
+
 /* Whether there is a GPU to run on; when there is none, why (for the note). */
 static bool have_gpu(const Options *o, char *why, size_t n) {
   int major, minor;
@@ -1263,24 +1270,31 @@ static int cmd_run(const Options *o) {
   int rc = load_graph(o, &c, &g);
   if (rc)
     return rc;
-  Tensor **in = calloc((size_t)g->ninputs + 1, sizeof *in);
+  int nin = g->ninputs; /* the class path adds the actual sizes as inputs */
+  Tensor **in = calloc((size_t)nin + 1, sizeof *in);
   Tensor **out = calloc((size_t)g->noutputs + 1, sizeof *out);
   const char **names = calloc((size_t)g->noutputs + 1, sizeof *names);
   if (!in || !out || !names)
     rc = input_error("out of memory");
+  if (!rc && c.opt.nranges) { /* --dim SYM=LO..HI, on the graph now: it picks the path */
+    Diag d = {0};
+    GpuccCompileOptions ro = {.ranges = c.opt.ranges, .nranges = c.opt.nranges};
+    if (pipeline_bind_dims(g, &ro, &d))
+      rc = diag_exit(&d, EXIT_INPUT);
+  }
   if (!rc)
     rc = load_given_inputs(o, g, in);
   if (!rc)
     rc = make_default_inputs(o, g, in);
-  if (!rc)
-    rc = run_dims(g, in, &c);
-  if (!rc)
+  if (!rc && !gpu && g->nranges)
+    rc = run_classes_cpu(&c, g, in, out);
+  else if (!rc && !(rc = run_dims(g, in, &c)))
     rc = gpu ? run_graph_gpu(o, &c, g, in, out) : run_graph_cpu(&c, g, in, out);
   for (int i = 0; !rc && i < g->noutputs; i++)
     names[i] = g->outputs[i]->name; /* after the passes, as the model has them */
   if (!rc)
     rc = emit_outputs(o, names, g->noutputs, out);
-  for (int i = 0; in && i < g->ninputs; i++)
+  for (int i = 0; in && i < nin; i++)
     tensor_free(in[i]);
   for (int i = 0; out && i < g->noutputs; i++)
     tensor_free(out[i]);

@@ -119,8 +119,8 @@ static int broadcast(DynAxes *a, const Node *n, const Value *y, int first, int c
  * same number; within a group the flat position f is the same on both sides. An input
  * axis i of the group with tag (S, c) has S-index (f / (inner_i * c)) % M, inner_i the
  * product of the extents after i in the group; it lands on the output axis o whose
- * stride range holds that: inner_o divides inner_i * c and the period inner_i * c * M
- * does not pass the end of o. */
+ * stride range holds that: inner_o divides inner_i * c, and o's extent is a multiple of
+ * the index's period there, inner_i * c / inner_o * M. */
 static int reshape(DynAxes *a, const Node *n, const Value *x, const Value *y) {
   const Shape *xs = &x->type.shape, *ys = &y->type.shape;
   const DynAxis *xt = dyn_axis(a, x, 0);
@@ -158,7 +158,7 @@ static int reshape(DynAxes *a, const Node *n, const Value *x, const Value *y) {
         int64_t ino = 1;
         for (int q = o - 1; q >= o0 && at < 0; q--) {
           int64_t ext = ys->dims[q].n;
-          if (period % ino == 0 && period / ino < ext && ext % (period / ino * M) == 0)
+          if (period % ino == 0 && ext % (period / ino * M) == 0)
             at = q;
           else
             ino *= ext;
