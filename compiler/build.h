@@ -92,13 +92,16 @@ int pipeline_onnx_options(const GpuccCompileOptions *opt, OnnxOptions *lo,
 
 /* A graph with ranged dims (g->ranges) run on the reference executor as a model.so will
  * run it (compiler/classes.c): the inputs' sizes pick each ranged dim's class, g is
- * bound at the classes' bounds (the other symbols at the inputs' sizes), pad_mask and
+ * bound at the classes' bounds (the other symbols at the inputs' sizes; with load, the
+ * model is loaded again at them instead, as an ONNX model binds at load), pad_mask and
  * opt's passes run, and the executor runs g on the inputs padded with zeros and the
  * actual sizes; out[] receives the outputs' real positions, the shapes of g bound at the
  * inputs' sizes. g is modified. 0, or -1 with d set (a size outside its range names the
  * input, its range and the size; a node pad_mask cannot make exact names it). */
-int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, Tensor *const *in, Tensor **out,
-                    Diag *d);
+typedef Graph *(*ClassLoad)(void *arg, const char *const *names, const int64_t *sizes, int n,
+                            Diag *d);
+int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
+                    Tensor *const *in, Tensor **out, Diag *d);
 
 /* The runtime's element type of an IR one and back, by name (GPUCC_DT_INVALID and
  * DT_UNKNOWN when the other layer has no such type). */

@@ -99,8 +99,52 @@ static Tensor *real_part(const DynAxes *a, const DynAxis *t, const Tensor *y, co
   return r;
 }
 
-int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, Tensor *const *in, Tensor **out,
-                    Diag *d) {
+/* Whether the smaller of x and y (each dim at most the other's) is the other's start. */
+static bool prefix_of(const Tensor *x, const Tensor *y) {
+  if (x->dtype != y->dtype || x->rank != y->rank)
+    return false;
+  const Tensor *s = x, *l = y;
+  for (int j = 0; j < x->rank; j++)
+    if (x->dims[j] > y->dims[j])
+      s = y, l = x;
+  for (int j = 0; j < x->rank; j++)
+    if (s->dims[j] > l->dims[j])
+      return false;
+  size_t es = tensor_numel(s) ? tensor_nbytes(s) / (size_t)tensor_numel(s) : 0;
+  int64_t n = tensor_numel(s);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t rest = i, at = 0, stride = 1;
+    for (int j = s->rank - 1; j >= 0; j--) {
+      at += rest % s->dims[j] * stride;
+      rest /= s->dims[j];
+      stride *= l->dims[j];
+    }
+    if (memcmp((const char *)s->data + (size_t)i * es, (const char *)l->data + (size_t)at * es, es))
+      return false;
+  }
+  return true;
+}
+
+/* a and b: one model loaded at two sizes of its ranged dims. A constant folded from
+ * those sizes (a Shape chain's arithmetic: a count to divide by) would hold the class's
+ * size, not the actual one, so it is refused; one whose shape follows the size (a
+ * position table cut to the sequence) is fine where the smaller is the larger's start. */
+static int check_constants(const Graph *a, Graph *b, Diag *d) {
+  for (int i = 0; i < a->nconsts; i++) {
+    const Value *v = a->consts[i];
+    const Value *w = graph_find_value(b, v->name);
+    if (!w || w->kind != VK_CONST || !v->data || !w->data || !graph_count_uses(a, v))
+      continue;
+    if (!prefix_of(v->data, w->data))
+      return diag_error(d, v->loc.line ? v->loc : a->loc, "constant %%%s is computed from the "
+                        "size of a ranged dim (its values differ between sizes), which is "
+                        "not supported yet: bind the dim with --dim NAME=SIZE", v->name);
+  }
+  return 0;
+}
+
+int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
+                    Tensor *const *in, Tensor **out, Diag *d) {
   int nin = g->ninputs, nout = g->noutputs, rc = -1;
   const char *names[DYN_MAX_SYMS + IR_MAX_RANK * 8];
   int64_t sizes[DYN_MAX_SYMS + IR_MAX_RANK * 8], actual[DYN_MAX_SYMS];
@@ -130,22 +174,66 @@ int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, Tensor *const *in,
       names[nb] = sym;
       sizes[nb++] = in[i]->dims[j];
     }
+  /* the class's graph: g bound in place, or the model loaded again at these sizes */
+  Graph *src = g;
   int first_bound = g->nbound;
-  if (codegen_bind_dims(g, names, sizes, nb, d))
+  if (load) {
+    if (!(g = load(arg, names, sizes, nb, d)))
+      return -1;
+    first_bound = 0;
+    if (g->ninputs != nin || g->noutputs != nout) {
+      graph_free(g);
+      return diag_error(d, src->loc, "the model loaded at its class's sizes has other inputs "
+                        "or outputs");
+    }
+    /* the constants against the model at other sizes: src, loaded at the top of each
+     * range, where the class is below it; else the model loaded at the range's bottom */
+    bool top = true;
+    for (int k = 0; k < nr; k++)
+      top = top && sizes[k] == range_max(&ranges[k]);
+    int crc = 0;
+    if (!top) {
+      crc = check_constants(g, src, d);
+    } else {
+      int64_t other[DYN_MAX_SYMS + IR_MAX_RANK * 8];
+      bool differs = false;
+      memcpy(other, sizes, (size_t)nb * sizeof *other);
+      for (int k = 0; k < nr; k++)
+        if (ranges[k].lo[0] < sizes[k]) {
+          other[k] = ranges[k].lo[0];
+          differs = true;
+        }
+      Graph *o2 = differs ? load(arg, names, other, nb, d) : NULL;
+      crc = differs && (!o2 || check_constants(g, o2, d));
+      graph_free(o2);
+    }
+    if (crc) {
+      graph_free(g);
+      return -1;
+    }
+  } else if (codegen_bind_dims(g, names, sizes, nb, d)) {
     return -1;
+  }
   /* the seeds: the ranged symbols' input axes, bound just now */
   DynSeed seeds[IR_MAX_RANK * 16];
   int ns = 0;
   for (int k = first_bound; k < g->nbound; k++)
     for (int r = 0; r < nr; r++)
       if (!strcmp(g->bound[k].sym, ranges[r].sym)) {
-        if (ns == (int)(sizeof seeds / sizeof *seeds))
-          return diag_error(d, g->loc, "more than %d input axes of ranged dims", ns);
+        if (ns == (int)(sizeof seeds / sizeof *seeds)) {
+          diag_error(d, g->loc, "more than %d input axes of ranged dims", ns);
+          if (g != src)
+            graph_free(g);
+          return -1;
+        }
         seeds[ns++] = g->bound[k];
       }
   DynAxes a;
-  if (dyn_axes(g, seeds, ns, &a, d))
+  if (dyn_axes(g, seeds, ns, &a, d)) {
+    if (g != src)
+      graph_free(g);
     return -1;
+  }
   /* the outputs' tags now: the passes may replace the output values */
   DynAxis *otags = calloc((size_t)nout * IR_MAX_RANK + 1, sizeof *otags);
   int64_t s[DYN_MAX_SYMS] = {0};
@@ -203,5 +291,7 @@ done:
   free(got);
   free(otags);
   dyn_axes_free(&a);
+  if (g != src)
+    graph_free(g);
   return rc;
 }

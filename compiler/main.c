@@ -166,7 +166,8 @@ static void print_help(void) {
          "                          does not compile to a model.so yet: bind a size\n");
   printf("\n"
          "ONNX models (FILE ending in .onnx), both modes:\n"
-         "  --dim SYM=N             bind symbolic dim SYM to N when loading\n"
+         "  --dim SYM=N             bind symbolic dim SYM to N when loading (SYM=LO..HI:\n"
+         "                          a range, which 'gpucc run --cpu' runs by shape class)\n"
          "  --shape NAME=AxBxC      give input NAME this static shape (repeatable)\n"
          "  --const NAME=PATH.npy   make input NAME a constant with this value, for inputs\n"
          "                          that decide shapes (a Reshape's shape); repeatable\n"
@@ -503,6 +504,7 @@ typedef struct Compile {
   const char **dim_names, **calib_names;
   int64_t *dim_sizes;
   DimRange *ranges; /* --dim SYM=LO..HI */
+  int nsizes;       /* --dim SYM=N: dim_names[0..nsizes), kept after an ONNX load */
   Tensor **calib;
   int ncalib;
 } Compile;
@@ -554,6 +556,7 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
     c->dim_names[ndims] = o->dims[i].name;
     c->dim_sizes[ndims++] = strtoll(o->dims[i].value, NULL, 10);
   }
+  c->nsizes = ndims;
   for (int i = 0; i < o->ncalib; i++)
     c->calib_names[i] = o->calib[i].name;
   /* compile mode: --arch's target; run mode: the device's (the JIT API asks it), or on the
@@ -574,11 +577,82 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
  * An ONNX model binds --dim at load, as the JIT's gpucc_build_onnx does
  * (pipeline_onnx_options), and then c's options have no dims left. On failure c is
  * freed and the exit code returned. */
+/* The ONNX model o->file loaded with c's dims and, where extra_names is given, these
+ * sizes too (an ONNX model binds its symbols at load). */
+static Graph *load_onnx(const Options *o, const Compile *c, const char *const *extra_names,
+                        const int64_t *extra_sizes, int nextra, Diag *d) {
+  int n = c->nsizes + nextra;
+  const char **names = calloc((size_t)n + 1, sizeof *names);
+  int64_t *sizes = calloc((size_t)n + 1, sizeof *sizes);
+  Graph *g = NULL;
+  if (!names || !sizes) {
+    diag_error(d, (SrcLoc){0}, "out of memory");
+  } else {
+    for (int i = 0; i < c->nsizes; i++) {
+      names[i] = c->dim_names[i];
+      sizes[i] = c->dim_sizes[i];
+    }
+    for (int i = 0; i < nextra; i++) {
+      names[c->nsizes + i] = extra_names[i];
+      sizes[c->nsizes + i] = extra_sizes[i];
+    }
+    GpuccCompileOptions opt = c->opt, rest;
+    opt.dim_names = names;
+    opt.dim_sizes = sizes;
+    opt.ndims = n;
+    OnnxOptions lo;
+    void *mem = NULL;
+    if (!pipeline_onnx_options(&opt, &lo, &rest, &mem, d))
+      g = onnx_load(o->file, &lo, d);
+    free(mem);
+  }
+  free(names);
+  free(sizes);
+  return g;
+}
+
+/* An ONNX model with ranged dims, for the class path of `gpucc run --cpu`: loaded with
+ * each ranged dim at the top of its range, since its Shape chains need sizes; then its
+ * inputs' ranged axes are symbols again, with their ranges, for the inputs to be read and
+ * the class to be chosen (classes_run_cpu loads it again at the class's sizes). */
+static Graph *load_onnx_ranged(const Options *o, const Compile *c, Diag *d) {
+  const char *names[DYN_MAX_SYMS];
+  int64_t sizes[DYN_MAX_SYMS];
+  int n = c->opt.nranges < DYN_MAX_SYMS ? c->opt.nranges : DYN_MAX_SYMS;
+  for (int i = 0; i < n; i++) {
+    names[i] = c->opt.ranges[i].sym;
+    sizes[i] = range_max(&c->opt.ranges[i]);
+  }
+  Graph *g = load_onnx(o, c, names, sizes, n, d);
+  for (int k = 0; g && k < g->nbound; k++)
+    for (int i = 0; i < n; i++)
+      if (!strcmp(g->bound[k].sym, names[i]))
+        g->inputs[g->bound[k].input]->type.shape.dims[g->bound[k].axis] =
+            (Dim){-1, graph_intern(g, names[i])};
+  return g;
+}
+
+/* The class loader of an ONNX model (classes_run_cpu's ClassLoad). */
+typedef struct OnnxClass {
+  const Options *o;
+  const Compile *c;
+} OnnxClass;
+
+static Graph *load_onnx_class(void *arg, const char *const *names, const int64_t *sizes, int n,
+                              Diag *d) {
+  const OnnxClass *k = arg;
+  return load_onnx(k->o, k->c, names, sizes, n, d);
+}
+
 static int load_graph(const Options *o, Compile *c, Graph **out) {
   Diag d = {0};
   Graph *g = NULL;
   int rc = compile_options(o, c, &d);
-  if (!rc && o->onnx) {
+  if (!rc && o->onnx && o->mode == MODE_RUN && o->cpu && c->opt.nranges) {
+    if (!(g = load_onnx_ranged(o, c, &d)))
+      rc = -1;
+    c->opt.ndims = 0; /* bound at load */
+  } else if (!rc && o->onnx) {
     OnnxOptions lo;
     GpuccCompileOptions rest;
     void *mem = NULL;
@@ -1197,9 +1271,13 @@ static int run_graph_cpu(const Compile *c, Graph *g, Tensor **in, Tensor **out) 
 
 /* A graph with ranged dims through its shape class, as a model.so will run it
  * (compiler/classes.c); the outputs are those of the graph bound at the inputs' sizes. */
-static int run_classes_cpu(const Compile *c, Graph *g, Tensor **in, Tensor **out) {
+static int run_classes_cpu(const Options *o, const Compile *c, Graph *g, Tensor **in,
+                           Tensor **out) {
   Diag d = {0};
-  return classes_run_cpu(g, &c->opt, in, out, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
+  OnnxClass k = {o, c};
+  return classes_run_cpu(g, &c->opt, o->onnx ? load_onnx_class : NULL, &k, in, out, &d)
+             ? diag_exit(&d, EXIT_INPUT)
+             : 0;
 }
 
 /* Whether there is a GPU to run on; when there is none, why (for the note). */
@@ -1287,7 +1365,7 @@ static int cmd_run(const Options *o) {
   if (!rc)
     rc = make_default_inputs(o, g, in);
   if (!rc && !gpu && g->nranges)
-    rc = run_classes_cpu(&c, g, in, out);
+    rc = run_classes_cpu(o, &c, g, in, out);
   else if (!rc && !(rc = run_dims(g, in, &c)))
     rc = gpu ? run_graph_gpu(o, &c, g, in, out) : run_graph_cpu(&c, g, in, out);
   for (int i = 0; !rc && i < g->noutputs; i++)

@@ -212,8 +212,49 @@ SIZED = {"chain": chain, "reverse_constants": reverse_constants, "sum_inputs": s
          "concat_inputs": concat_inputs, "split_parts": split_parts,
          "unknown_ops": unknown_ops}
 
+def attention_dynamic():
+    """An attention over x [batch, seq, 8] as exporters write it with dynamic axes: the
+    head split's shape from Shape/Gather/Concat, two heads of 4, the scores' softmax over
+    the keys, the merge back by the same shape, and the mean over the sequence."""
+    def const(name, vs):
+        return node("Constant", [], [name], "", [f_bytes(1, "value") + f_int(20, 4) +
+                                                 f_bytes(5, tensor("", [len(vs)], INT64, vs))])
+    w = [((i * 7 + j * 3) % 11 - 5) / 8.0 for i in range(8) for j in range(8)]
+    return model(
+        [node("MatMul", ["x", "w"], ["p"], "proj"),
+         node("Shape", ["x"], ["shape"], "shape"),
+         const("i0", [0]), const("i1", [1]), const("heads", [2, 4]), const("hidden", [8]),
+         node("Gather", ["shape", "i0"], ["b"], "b", [attr_int("axis", 0)]),
+         node("Gather", ["shape", "i1"], ["s"], "s", [attr_int("axis", 0)]),
+         node("Concat", ["b", "s", "heads"], ["split"], "split", [attr_int("axis", 0)]),
+         node("Reshape", ["p", "split"], ["h"], "heads"),
+         node("Transpose", ["h"], ["q"], "q", [attr_ints("perm", [0, 2, 1, 3])]),
+         node("Transpose", ["h"], ["k"], "k", [attr_ints("perm", [0, 2, 3, 1])]),
+         node("MatMul", ["q", "k"], ["scores"], "scores"),
+         node("Softmax", ["scores"], ["a"], "softmax", [attr_int("axis", -1)]),
+         node("MatMul", ["a", "q"], ["o"], "pv"),
+         node("Transpose", ["o"], ["ot"], "merge", [attr_ints("perm", [0, 2, 1, 3])]),
+         node("Concat", ["b", "s", "hidden"], ["back"], "back", [attr_int("axis", 0)]),
+         node("Reshape", ["ot", "back"], ["y"], "y"),
+         node("ReduceMean", ["y"], ["m"], "mean", [attr_ints("axes", [1]), attr_int("keepdims", 0)])],
+        [value_info("x", FLOAT, ["batch", "seq", 8])],
+        [value_info("y", FLOAT, ["batch", "seq", 8]), value_info("m", FLOAT, ["batch", 8])],
+        [tensor("w", [8, 8], FLOAT, w)])
+
+
 MODELS = {
     "deep_nesting": deep_nesting,
+    "attention_dynamic": attention_dynamic,
+    # x [batch, seq] divided by its sequence length, taken from its shape: the loader folds
+    # the length into a constant, which a run of another size must not use.
+    "shape_arithmetic": lambda: model(
+        [node("Shape", ["x"], ["shape"]),
+         node("Constant", [], ["one"], "", [f_bytes(1, "value") + f_int(20, 4) +
+                                            f_bytes(5, tensor("", [1], INT64, [1]))]),
+         node("Gather", ["shape", "one"], ["len"], "", [attr_int("axis", 0)]),
+         node("Cast", ["len"], ["lenf"], "", [attr_int("to", FLOAT)]),
+         node("Div", ["x", "lenf"], ["y"])],
+        [value_info("x", FLOAT, ["batch", "seq"])], [value_info("y", FLOAT, ["batch", "seq"])]),
     # y = relu(x @ w + b) with a symbolic batch dim; w in raw_data, b in float_data.
     "mlp": lambda: model(
         [node("MatMul", ["x", "w"], ["h"], "fc"), node("Add", ["h", "b"], ["hb"], "bias"),
