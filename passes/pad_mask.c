@@ -72,7 +72,9 @@ static int mask_input(PadMask *P, Node *n, int k, int axis, double v, const Valu
   Value *x = n->in[k];
   Value *mask = axis_mask(P, n, tags, axis);
   if (!mask)
-    return -1;
+    return P->d->failed ? -1
+                        : diag_error(P->d, n->loc, "ranged dims: %%%s's axis %d has no ranged dim to "
+                                     "mask", tags->name, axis);
   Tensor *c = tensor_in_arena(P->g->arena, x->type.dtype, 0, NULL);
   tensor_fill_value(c, v);
   Value *in[3] = {mask, x, pass_add_const(P->g, x->name, "pad", c)};
