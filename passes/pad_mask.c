@@ -143,7 +143,25 @@ static double neutral(DynNeed need) {
                                     : 0;
 }
 
-/* The matmul n's K axes, both masked with 0 (the padding of one operand may be NaN). */
+/* Whether x's padding along `axis` is exactly 0 already: x is a softmax over that axis
+ * whose input pad_mask masks with -inf there (exp(-inf) = 0, in a row whose real
+ * scores are finite; a row of padding stays in padding). */
+static bool zero_padded(const PadMask *P, const Value *x, int axis) {
+  const Node *s = x->kind == VK_NODE ? x->def : NULL;
+  if (!s || s->op != OP_SOFTMAX)
+    return false;
+  int64_t ax = attr_int(s, "axis");
+  if ((ax < 0 ? ax + x->type.shape.rank : ax) != axis)
+    return false;
+  for (int i = 0; i < P->a->nmix; i++)
+    if (P->a->mix[i].node == s && P->a->mix[i].axis == axis && P->a->mix[i].need == DYN_MASK_NEG_INF)
+      return true;
+  return false;
+}
+
+/* The matmul n's K axes masked with 0, both (the padding of one operand may be NaN, and
+ * 0 * NaN is NaN), but for a masked softmax's output, whose padding is 0 already (so an
+ * attention's probabilities go to the second matmul as they are). */
 static int mask_matmul(PadMask *P, Node *n) {
   const Value *x = n->in[0], *b = n->in[1];
   int ra = x->type.shape.rank, rb = b->type.shape.rank;
@@ -151,7 +169,8 @@ static int mask_matmul(PadMask *P, Node *n) {
   if (!dyn_tagged(dyn_axis(P->a, x, ra - 1)) || !dyn_tagged(dyn_axis(P->a, b, kb)))
     return diag_error(P->d, n->loc, "ranged dims: the matmul %%%s has a ranged K in one "
                       "operand only, which is not supported yet", n->out[0]->name);
-  return mask_input(P, n, 0, ra - 1, 0, x) || mask_input(P, n, 1, kb, 0, b);
+  return (!zero_padded(P, x, ra - 1) && mask_input(P, n, 0, ra - 1, 0, x)) ||
+         (!zero_padded(P, b, kb) && mask_input(P, n, 1, kb, 0, b));
 }
 
 int pass_pad_mask(Graph *g, const DynAxes *a, Diag *d) {

@@ -95,6 +95,11 @@ static void test_every_size(void) {
     fprintf(stderr, "%s\n", d.msg);
   CHECK(ir_verify(g, &d) == 0);
   CHECK(g->ninputs == 5 && !strcmp(g->inputs[4]->name, "S.size"));
+  /* the attention's probabilities reach the second matmul unmasked (their padding is
+   * exactly 0 after the masked softmax); its values %q are masked */
+  const Node *pv = outs[0]->def;
+  CHECK(pv && pv->op == OP_MATMUL && !strcmp(pv->in[0]->name, "a"));
+  CHECK(pv && pv->in[1]->def && pv->in[1]->def->op == OP_WHERE);
   for (int s = 1; s <= M && g->ninputs == 5; s++) {
     Graph *h = graph_at(s);
     if (!h)
