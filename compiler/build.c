@@ -1227,13 +1227,7 @@ int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d) {
   for (int i = 0; i < opt->nranges; i++) {
     char buf[256];
     const DimRange *r = &opt->ranges[i];
-    bool used = false;
-    for (int k = 0; k < g->ninputs && !used; k++) {
-      const Shape *sh = &g->inputs[k]->type.shape;
-      for (int j = 0; j < sh->rank && !used; j++)
-        used = sh->dims[j].sym && !strcmp(sh->dims[j].sym, r->sym);
-    }
-    if (!used)
+    if (!graph_has_symbol(g, r->sym))
       return diag_error(d, g->loc, "--dim %s=%s: no input of the graph has a dim named '%s'",
                         r->sym, range_str(r, buf, sizeof buf), r->sym);
     if (range_check(r, buf, sizeof buf))

@@ -890,16 +890,6 @@ static int64_t symbol_size(const Options *o, const Graph *g, Tensor *const *in,
   return r ? r->lo[0] : 1;
 }
 
-static bool graph_has_symbol(const Graph *g, const char *sym) {
-  for (int i = 0; i < g->ninputs; i++) {
-    const Shape *s = &g->inputs[i]->type.shape;
-    for (int j = 0; j < s->rank; j++)
-      if (s->dims[j].sym && !strcmp(s->dims[j].sym, sym))
-        return true;
-  }
-  return false;
-}
-
 /* Fills the inputs not given with the documented generator, saying so on stderr. */
 static int make_default_inputs(const Options *o, const Graph *g, Tensor **in) {
   /* The ONNX loader has bound --dim already (and checked the names). */

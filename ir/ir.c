@@ -991,6 +991,16 @@ void graph_note_bound(Graph *g, const char *sym, int64_t size, int input, int ax
   g->bound[g->nbound++] = (DynSeed){graph_intern(g, sym), size, input, axis};
 }
 
+bool graph_has_symbol(const Graph *g, const char *sym) {
+  for (int i = 0; i < g->ninputs; i++) {
+    const Shape *s = &g->inputs[i]->type.shape;
+    for (int j = 0; j < s->rank; j++)
+      if (s->dims[j].sym && !strcmp(s->dims[j].sym, sym))
+        return true;
+  }
+  return false;
+}
+
 void graph_drop_range(Graph *g, const char *sym) {
   for (int i = 0; sym && i < g->nranges; i++)
     if (!strcmp(g->ranges[i].sym, sym)) {

@@ -354,6 +354,8 @@ const DimRange *graph_range(const Graph *g, const char *sym);
 /* Records that input `input`'s axis `axis` was symbol sym (interned here), now bound
  * at size. */
 void graph_note_bound(Graph *g, const char *sym, int64_t size, int input, int axis);
+/* Whether a dim of one of g's inputs is symbol sym. */
+bool graph_has_symbol(const Graph *g, const char *sym);
 /* Removes sym's range, if it has one (the symbol bound to a size). */
 void graph_drop_range(Graph *g, const char *sym);
 /* Whether size lies in one of r's segments. */

@@ -566,13 +566,7 @@ static int verify_ranges(const Graph *g, Diag *d) {
     char buf[160];
     if (range_check(r, buf, sizeof buf))
       return diag_error(d, at, "range of '%s': %s", r->sym, buf);
-    bool used = false;
-    for (int k = 0; k < g->ninputs && !used; k++) {
-      const Shape *sh = &g->inputs[k]->type.shape;
-      for (int j = 0; j < sh->rank && !used; j++)
-        used = sh->dims[j].sym && !strcmp(sh->dims[j].sym, r->sym);
-    }
-    if (!used)
+    if (!graph_has_symbol(g, r->sym))
       return diag_error(d, at, "range of '%s': no input of graph %s has a dim named '%s'",
                         r->sym, g->name, r->sym);
   }
