@@ -61,22 +61,27 @@ static bool real_element(const DynAxes *a, const DynAxis *t, int rank, const int
   return true;
 }
 
+/* Where element i of x lies in a tensor of dims[] (each at least x's) that holds x at
+ * its start. */
+static int64_t offset_in(const Tensor *x, const int64_t *dims, int64_t i) {
+  int64_t at = 0, stride = 1;
+  for (int j = x->rank - 1; j >= 0; j--) {
+    at += i % x->dims[j] * stride;
+    i /= x->dims[j];
+    stride *= dims[j];
+  }
+  return at;
+}
+
 /* x placed at the start of each of its ranged axes in a zeroed tensor of dims[]. */
 static Tensor *pad_input(const Tensor *x, const int64_t *dims) {
   Tensor *t = tensor_new(x->dtype, x->rank, dims);
   if (!t)
     return NULL;
-  size_t es = tensor_numel(x) ? tensor_nbytes(x) / (size_t)tensor_numel(x) : 0;
-  int64_t n = tensor_numel(x);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t rest = i, at = 0, stride = 1;
-    for (int j = x->rank - 1; j >= 0; j--) {
-      at += rest % x->dims[j] * stride;
-      rest /= x->dims[j];
-      stride *= dims[j];
-    }
-    memcpy((char *)t->data + (size_t)at * es, (const char *)x->data + (size_t)i * es, es);
-  }
+  size_t es = dtype_size(x->dtype);
+  for (int64_t i = 0, n = tensor_numel(x); i < n; i++)
+    memcpy((char *)t->data + (size_t)offset_in(x, dims, i) * es,
+           (const char *)x->data + (size_t)i * es, es);
   return t;
 }
 
@@ -91,7 +96,7 @@ static Tensor *real_part(const DynAxes *a, const DynAxis *t, const Tensor *y, co
   Tensor *r = tensor_new(y->dtype, y->rank, dims);
   if (!r)
     return NULL;
-  size_t es = tensor_numel(y) ? tensor_nbytes(y) / (size_t)tensor_numel(y) : 0;
+  size_t es = dtype_size(y->dtype);
   int64_t n = tensor_numel(y), k = 0;
   for (int64_t i = 0; i < n; i++)
     if (real_element(a, t, y->rank, y->dims, i, s))
@@ -110,18 +115,11 @@ static bool prefix_of(const Tensor *x, const Tensor *y) {
   for (int j = 0; j < x->rank; j++)
     if (s->dims[j] > l->dims[j])
       return false;
-  size_t es = tensor_numel(s) ? tensor_nbytes(s) / (size_t)tensor_numel(s) : 0;
-  int64_t n = tensor_numel(s);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t rest = i, at = 0, stride = 1;
-    for (int j = s->rank - 1; j >= 0; j--) {
-      at += rest % s->dims[j] * stride;
-      rest /= s->dims[j];
-      stride *= l->dims[j];
-    }
-    if (memcmp((const char *)s->data + (size_t)i * es, (const char *)l->data + (size_t)at * es, es))
+  size_t es = dtype_size(s->dtype);
+  for (int64_t i = 0, n = tensor_numel(s); i < n; i++)
+    if (memcmp((const char *)s->data + (size_t)i * es,
+               (const char *)l->data + (size_t)offset_in(s, l->dims, i) * es, es))
       return false;
-  }
   return true;
 }
 

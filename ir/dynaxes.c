@@ -174,8 +174,7 @@ static int reshape(DynAxes *a, const Node *n, const Value *x, const Value *y) {
   return 0;
 }
 
-/* The axes a reduction-like node reduces, from its "axes" list (none: all of them). */
-static void reduced(const Node *n, int rank, bool *red) {
+void dyn_reduced_axes(const Node *n, int rank, bool *red) {
   int len = 0;
   const int64_t *ax = attr_ints(n, "axes", &len);
   for (int j = 0; j < rank; j++)
@@ -244,7 +243,7 @@ static int one_node(DynAxes *a, const Node *n) {
       for (int j = 0; j < rx; j++)
         red[j] = j == (ax < 0 ? ax + rx : ax);
     } else {
-      reduced(n, rx, red);
+      dyn_reduced_axes(n, rx, red);
     }
     DynNeed need = n->op == OP_REDUCE_MEAN ? DYN_MEAN
                    : n->op == OP_REDUCE_MAX || n->op == OP_REDUCE_LOG_SUM_EXP || n->op == OP_ARGMAX

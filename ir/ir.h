@@ -584,6 +584,8 @@ void dyn_axes_free(DynAxes *a);
 const DynAxis *dyn_axis(const DynAxes *a, const Value *v, int axis);
 bool dyn_tagged(const DynAxis *x);
 const char *dyn_need_str(DynNeed need); /* "padding as -inf" */
+/* red[0..rank): the axes reduction n reduces, from its "axes" list (none: all of them). */
+void dyn_reduced_axes(const Node *n, int rank, bool *red);
 
 /* ---------------------------------------------------------------- verify.c: the verifier */
 

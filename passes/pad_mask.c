@@ -89,8 +89,9 @@ static int mask_input(PadMask *P, Node *n, int k, int axis, double v, const Valu
  * the real positions among them: (ext / M) * s over each ranged axis, ext over the rest. */
 static int exact_mean(PadMask *P, Node *n) {
   Value *x = n->in[0];
-  int r = x->type.shape.rank, len = 0;
-  const int64_t *ax = attr_ints(n, "axes", &len);
+  int r = x->type.shape.rank;
+  bool red[IR_MAX_RANK];
+  dyn_reduced_axes(n, r, red);
   int64_t fixed = 1;
   Value *count = NULL;
   Value *sum = pass_edit_insert_before(&P->e, n, OP_REDUCE_SUM, &x, 1, n->attrs, n->nattr,
@@ -98,10 +99,7 @@ static int exact_mean(PadMask *P, Node *n) {
   if (!sum)
     return -1;
   for (int j = 0; j < r; j++) {
-    bool red = !ax || len == 0;
-    for (int k = 0; ax && k < len; k++)
-      red = red || (ax[k] < 0 ? ax[k] + r : ax[k]) == j;
-    if (!red)
+    if (!red[j])
       continue;
     int64_t ext = x->type.shape.dims[j].n;
     const DynAxis *t = dyn_axis(P->a, x, j);
