@@ -123,17 +123,83 @@ static bool prefix_of(const Tensor *x, const Tensor *y) {
   return true;
 }
 
-/* a and b: one model loaded at two sizes of its ranged dims. A constant folded from
- * those sizes (a Shape chain's arithmetic: a count to divide by) would hold the class's
- * size, not the actual one, so it is refused; one whose shape follows the size (a
- * position table cut to the sequence) is fine where the smaller is the larger's start. */
-static int check_constants(const Graph *a, Graph *b, Diag *d) {
+/* The size ranged dim r is bound at in g (its first bound input axis); 0 if none. */
+static int64_t bound_size(const Graph *g, const char *sym) {
+  for (int k = 0; k < g->nbound; k++)
+    if (!strcmp(g->bound[k].sym, sym))
+      return g->bound[k].size;
+  return 0;
+}
+
+/* The tags of g, a model loaded at its class's sizes, from the ranged symbols' input axes,
+ * and, when the model loaded at other sizes is given, from the axes of g's constants whose
+ * extent is one ranged symbol's size in each (a position table cut to the sequence, a
+ * mask's indices). */
+static int analyse(const Graph *g, const Graph *other, const DimRange *ranges, int nr,
+                   DynAxes *a, Diag *d) {
+  DynSeed *seeds = NULL;
+  int ns = 0, cap = 0;
+  for (int k = 0; k <= g->nbound + (other ? g->nconsts * IR_MAX_RANK : 0); k++) {
+    DynSeed s;
+    if (k < g->nbound) {
+      s = g->bound[k];
+    } else {
+      int i = (k - g->nbound) / IR_MAX_RANK, j = (k - g->nbound) % IR_MAX_RANK;
+      if (i >= g->nconsts)
+        break;
+      const Value *v = g->consts[i], *w = graph_find_value(other, v->name);
+      if (!w || w->kind != VK_CONST || j >= v->type.shape.rank || w->type.shape.rank != v->type.shape.rank ||
+          v->type.shape.dims[j].n == w->type.shape.dims[j].n)
+        continue;
+      int which = -1, count = 0;
+      for (int r = 0; r < nr; r++)
+        if (v->type.shape.dims[j].n == bound_size(g, ranges[r].sym) &&
+            w->type.shape.dims[j].n == bound_size(other, ranges[r].sym))
+          which = r, count++;
+      if (count != 1)
+        continue;
+      s = (DynSeed){ranges[which].sym, v->type.shape.dims[j].n, -1, j, v};
+    }
+    bool ranged = false;
+    for (int r = 0; r < nr; r++)
+      ranged = ranged || !strcmp(s.sym, ranges[r].sym);
+    if (!ranged)
+      continue;
+    if (ns == cap) {
+      DynSeed *p = realloc(seeds, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *p);
+      if (!p) {
+        free(seeds);
+        return diag_error(d, g->loc, "out of memory");
+      }
+      seeds = p;
+    }
+    seeds[ns++] = s;
+  }
+  int rc = dyn_axes(g, seeds, ns, a, d);
+  free(seeds);
+  return rc;
+}
+
+static bool exact_in(const DynAxes *a, const char *name) {
+  for (int k = 0; k < a->nexact; k++)
+    if (!strcmp(a->exact[k]->name, name))
+      return true;
+  return false;
+}
+
+/* a and b: one model loaded at two sizes of its ranged dims, with their tags. A constant
+ * folded from those sizes (a Shape chain's arithmetic: a count to divide by) would hold
+ * the class's size, not the actual one, so it is refused; one whose shape follows the
+ * size (a position table cut to the sequence) is fine where the smaller is the larger's
+ * start, and so are indices that both analyses proved send each position to itself. */
+static int check_constants(const Graph *a, const DynAxes *ta, const Graph *b, const DynAxes *tb,
+                           Diag *d) {
   for (int i = 0; i < a->nconsts; i++) {
     const Value *v = a->consts[i];
     const Value *w = graph_find_value(b, v->name);
     if (!w || w->kind != VK_CONST || !v->data || !w->data || !graph_count_uses(a, v))
       continue;
-    if (!prefix_of(v->data, w->data))
+    if (!prefix_of(v->data, w->data) && !(exact_in(ta, v->name) && exact_in(tb, v->name)))
       return diag_error(d, v->loc.line ? v->loc : a->loc, "constant %%%s is computed from the "
                         "size of a ranged dim (its values differ between sizes), which is "
                         "not supported yet: bind the dim with --dim NAME=SIZE", v->name);
@@ -172,62 +238,41 @@ int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, vo
       names[nb] = sym;
       sizes[nb++] = in[i]->dims[j];
     }
-  /* the class's graph: g bound in place, or the model loaded again at these sizes */
-  Graph *src = g;
-  int first_bound = g->nbound;
+  /* the class's graph: g bound in place, or the model loaded again at these sizes, and
+   * beside it the model at other sizes, to tell the constants folded from the sizes:
+   * each ranged dim at the top of its range where the class is below it, else at the
+   * bottom (src has its ranged input axes symbolic again) */
+  Graph *src = g, *other = NULL;
+  DynAxes a = {0}, b = {0};
   if (load) {
     if (!(g = load(arg, names, sizes, nb, d)))
       return -1;
-    first_bound = 0;
     if (g->ninputs != nin || g->noutputs != nout) {
       graph_free(g);
       return diag_error(d, src->loc, "the model loaded at its class's sizes has other inputs "
                         "or outputs");
     }
-    /* the constants against the model at other sizes: src, loaded at the top of each
-     * range, where the class is below it; else the model loaded at the range's bottom */
-    bool top = true;
-    for (int k = 0; k < nr; k++)
-      top = top && sizes[k] == range_max(&ranges[k]);
-    int crc = 0;
-    if (!top) {
-      crc = check_constants(g, src, d);
-    } else {
-      int64_t other[DYN_MAX_SYMS + IR_MAX_RANK * 8];
-      bool differs = false;
-      memcpy(other, sizes, (size_t)nb * sizeof *other);
-      for (int k = 0; k < nr; k++)
-        if (ranges[k].lo[0] < sizes[k]) {
-          other[k] = ranges[k].lo[0];
-          differs = true;
-        }
-      Graph *o2 = differs ? load(arg, names, other, nb, d) : NULL;
-      crc = differs && (!o2 || check_constants(g, o2, d));
-      graph_free(o2);
+    int64_t at[DYN_MAX_SYMS + IR_MAX_RANK * 8];
+    bool differs = false;
+    memcpy(at, sizes, (size_t)nb * sizeof *at);
+    for (int k = 0; k < nr; k++) {
+      at[k] = sizes[k] == range_max(&ranges[k]) ? ranges[k].lo[0] : range_max(&ranges[k]);
+      differs = differs || at[k] != sizes[k];
     }
-    if (crc) {
+    if (differs && !(other = load(arg, names, at, nb, d))) {
       graph_free(g);
       return -1;
     }
   } else if (codegen_bind_dims(g, names, sizes, nb, d)) {
     return -1;
   }
-  /* the seeds: the ranged symbols' input axes, bound just now */
-  DynSeed seeds[IR_MAX_RANK * 16];
-  int ns = 0;
-  for (int k = first_bound; k < g->nbound; k++)
-    for (int r = 0; r < nr; r++)
-      if (!strcmp(g->bound[k].sym, ranges[r].sym)) {
-        if (ns == (int)(sizeof seeds / sizeof *seeds)) {
-          diag_error(d, g->loc, "more than %d input axes of ranged dims", ns);
-          if (g != src)
-            graph_free(g);
-          return -1;
-        }
-        seeds[ns++] = g->bound[k];
-      }
-  DynAxes a;
-  if (dyn_axes(g, seeds, ns, &a, d)) {
+  int arc = analyse(g, other, ranges, nr, &a, d);
+  if (!arc && other)
+    arc = analyse(other, g, ranges, nr, &b, d) || check_constants(g, &a, other, &b, d);
+  dyn_axes_free(&b);
+  graph_free(other);
+  if (arc) {
+    dyn_axes_free(&a);
     if (g != src)
       graph_free(g);
     return -1;

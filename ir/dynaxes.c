@@ -11,9 +11,11 @@
  *
  * The walk follows the nodes in order. Pointwise ops and the row and column axes of a
  * matmul pass tags through; a reshape moves them with the row-major order of its
- * elements; the nodes that combine elements along a tagged axis are listed (a reduction
- * or softmax over it, a matmul's K along it, a convolution or pool across it), each with
- * what would keep the padding out of real results, or why nothing can yet. */
+ * elements; a gather along a tagged axis passes where its indices are a constant that
+ * sends each position to itself; the nodes that combine elements along a tagged axis are
+ * listed (a reduction or softmax over it, a matmul's K along it, a convolution or pool
+ * across it), each with what would keep the padding out of real results, or why nothing
+ * can yet. */
 #include "ir/ir.h"
 
 #include <stdio.h>
@@ -163,6 +165,8 @@ static int reshape(DynAxes *a, const Node *n, const Value *x, const Value *y) {
           else
             ino *= ext;
         }
+        if (at < 0 && M == 1)
+          continue; /* a class of size 1 has no padding to follow */
         if (at < 0)
           return mixes_axis(a, n, x, k, DYN_UNSUPPORTED,
                             "the reshape splits the ranged dim across two axes");
@@ -171,6 +175,69 @@ static int reshape(DynAxes *a, const Node *n, const Value *x, const Value *y) {
       }
     }
   }
+  return 0;
+}
+
+/* Whether gather indices idx, read along x's axis ax, send each of their positions to the
+ * same coordinates of every symbol that axis carries, and the axis is nothing but those
+ * symbols (its extent their sizes' product): then each real output reads the real input
+ * the exact-size model reads, and the padding reads padding. Exporters write this for
+ * a mask indexed by batch and key position, flattened: indices b * S + s, folded from the
+ * sizes into a constant. */
+static bool gather_in_place(const DynAxes *a, const Value *x, int ax, const Value *idx) {
+  const Tensor *t = idx->kind == VK_CONST ? idx->data : NULL;
+  if (!t || (t->dtype != DT_I64 && t->dtype != DT_I32) || t->rank != idx->type.shape.rank)
+    return false;
+  const DynAxis *xt = dyn_axis(a, x, ax);
+  int64_t ext = x->type.shape.dims[ax].n, prod = 1;
+  int at[DYN_AXIS_SYMS], nt = 0;
+  int64_t c[DYN_AXIS_SYMS];
+  for (; nt < DYN_AXIS_SYMS && xt->t[nt].sym >= 0; nt++) {
+    prod *= a->size[xt->t[nt].sym];
+    at[nt] = -1;
+    for (int j = 0; j < t->rank; j++) {
+      const DynAxis *it = dyn_axis(a, idx, j);
+      for (int q = 0; q < DYN_AXIS_SYMS; q++)
+        if (it->t[q].sym == xt->t[nt].sym) {
+          if (at[nt] >= 0)
+            return false;
+          at[nt] = j;
+          c[nt] = it->t[q].stride;
+        }
+    }
+    if (at[nt] < 0)
+      return false;
+  }
+  if (prod != ext)
+    return false;
+  for (int64_t e = 0, n = tensor_numel(t); e < n; e++) {
+    int64_t v = t->dtype == DT_I64 ? ((const int64_t *)t->data)[e] : ((const int32_t *)t->data)[e];
+    v = v < 0 ? v + ext : v;
+    if (v < 0 || v >= ext)
+      return false;
+    int64_t pos[IR_MAX_RANK], r = e;
+    for (int j = t->rank - 1; j >= 0; j--) {
+      pos[j] = r % t->dims[j];
+      r /= t->dims[j];
+    }
+    for (int k = 0; k < nt; k++) {
+      int64_t m = a->size[xt->t[k].sym];
+      if (v / xt->t[k].stride % m != pos[at[k]] / c[k] % m)
+        return false;
+    }
+  }
+  return true;
+}
+
+static int add_exact(DynAxes *a, const Value *v) {
+  for (int k = 0; k < a->nexact; k++)
+    if (a->exact[k] == v)
+      return 0;
+  const Value **e = realloc(a->exact, (size_t)(a->nexact + 1) * sizeof *e);
+  if (!e)
+    return -1;
+  a->exact = e;
+  e[a->nexact++] = v;
   return 0;
 }
 
@@ -302,8 +369,14 @@ static int one_node(DynAxes *a, const Node *n) {
     int64_t ax = attr_int(n, "axis");
     ax = ax < 0 ? ax + rx : ax;
     int ri = idx->type.shape.rank;
-    if (mixes_axis(a, n, x, (int)ax, DYN_UNSUPPORTED, "a gather along it"))
-      return -1;
+    if (dyn_tagged(dyn_axis(a, x, (int)ax))) {
+      if (!gather_in_place(a, x, (int)ax, idx)) {
+        if (mixes_axis(a, n, x, (int)ax, DYN_UNSUPPORTED, "a gather along it"))
+          return -1;
+      } else if (add_exact(a, idx)) {
+        return -1;
+      }
+    }
     for (int j = 0; j < ry; j++) {
       const DynAxis *t = j < ax ? dyn_axis(a, x, j)
                          : j < ax + ri ? dyn_axis(a, idx, (int)(j - ax))
@@ -380,12 +453,14 @@ int dyn_axes(const Graph *g, const DynSeed *seeds, int nseeds, DynAxes *out, Dia
       out->size[sym] = s->size;
       out->nsyms++;
     }
-    const Value *v = s->input >= 0 && s->input < g->ninputs ? g->inputs[s->input] : NULL;
+    const Value *v = s->value                                 ? s->value
+                     : s->input >= 0 && s->input < g->ninputs ? g->inputs[s->input]
+                                                              : NULL;
     if (!v || s->axis < 0 || s->axis >= v->type.shape.rank ||
-        v->type.shape.dims[s->axis].n != s->size || s->size < 1) {
+        v->type.shape.dims[s->axis].n != s->size || s->size < 1 || v->id >= out->nvalues) {
       dyn_axes_free(out);
-      return diag_error(d, g->loc, "ranged dim '%s': no input axis %d of size %lld to start from",
-                        s->sym, s->axis, (long long)s->size);
+      return diag_error(d, g->loc, "ranged dim '%s': no %s axis %d of size %lld to start from",
+                        s->sym, s->value ? "constant" : "input", s->axis, (long long)s->size);
     }
     DynAxis *t = &axes_of(out, v)[s->axis];
     clear_axis(t);
@@ -402,6 +477,7 @@ int dyn_axes(const Graph *g, const DynSeed *seeds, int nseeds, DynAxes *out, Dia
 void dyn_axes_free(DynAxes *a) {
   free(a->axes);
   free(a->mix);
+  free(a->exact);
   memset(a, 0, sizeof *a);
 }
 

@@ -988,7 +988,7 @@ void graph_note_bound(Graph *g, const char *sym, int64_t size, int input, int ax
   if (!p)
     oom_unless(NULL);
   g->bound = p;
-  g->bound[g->nbound++] = (DynSeed){graph_intern(g, sym), size, input, axis};
+  g->bound[g->nbound++] = (DynSeed){graph_intern(g, sym), size, input, axis, NULL};
 }
 
 bool graph_has_symbol(const Graph *g, const char *sym) {

@@ -321,6 +321,7 @@ typedef struct DynSeed {
   const char *sym;
   int64_t size;
   int input, axis;
+  const Value *value; /* a constant whose shape follows the size instead (NULL: the input) */
 } DynSeed;
 
 typedef struct Graph {
@@ -574,10 +575,15 @@ typedef struct DynAxes {
   int nvalues;
   DynMix *mix; /* the nodes that combine along ranged axes, in graph order */
   int nmix;
+  /* constants whose values were folded from the sizes and that the analysis proved right
+   * at every size: a gather's indices that send each real position to the same position
+   * of its source (flat indices b * S + s into a flattened mask) */
+  const Value **exact;
+  int nexact;
 } DynAxes;
 
 /* Tags every value of g (bound, shapes inferred) from the seeds. 0, or -1 with d set
- * (a seed that names no input axis of its size, out of memory). */
+ * (a seed that names no input or constant axis of its size, out of memory). */
 int dyn_axes(const Graph *g, const DynSeed *seeds, int nseeds, DynAxes *out, Diag *d);
 void dyn_axes_free(DynAxes *a);
 /* The tags of v's axis; NULL out of range. */

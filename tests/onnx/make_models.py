@@ -212,14 +212,41 @@ SIZED = {"chain": chain, "reverse_constants": reverse_constants, "sum_inputs": s
          "concat_inputs": concat_inputs, "split_parts": split_parts,
          "unknown_ops": unknown_ops}
 
-def attention_dynamic():
+def attention_dynamic(masked=False):
     """An attention over x [batch, seq, 8] as exporters write it with dynamic axes: the
     head split's shape from Shape/Gather/Concat, two heads of 4, the scores' softmax over
-    the keys, the merge back by the same shape, and the mean over the sequence."""
-    def const(name, vs):
+    the keys, the merge back by the same shape, and the mean over the sequence.
+
+    masked: the keys also masked by mask [batch, seq] (1 keeps a key) the way
+    transformers' mask functions export: the mask flattened and gathered at flat indices
+    b * seq + s that Range nodes compute from its shape, then the minimum float where it
+    is 0, added to the scores."""
+    def const(name, vs, dims=None):
+        dims = [len(vs)] if dims is None else dims
+        dtype = FLOAT if isinstance(vs[0], float) else INT64
         return node("Constant", [], [name], "", [f_bytes(1, "value") + f_int(20, 4) +
-                                                 f_bytes(5, tensor("", [len(vs)], INT64, vs))])
+                                                 f_bytes(5, tensor("", dims, dtype, vs))])
     w = [((i * 7 + j * 3) % 11 - 5) / 8.0 for i in range(8) for j in range(8)]
+    mask = []
+    if masked:
+        mask = [
+            node("Shape", ["mask"], ["mshape"], "mshape"),
+            const("zero", [0], []), const("one", [1], []), const("axis1", [1]),
+            const("flat", [-1]), const("axes12", [1, 2]),
+            const("keep", [0.0], []), const("drop", [-3.4028234663852886e38], []),
+            node("Gather", ["mshape", "zero"], ["mb"], "mb", [attr_int("axis", 0)]),
+            node("Gather", ["mshape", "one"], ["ms"], "ms", [attr_int("axis", 0)]),
+            node("Range", ["zero", "mb", "one"], ["bpos"], "bpos"),
+            node("Range", ["zero", "ms", "one"], ["kpos"], "kpos"),
+            node("Unsqueeze", ["bpos", "axis1"], ["bcol"], "bcol"),
+            node("Mul", ["bcol", "ms"], ["brow"], "brow"),
+            node("Add", ["brow", "kpos"], ["index"], "index"),
+            node("Reshape", ["mask", "flat"], ["mflat"], "mflat"),
+            node("Gather", ["mflat", "index"], ["mk"], "mk", [attr_int("axis", 0)]),
+            node("Unsqueeze", ["mk", "axes12"], ["mk4"], "mk4"),
+            node("Cast", ["mk4"], ["mkb"], "mkb", [attr_int("to", BOOL)]),
+            node("Where", ["mkb", "keep", "drop"], ["madd"], "madd"),
+            node("Add", ["scores0", "madd"], ["scores"], "masked")]
     return model(
         [node("MatMul", ["x", "w"], ["p"], "proj"),
          node("Shape", ["x"], ["shape"], "shape"),
@@ -230,14 +257,15 @@ def attention_dynamic():
          node("Reshape", ["p", "split"], ["h"], "heads"),
          node("Transpose", ["h"], ["q"], "q", [attr_ints("perm", [0, 2, 1, 3])]),
          node("Transpose", ["h"], ["k"], "k", [attr_ints("perm", [0, 2, 3, 1])]),
-         node("MatMul", ["q", "k"], ["scores"], "scores"),
-         node("Softmax", ["scores"], ["a"], "softmax", [attr_int("axis", -1)]),
+         node("MatMul", ["q", "k"], ["scores0" if masked else "scores"], "scores")] + mask +
+        [node("Softmax", ["scores"], ["a"], "softmax", [attr_int("axis", -1)]),
          node("MatMul", ["a", "q"], ["o"], "pv"),
          node("Transpose", ["o"], ["ot"], "merge", [attr_ints("perm", [0, 2, 1, 3])]),
          node("Concat", ["b", "s", "hidden"], ["back"], "back", [attr_int("axis", 0)]),
          node("Reshape", ["ot", "back"], ["y"], "y"),
          node("ReduceMean", ["y"], ["m"], "mean", [attr_ints("axes", [1]), attr_int("keepdims", 0)])],
-        [value_info("x", FLOAT, ["batch", "seq", 8])],
+        [value_info("x", FLOAT, ["batch", "seq", 8])] +
+        ([value_info("mask", INT64, ["batch", "seq"])] if masked else []),
         [value_info("y", FLOAT, ["batch", "seq", 8]), value_info("m", FLOAT, ["batch", 8])],
         [tensor("w", [8, 8], FLOAT, w)])
 
@@ -245,6 +273,7 @@ def attention_dynamic():
 MODELS = {
     "deep_nesting": deep_nesting,
     "attention_dynamic": attention_dynamic,
+    "attention_mask_dynamic": lambda: attention_dynamic(masked=True),
     # x [batch, seq] divided by its sequence length, taken from its shape: the loader folds
     # the length into a constant, which a run of another size must not use.
     "shape_arithmetic": lambda: model(

@@ -70,7 +70,7 @@ static void test_attention(void) {
       "}\n");
   if (!g)
     return;
-  DynSeed seeds[] = {{"B", 2, 0, 0}, {"S", 8, 0, 1}};
+  DynSeed seeds[] = {{"B", 2, 0, 0, NULL}, {"S", 8, 0, 1, NULL}};
   DynAxes a;
   Diag d = {0};
   CHECK(dyn_axes(g, seeds, 2, &a, &d) == 0);
@@ -117,7 +117,7 @@ static void test_reshapes_and_limits(void) {
       "}\n");
   if (!g)
     return;
-  DynSeed seeds[] = {{"S", 8, 0, 0}, {"S", 8, 1, 1}};
+  DynSeed seeds[] = {{"S", 8, 0, 0, NULL}, {"S", 8, 1, 1, NULL}};
   DynAxes a;
   Diag d = {0};
   CHECK(dyn_axes(g, seeds, 2, &a, &d) == 0);
@@ -136,14 +136,48 @@ static void test_reshapes_and_limits(void) {
   CHECK(rc && rc->need == DYN_MASK_ZERO);
   dyn_axes_free(&a);
   /* a seed must name an input axis of its size */
-  DynSeed bad = {"S", 9, 0, 0};
+  DynSeed bad = {"S", 9, 0, 0, NULL};
   CHECK(dyn_axes(g, &bad, 1, &a, &d) != 0);
+  graph_free(g);
+}
+
+/* A mask [B, S] flattened and gathered at constant indices [B, S] (seeded as a constant
+ * whose shape follows the sizes): indices b * S + s send every position to itself and
+ * are taken, the constant listed as proved; reversed keys (b * S + S - 1 - s) would read
+ * padding into real positions and are not. B = 2, S = 4. */
+static void test_gather_in_place(void) {
+  Graph *g = parse(
+      "graph g(%m: f32[2, 4]) {\n"
+      "  %same = const i64[2, 4] [[0, 1, 2, 3], [4, 5, 6, 7]]\n"
+      "  %rev = const i64[2, 4] [[3, 2, 1, 0], [7, 6, 5, 4]]\n"
+      "  %f = reshape(%m) {shape = [8]}\n"
+      "  %a = gather(%f, %same) {axis = 0}\n"
+      "  %b = gather(%f, %rev) {axis = 0}\n"
+      "  return %a, %b\n"
+      "}\n");
+  if (!g)
+    return;
+  const Value *same = val(g, "same"), *rev = val(g, "rev");
+  DynSeed seeds[] = {{"B", 2, 0, 0, NULL}, {"S", 4, 0, 1, NULL}, {"B", 2, -1, 0, same},
+                     {"S", 4, -1, 1, same}, {"B", 2, -1, 0, rev}, {"S", 4, -1, 1, rev}};
+  DynAxes a;
+  Diag d = {0};
+  CHECK(dyn_axes(g, seeds, 6, &a, &d) == 0);
+  CHECK(tags(&a, g, "f", 0, 0, 4, 1, 1));
+  CHECK(mix_of(&a, g, "a", 0) == NULL && mix_of(&a, g, "a", 1) == NULL);
+  CHECK(tags(&a, g, "a", 0, 0, 1, -1, 0));
+  CHECK(tags(&a, g, "a", 1, 1, 1, -1, 0));
+  CHECK(a.nexact == 1 && a.exact[0] == same);
+  const DynMix *b = mix_of(&a, g, "b", 1);
+  CHECK(b && b->need == DYN_UNSUPPORTED);
+  dyn_axes_free(&a);
   graph_free(g);
 }
 
 int main(void) {
   test_attention();
   test_reshapes_and_limits();
+  test_gather_in_place();
   if (failures)
     fprintf(stderr, "test_dynaxes: %d failed\n", failures);
   return failures != 0;

@@ -83,7 +83,7 @@ static void test_every_size(void) {
   Graph *g = graph_at(M);
   if (!g)
     return;
-  DynSeed seeds[] = {{"S", M, 0, 1}, {"S", M, 2, 1}};
+  DynSeed seeds[] = {{"S", M, 0, 1, NULL}, {"S", M, 2, 1, NULL}};
   DynAxes a;
   Diag d = {0};
   CHECK(dyn_axes(g, seeds, 2, &a, &d) == 0);
@@ -161,7 +161,7 @@ static void test_unsupported(void) {
                      "}\n";
   Diag d = {0};
   Graph *g = dsl_parse("t.gir", text, strlen(text), &d);
-  DynSeed seed = {"S", M, 0, 0};
+  DynSeed seed = {"S", M, 0, 0, NULL};
   DynAxes a;
   CHECK(g && dyn_axes(g, &seed, 1, &a, &d) == 0);
   CHECK(pass_pad_mask(g, &a, &d) != 0);
