@@ -44,11 +44,62 @@ bool gpucc_numel(const int64_t *dims, int rank, uint64_t *out) {
   return true;
 }
 
-void gpucc_format_type(char *buf, size_t n, GpuccDType t, int rank, const int64_t *dims) {
-  size_t used = (size_t)snprintf(buf, n, "%s[", gpucc_dtype_name(t));
-  for (int i = 0; i < rank && used < n; i++)
-    used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? "," : "", (long long)dims[i]);
-  if (used < n) snprintf(buf + used, n - used, "]");
+/* Appends to buf[0 .. n), where *used bytes are written, as far as it fits. */
+static void appendf(char *buf, size_t n, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void appendf(char *buf, size_t n, size_t *used, const char *fmt, ...) {
+  if (*used >= n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(buf + *used, n - *used, fmt, ap);
+  va_end(ap);
+  *used += k > 0 ? (size_t)k : 0;
+}
+
+void gpucc_format_sizes(char *buf, size_t n, const GpuccSymbol *s) {
+  size_t used = 0;
+  buf[0] = 0;
+  for (int k = 0; k < s->npieces; k++) {
+    appendf(buf, n, &used, "%s%lld", k ? ", " : "", (long long)s->lo[k]);
+    if (s->hi[k] != s->lo[k]) appendf(buf, n, &used, "..%lld", (long long)s->hi[k]);
+  }
+}
+
+void gpucc_format_type(char *buf, size_t n, GpuccDType t, int rank, const int64_t *dims,
+                       const int8_t *sym, const GpuccSymbol *syms) {
+  size_t used = 0;
+  appendf(buf, n, &used, "%s[", gpucc_dtype_name(t));
+  for (int i = 0; i < rank; i++) {
+    const char *sep = i ? ", " : "";
+    if (!sym || sym[i] < 0) {
+      appendf(buf, n, &used, "%s%lld", sep, (long long)dims[i]);
+      continue;
+    }
+    const GpuccSymbol *s = &syms[sym[i]];
+    char sizes[512];
+    gpucc_format_sizes(sizes, sizeof sizes, s);
+    appendf(buf, n, &used, s->npieces > 1 ? "%s%s={%s}" : "%s%s=%s", sep, s->name, sizes);
+  }
+  appendf(buf, n, &used, "]");
+}
+
+void gpucc_format_class(char *buf, size_t n, const GpuccPlan *p, int c) {
+  size_t used = 0;
+  appendf(buf, n, &used, "class %d (", c);
+  for (int k = 0; k < p->nsyms; k++)
+    appendf(buf, n, &used, "%s%s=%lld", k ? ", " : "", p->syms[k].name,
+            (long long)p->classes[c].bound[k]);
+  appendf(buf, n, &used, ")");
+}
+
+bool gpucc_symbol_has(const GpuccSymbol *s, int64_t size) {
+  for (int k = 0; k < s->npieces; k++)
+    if (size >= s->lo[k] && size <= s->hi[k]) return true;
+  return false;
+}
+
+void gpucc_dims_at(const GpuccTensorInfo *t, const int64_t *size, int64_t *dims) {
+  for (int d = 0; d < t->rank; d++) dims[d] = t->sym[d] < 0 ? t->dims[d] : size[t->sym[d]];
 }
 
 /* ---------------------------------------------------------------- builder */
@@ -72,16 +123,29 @@ static void free_step(GpuccStep *s) {
   }
 }
 
+static void free_steps(GpuccStep *steps, int n) {
+  for (int i = 0; i < n; i++) free_step(&steps[i]);
+  free(steps);
+}
+
 void gpucc_plan_free(GpuccPlan *p) {
   if (!p) return;
   free(p->cubin);
   free(p->ptx);
   for (int i = 0; i < p->ninputs; i++) free(p->inputs[i].name);
   for (int i = 0; i < p->noutputs; i++) free(p->outputs[i].name);
-  for (int i = 0; i < p->nsteps; i++) free_step(&p->steps[i]);
+  free_steps(p->steps, p->nsteps);
+  for (int k = 0; k < p->nsyms; k++) free(p->syms[k].name);
+  for (int c = 0; c < p->nclasses; c++) {
+    GpuccClass *cl = &p->classes[c];
+    free(cl->input_offset);
+    free(cl->output_offset);
+    free_steps(cl->steps, cl->nsteps);
+  }
   free(p->inputs);
   free(p->outputs);
-  free(p->steps);
+  free(p->syms);
+  free(p->classes);
   free(p);
 }
 
@@ -132,21 +196,30 @@ GpuccStatus gpucc_plan_set_module(GpuccPlan *p, const void *cubin, size_t cubin_
   return GPUCC_OK;
 }
 
+/* Classes copy one offset per input and output and one bound per symbol. */
+static GpuccStatus before_classes(const GpuccPlan *p, const char *what) {
+  if (!p->nclasses) return GPUCC_OK;
+  return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
+                    "plan: %s added after a class (inputs, outputs and symbols come first)", what);
+}
+
 static GpuccStatus add_tensor(GpuccPlan *p, bool input, const char *name, GpuccDType dtype,
                               int rank, const int64_t *dims, uint64_t offset) {
   const char *what = input ? "input" : "output";
   if (!p) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_add_%s: NULL plan", what);
+  GpuccStatus st = before_classes(p, what);
+  if (st) return st;
   if (rank < 0 || rank > GPUCC_MAX_RANK || (rank && !dims))
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "plan: %s '%s': rank %d (0 to %d)", what,
                       name ? name : "?", rank, GPUCC_MAX_RANK);
   GpuccTensorInfo **arr = input ? &p->inputs : &p->outputs;
   int *n = input ? &p->ninputs : &p->noutputs;
   int *cap = input ? &p->cap_inputs_ : &p->cap_outputs_;
-  GpuccStatus st = grow((void **)arr, cap, *n, sizeof **arr);
-  if (st) return st;
+  if ((st = grow((void **)arr, cap, *n, sizeof **arr))) return st;
   GpuccTensorInfo t = {.dtype = dtype, .rank = rank, .offset = offset};
   if ((st = copy_name(name, what, &t.name))) return st;
   for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  memset(t.sym, -1, sizeof t.sym);
   (*arr)[(*n)++] = t;
   return GPUCC_OK;
 }
@@ -161,11 +234,15 @@ GpuccStatus gpucc_plan_add_output(GpuccPlan *p, const char *name, GpuccDType dty
   return add_tensor(p, false, name, dtype, rank, dims, offset);
 }
 
+/* Appends to the plan's steps, or after a class to that class's. */
 static GpuccStatus add_step(GpuccPlan *p, const GpuccStep *s) {
   if (!p) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_add_*: NULL plan");
-  GpuccStatus st = grow((void **)&p->steps, &p->cap_steps_, p->nsteps, sizeof *p->steps);
+  GpuccClass *c = p->nclasses ? &p->classes[p->nclasses - 1] : NULL;
+  GpuccStep **steps = c ? &c->steps : &p->steps;
+  int *n = c ? &c->nsteps : &p->nsteps;
+  GpuccStatus st = grow((void **)steps, c ? &c->cap_steps_ : &p->cap_steps_, *n, sizeof **steps);
   if (st) return st;
-  p->steps[p->nsteps++] = *s;
+  (*steps)[(*n)++] = *s;
   return GPUCC_OK;
 }
 
@@ -225,6 +302,68 @@ GpuccStatus gpucc_plan_add_choice(GpuccPlan *p, const char *label, int nvariants
   return st;
 }
 
+GpuccStatus gpucc_plan_add_symbol(GpuccPlan *p, const char *name, int npieces,
+                                  const int64_t *lo, const int64_t *hi) {
+  if (!p || !lo || !hi)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_add_symbol: NULL argument");
+  GpuccStatus st = before_classes(p, "symbol");
+  if (st) return st;
+  if (p->nsyms >= GPUCC_MAX_SYMBOLS)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "plan: symbol '%s': more than %d symbols",
+                      name ? name : "?", GPUCC_MAX_SYMBOLS);
+  if (npieces < 1 || npieces > GPUCC_MAX_PIECES)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "plan: symbol '%s': %d pieces (1 to %d)",
+                      name ? name : "?", npieces, GPUCC_MAX_PIECES);
+  if ((st = grow((void **)&p->syms, &p->cap_syms_, p->nsyms, sizeof *p->syms))) return st;
+  GpuccSymbol s = {.npieces = npieces};
+  if ((st = copy_name(name, "symbol", &s.name))) return st;
+  memcpy(s.lo, lo, (size_t)npieces * sizeof *lo);
+  memcpy(s.hi, hi, (size_t)npieces * sizeof *hi);
+  p->syms[p->nsyms++] = s;
+  return GPUCC_OK;
+}
+
+GpuccStatus gpucc_plan_set_axis_symbol(GpuccPlan *p, int output, int i, int axis, int sym) {
+  if (!p) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_set_axis_symbol: NULL plan");
+  const char *what = output ? "output" : "input";
+  int n = output ? p->noutputs : p->ninputs;
+  if (i < 0 || i >= n)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "plan: %s %d of %d", what, i, n);
+  GpuccTensorInfo *t = output ? &p->outputs[i] : &p->inputs[i];
+  if (axis < 0 || axis >= t->rank || sym < -1 || sym >= p->nsyms)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
+                      "plan: %s '%s': axis %d (rank %d) as symbol %d (the plan has %d)", what,
+                      t->name, axis, t->rank, sym, p->nsyms);
+  t->sym[axis] = (int8_t)sym;
+  return GPUCC_OK;
+}
+
+GpuccStatus gpucc_plan_add_class(GpuccPlan *p, const int64_t *bound, uint64_t arena_bytes,
+                                 const uint64_t *input_offset, const uint64_t *output_offset,
+                                 const uint64_t *size_offset) {
+  if (!p || !bound || !size_offset || (p->ninputs && !input_offset) ||
+      (p->noutputs && !output_offset))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_add_class: NULL argument");
+  if (!p->nsyms)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
+                      "plan: a class in a plan without symbols (add the symbols first)");
+  GpuccStatus st = grow((void **)&p->classes, &p->cap_classes_, p->nclasses, sizeof *p->classes);
+  if (st) return st;
+  GpuccClass c = {.arena_bytes = arena_bytes};
+  size_t in = (size_t)p->ninputs * sizeof *input_offset,
+         out = (size_t)p->noutputs * sizeof *output_offset;
+  if ((in && !(c.input_offset = malloc(in))) || (out && !(c.output_offset = malloc(out)))) {
+    free(c.input_offset);
+    return oom();
+  }
+  if (in) memcpy(c.input_offset, input_offset, in);
+  if (out) memcpy(c.output_offset, output_offset, out);
+  memcpy(c.bound, bound, (size_t)p->nsyms * sizeof *bound);
+  memcpy(c.size_offset, size_offset, (size_t)p->nsyms * sizeof *size_offset);
+  p->classes[p->nclasses++] = c;
+  return GPUCC_OK;
+}
+
 /* ---------------------------------------------------------------- validation */
 
 static GpuccStatus bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -236,12 +375,19 @@ static GpuccStatus bad(const char *fmt, ...) {
   return GPUCC_ERR_BAD_PLAN;
 }
 
+/* What a list of steps and slots is checked against: the regions' sizes (a class's arena
+ * is its part of the model's), and what the messages call it. */
+enum { WHERE_BYTES = 320 };
+typedef struct Scope {
+  char where[WHERE_BYTES]; /* "plan", "plan: class 3 (batch=4, seq=128)" */
+  uint64_t arena_bytes, weights_bytes;
+} Scope;
+
+/* A label: the scope's name and up to a name's worth after it. */
+enum { LABEL_BYTES = WHERE_BYTES + GPUCC_MAX_NAME + 96 };
+
 static const char *region_name(GpuccRegion r) {
   return r == GPUCC_REGION_ARENA ? "arena" : r == GPUCC_REGION_WEIGHTS ? "weights" : "?";
-}
-
-static uint64_t region_size(const GpuccPlan *p, GpuccRegion r) {
-  return r == GPUCC_REGION_ARENA ? p->arena_bytes : p->weights_bytes;
 }
 
 static bool region_ok(GpuccRegion r) {
@@ -250,15 +396,25 @@ static bool region_ok(GpuccRegion r) {
 
 /* Whether [ptr.offset, ptr.offset + bytes) lies in ptr's region; else an error that
  * starts with `what`. */
-static GpuccStatus check_range(const GpuccPlan *p, const char *what, GpuccPtr ptr,
-                               uint64_t bytes) {
+static GpuccStatus check_range(const Scope *sc, const char *what, GpuccPtr ptr, uint64_t bytes) {
   if (!region_ok(ptr.region)) return bad("%s: region %d is not arena or weights", what, (int)ptr.region);
-  uint64_t size = region_size(p, ptr.region);
+  uint64_t size = ptr.region == GPUCC_REGION_ARENA ? sc->arena_bytes : sc->weights_bytes;
   if (ptr.offset > size || bytes > size - ptr.offset)
     return bad("%s: %llu bytes at %s offset %llu run past the %s (%llu bytes)", what,
                (unsigned long long)bytes, region_name(ptr.region),
                (unsigned long long)ptr.offset, region_name(ptr.region),
                (unsigned long long)size);
+  return GPUCC_OK;
+}
+
+/* A tensor's slot: its bytes inside the arena, at an offset its elements align to. */
+static GpuccStatus check_slot(const Scope *sc, const char *label, uint64_t offset, GpuccDType t,
+                              uint64_t bytes) {
+  GpuccStatus st = check_range(sc, label, gpucc_arena_ptr(offset), bytes);
+  if (st) return st;
+  if (offset % gpucc_dtype_size(t))
+    return bad("%s: arena offset %llu is not a multiple of %zu", label,
+               (unsigned long long)offset, gpucc_dtype_size(t));
   return GPUCC_OK;
 }
 
@@ -275,35 +431,85 @@ static bool ident_ok(const char *s) {
   return true;
 }
 
+/* Bytes of t at dims (checked for overflow). */
+static bool tensor_bytes_at(const GpuccTensorInfo *t, const int64_t *dims, uint64_t *bytes) {
+  uint64_t numel;
+  return gpucc_numel(dims, t->rank, &numel) &&
+         !__builtin_mul_overflow(numel, gpucc_dtype_size(t->dtype), bytes);
+}
+
+/* The tensors and their axes. A fixed plan's tensors lie in its arena; a ranged plan's
+ * lie where each class places them (check_class), so their offset here is 0. */
 static GpuccStatus check_tensors(const GpuccPlan *p, const GpuccTensorInfo *ts, int n,
                                  const char *what) {
+  Scope sc = {"plan", p->arena_bytes, p->weights_bytes};
   for (int i = 0; i < n; i++) {
     const GpuccTensorInfo *t = &ts[i];
     if (!name_ok(t->name)) return bad("plan: %s %d has an empty or overlong name", what, i);
     if (!dtype_ok(t->dtype)) return bad("plan: %s '%s': bad dtype %d", what, t->name, (int)t->dtype);
     if (t->rank < 0 || t->rank > GPUCC_MAX_RANK)
       return bad("plan: %s '%s': rank %d (0 to %d)", what, t->name, t->rank, GPUCC_MAX_RANK);
-    uint64_t numel, bytes;
-    if (!gpucc_numel(t->dims, t->rank, &numel) ||
-        __builtin_mul_overflow(numel, gpucc_dtype_size(t->dtype), &bytes))
+    for (int d = 0; d < t->rank; d++) {
+      int s = t->sym[d];
+      if (s < -1 || s >= p->nsyms)
+        return bad("plan: %s '%s': axis %d is symbol %d; the plan has %d", what, t->name, d, s,
+                   p->nsyms);
+      if (s >= 0 && t->dims[d] != gpucc_symbol_largest(&p->syms[s]))
+        return bad("plan: %s '%s': dim %d is %lld, not the largest size of its symbol '%s' "
+                   "(%lld)", what, t->name, d, (long long)t->dims[d], p->syms[s].name,
+                   (long long)gpucc_symbol_largest(&p->syms[s]));
+    }
+    uint64_t bytes;
+    if (!tensor_bytes_at(t, t->dims, &bytes))
       return bad("plan: %s '%s': negative dim or size overflow", what, t->name);
     char label[GPUCC_MAX_NAME + 64];
     snprintf(label, sizeof label, "plan: %s '%s'", what, t->name);
-    GpuccStatus st = check_range(p, label, gpucc_arena_ptr(t->offset), bytes);
-    if (st) return st;
-    if (t->offset % gpucc_dtype_size(t->dtype))
-      return bad("%s: arena offset %llu is not a multiple of %zu", label,
-                 (unsigned long long)t->offset, gpucc_dtype_size(t->dtype));
+    GpuccStatus st;
+    if (p->nsyms && t->offset)
+      return bad("%s: arena offset %llu in a ranged plan (its classes place it: 0 here)", label,
+                 (unsigned long long)t->offset);
+    if (!p->nsyms && (st = check_slot(&sc, label, t->offset, t->dtype, bytes))) return st;
     for (int j = 0; j < i; j++)
       if (!strcmp(ts[j].name, t->name)) return bad("plan: two %ss named '%s'", what, t->name);
   }
   return GPUCC_OK;
 }
 
-static GpuccStatus check_kernel(const GpuccPlan *p, int i, const GpuccKernel *k) {
-  if (!ident_ok(k->name)) return bad("plan: step %d: kernel name is not a C identifier", i);
-  char label[GPUCC_MAX_NAME + 64];
-  snprintf(label, sizeof label, "plan: step %d (kernel '%s')", i, k->name);
+static GpuccStatus check_symbols(const GpuccPlan *p) {
+  if (p->nsyms < 0 || p->nsyms > GPUCC_MAX_SYMBOLS)
+    return bad("plan: %d symbols (0 to %d)", p->nsyms, GPUCC_MAX_SYMBOLS);
+  for (int k = 0; k < p->nsyms; k++) {
+    const GpuccSymbol *s = &p->syms[k];
+    if (!name_ok(s->name)) return bad("plan: symbol %d has an empty or overlong name", k);
+    for (int j = 0; j < k; j++)
+      if (!strcmp(p->syms[j].name, s->name)) return bad("plan: two symbols named '%s'", s->name);
+    if (s->npieces < 1 || s->npieces > GPUCC_MAX_PIECES)
+      return bad("plan: symbol '%s': %d pieces (1 to %d)", s->name, s->npieces, GPUCC_MAX_PIECES);
+    for (int i = 0; i < s->npieces; i++)
+      if (s->lo[i] < 1 || s->lo[i] > s->hi[i] || s->hi[i] > GPUCC_MAX_SIZE ||
+          (i && s->lo[i] <= s->hi[i - 1]))
+        return bad("plan: symbol '%s': piece %d is %lld..%lld (pieces ascend, disjoint, within "
+                   "1..%lld)", s->name, i, (long long)s->lo[i], (long long)s->hi[i],
+                   (long long)GPUCC_MAX_SIZE);
+  }
+  return GPUCC_OK;
+}
+
+/* A run learns each symbol's size from the dims of its inputs (after check_tensors). */
+static GpuccStatus check_symbols_are_input_axes(const GpuccPlan *p) {
+  for (int k = 0; k < p->nsyms; k++) {
+    bool seen = false;
+    for (int i = 0; i < p->ninputs && !seen; i++)
+      for (int d = 0; d < p->inputs[i].rank && !seen; d++) seen = p->inputs[i].sym[d] == k;
+    if (!seen) return bad("plan: symbol '%s' is no axis of any input", p->syms[k].name);
+  }
+  return GPUCC_OK;
+}
+
+static GpuccStatus check_kernel(const Scope *sc, int i, const GpuccKernel *k) {
+  if (!ident_ok(k->name)) return bad("%s: step %d: kernel name is not a C identifier", sc->where, i);
+  char label[LABEL_BYTES];
+  snprintf(label, sizeof label, "%s: step %d (kernel '%s')", sc->where, i, k->name);
   if (!k->grid[0] || !k->grid[1] || !k->grid[2] || k->grid[0] > INT_MAX ||
       k->grid[1] > 65535 || k->grid[2] > 65535)
     return bad("%s: grid (%u,%u,%u) out of range", label, k->grid[0], k->grid[1], k->grid[2]);
@@ -318,9 +524,9 @@ static GpuccStatus check_kernel(const GpuccPlan *p, int i, const GpuccKernel *k)
     if (arg->kind != GPUCC_ARG_PTR) return bad("%s: argument %d has kind %d", label, a, (int)arg->kind);
     /* A pointer argument carries no size: only its start is checked. A pointer at the
      * very end of a region is allowed for empty tensors. */
-    char alabel[GPUCC_MAX_NAME + 96];
+    char alabel[LABEL_BYTES + 32];
     snprintf(alabel, sizeof alabel, "%s argument %d", label, a);
-    GpuccStatus st = check_range(p, alabel, arg->ptr, 0);
+    GpuccStatus st = check_range(sc, alabel, arg->ptr, 0);
     if (st) return st;
   }
   return GPUCC_OK;
@@ -345,7 +551,7 @@ static bool gemm_types_ok(const GpuccGemm *g) {
 
 /* One GEMM operand: a rows x cols column-major matrix with leading dim ld, batch times,
  * stride elements apart. Checks ld and that its last byte is inside its region. */
-static GpuccStatus check_matrix(const GpuccPlan *p, const char *label, char which, GpuccPtr ptr,
+static GpuccStatus check_matrix(const Scope *sc, const char *label, char which, GpuccPtr ptr,
                                 GpuccDType t, int64_t rows, int64_t cols, int64_t ld,
                                 int64_t batch, int64_t stride) {
   if (ld < rows)
@@ -359,19 +565,19 @@ static GpuccStatus check_matrix(const GpuccPlan *p, const char *label, char whic
       __builtin_add_overflow(last, tmp, &last) || __builtin_add_overflow(last, (uint64_t)rows, &last) ||
       __builtin_mul_overflow(last, e, &bytes))
     return bad("%s: %c's extent overflows", label, which);
-  char mlabel[128];
+  char mlabel[WHERE_BYTES + 192];
   snprintf(mlabel, sizeof mlabel, "%s: %c [%lldx%lld, ld %lld, batch %lld, stride %lld]", label,
            which, (long long)rows, (long long)cols, (long long)ld, (long long)batch,
            (long long)stride);
-  GpuccStatus st = check_range(p, mlabel, ptr, bytes);
+  GpuccStatus st = check_range(sc, mlabel, ptr, bytes);
   if (st) return st;
   if (ptr.offset % e) return bad("%s: offset not a multiple of %llu", mlabel, (unsigned long long)e);
   return GPUCC_OK;
 }
 
-static GpuccStatus check_gemm(const GpuccPlan *p, int i, const GpuccGemm *g) {
-  char label[64];
-  snprintf(label, sizeof label, "plan: step %d (gemm)", i);
+static GpuccStatus check_gemm(const Scope *sc, int i, const GpuccGemm *g) {
+  char label[WHERE_BYTES + 64];
+  snprintf(label, sizeof label, "%s: step %d (gemm)", sc->where, i);
   if (!gemm_types_ok(g))
     return bad("%s: unsupported types a=%s b=%s c/d=%s with compute %d (trans %d %d)", label,
                gpucc_dtype_name(g->a_type), gpucc_dtype_name(g->b_type),
@@ -385,22 +591,22 @@ static GpuccStatus check_gemm(const GpuccPlan *p, int i, const GpuccGemm *g) {
     return bad("%s: batch %lld (1 to 2^31-1)", label, (long long)g->batch);
   if (g->d.region != GPUCC_REGION_ARENA) return bad("%s: D must be in the arena", label);
   GpuccStatus st;
-  if ((st = check_matrix(p, label, 'A', g->a, g->a_type, g->trans_a ? g->k : g->m,
+  if ((st = check_matrix(sc, label, 'A', g->a, g->a_type, g->trans_a ? g->k : g->m,
                          g->trans_a ? g->m : g->k, g->lda, g->batch, g->stride_a)) ||
-      (st = check_matrix(p, label, 'B', g->b, g->b_type, g->trans_b ? g->n : g->k,
+      (st = check_matrix(sc, label, 'B', g->b, g->b_type, g->trans_b ? g->n : g->k,
                          g->trans_b ? g->k : g->n, g->ldb, g->batch, g->stride_b)) ||
-      (st = check_matrix(p, label, 'C', g->c, g->cd_type, g->m, g->n, g->ldc, g->batch,
+      (st = check_matrix(sc, label, 'C', g->c, g->cd_type, g->m, g->n, g->ldc, g->batch,
                          g->stride_c)) ||
-      (st = check_matrix(p, label, 'D', g->d, g->cd_type, g->m, g->n, g->ldd, g->batch,
+      (st = check_matrix(sc, label, 'D', g->d, g->cd_type, g->m, g->n, g->ldd, g->batch,
                          g->stride_d)))
     return st;
   if (g->epilogue < GPUCC_EPILOGUE_NONE || g->epilogue > GPUCC_EPILOGUE_LAST)
     return bad("%s: epilogue must be 0 to %d", label, GPUCC_EPILOGUE_LAST);
   if (g->epilogue != GPUCC_EPILOGUE_NONE) {
-    char blabel[96];
+    char blabel[WHERE_BYTES + 96];
     uint64_t e = gpucc_dtype_size(g->cd_type);
     snprintf(blabel, sizeof blabel, "%s: bias [%lld]", label, (long long)g->m);
-    if ((st = check_range(p, blabel, g->bias, (uint64_t)g->m * e)))
+    if ((st = check_range(sc, blabel, g->bias, (uint64_t)g->m * e)))
       return st;
     if (g->bias.offset % e)
       return bad("%s: offset not a multiple of %llu", blabel, (unsigned long long)e);
@@ -413,69 +619,156 @@ static GpuccStatus check_gemm(const GpuccPlan *p, int i, const GpuccGemm *g) {
 }
 
 /* A choice's variants are the steps after it: each at least one step, together no more
- * than the plan has left, and only kernels and GEMMs (a choice among copies would choose
+ * than the list has left, and only kernels and GEMMs (a choice among copies would choose
  * nothing, and a choice within a choice is not a plan codegen writes). */
-static GpuccStatus check_choice(const GpuccPlan *p, int i, const GpuccChoice *c) {
-  if (!name_ok(c->label)) return bad("plan: step %d: choice has an empty or overlong label", i);
+static GpuccStatus check_choice(const Scope *sc, const GpuccStep *steps, int n, int i,
+                                const GpuccChoice *c) {
+  if (!name_ok(c->label)) return bad("%s: step %d: choice has an empty or overlong label", sc->where, i);
+  char label[LABEL_BYTES];
+  snprintf(label, sizeof label, "%s: step %d (choice '%s')", sc->where, i, c->label);
   if (c->nvariants < 1 || c->nvariants > GPUCC_MAX_VARIANTS)
-    return bad("plan: step %d (choice '%s'): %d variants (1 to %d)", i, c->label, c->nvariants,
-               GPUCC_MAX_VARIANTS);
-  int64_t steps = 0;
+    return bad("%s: %d variants (1 to %d)", label, c->nvariants, GPUCC_MAX_VARIANTS);
+  int64_t nvar = 0;
   for (int v = 0; v < c->nvariants; v++) {
-    if (c->count[v] < 1)
-      return bad("plan: step %d (choice '%s'): variant %d has no steps", i, c->label, v);
-    steps += c->count[v];
+    if (c->count[v] < 1) return bad("%s: variant %d has no steps", label, v);
+    nvar += c->count[v];
   }
-  if (steps > p->nsteps - i - 1)
-    return bad("plan: step %d (choice '%s'): its variants hold %lld steps, %d follow it", i,
-               c->label, (long long)steps, p->nsteps - i - 1);
-  for (int j = i + 1; j <= i + steps; j++)
-    if (p->steps[j].kind != GPUCC_STEP_KERNEL && p->steps[j].kind != GPUCC_STEP_GEMM)
-      return bad("plan: step %d (choice '%s'): step %d of its variants is not a kernel or a "
-                 "GEMM", i, c->label, j);
+  if (nvar > n - i - 1)
+    return bad("%s: its variants hold %lld steps, %d follow it", label, (long long)nvar, n - i - 1);
+  for (int j = i + 1; j <= i + nvar; j++)
+    if (steps[j].kind != GPUCC_STEP_KERNEL && steps[j].kind != GPUCC_STEP_GEMM)
+      return bad("%s: step %d of its variants is not a kernel or a GEMM", label, j);
   return GPUCC_OK;
 }
 
-static GpuccStatus check_step(const GpuccPlan *p, int i, const GpuccStep *s) {
-  char label[96];
+static GpuccStatus check_step(const Scope *sc, const GpuccStep *steps, int n, int i) {
+  const GpuccStep *s = &steps[i];
+  char label[WHERE_BYTES + 64];
   switch (s->kind) {
-  case GPUCC_STEP_KERNEL: return check_kernel(p, i, &s->kernel);
-  case GPUCC_STEP_GEMM: return check_gemm(p, i, &s->gemm);
+  case GPUCC_STEP_KERNEL: return check_kernel(sc, i, &s->kernel);
+  case GPUCC_STEP_GEMM: return check_gemm(sc, i, &s->gemm);
   case GPUCC_STEP_COPY: {
     const GpuccCopy *c = &s->copy;
     GpuccStatus st;
-    snprintf(label, sizeof label, "plan: step %d (copy) destination", i);
+    snprintf(label, sizeof label, "%s: step %d (copy) destination", sc->where, i);
     if (c->dst.region != GPUCC_REGION_ARENA) return bad("%s is not in the arena", label);
-    if ((st = check_range(p, label, c->dst, c->bytes))) return st;
-    snprintf(label, sizeof label, "plan: step %d (copy) source", i);
-    if ((st = check_range(p, label, c->src, c->bytes))) return st;
+    if ((st = check_range(sc, label, c->dst, c->bytes))) return st;
+    snprintf(label, sizeof label, "%s: step %d (copy) source", sc->where, i);
+    if ((st = check_range(sc, label, c->src, c->bytes))) return st;
     if (c->src.region == c->dst.region && c->bytes && c->src.offset < c->dst.offset + c->bytes &&
         c->dst.offset < c->src.offset + c->bytes)
-      return bad("plan: step %d (copy): source and destination overlap", i);
+      return bad("%s: step %d (copy): source and destination overlap", sc->where, i);
     return GPUCC_OK;
   }
   case GPUCC_STEP_MEMSET:
-    snprintf(label, sizeof label, "plan: step %d (memset)", i);
+    snprintf(label, sizeof label, "%s: step %d (memset)", sc->where, i);
     if (s->fill.dst.region != GPUCC_REGION_ARENA) return bad("%s: destination is not in the arena", label);
-    return check_range(p, label, s->fill.dst, s->fill.bytes);
-  case GPUCC_STEP_CHOICE: return check_choice(p, i, &s->choice);
+    return check_range(sc, label, s->fill.dst, s->fill.bytes);
+  case GPUCC_STEP_CHOICE: return check_choice(sc, steps, n, i, &s->choice);
   }
-  return bad("plan: step %d has kind %d", i, (int)s->kind);
+  return bad("%s: step %d has kind %d", sc->where, i, (int)s->kind);
+}
+
+/* Every step of a list; *kernels set when one is a kernel. */
+static GpuccStatus check_steps(const Scope *sc, const GpuccStep *steps, int n, bool *kernels) {
+  for (int i = 0; i < n; i++) {
+    GpuccStatus st = check_step(sc, steps, n, i);
+    if (st) return st;
+    *kernels |= steps[i].kind == GPUCC_STEP_KERNEL;
+  }
+  return GPUCC_OK;
+}
+
+/* The slots of one class's inputs or outputs, at the class's dims. */
+static GpuccStatus check_class_slots(const GpuccPlan *p, const Scope *sc, const GpuccClass *c,
+                                     bool input) {
+  const GpuccTensorInfo *ts = input ? p->inputs : p->outputs;
+  const uint64_t *offset = input ? c->input_offset : c->output_offset;
+  for (int i = 0, n = input ? p->ninputs : p->noutputs; i < n; i++) {
+    int64_t dims[GPUCC_MAX_RANK];
+    gpucc_dims_at(&ts[i], c->bound, dims);
+    uint64_t bytes = 0;
+    tensor_bytes_at(&ts[i], dims, &bytes); /* no more than at the largest dims, checked */
+    char label[LABEL_BYTES];
+    snprintf(label, sizeof label, "%s: %s '%s'", sc->where, input ? "input" : "output", ts[i].name);
+    GpuccStatus st = check_slot(sc, label, offset[i], ts[i].dtype, bytes);
+    if (st) return st;
+  }
+  return GPUCC_OK;
+}
+
+/* Class c: its bounds, its part of the arena, its slots, the sizes it reads, its steps. */
+static GpuccStatus check_class(const GpuccPlan *p, int c, bool *kernels) {
+  const GpuccClass *cl = &p->classes[c];
+  Scope sc = {"", cl->arena_bytes, p->weights_bytes};
+  size_t at = (size_t)snprintf(sc.where, sizeof sc.where, "plan: ");
+  gpucc_format_class(sc.where + at, sizeof sc.where - at, p, c);
+  for (int k = 0; k < p->nsyms; k++)
+    if (!gpucc_symbol_has(&p->syms[k], cl->bound[k])) {
+      char sizes[512];
+      gpucc_format_sizes(sizes, sizeof sizes, &p->syms[k]);
+      return bad("%s: '%s' bound at %lld, not one of its sizes %s", sc.where, p->syms[k].name,
+                 (long long)cl->bound[k], sizes);
+    }
+  for (int j = 0; j < c; j++)
+    if (!memcmp(p->classes[j].bound, cl->bound, (size_t)p->nsyms * sizeof *cl->bound))
+      return bad("%s: the same bounds as class %d", sc.where, j);
+  if (cl->arena_bytes > p->arena_bytes)
+    return bad("%s: an arena of %llu bytes, more than the plan's %llu", sc.where,
+               (unsigned long long)cl->arena_bytes, (unsigned long long)p->arena_bytes);
+  GpuccStatus st;
+  if ((st = check_class_slots(p, &sc, cl, true)) || (st = check_class_slots(p, &sc, cl, false)))
+    return st;
+  for (int k = 0; k < p->nsyms; k++) {
+    uint64_t off = cl->size_offset[k];
+    if (off == GPUCC_NO_OFFSET) continue;
+    char label[WHERE_BYTES + GPUCC_MAX_NAME + 32];
+    snprintf(label, sizeof label, "%s: size of '%s'", sc.where, p->syms[k].name);
+    if (off % 8)
+      return bad("%s: arena offset %llu is not a multiple of 8", label, (unsigned long long)off);
+    if ((st = check_range(&sc, label, gpucc_arena_ptr(off), 8))) return st;
+  }
+  return check_steps(&sc, cl->steps, cl->nsteps, kernels);
+}
+
+/* A ranged plan's classes: each valid, and one with every symbol at its largest size (what
+ * gpucc_model_run runs, and what holds any sizes). A fixed plan has none. */
+static GpuccStatus check_classes(const GpuccPlan *p, bool *kernels) {
+  if (!p->nsyms) {
+    if (p->nclasses) return bad("plan: %d classes but no symbols", p->nclasses);
+    return GPUCC_OK;
+  }
+  if (p->nclasses < 1 || p->nclasses > GPUCC_MAX_CLASSES)
+    return bad("plan: %d classes (1 to %d in a plan with symbols)", p->nclasses, GPUCC_MAX_CLASSES);
+  if (p->nsteps)
+    return bad("plan: %d top-level step%s in a ranged plan (its classes hold the steps)",
+               p->nsteps, p->nsteps == 1 ? "" : "s");
+  bool largest = false;
+  for (int c = 0; c < p->nclasses; c++) {
+    GpuccStatus st = check_class(p, c, kernels);
+    if (st) return st;
+    bool all = true;
+    for (int k = 0; k < p->nsyms; k++)
+      all = all && p->classes[c].bound[k] == gpucc_symbol_largest(&p->syms[k]);
+    largest |= all;
+  }
+  if (!largest) return bad("plan: no class has every symbol at its largest size");
+  return GPUCC_OK;
 }
 
 GpuccStatus gpucc_plan_validate(const GpuccPlan *p) {
   if (!p) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_validate: NULL plan");
   if ((p->cubin_len && !p->cubin) || (p->ptx_len && (!p->ptx || strlen(p->ptx) != p->ptx_len)))
     return bad("plan: module: inconsistent cubin or PTX length");
-  GpuccStatus st;
-  if ((st = check_tensors(p, p->inputs, p->ninputs, "input")) ||
-      (st = check_tensors(p, p->outputs, p->noutputs, "output")))
-    return st;
+  Scope top = {"plan", p->arena_bytes, p->weights_bytes};
   bool kernels = false;
-  for (int i = 0; i < p->nsteps; i++) {
-    if ((st = check_step(p, i, &p->steps[i]))) return st;
-    kernels |= p->steps[i].kind == GPUCC_STEP_KERNEL;
-  }
+  GpuccStatus st;
+  if ((st = check_symbols(p)) || (st = check_tensors(p, p->inputs, p->ninputs, "input")) ||
+      (st = check_tensors(p, p->outputs, p->noutputs, "output")) ||
+      (st = check_symbols_are_input_axes(p)) ||
+      (st = check_steps(&top, p->steps, p->nsteps, &kernels)) ||
+      (st = check_classes(p, &kernels)))
+    return st;
   if (kernels && !p->cubin_len && !p->ptx_len)
     return bad("plan: kernel steps but no module (neither cubin nor PTX)");
   return GPUCC_OK;
@@ -483,7 +776,9 @@ GpuccStatus gpucc_plan_validate(const GpuccPlan *p) {
 
 /* ---------------------------------------------------------------- writing bytes */
 
-enum { TAG_SIZES = 1, TAG_MODULE, TAG_INPUTS, TAG_OUTPUTS, TAG_STEPS, TAG_COUNT };
+/* A fixed plan has the sections up to STEPS, a ranged plan all of them. */
+enum { TAG_SIZES = 1, TAG_MODULE, TAG_INPUTS, TAG_OUTPUTS, TAG_STEPS, TAG_SYMBOLS, TAG_CLASSES, TAG_COUNT };
+enum { FIXED_SECTIONS = TAG_STEPS, RANGED_SECTIONS = TAG_CLASSES };
 enum { HEADER_BYTES = 32, SECTION_HEADER_BYTES = 16 };
 
 typedef struct Buf {
@@ -616,6 +911,44 @@ static void put_step(Buf *b, const GpuccStep *s) {
   }
 }
 
+static void put_steps(Buf *b, const GpuccStep *steps, int n) {
+  put32(b, (uint32_t)n);
+  for (int i = 0; i < n; i++) put_step(b, &steps[i]);
+}
+
+static void put_axis_symbols(Buf *b, const GpuccTensorInfo *ts, int n) {
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < ts[i].rank; d++) put32(b, (uint32_t)(int32_t)ts[i].sym[d]);
+}
+
+static void put_symbols(Buf *b, const GpuccPlan *p) {
+  put32(b, (uint32_t)p->nsyms);
+  for (int k = 0; k < p->nsyms; k++) {
+    const GpuccSymbol *s = &p->syms[k];
+    putstr(b, s->name);
+    put32(b, (uint32_t)s->npieces);
+    for (int i = 0; i < s->npieces; i++) {
+      put64(b, (uint64_t)s->lo[i]);
+      put64(b, (uint64_t)s->hi[i]);
+    }
+  }
+  put_axis_symbols(b, p->inputs, p->ninputs);
+  put_axis_symbols(b, p->outputs, p->noutputs);
+}
+
+static void put_classes(Buf *b, const GpuccPlan *p) {
+  put32(b, (uint32_t)p->nclasses);
+  for (int c = 0; c < p->nclasses; c++) {
+    const GpuccClass *cl = &p->classes[c];
+    for (int k = 0; k < p->nsyms; k++) put64(b, (uint64_t)cl->bound[k]);
+    put64(b, cl->arena_bytes);
+    for (int i = 0; i < p->ninputs; i++) put64(b, cl->input_offset[i]);
+    for (int i = 0; i < p->noutputs; i++) put64(b, cl->output_offset[i]);
+    for (int k = 0; k < p->nsyms; k++) put64(b, cl->size_offset[k]);
+    put_steps(b, cl->steps, cl->nsteps);
+  }
+}
+
 GpuccStatus gpucc_plan_serialize(const GpuccPlan *p, void **out, size_t *out_len) {
   if (!out || !out_len)
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_serialize: NULL argument");
@@ -624,7 +957,7 @@ GpuccStatus gpucc_plan_serialize(const GpuccPlan *p, void **out, size_t *out_len
   Buf b = {0};
   putbytes(&b, GPUCC_PLAN_MAGIC, 8);
   put32(&b, GPUCC_PLAN_VERSION);
-  put32(&b, TAG_COUNT - 1);
+  put32(&b, p->nsyms ? RANGED_SECTIONS : FIXED_SECTIONS);
   put64(&b, 0); /* body length and checksum, filled in below */
   put64(&b, 0);
 
@@ -649,9 +982,17 @@ GpuccStatus gpucc_plan_serialize(const GpuccPlan *p, void **out, size_t *out_len
   end_section(&b, at);
 
   at = begin_section(&b, TAG_STEPS);
-  put32(&b, (uint32_t)p->nsteps);
-  for (int i = 0; i < p->nsteps; i++) put_step(&b, &p->steps[i]);
+  put_steps(&b, p->steps, p->nsteps);
   end_section(&b, at);
+
+  if (p->nsyms) {
+    at = begin_section(&b, TAG_SYMBOLS);
+    put_symbols(&b, p);
+    end_section(&b, at);
+    at = begin_section(&b, TAG_CLASSES);
+    put_classes(&b, p);
+    end_section(&b, at);
+  }
 
   if (b.oom) {
     free(b.p);
@@ -900,7 +1241,70 @@ static GpuccStatus read_steps(Reader *r, GpuccPlan *p) {
   return r->failed ? GPUCC_ERR_BAD_PLAN : GPUCC_OK;
 }
 
-static const char *const tag_names[TAG_COUNT] = {"?", "SIZES", "MODULE", "INPUTS", "OUTPUTS", "STEPS"};
+/* Per input, then per output, each axis's symbol (after the symbols themselves). */
+static GpuccStatus read_axis_symbols(Reader *r, GpuccPlan *p, bool output) {
+  const GpuccTensorInfo *ts = output ? p->outputs : p->inputs;
+  for (int i = 0, n = output ? p->noutputs : p->ninputs; i < n; i++)
+    for (int d = 0; d < ts[i].rank; d++) {
+      int32_t sym = (int32_t)get32(r);
+      if (r->failed) return GPUCC_ERR_BAD_PLAN;
+      if (sym < -1 || sym >= p->nsyms)
+        return reader_fail(r, "%s '%s': axis %d is symbol %d of %d", output ? "output" : "input",
+                           ts[i].name, d, (int)sym, p->nsyms);
+      GpuccStatus st = gpucc_plan_set_axis_symbol(p, output, i, d, sym);
+      if (st) return st;
+    }
+  return GPUCC_OK;
+}
+
+static GpuccStatus read_symbols(Reader *r, GpuccPlan *p) {
+  uint32_t n = get32(r);
+  if (!r->failed && (n < 1 || n > GPUCC_MAX_SYMBOLS))
+    return reader_fail(r, "%u symbols (1 to %d)", n, GPUCC_MAX_SYMBOLS);
+  for (uint32_t k = 0; k < n && !r->failed; k++) {
+    const char *name = getstr(r);
+    uint32_t npieces = get32(r);
+    if (!r->failed && (npieces < 1 || npieces > GPUCC_MAX_PIECES))
+      return reader_fail(r, "symbol %u has %u pieces (1 to %d)", k, npieces, GPUCC_MAX_PIECES);
+    int64_t lo[GPUCC_MAX_PIECES], hi[GPUCC_MAX_PIECES];
+    for (uint32_t i = 0; i < npieces && !r->failed; i++) {
+      lo[i] = (int64_t)get64(r);
+      hi[i] = (int64_t)get64(r);
+    }
+    if (r->failed) break;
+    GpuccStatus st = gpucc_plan_add_symbol(p, name, (int)npieces, lo, hi);
+    if (st) return st;
+  }
+  if (r->failed) return GPUCC_ERR_BAD_PLAN;
+  GpuccStatus st = read_axis_symbols(r, p, false);
+  return st ? st : read_axis_symbols(r, p, true);
+}
+
+/* Each class, then its steps (add_step puts them in the class just added). */
+static GpuccStatus read_classes(Reader *r, GpuccPlan *p) {
+  size_t words = 2 * (size_t)p->nsyms + 1 + (size_t)p->ninputs + (size_t)p->noutputs;
+  int n = getcount(r, 8 * words + 4, "classes");
+  uint64_t *in = calloc((size_t)p->ninputs + 1, sizeof *in),
+           *out = calloc((size_t)p->noutputs + 1, sizeof *out);
+  GpuccStatus st = in && out ? GPUCC_OK : oom();
+  for (int c = 0; c < n && !st && !r->failed; c++) {
+    int64_t bound[GPUCC_MAX_SYMBOLS];
+    uint64_t size[GPUCC_MAX_SYMBOLS];
+    for (int k = 0; k < p->nsyms; k++) bound[k] = (int64_t)get64(r);
+    uint64_t arena = get64(r);
+    for (int i = 0; i < p->ninputs; i++) in[i] = get64(r);
+    for (int i = 0; i < p->noutputs; i++) out[i] = get64(r);
+    for (int k = 0; k < p->nsyms; k++) size[k] = get64(r);
+    if (!r->failed && !(st = gpucc_plan_add_class(p, bound, arena, in, out, size)))
+      st = read_steps(r, p);
+  }
+  free(in);
+  free(out);
+  return st ? st : r->failed ? GPUCC_ERR_BAD_PLAN : GPUCC_OK;
+}
+
+static const char *const tag_names[TAG_COUNT] = {"?",       "SIZES", "MODULE",  "INPUTS",
+                                                 "OUTPUTS", "STEPS", "SYMBOLS", "CLASSES"};
 
 static GpuccStatus read_section(Reader *r, GpuccPlan *p, uint32_t tag) {
   switch (tag) {
@@ -909,22 +1313,25 @@ static GpuccStatus read_section(Reader *r, GpuccPlan *p, uint32_t tag) {
   case TAG_INPUTS: return read_tensors(r, p, true);
   case TAG_OUTPUTS: return read_tensors(r, p, false);
   case TAG_STEPS: return read_steps(r, p);
+  case TAG_SYMBOLS: return read_symbols(r, p);
+  case TAG_CLASSES: return read_classes(r, p);
   }
   return bad("plan: unknown section tag %u", tag);
 }
 
+/* Section s has tag s + 1: each once, in the order of their tags, so that the symbols
+ * are read after the tensors whose axes they name, and the classes after both. */
 static GpuccStatus parse_body(const unsigned char *b, size_t len, uint32_t nsections,
                               GpuccPlan *p) {
-  bool seen[TAG_COUNT] = {false};
   size_t pos = 0;
   for (uint32_t s = 0; s < nsections; s++) {
     if (len - pos < SECTION_HEADER_BYTES) return bad("plan: truncated before section %u", s);
     uint32_t tag = gpucc_rd32(b + pos), zero = gpucc_rd32(b + pos + 4);
     uint64_t n = gpucc_rd64(b + pos + 8);
     pos += SECTION_HEADER_BYTES;
-    if (tag == 0 || tag >= TAG_COUNT || zero) return bad("plan: section %u has tag %u", s, tag);
-    if (seen[tag]) return bad("plan: section %s appears twice", tag_names[tag]);
-    seen[tag] = true;
+    if (tag != s + 1 || zero)
+      return bad("plan: section %u has tag %u, not %u (%s): the sections come once each, in "
+                 "the order of their tags", s, tag, s + 1, tag_names[s + 1]);
     if (n > len - pos)
       return bad("plan: section %s claims %llu bytes, %zu left", tag_names[tag],
                  (unsigned long long)n, len - pos);
@@ -936,8 +1343,6 @@ static GpuccStatus parse_body(const unsigned char *b, size_t len, uint32_t nsect
     pos += (size_t)n;
   }
   if (pos != len) return bad("plan: %zu bytes after the last section", len - pos);
-  for (int t = 1; t < TAG_COUNT; t++)
-    if (!seen[t]) return bad("plan: section %s is missing", tag_names[t]);
   return GPUCC_OK;
 }
 
@@ -949,8 +1354,9 @@ GpuccStatus gpucc_plan_parse(const void *bytes, size_t len, GpuccPlan **out) {
   if (len < HEADER_BYTES || memcmp(b, GPUCC_PLAN_MAGIC, 8))
     return bad("plan: not a gpucc plan (no GPUCCPLN header)");
   uint32_t version = gpucc_rd32(b + 8), nsections = gpucc_rd32(b + 12);
-  if (version != GPUCC_PLAN_VERSION)
-    return bad("plan: format version %u; this runtime reads version %u", version,
+  /* Version 4 is version 5 without shape classes. */
+  if (version < 4 || version > GPUCC_PLAN_VERSION)
+    return bad("plan: format version %u; this runtime reads versions 4 to %u", version,
                GPUCC_PLAN_VERSION);
   uint64_t body = gpucc_rd64(b + 16);
   if (body != len - HEADER_BYTES)
@@ -958,8 +1364,9 @@ GpuccStatus gpucc_plan_parse(const void *bytes, size_t len, GpuccPlan **out) {
                (unsigned long long)body, len - HEADER_BYTES);
   if (gpucc_rd64(b + 24) != gpucc_fnv1a64(b + HEADER_BYTES, len - HEADER_BYTES))
     return bad("plan: checksum mismatch: the plan is damaged");
-  if (nsections != TAG_COUNT - 1)
-    return bad("plan: %u sections; version %u has %d", nsections, version, TAG_COUNT - 1);
+  if (nsections != FIXED_SECTIONS && (version < 5 || nsections != RANGED_SECTIONS))
+    return bad("plan: %u sections; version %u has %d%s", nsections, version, FIXED_SECTIONS,
+               version < 5 ? "" : " (a ranged plan 7)");
   GpuccPlan *p = gpucc_plan_new(0, 0, 0);
   if (!p) return oom();
   GpuccStatus st = parse_body(b + HEADER_BYTES, len - HEADER_BYTES, nsections, p);

@@ -31,14 +31,27 @@ static inline void gpucc_wr64(unsigned char *p, uint64_t v) {
 
 /* Elements of a tensor, or false if the product does not fit in 63 bits. */
 bool gpucc_numel(const int64_t *dims, int rank, uint64_t *out);
-/* "f32[1,3,224,224]" into buf. */
-void gpucc_format_type(char *buf, size_t n, GpuccDType t, int rank, const int64_t *dims);
+/* "f32[1, 3, 224, 224]" into buf; with sym (per axis, -1: fixed) and the plan's symbols,
+ * a ranged axis as its symbol and sizes: "f32[batch=1..64, seq={1, 7, 128..512}, 768]". */
+void gpucc_format_type(char *buf, size_t n, GpuccDType t, int rank, const int64_t *dims,
+                       const int8_t *sym, const GpuccSymbol *syms);
+/* A symbol's sizes as its pieces, "1..64" or "1, 7, 128..512", into buf. */
+void gpucc_format_sizes(char *buf, size_t n, const GpuccSymbol *s);
+/* "class 3 (batch=4, seq=128)" into buf: class c of ranged plan p. */
+void gpucc_format_class(char *buf, size_t n, const GpuccPlan *p, int c);
+/* Whether size is one of the symbol's sizes. */
+bool gpucc_symbol_has(const GpuccSymbol *s, int64_t size);
+static inline int64_t gpucc_symbol_largest(const GpuccSymbol *s) { return s->hi[s->npieces - 1]; }
+/* t's dims with each ranged axis at its symbol's size[sym]: a class's dims for its bounds,
+ * a run's for its actual sizes. */
+void gpucc_dims_at(const GpuccTensorInfo *t, const int64_t *size, int64_t *dims);
 
 /* ---------------------------------------------------------------- tunecache.c
  *
  * What create decided by timing, on disk: per plan step, up to GPUCC_TUNE_WORDS words
  * (a choice's variant; a GEMM's cuBLASLt algorithm and workspace). A step with nwords 0
- * has no record. */
+ * has no record. A ranged plan's steps are numbered across its classes, in class order:
+ * one file holds the whole plan's decisions. */
 enum { GPUCC_TUNE_WORDS = 9 };
 typedef struct GpuccTuneEntry {
   int nwords;

@@ -1,9 +1,10 @@
 /* runtime.c: creating and running a model (see the model section of runtime.h).
  *
  * Everything that can be decided or allocated is done in gpucc_model_create, so that a
- * run is a handful of async calls on the caller's stream. Each CUDA and cuBLASLt call is
- * checked; its failure becomes a status and a message naming the call and the step (and,
- * for a launch, the kernel). A failure part-way through create goes through the same
+ * run is a handful of async calls on the caller's stream. A fixed plan is run as one
+ * shape class without symbols, so that create, tuning, capture, run and timing have one
+ * path over classes. Each CUDA and cuBLASLt call is checked; its failure becomes a
+ * status and a message naming the call and the step (and, for a launch, the kernel). A failure part-way through create goes through the same
  * gpucc_model_destroy as a finished model, which frees whatever exists so far.
  *
  * The model works in the device's primary context (the one the CUDA runtime uses too, so
@@ -12,6 +13,7 @@
  */
 #include "runtime/cuda-impl.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +48,33 @@ typedef struct Gemm {
   } alpha, beta;
 } Gemm;
 
+/* A step of some class, resolved. The steps of all classes are numbered in class order
+ * (as the tuning cache numbers them), so a class's steps are consecutive. */
+typedef struct Step {
+  const GpuccStep *s;
+  int cls, index; /* its class, and its index among the class's steps */
+  Launch launch;  /* a kernel step's */
+  Gemm gemm;      /* a GEMM step's */
+  int chosen;     /* a choice's variant (0 until tuned) */
+  bool skip;      /* in a variant not chosen, so never run */
+} Step;
+
+/* A class as it runs: its steps m->steps[first .. first + nsteps), its graph. */
+typedef struct Class {
+  int first, nsteps;
+  CUgraph graph;
+  CUgraphExec exec;
+  int kernels; /* kernel nodes in the graph: kernels per inference */
+} Class;
+
+/* What a run found in its input dims: each symbol's size, and the class it takes. */
+typedef struct Shape {
+  int64_t size[GPUCC_MAX_SYMBOLS];
+  int cls;
+} Shape;
+
 struct GpuccModel {
-  GpuccPlan *plan;
+  GpuccPlan *plan; /* a fixed plan made one class (as_one_class) */
   const CuApi *cu;
   const LtApi *lt;
   CUdevice dev;
@@ -55,29 +82,35 @@ struct GpuccModel {
   CUdeviceptr arena, weights, workspace;
   CUmodule module;
   cublasLtHandle_t lt_handle;
-  Launch *launches; /* per step; used by kernel steps */
-  Gemm *gemms;      /* per step; used by GEMM steps */
-  CUstream stream;  /* internal: captures the graph */
-  CUgraph graph;
-  CUgraphExec exec;
+  Step *steps;     /* every class's, in class order */
+  int nsteps;
+  Class *classes;  /* per plan class */
+  int largest;     /* the class of every symbol's largest size: what run runs */
+  int last;        /* the class the last run took: what gpucc_model_time times */
+  const int64_t **largest_dims; /* per input: its dims at the largest sizes (run's) */
+  CUstream stream; /* internal: captures the graphs */
   unsigned char *pinned; /* run_host's staging: inputs, then outputs */
   uint64_t *stage_in, *stage_out;
-  int kernels; /* kernel nodes in the graph: kernels per inference */
   bool debug;  /* GPUCC_RUNTIME_DEBUG: no graph, steps one by one */
   uint64_t plan_hash; /* of the plan's bytes: the tuning cache's key */
-  int *chosen;        /* per step: a choice's variant (0 until tuned) */
-  bool *skip;         /* per step: in a variant not chosen, so never run */
 };
 
 #define DEBUG_HINT "; set GPUCC_RUNTIME_DEBUG=1 to run the steps one by one and name the failing one"
 
+/* A label: a class's, a kernel's name and the words around them. */
+enum { LABEL_BYTES = GPUCC_MAX_NAME + 512 };
+
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-static uint64_t tensor_bytes(const GpuccTensorInfo *t) {
+/* t's bytes at dims no larger than its own. */
+static uint64_t bytes_at(const GpuccTensorInfo *t, const int64_t *dims) {
   uint64_t n = 0;
-  gpucc_numel(t->dims, t->rank, &n); /* cannot fail: the plan is validated */
+  gpucc_numel(dims, t->rank, &n); /* cannot fail: the plan is validated */
   return n * gpucc_dtype_size(t->dtype);
 }
+
+/* At its dims: a ranged model's largest. */
+static uint64_t tensor_bytes(const GpuccTensorInfo *t) { return bytes_at(t, t->dims); }
 
 static CUdeviceptr dev_addr(const GpuccModel *m, GpuccPtr p) {
   return (p.region == GPUCC_REGION_WEIGHTS ? m->weights : m->arena) + p.offset;
@@ -86,26 +119,64 @@ static CUdeviceptr dev_addr(const GpuccModel *m, GpuccPtr p) {
 /* cuBLASLt takes device addresses as pointers. */
 static void *dev_ptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
 
-/* "step 3 (kernel 'k3_add')" */
-static const char *step_label(const GpuccModel *m, int i, char *buf, size_t n) {
-  const GpuccStep *s = &m->plan->steps[i];
-  switch (s->kind) {
-  case GPUCC_STEP_KERNEL: snprintf(buf, n, "step %d (kernel '%s')", i, s->kernel.name); break;
-  case GPUCC_STEP_GEMM:
-    snprintf(buf, n, "step %d (gemm m=%lld n=%lld k=%lld batch=%lld)", i, (long long)s->gemm.m,
-             (long long)s->gemm.n, (long long)s->gemm.k, (long long)s->gemm.batch);
-    break;
-  case GPUCC_STEP_COPY: snprintf(buf, n, "step %d (copy)", i); break;
-  case GPUCC_STEP_MEMSET: snprintf(buf, n, "step %d (memset)", i); break;
-  case GPUCC_STEP_CHOICE: snprintf(buf, n, "step %d (choice '%s')", i, s->choice.label); break;
+/* "class 2 (batch=4): " in a ranged model, "" in a fixed one: what messages about
+ * class c start with. */
+static const char *class_label(const GpuccModel *m, int c, char *buf, size_t n) {
+  buf[0] = 0;
+  if (m->plan->nsyms) {
+    gpucc_format_class(buf, n, m->plan, c);
+    size_t at = strlen(buf);
+    snprintf(buf + at, n - at, ": ");
   }
   return buf;
 }
 
+/* "step 3 (kernel 'k3_add')", after its class_label: step 3 of its class. */
+static const char *step_label(const GpuccModel *m, int i, char *buf, size_t n) {
+  const GpuccStep *s = m->steps[i].s;
+  int k = m->steps[i].index;
+  size_t at = strlen(class_label(m, m->steps[i].cls, buf, n));
+  buf += at;
+  n -= at;
+  switch (s->kind) {
+  case GPUCC_STEP_KERNEL: snprintf(buf, n, "step %d (kernel '%s')", k, s->kernel.name); break;
+  case GPUCC_STEP_GEMM:
+    snprintf(buf, n, "step %d (gemm m=%lld n=%lld k=%lld batch=%lld)", k, (long long)s->gemm.m,
+             (long long)s->gemm.n, (long long)s->gemm.k, (long long)s->gemm.batch);
+    break;
+  case GPUCC_STEP_COPY: snprintf(buf, n, "step %d (copy)", k); break;
+  case GPUCC_STEP_MEMSET: snprintf(buf, n, "step %d (memset)", k); break;
+  case GPUCC_STEP_CHOICE: snprintf(buf, n, "step %d (choice '%s')", k, s->choice.label); break;
+  }
+  return buf - at;
+}
+
 static GpuccStatus lt_fail(const GpuccModel *m, cublasStatus_t s, const char *what, int step) {
-  char label[GPUCC_MAX_NAME + 96];
+  char label[LABEL_BYTES];
   return gpucc_fail(GPUCC_ERR_CUBLAS, "%s: %s failed: %s", step_label(m, step, label, sizeof label),
                     what, m->lt->cublasLtGetStatusString(s));
+}
+
+/* Of the classes whose bounds hold the sizes, the one whose bounds have the least product
+ * (the least padded work), the first of equals; -1 if none does (the plan's largest class
+ * holds any sizes its symbols take). A fixed plan's one class holds all. */
+static int pick_class(const GpuccPlan *p, const int64_t *size) {
+  int best = -1;
+  uint64_t least = 0;
+  for (int c = 0; c < p->nclasses; c++) {
+    const int64_t *b = p->classes[c].bound;
+    uint64_t work = 1;
+    bool holds = true;
+    for (int k = 0; k < p->nsyms; k++) {
+      holds = holds && b[k] >= size[k];
+      if (__builtin_mul_overflow(work, (uint64_t)b[k], &work)) work = UINT64_MAX;
+    }
+    if (holds && (best < 0 || work < least)) {
+      best = c;
+      least = work;
+    }
+  }
+  return best;
 }
 
 /* ---------------------------------------------------------------- create: memory and module */
@@ -186,9 +257,9 @@ static GpuccStatus load_module(GpuccModel *m) {
 /* ---------------------------------------------------------------- create: steps */
 
 static GpuccStatus prepare_kernel(GpuccModel *m, int i) {
-  const GpuccKernel *k = &m->plan->steps[i].kernel;
-  Launch *l = &m->launches[i];
-  char label[GPUCC_MAX_NAME + 96];
+  const GpuccKernel *k = &m->steps[i].s->kernel;
+  Launch *l = &m->steps[i].launch;
+  char label[LABEL_BYTES];
   step_label(m, i, label, sizeof label);
   CUresult r = m->cu->cuModuleGetFunction(&l->fn, m->module, k->name);
   if (r == CUDA_ERROR_NOT_FOUND)
@@ -252,7 +323,7 @@ static GpuccStatus lt_layout(GpuccModel *m, int i, cublasLtMatrixLayout_t *out, 
 static int whole_k_twins(const GpuccModel *m, int i, const cublasLtMatmulHeuristicResult_t *res,
                          int n, uint64_t ws, cublasLtMatmulHeuristicResult_t *out) {
   const LtApi *lt = m->lt;
-  const Gemm *G = &m->gemms[i];
+  const Gemm *G = &m->steps[i].gemm;
   int count = 0;
   for (int j = 0; j < n; j++) {
     int32_t splits = 1, one = 1;
@@ -275,8 +346,8 @@ static int whole_k_twins(const GpuccModel *m, int i, const cublasLtMatmulHeurist
 }
 
 static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
-  const GpuccGemm *g = &m->plan->steps[i].gemm;
-  Gemm *G = &m->gemms[i];
+  const GpuccGemm *g = &m->steps[i].s->gemm;
+  Gemm *G = &m->steps[i].gemm;
   GpuccStatus st;
   if (!m->lt) {
     if (!(m->lt = gpucc_cublaslt(&st))) return st;
@@ -354,7 +425,7 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
   for (int j = 0; j < nres; j++)
     if (res[j].state == CUBLAS_STATUS_SUCCESS) res[n++] = res[j];
   if (!n) {
-    char label[128];
+    char label[LABEL_BYTES];
     return gpucc_fail(GPUCC_ERR_CUBLAS,
                       "%s: cuBLASLt has no algorithm for a=%s b=%s c/d=%s with %llu bytes of "
                       "workspace", step_label(m, i, label, sizeof label),
@@ -373,16 +444,28 @@ static GpuccStatus prepare_gemm(GpuccModel *m, int i) {
   return GPUCC_OK;
 }
 
+/* Every class's steps, numbered in class order, each kernel's function and parameters and
+ * each GEMM's descriptors and candidates made. */
 static GpuccStatus prepare_steps(GpuccModel *m) {
-  int n = m->plan->nsteps;
-  if (!(m->launches = calloc((size_t)n + 1, sizeof *m->launches)) ||
-      !(m->gemms = calloc((size_t)n + 1, sizeof *m->gemms)) ||
-      !(m->chosen = calloc((size_t)n + 1, sizeof *m->chosen)) ||
-      !(m->skip = calloc((size_t)n + 1, sizeof *m->skip)))
+  const GpuccPlan *p = m->plan;
+  int n = 0;
+  for (int c = 0; c < p->nclasses; c++) {
+    if (p->classes[c].nsteps > INT_MAX - 1 - n)
+      return gpucc_fail(GPUCC_ERR_BAD_PLAN, "plan: more than %d steps in all", INT_MAX - 1);
+    n += p->classes[c].nsteps;
+  }
+  if (!(m->classes = calloc((size_t)p->nclasses, sizeof *m->classes)) ||
+      !(m->steps = calloc((size_t)n + 1, sizeof *m->steps)))
     return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  for (int c = 0; c < p->nclasses; c++) {
+    const GpuccClass *cl = &p->classes[c];
+    m->classes[c] = (Class){.first = m->nsteps, .nsteps = cl->nsteps};
+    for (int i = 0; i < cl->nsteps; i++)
+      m->steps[m->nsteps++] = (Step){.s = &cl->steps[i], .cls = c, .index = i};
+  }
   for (int i = 0; i < n; i++) {
     GpuccStatus st = GPUCC_OK;
-    switch (m->plan->steps[i].kind) {
+    switch (m->steps[i].s->kind) {
     case GPUCC_STEP_KERNEL: st = prepare_kernel(m, i); break;
     case GPUCC_STEP_GEMM: st = prepare_gemm(m, i); break;
     default: break; /* copies and memsets need nothing */
@@ -396,8 +479,8 @@ static GpuccStatus prepare_steps(GpuccModel *m) {
 
 static cublasStatus_t matmul(GpuccModel *m, int i, const cublasLtMatmulAlgo_t *algo,
                              size_t workspace, CUstream s) {
-  const GpuccGemm *g = &m->plan->steps[i].gemm;
-  Gemm *G = &m->gemms[i];
+  const GpuccGemm *g = &m->steps[i].s->gemm;
+  Gemm *G = &m->steps[i].gemm;
   return m->lt->cublasLtMatmul(m->lt_handle, G->desc, &G->alpha, dev_ptr(dev_addr(m, g->a)),
                                G->layout[0], dev_ptr(dev_addr(m, g->b)), G->layout[1], &G->beta,
                                dev_ptr(dev_addr(m, g->c)), G->layout[2],
@@ -406,21 +489,22 @@ static cublasStatus_t matmul(GpuccModel *m, int i, const cublasLtMatmulAlgo_t *a
 }
 
 static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
-  const GpuccStep *st = &m->plan->steps[i];
+  const GpuccStep *st = m->steps[i].s;
   const CuApi *cu = m->cu;
-  char label[GPUCC_MAX_NAME + 96];
+  char label[LABEL_BYTES];
   CUresult r = CUDA_SUCCESS;
   switch (st->kind) {
   case GPUCC_STEP_KERNEL: {
     const GpuccKernel *k = &st->kernel;
-    r = cu->cuLaunchKernel(m->launches[i].fn, k->grid[0], k->grid[1], k->grid[2], k->block[0],
-                           k->block[1], k->block[2], k->shared_bytes, s, m->launches[i].params,
-                           NULL);
+    const Launch *l = &m->steps[i].launch;
+    r = cu->cuLaunchKernel(l->fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+                           k->block[2], k->shared_bytes, s, l->params, NULL);
     if (r) return gpucc_cu_fail(cu, r, "%s: cuLaunchKernel", step_label(m, i, label, sizeof label));
     return GPUCC_OK;
   }
   case GPUCC_STEP_GEMM: {
-    cublasStatus_t ls = matmul(m, i, &m->gemms[i].algo, m->gemms[i].workspace, s);
+    const Gemm *G = &m->steps[i].gemm;
+    cublasStatus_t ls = matmul(m, i, &G->algo, G->workspace, s);
     return ls ? lt_fail(m, ls, "cublasLtMatmul", i) : GPUCC_OK;
   }
   case GPUCC_STEP_COPY:
@@ -435,6 +519,26 @@ static GpuccStatus enqueue_step(GpuccModel *m, int i, CUstream s) {
   case GPUCC_STEP_CHOICE: break; /* its chosen variant's steps follow it */
   }
   if (r) return gpucc_cu_fail(cu, r, "%s", step_label(m, i, label, sizeof label));
+  return GPUCC_OK;
+}
+
+/* Each size class c reads, written where it reads it: an i64 as two 32-bit memsets (low
+ * word first: the arena is little-endian), enqueued on s, so no host memory is involved
+ * and nothing waits. */
+static GpuccStatus write_sizes(const GpuccModel *m, int c, const int64_t *size, CUstream s) {
+  const GpuccPlan *p = m->plan;
+  const CuApi *cu = m->cu;
+  for (int k = 0; k < p->nsyms; k++) {
+    uint64_t off = p->classes[c].size_offset[k], v = (uint64_t)size[k];
+    CUresult r;
+    if (off != GPUCC_NO_OFFSET &&
+        ((r = cu->cuMemsetD32Async(m->arena + off, (unsigned)v, 1, s)) ||
+         (r = cu->cuMemsetD32Async(m->arena + off + 4, (unsigned)(v >> 32), 1, s)))) {
+      char label[LABEL_BYTES];
+      return gpucc_cu_fail(cu, r, "%swriting the size of '%s'",
+                           class_label(m, c, label, sizeof label), p->syms[k].name);
+    }
+  }
   return GPUCC_OK;
 }
 
@@ -544,20 +648,21 @@ static GpuccStatus time_rounds(GpuccModel *m, CUgraphExec *exec, int n, CUevent 
 
 /* Every GEMM candidate's time (time_rounds). */
 static GpuccStatus time_algos(GpuccModel *m, int i, CUevent ev[2], Trial *t) {
-  const Gemm *G = &m->gemms[i];
+  const Gemm *G = &m->steps[i].gemm;
   CUgraphExec exec[TUNE_CANDS] = {NULL};
   GpuccStatus st = GPUCC_OK;
   for (int c = 0; c < G->ncand && !st; c++) st = capture_algo(m, i, &G->cand[c], &t[c], &exec[c]);
   return time_rounds(m, exec, G->ncand, ev, t, st);
 }
 
-/* Step j < i whose GEMM is step i's but for where its operands lie; -1 if none. */
+/* Step j < i (of any class) whose GEMM is step i's but for where its operands lie; -1 if
+ * none. */
 static int same_gemm(const GpuccModel *m, int i) {
-  const GpuccGemm *g = &m->plan->steps[i].gemm;
+  const GpuccGemm *g = &m->steps[i].s->gemm;
   for (int j = 0; j < i; j++) {
-    const GpuccGemm *h = &m->plan->steps[j].gemm;
+    const GpuccGemm *h = &m->steps[j].s->gemm;
 #define SAME(f) (g->f == h->f)
-    if (m->plan->steps[j].kind != GPUCC_STEP_GEMM || !m->gemms[j].ncand ||
+    if (m->steps[j].s->kind != GPUCC_STEP_GEMM || !m->steps[j].gemm.ncand ||
         !(SAME(a_type) && SAME(b_type) && SAME(cd_type) && SAME(compute) && SAME(trans_a) &&
           SAME(trans_b) && SAME(m) && SAME(n) && SAME(k) && SAME(lda) && SAME(ldb) &&
           SAME(ldc) && SAME(ldd) && SAME(batch) && SAME(stride_a) && SAME(stride_b) &&
@@ -594,11 +699,11 @@ static int pick_trial(const Trial *t, int n, bool fewest) {
 }
 
 static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool fewest, bool log) {
-  Gemm *G = &m->gemms[i];
+  Gemm *G = &m->steps[i].gemm;
   int j = same_gemm(m, i);
   if (j >= 0) {
-    G->algo = m->gemms[j].algo;
-    G->workspace = m->gemms[j].workspace;
+    G->algo = m->steps[j].gemm.algo;
+    G->workspace = m->steps[j].gemm.workspace;
     return GPUCC_OK;
   }
   Trial t[TUNE_CANDS];
@@ -609,7 +714,7 @@ static GpuccStatus tune_gemm(GpuccModel *m, int i, CUevent ev[2], bool fewest, b
   G->algo = G->cand[pick].algo;
   G->workspace = G->cand[pick].workspaceSize;
   if (log) {
-    char label[128];
+    char label[LABEL_BYTES];
     fprintf(stderr, "gpucc runtime: %s:", step_label(m, i, label, sizeof label));
     for (int c = 0; c < G->ncand; c++) {
       int32_t splits = 1;
@@ -660,7 +765,7 @@ static GpuccStatus capture_steps(GpuccModel *m, int first, int n, Trial *t, CUgr
 }
 
 static GpuccStatus tune_choice(GpuccModel *m, int i, CUevent ev[2], bool log) {
-  const GpuccChoice *c = &m->plan->steps[i].choice;
+  const GpuccChoice *c = &m->steps[i].s->choice;
   Trial t[GPUCC_MAX_VARIANTS];
   CUgraphExec exec[GPUCC_MAX_VARIANTS] = {NULL};
   int first[GPUCC_MAX_VARIANTS];
@@ -676,15 +781,15 @@ static GpuccStatus tune_choice(GpuccModel *m, int i, CUevent ev[2], bool log) {
   }
   if ((st = time_rounds(m, exec, c->nvariants, ev, t, GPUCC_OK))) return st;
   int pick = pick_trial(t, c->nvariants, false);
-  char label[GPUCC_MAX_NAME + 96];
+  char label[LABEL_BYTES];
   if (pick < 0)
     return gpucc_fail(refused, "%s: no variant can be launched on this GPU; the first says: %s",
                       step_label(m, i, label, sizeof label), why);
-  m->chosen[i] = pick;
+  m->steps[i].chosen = pick;
   if (log) {
     fprintf(stderr, "gpucc runtime: %s:", step_label(m, i, label, sizeof label));
     for (int v = 0; v < c->nvariants; v++) {
-      const GpuccStep *s = &m->plan->steps[first[v]];
+      const GpuccStep *s = m->steps[first[v]].s;
       fprintf(stderr, " %s%s %.1fus/%dk", v == pick ? "*" : "",
               s->kind == GPUCC_STEP_KERNEL ? s->kernel.name : "cublaslt", t[v].us, t[v].kernels);
     }
@@ -695,12 +800,11 @@ static GpuccStatus tune_choice(GpuccModel *m, int i, CUevent ev[2], bool log) {
 
 /* skip[] from chosen[]: the steps of every variant not chosen. */
 static void apply_choices(GpuccModel *m) {
-  const GpuccPlan *p = m->plan;
-  for (int i = 0; i < p->nsteps; i++) {
-    if (p->steps[i].kind != GPUCC_STEP_CHOICE) continue;
-    const GpuccChoice *c = &p->steps[i].choice;
+  for (int i = 0; i < m->nsteps; i++) {
+    if (m->steps[i].s->kind != GPUCC_STEP_CHOICE) continue;
+    const GpuccChoice *c = &m->steps[i].s->choice;
     for (int v = 0, at = i + 1; v < c->nvariants; at += (int)c->count[v++])
-      for (int j = at; j < at + (int)c->count[v]; j++) m->skip[j] = v != m->chosen[i];
+      for (int j = at; j < at + (int)c->count[v]; j++) m->steps[j].skip = v != m->steps[i].chosen;
   }
 }
 
@@ -742,9 +846,9 @@ static GpuccStatus tune_key(const GpuccModel *m, const Tuning *t, char *key, siz
 /* Whether step i's decision is timed: a choice of several variants, a GEMM of several
  * candidates when GEMMs are timed. */
 static bool tuned_step(const GpuccModel *m, const Tuning *t, int i) {
-  const GpuccStep *s = &m->plan->steps[i];
+  const GpuccStep *s = m->steps[i].s;
   return (s->kind == GPUCC_STEP_CHOICE && s->choice.nvariants > 1) ||
-         (s->kind == GPUCC_STEP_GEMM && t->gemms && m->gemms[i].ncand);
+         (s->kind == GPUCC_STEP_GEMM && t->gemms && m->steps[i].gemm.ncand);
 }
 
 /* Takes the cache's decisions when there is one for every timed step and each still
@@ -755,17 +859,17 @@ static bool tuned_step(const GpuccModel *m, const Tuning *t, int i) {
  * the cache 1.2x one with tuning off). */
 static bool use_cached(GpuccModel *m, const Tuning *t, const GpuccTuneEntry *e) {
   const GpuccPlan *p = m->plan;
-  for (int i = 0; i < p->nsteps; i++) {
+  for (int i = 0; i < m->nsteps; i++) {
     if (!tuned_step(m, t, i)) {
       if (e[i].nwords) return false;
       continue;
     }
-    const GpuccStep *s = &p->steps[i];
+    const GpuccStep *s = m->steps[i].s;
     if (s->kind == GPUCC_STEP_CHOICE) {
       if (e[i].nwords != 1 || e[i].w[0] >= (uint64_t)s->choice.nvariants) return false;
       continue;
     }
-    Gemm *G = &m->gemms[i];
+    const Gemm *G = &m->steps[i].gemm;
     cublasLtMatmulAlgo_t algo;
     _Static_assert(sizeof algo.data == 8 * sizeof(uint64_t), "cuBLASLt's algo is 8 words");
     if (e[i].nwords != 9 || e[i].w[8] > p->workspace_bytes) return false;
@@ -781,20 +885,24 @@ static bool use_cached(GpuccModel *m, const Tuning *t, const GpuccTuneEntry *e) 
          res.workspaceSize > e[i].w[8]))
       return false;
   }
-  for (int i = 0; i < p->nsteps; i++) {
+  for (int i = 0; i < m->nsteps; i++) {
     if (!e[i].nwords) continue;
-    if (p->steps[i].kind == GPUCC_STEP_CHOICE) {
-      m->chosen[i] = (int)e[i].w[0];
+    Step *s = &m->steps[i];
+    if (s->s->kind == GPUCC_STEP_CHOICE) {
+      s->chosen = (int)e[i].w[0];
     } else {
-      memcpy(m->gemms[i].algo.data, e[i].w, sizeof m->gemms[i].algo.data);
-      m->gemms[i].workspace = (size_t)e[i].w[8];
+      memcpy(s->gemm.algo.data, e[i].w, sizeof s->gemm.algo.data);
+      s->gemm.workspace = (size_t)e[i].w[8];
     }
   }
   return true;
 }
 
 /* Times every timed step: GEMM algorithms first (the variants that hold GEMMs are timed
- * with their chosen algorithms), then choices; records the decisions in e. */
+ * with their chosen algorithms), then choices; records the decisions in e. A class's
+ * sizes are written (at its bounds: the class at its largest) before its steps are
+ * timed, and again after another class's steps ran, since those may write where this
+ * class reads its sizes: the classes share the arena. */
 static GpuccStatus time_all(GpuccModel *m, const Tuning *t, GpuccTuneEntry *e) {
   const CuApi *cu = m->cu;
   CUevent ev[2] = {NULL, NULL};
@@ -803,19 +911,23 @@ static GpuccStatus time_all(GpuccModel *m, const Tuning *t, GpuccTuneEntry *e) {
   if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) ||
       (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
     st = gpucc_cu_fail(cu, r, "cuEventCreate");
-  const GpuccPlan *p = m->plan;
   for (int pass = 0; pass < 2; pass++)
-    for (int i = 0; i < p->nsteps && !st; i++) {
-      if (!tuned_step(m, t, i) || (p->steps[i].kind == GPUCC_STEP_CHOICE) != (pass == 1)) continue;
+    for (int i = 0, sized = -1; i < m->nsteps && !st; i++) {
+      Step *s = &m->steps[i];
+      if (!tuned_step(m, t, i) || (s->s->kind == GPUCC_STEP_CHOICE) != (pass == 1)) continue;
+      if (s->cls != sized &&
+          (st = write_sizes(m, s->cls, m->plan->classes[s->cls].bound, m->stream)))
+        break;
+      sized = s->cls;
       if (pass == 0) {
         st = tune_gemm(m, i, ev, t->fewest, t->log);
         e[i].nwords = 9;
-        memcpy(e[i].w, m->gemms[i].algo.data, sizeof m->gemms[i].algo.data);
-        e[i].w[8] = m->gemms[i].workspace;
+        memcpy(e[i].w, s->gemm.algo.data, sizeof s->gemm.algo.data);
+        e[i].w[8] = s->gemm.workspace;
       } else {
         st = tune_choice(m, i, ev, t->log);
         e[i].nwords = 1;
-        e[i].w[0] = (uint64_t)m->chosen[i];
+        e[i].w[0] = (uint64_t)s->chosen;
       }
     }
   for (int k = 0; k < 2; k++)
@@ -842,9 +954,8 @@ static GpuccStatus tune(GpuccModel *m) {
   bool off = false;
   GpuccStatus st = tuning_of_env(&t, &off);
   if (st) return st;
-  const GpuccPlan *p = m->plan;
   bool any = false;
-  for (int i = 0; i < p->nsteps && !off; i++) any = any || tuned_step(m, &t, i);
+  for (int i = 0; i < m->nsteps && !off; i++) any = any || tuned_step(m, &t, i);
   if (!any) {
     apply_choices(m);
     return GPUCC_OK;
@@ -852,16 +963,16 @@ static GpuccStatus tune(GpuccModel *m) {
   char key[512];
   if ((st = tune_key(m, &t, key, sizeof key))) return st;
   char *path = gpucc_tune_path(key);
-  GpuccTuneEntry *e = calloc((size_t)p->nsteps, sizeof *e);
+  GpuccTuneEntry *e = calloc((size_t)m->nsteps + 1, sizeof *e);
   if (!e) {
     free(path);
     return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
   }
-  if (!t.fresh && path && gpucc_tune_read(path, key, e, p->nsteps) && use_cached(m, &t, e)) {
+  if (!t.fresh && path && gpucc_tune_read(path, key, e, m->nsteps) && use_cached(m, &t, e)) {
     if (t.log) fprintf(stderr, "gpucc runtime: decisions from the cache %s\n", path);
   } else {
-    memset(e, 0, (size_t)p->nsteps * sizeof *e);
-    if (!(st = time_all(m, &t, e)) && path && !gpucc_tune_write(path, key, e, p->nsteps) && t.log)
+    memset(e, 0, (size_t)m->nsteps * sizeof *e);
+    if (!(st = time_all(m, &t, e)) && path && !gpucc_tune_write(path, key, e, m->nsteps) && t.log)
       fprintf(stderr, "gpucc runtime: could not write the tuning cache %s\n", path);
   }
   free(path);
@@ -870,25 +981,28 @@ static GpuccStatus tune(GpuccModel *m) {
   return st;
 }
 
-/* Every step, in order, captured from the internal stream into one graph. */
-static GpuccStatus capture_graph(GpuccModel *m) {
+/* Every step of class c, in order, captured from the internal stream into its graph. */
+static GpuccStatus capture_graph(GpuccModel *m, int c) {
   const CuApi *cu = m->cu;
+  Class *k = &m->classes[c];
+  char label[LABEL_BYTES];
+  class_label(m, c, label, sizeof label);
   CUresult r = cu->cuStreamBeginCapture(m->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
-  if (r) return gpucc_cu_fail(cu, r, "cuStreamBeginCapture");
+  if (r) return gpucc_cu_fail(cu, r, "%scuStreamBeginCapture", label);
   GpuccStatus st = GPUCC_OK;
-  for (int i = 0; i < m->plan->nsteps && !st; i++)
-    if (!m->skip[i]) st = enqueue_step(m, i, m->stream);
+  for (int i = k->first; i < k->first + k->nsteps && !st; i++)
+    if (!m->steps[i].skip) st = enqueue_step(m, i, m->stream);
   /* End the capture even after a failure, so the stream is usable and destroyable. */
-  r = cu->cuStreamEndCapture(m->stream, &m->graph);
+  r = cu->cuStreamEndCapture(m->stream, &k->graph);
   if (st) return st;
-  if (r) return gpucc_cu_fail(cu, r, "cuStreamEndCapture" DEBUG_HINT);
-  if ((st = count_kernels(cu, m->graph, &m->kernels))) return st;
-  if ((r = cu->cuGraphInstantiate(&m->exec, m->graph, 0)))
-    return gpucc_cu_fail(cu, r, "cuGraphInstantiate" DEBUG_HINT);
-  if ((r = cu->cuGraphUpload(m->exec, m->stream)))
-    return gpucc_cu_fail(cu, r, "cuGraphUpload" DEBUG_HINT);
+  if (r) return gpucc_cu_fail(cu, r, "%scuStreamEndCapture" DEBUG_HINT, label);
+  if ((st = count_kernels(cu, k->graph, &k->kernels))) return st;
+  if ((r = cu->cuGraphInstantiate(&k->exec, k->graph, 0)))
+    return gpucc_cu_fail(cu, r, "%scuGraphInstantiate" DEBUG_HINT, label);
+  if ((r = cu->cuGraphUpload(k->exec, m->stream)))
+    return gpucc_cu_fail(cu, r, "%scuGraphUpload" DEBUG_HINT, label);
   if ((r = cu->cuStreamSynchronize(m->stream)))
-    return gpucc_cu_fail(cu, r, "cuStreamSynchronize after cuGraphUpload" DEBUG_HINT);
+    return gpucc_cu_fail(cu, r, "%scuStreamSynchronize after cuGraphUpload" DEBUG_HINT, label);
   return GPUCC_OK;
 }
 
@@ -929,6 +1043,44 @@ static GpuccStatus open_device(GpuccModel *m, int device) {
   return GPUCC_OK;
 }
 
+/* A fixed plan as one class without symbols (its steps, its arena, its tensors' offsets),
+ * so that everything after create's start has one path over classes. */
+static GpuccStatus as_one_class(GpuccPlan *p) {
+  GpuccClass *c = calloc(1, sizeof *c);
+  uint64_t *in = calloc((size_t)p->ninputs + 1, sizeof *in),
+           *out = calloc((size_t)p->noutputs + 1, sizeof *out);
+  if (!c || !in || !out) {
+    free(c);
+    free(in);
+    free(out);
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  for (int i = 0; i < p->ninputs; i++) in[i] = p->inputs[i].offset;
+  for (int i = 0; i < p->noutputs; i++) out[i] = p->outputs[i].offset;
+  *c = (GpuccClass){.arena_bytes = p->arena_bytes, .input_offset = in, .output_offset = out,
+                    .steps = p->steps, .nsteps = p->nsteps, .cap_steps_ = p->cap_steps_};
+  p->steps = NULL;
+  p->nsteps = p->cap_steps_ = 0;
+  p->classes = c;
+  p->nclasses = p->cap_classes_ = 1;
+  return GPUCC_OK;
+}
+
+/* The classes as create and run see them: a fixed plan's one, the largest class (what
+ * run runs, and what gpucc_model_time times before any run), and the dims run takes. */
+static GpuccStatus init_classes(GpuccModel *m) {
+  GpuccPlan *p = m->plan;
+  GpuccStatus st;
+  if (!p->nsyms && (st = as_one_class(p))) return st;
+  int64_t largest[GPUCC_MAX_SYMBOLS];
+  for (int k = 0; k < p->nsyms; k++) largest[k] = gpucc_symbol_largest(&p->syms[k]);
+  m->largest = m->last = pick_class(p, largest);
+  if (!(m->largest_dims = calloc((size_t)p->ninputs + 1, sizeof *m->largest_dims)))
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  for (int i = 0; i < p->ninputs; i++) m->largest_dims[i] = p->inputs[i].dims;
+  return GPUCC_OK;
+}
+
 /* Everything after the context: run with it current. */
 static GpuccStatus build(GpuccModel *m, const void *weights) {
   GpuccStatus st;
@@ -943,7 +1095,8 @@ static GpuccStatus build(GpuccModel *m, const void *weights) {
    * writing it. */
   if (m->plan->arena_bytes && (r = m->cu->cuMemsetD8(m->arena, 0, m->plan->arena_bytes)))
     return gpucc_cu_fail(m->cu, r, "cuMemsetD8 of the arena");
-  if (!m->debug && m->plan->nsteps && (st = capture_graph(m))) return st;
+  for (int c = 0; c < m->plan->nclasses && !m->debug; c++)
+    if (m->classes[c].nsteps && (st = capture_graph(m, c))) return st;
   return GPUCC_OK;
 }
 
@@ -956,6 +1109,7 @@ GpuccStatus gpucc_model_create(const void *plan, size_t plan_len, const void *we
   if (!m) return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
   GpuccStatus st = gpucc_plan_parse(plan, plan_len, &m->plan);
   m->plan_hash = gpucc_fnv1a64(plan, plan_len);
+  if (!st) st = init_classes(m);
   if (!st && weights_len != m->plan->weights_bytes)
     st = gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "weights: %zu bytes given, the plan needs %llu",
                     weights_len, (unsigned long long)m->plan->weights_bytes);
@@ -984,10 +1138,12 @@ void gpucc_model_destroy(GpuccModel *m) {
    * still free host memory and release the context. */
   if (m->ctx && cu->cuCtxPushCurrent(m->ctx) == CUDA_SUCCESS) {
     cu->cuCtxSynchronize(); /* a run may still be using the arena */
-    if (m->exec) cu->cuGraphExecDestroy(m->exec);
-    if (m->graph) cu->cuGraphDestroy(m->graph);
-    for (int i = 0; m->gemms && i < m->plan->nsteps; i++) {
-      Gemm *G = &m->gemms[i];
+    for (int c = 0; m->classes && c < m->plan->nclasses; c++) {
+      if (m->classes[c].exec) cu->cuGraphExecDestroy(m->classes[c].exec);
+      if (m->classes[c].graph) cu->cuGraphDestroy(m->classes[c].graph);
+    }
+    for (int i = 0; i < m->nsteps; i++) {
+      Gemm *G = &m->steps[i].gemm;
       for (int j = 0; j < 4; j++)
         if (G->layout[j]) m->lt->cublasLtMatrixLayoutDestroy(G->layout[j]);
       if (G->desc) m->lt->cublasLtMatmulDescDestroy(G->desc);
@@ -1002,15 +1158,14 @@ void gpucc_model_destroy(GpuccModel *m) {
     pop_ctx(m);
   }
   if (m->ctx) cu->cuDevicePrimaryCtxRelease(m->dev);
-  for (int i = 0; m->launches && i < m->plan->nsteps; i++) {
-    free(m->launches[i].vals);
-    free(m->launches[i].params);
+  for (int i = 0; i < m->nsteps; i++) {
+    free(m->steps[i].launch.vals);
+    free(m->steps[i].launch.params);
+    free(m->steps[i].gemm.cand);
   }
-  for (int i = 0; m->gemms && i < m->plan->nsteps; i++) free(m->gemms[i].cand);
-  free(m->launches);
-  free(m->gemms);
-  free(m->chosen);
-  free(m->skip);
+  free(m->steps);
+  free(m->classes);
+  free(m->largest_dims);
   free(m->stage_in);
   free(m->stage_out);
   gpucc_plan_free(m->plan);
@@ -1027,7 +1182,6 @@ static const GpuccTensorInfo *tensor(const GpuccModel *m, bool input, int i) {
 }
 
 int gpucc_model_num_inputs(const GpuccModel *m) { return m ? m->plan->ninputs : 0; }
-int gpucc_model_kernels(const GpuccModel *m) { return m && !m->debug ? m->kernels : -1; }
 int gpucc_model_num_outputs(const GpuccModel *m) { return m ? m->plan->noutputs : 0; }
 
 #define ACCESSORS(kind, input)                                                                \
@@ -1055,6 +1209,51 @@ ACCESSORS(input, true)
 ACCESSORS(output, false)
 #undef ACCESSORS
 
+int gpucc_model_num_symbols(const GpuccModel *m) { return m ? m->plan->nsyms : 0; }
+
+const char *gpucc_model_symbol_name(const GpuccModel *m, int k) {
+  return m && k >= 0 && k < m->plan->nsyms ? m->plan->syms[k].name : NULL;
+}
+
+int gpucc_model_num_classes(const GpuccModel *m) { return m ? m->plan->nclasses : 0; }
+
+GpuccStatus gpucc_model_class_bounds(const GpuccModel *m, int c, int64_t *bound) {
+  if (!m || (!bound && m->plan->nsyms))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_model_class_bounds: NULL argument");
+  if (c < 0 || c >= m->plan->nclasses)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "class %d out of range (the model has %d)", c,
+                      m->plan->nclasses);
+  for (int k = 0; k < m->plan->nsyms; k++) bound[k] = m->plan->classes[c].bound[k];
+  return GPUCC_OK;
+}
+
+int gpucc_model_class_kernels(const GpuccModel *m, int c) {
+  return m && !m->debug && c >= 0 && c < m->plan->nclasses ? m->classes[c].kernels : -1;
+}
+
+int gpucc_model_kernels(const GpuccModel *m) { return m ? gpucc_model_class_kernels(m, m->largest) : -1; }
+
+GpuccStatus gpucc_model_input_range(const GpuccModel *m, int i, int axis, int64_t *lo,
+                                    int64_t *hi) {
+  const GpuccTensorInfo *t = tensor(m, true, i);
+  if (!m || !lo || !hi)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_model_input_range: NULL argument");
+  if (!t)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "input index %d out of range (the model has %d)",
+                      i, m->plan->ninputs);
+  if (axis < 0 || axis >= t->rank)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "input '%s': axis %d out of range (rank %d)",
+                      t->name, axis, t->rank);
+  if (t->sym[axis] < 0) {
+    *lo = *hi = t->dims[axis];
+  } else {
+    const GpuccSymbol *s = &m->plan->syms[t->sym[axis]];
+    *lo = s->lo[0];
+    *hi = gpucc_symbol_largest(s);
+  }
+  return GPUCC_OK;
+}
+
 GpuccStatus gpucc_model_check_num_inputs(const GpuccModel *m, int n) {
   if (!m) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_model_check_num_inputs: NULL model");
   if (n != m->plan->ninputs)
@@ -1080,26 +1279,107 @@ int gpucc_model_find_input(const GpuccModel *m, const char *name) {
   return -1;
 }
 
+/* Input i's dims, axis by axis: a fixed axis must be its dim, a ranged one a size of its
+ * symbol k and, when an input gave k a size before (from[k] is not -1), the same size;
+ * else the size is recorded in size[k] and from[k]. */
+static GpuccStatus check_axes(const GpuccModel *m, int i, const int64_t *dims, int64_t *size,
+                              int *from) {
+  const GpuccPlan *p = m->plan;
+  const GpuccTensorInfo *t = &p->inputs[i];
+  for (int d = 0; d < t->rank; d++) {
+    int k = t->sym[d];
+    long long v = dims[d];
+    if (k < 0) {
+      if (v != t->dims[d])
+        return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "input '%s': dim %d is %lld, expected %lld",
+                          t->name, d, v, (long long)t->dims[d]);
+      continue;
+    }
+    const GpuccSymbol *s = &p->syms[k];
+    if (!gpucc_symbol_has(s, v)) {
+      char sizes[512];
+      gpucc_format_sizes(sizes, sizeof sizes, s);
+      return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
+                        "input '%s': dim %d ('%s') is %lld, outside its range %s", t->name, d,
+                        s->name, v, sizes);
+    }
+    if (from[k] >= 0 && v != size[k])
+      return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT,
+                        "input '%s': dim %d ('%s') is %lld, but input '%s' has %lld", t->name, d,
+                        s->name, v, p->inputs[from[k]].name, (long long)size[k]);
+    if (from[k] < 0) {
+      from[k] = i;
+      size[k] = v;
+    }
+  }
+  return GPUCC_OK;
+}
+
 GpuccStatus gpucc_model_check_input(const GpuccModel *m, int i, GpuccDType dtype, int rank,
                                     const int64_t *dims) {
   const GpuccTensorInfo *t = tensor(m, true, i);
   if (!t)
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "input index %d out of range (the model has %d)",
                       i, gpucc_model_num_inputs(m));
+  /* A fixed model's dims are part of the type it names; a ranged model's are checked axis
+   * by axis, as run_dims checks them. */
   bool same = dtype == t->dtype && rank == t->rank && (rank == 0 || dims);
-  for (int d = 0; same && d < rank; d++) same = dims[d] == t->dims[d];
-  if (same) return GPUCC_OK;
-  char want[256], got[256];
-  gpucc_format_type(want, sizeof want, t->dtype, t->rank, t->dims);
+  for (int d = 0; same && !m->plan->nsyms && d < rank; d++) same = dims[d] == t->dims[d];
+  if (same) {
+    int64_t size[GPUCC_MAX_SYMBOLS] = {0};
+    int from[GPUCC_MAX_SYMBOLS];
+    for (int k = 0; k < GPUCC_MAX_SYMBOLS; k++) from[k] = -1;
+    return check_axes(m, i, dims, size, from);
+  }
+  char want[1024], got[256];
+  gpucc_format_type(want, sizeof want, t->dtype, t->rank, t->dims, t->sym, m->plan->syms);
   if (rank < 0 || rank > GPUCC_MAX_RANK || (rank && !dims))
     snprintf(got, sizeof got, "%s of rank %d", gpucc_dtype_name(dtype), rank);
   else
-    gpucc_format_type(got, sizeof got, dtype, rank, dims);
+    gpucc_format_type(got, sizeof got, dtype, rank, dims, NULL, NULL);
   return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "input '%s': expected %s, got %s", t->name, want, got);
+}
+
+/* The sizes the inputs' dims give the symbols (each symbol is an axis of an input), and
+ * the class a run at them takes. */
+static GpuccStatus shape_of(const GpuccModel *m, const int64_t *const *input_dims,
+                            const char *fn, Shape *sh) {
+  const GpuccPlan *p = m->plan;
+  if (p->ninputs && !input_dims)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: NULL input_dims", fn);
+  int from[GPUCC_MAX_SYMBOLS];
+  for (int k = 0; k < GPUCC_MAX_SYMBOLS; k++) from[k] = -1;
+  for (int i = 0; i < p->ninputs; i++) {
+    if (p->inputs[i].rank && !input_dims[i])
+      return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: the dims of input %d '%s' are NULL", fn,
+                        i, p->inputs[i].name);
+    GpuccStatus st = check_axes(m, i, input_dims[i], sh->size, from);
+    if (st) return st;
+  }
+  sh->cls = pick_class(p, sh->size);
+  return GPUCC_OK;
+}
+
+/* Each output's dims at the run's sizes, into dims[j] (a NULL entry skipped). */
+static void put_output_dims(const GpuccModel *m, const Shape *sh, int64_t *const *dims) {
+  for (int j = 0; j < m->plan->noutputs; j++)
+    if (dims[j]) gpucc_dims_at(&m->plan->outputs[j], sh->size, dims[j]);
+}
+
+GpuccStatus gpucc_model_output_dims_for(const GpuccModel *m, const int64_t *const *input_dims,
+                                        int64_t *const *output_dims) {
+  const char *fn = "gpucc_model_output_dims_for";
+  if (!m || (m->plan->noutputs && !output_dims))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+  Shape sh;
+  GpuccStatus st = shape_of(m, input_dims, fn, &sh);
+  if (!st) put_output_dims(m, &sh, output_dims);
+  return st;
 }
 
 /* ---------------------------------------------------------------- run */
 
+/* A tensor's bytes are 0 at every size when they are at the largest: sizes are 1 or more. */
 static GpuccStatus check_buffers(const GpuccModel *m, const void *const *in, void *const *out,
                                  const char *fn) {
   if (!m) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "%s: NULL model", fn);
@@ -1116,93 +1396,204 @@ static GpuccStatus check_buffers(const GpuccModel *m, const void *const *in, voi
   return GPUCC_OK;
 }
 
-/* The steps on the caller's stream: the graph, or in debug mode one by one with a
- * synchronization after each so that an asynchronous fault is pinned on its step. */
-static GpuccStatus launch(GpuccModel *m, CUstream s) {
+/* The steps of class c on the caller's stream: its graph, or in debug mode one by one
+ * with a synchronization after each so that an asynchronous fault is pinned on its step. */
+static GpuccStatus launch(GpuccModel *m, int c, CUstream s) {
   const CuApi *cu = m->cu;
+  const Class *k = &m->classes[c];
   CUresult r;
   if (!m->debug) {
-    if (m->exec && (r = cu->cuGraphLaunch(m->exec, s)))
-      return gpucc_cu_fail(cu, r, "cuGraphLaunch" DEBUG_HINT);
+    char label[LABEL_BYTES];
+    if (k->exec && (r = cu->cuGraphLaunch(k->exec, s)))
+      return gpucc_cu_fail(cu, r, "%scuGraphLaunch" DEBUG_HINT, class_label(m, c, label, sizeof label));
     return GPUCC_OK;
   }
-  for (int i = 0; i < m->plan->nsteps; i++) {
-    if (m->skip[i]) continue;
+  for (int i = k->first; i < k->first + k->nsteps; i++) {
+    if (m->steps[i].skip) continue;
     GpuccStatus st = enqueue_step(m, i, s);
     if (st) return st;
     if ((r = cu->cuStreamSynchronize(s))) {
-      char label[GPUCC_MAX_NAME + 96];
+      char label[LABEL_BYTES];
       return gpucc_cu_fail(cu, r, "%s failed (GPUCC_RUNTIME_DEBUG)", step_label(m, i, label, sizeof label));
     }
   }
   return GPUCC_OK;
 }
 
-static GpuccStatus run_device(GpuccModel *m, const void *const *in, void *const *out, CUstream s) {
-  const GpuccPlan *p = m->plan;
-  const CuApi *cu = m->cu;
-  CUresult r;
-  for (int i = 0; i < p->ninputs; i++) {
-    uint64_t n = tensor_bytes(&p->inputs[i]);
-    if (n && (r = cu->cuMemcpyDtoDAsync(m->arena + p->inputs[i].offset,
-                                        (CUdeviceptr)(uintptr_t)in[i], n, s)))
-      return gpucc_cu_fail(cu, r, "copying input '%s' into the arena", p->inputs[i].name);
+/* One side of a copy: a tensor dense at dims, in device memory or (host not NULL) in
+ * pinned host memory. */
+typedef struct Side {
+  CUdeviceptr dev;
+  unsigned char *host;
+  const int64_t *dims;
+} Side;
+
+/* Copies the box real[0 .. rank) at the origin of a tensor dense at src.dims into one
+ * dense at dst.dims (each side at least the box), in elements of e bytes. Let k be the
+ * innermost axis at which either side is larger than the box: inside it both sides are
+ * the box, so each index of axes 0 .. k-1 holds one contiguous run of bytes on each side.
+ * The runs over axes k-1 and k-2 are one 3D copy, axes further out a loop of them. When k
+ * is 0 (the box is both sides' first bytes) or there is no such axis, one flat copy. */
+static CUresult copy_box(const CuApi *cu, Side dst, Side src, int rank, const int64_t *real,
+                         size_t e, CUstream s) {
+  int k = rank - 1;
+  while (k >= 0 && real[k] == src.dims[k] && real[k] == dst.dims[k]) k--;
+  uint64_t sstride[GPUCC_MAX_RANK], dstride[GPUCC_MAX_RANK], bytes = e; /* per index of an axis */
+  for (int d = rank - 1; d >= 0; d--) {
+    sstride[d] = d == rank - 1 ? e : sstride[d + 1] * (uint64_t)src.dims[d + 1];
+    dstride[d] = d == rank - 1 ? e : dstride[d + 1] * (uint64_t)dst.dims[d + 1];
+    bytes *= (uint64_t)real[d];
   }
-  GpuccStatus st = launch(m, s);
+  if (k <= 0) {
+    if (src.host) return cu->cuMemcpyHtoDAsync(dst.dev, src.host, bytes, s);
+    if (dst.host) return cu->cuMemcpyDtoHAsync(dst.host, src.dev, bytes, s);
+    return cu->cuMemcpyDtoDAsync(dst.dev, src.dev, bytes, s);
+  }
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = src.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  c.dstMemoryType = dst.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  c.WidthInBytes = (size_t)((uint64_t)real[k] * sstride[k]);
+  c.Height = (size_t)real[k - 1];
+  c.Depth = k >= 2 ? (size_t)real[k - 2] : 1;
+  c.srcPitch = (size_t)sstride[k - 1];
+  c.dstPitch = (size_t)dstride[k - 1];
+  c.srcHeight = (size_t)src.dims[k - 1];
+  c.dstHeight = (size_t)dst.dims[k - 1];
+  int64_t idx[GPUCC_MAX_RANK] = {0}; /* of axes 0 .. k-3, row-major */
+  for (;;) {
+    uint64_t so = 0, dof = 0;
+    for (int d = 0; d < k - 2; d++) {
+      so += (uint64_t)idx[d] * sstride[d];
+      dof += (uint64_t)idx[d] * dstride[d];
+    }
+    if (src.host) c.srcHost = src.host + so;
+    else c.srcDevice = src.dev + so;
+    if (dst.host) c.dstHost = dst.host + dof;
+    else c.dstDevice = dst.dev + dof;
+    CUresult r = cu->cuMemcpy3DAsync(&c, s);
+    if (r) return r;
+    int d = k - 3;
+    while (d >= 0 && ++idx[d] == real[d]) idx[d--] = 0;
+    if (d < 0) return CUDA_SUCCESS;
+  }
+}
+
+/* Tensor t between its slot at offset in the run's class and theirs, where it is dense at
+ * the run's dims: into the slot for an input, zeroing the slot first when the run's dims
+ * are not the class's (so the padding is 0), out of it for an output. */
+static CUresult move_tensor(const GpuccModel *m, const Shape *sh, const GpuccTensorInfo *t,
+                            uint64_t offset, Side theirs, bool input, CUstream s) {
+  int64_t real[GPUCC_MAX_RANK], full[GPUCC_MAX_RANK];
+  gpucc_dims_at(t, sh->size, real);
+  gpucc_dims_at(t, m->plan->classes[sh->cls].bound, full);
+  Side slot = {m->arena + offset, NULL, full};
+  theirs.dims = real;
+  size_t e = gpucc_dtype_size(t->dtype);
+  if (!input) return copy_box(m->cu, theirs, slot, t->rank, real, e, s);
+  CUresult r;
+  if (memcmp(real, full, (size_t)t->rank * sizeof *real) &&
+      (r = m->cu->cuMemsetD8Async(slot.dev, 0, bytes_at(t, full), s)))
+    return r;
+  return copy_box(m->cu, slot, theirs, t->rank, real, e, s);
+}
+
+/* A run of class sh->cls on stream s: its sizes written, the inputs into their slots, its
+ * steps, the outputs out of their slots. With host, in[] and out[] are host memory and
+ * pass through the pinned staging: the inputs are copied into it here, the outputs are
+ * left in it (run_host takes them out after synchronizing). */
+static GpuccStatus enqueue_run(GpuccModel *m, const Shape *sh, const void *const *in,
+                               void *const *out, CUstream s, bool host) {
+  const GpuccPlan *p = m->plan;
+  const GpuccClass *cl = &p->classes[sh->cls];
+  const CuApi *cu = m->cu;
+  int64_t dims[GPUCC_MAX_RANK];
+  CUresult r;
+  GpuccStatus st = write_sizes(m, sh->cls, sh->size, s);
   if (st) return st;
-  for (int i = 0; i < p->noutputs; i++) {
-    uint64_t n = tensor_bytes(&p->outputs[i]);
-    if (n && (r = cu->cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)out[i],
-                                        m->arena + p->outputs[i].offset, n, s)))
-      return gpucc_cu_fail(cu, r, "copying output '%s' out of the arena", p->outputs[i].name);
+  for (int i = 0; i < p->ninputs; i++) {
+    const GpuccTensorInfo *t = &p->inputs[i];
+    gpucc_dims_at(t, sh->size, dims);
+    uint64_t n = bytes_at(t, dims);
+    if (!n) continue;
+    Side theirs = {(CUdeviceptr)(uintptr_t)in[i], NULL, NULL};
+    if (host) {
+      theirs = (Side){0, m->pinned + m->stage_in[i], NULL};
+      memcpy(theirs.host, in[i], n);
+    }
+    if ((r = move_tensor(m, sh, t, cl->input_offset[i], theirs, true, s)))
+      return gpucc_cu_fail(cu, r, "copying input '%s' into the arena", t->name);
+  }
+  if ((st = launch(m, sh->cls, s))) return st;
+  for (int j = 0; j < p->noutputs; j++) {
+    const GpuccTensorInfo *t = &p->outputs[j];
+    gpucc_dims_at(t, sh->size, dims);
+    if (!bytes_at(t, dims)) continue;
+    Side theirs = host ? (Side){0, m->pinned + m->stage_out[j], NULL}
+                       : (Side){(CUdeviceptr)(uintptr_t)out[j], NULL, NULL};
+    if ((r = move_tensor(m, sh, t, cl->output_offset[j], theirs, false, s)))
+      return gpucc_cu_fail(cu, r, "copying output '%s' out of the arena", t->name);
   }
   return GPUCC_OK;
+}
+
+static GpuccStatus run_host(GpuccModel *m, const Shape *sh, const void *const *in,
+                            void *const *out, CUstream s) {
+  GpuccStatus st = enqueue_run(m, sh, in, out, s, true);
+  if (st) return st;
+  CUresult r = m->cu->cuStreamSynchronize(s);
+  if (r) return gpucc_cu_fail(m->cu, r, "cuStreamSynchronize after the run" DEBUG_HINT);
+  int64_t dims[GPUCC_MAX_RANK];
+  for (int j = 0; j < m->plan->noutputs; j++) {
+    const GpuccTensorInfo *t = &m->plan->outputs[j];
+    gpucc_dims_at(t, sh->size, dims);
+    uint64_t n = bytes_at(t, dims);
+    if (n) memcpy(out[j], m->pinned + m->stage_out[j], n);
+  }
+  return GPUCC_OK;
+}
+
+/* What every run function does: check the buffers and the dims, write the output dims,
+ * run the class the dims take (through the pinned staging with host). */
+static GpuccStatus run(GpuccModel *m, const void *const *in, const int64_t *const *input_dims,
+                       void *const *out, int64_t *const *output_dims, void *cuda_stream,
+                       bool host, const char *fn) {
+  Shape sh;
+  GpuccStatus st = check_buffers(m, in, out, fn);
+  if (st || (st = shape_of(m, input_dims, fn, &sh))) return st;
+  if (output_dims) put_output_dims(m, &sh, output_dims);
+  if ((st = push_ctx(m))) return st;
+  CUstream s = (CUstream)cuda_stream;
+  st = host ? run_host(m, &sh, in, out, s) : enqueue_run(m, &sh, in, out, s, false);
+  pop_ctx(m);
+  if (!st) m->last = sh.cls;
+  return st;
 }
 
 GpuccStatus gpucc_model_run(GpuccModel *m, const void *const *inputs, void *const *outputs,
                             void *cuda_stream) {
-  GpuccStatus st = check_buffers(m, inputs, outputs, "gpucc_model_run");
-  if (st || (st = push_ctx(m))) return st;
-  st = run_device(m, inputs, outputs, (CUstream)cuda_stream);
-  pop_ctx(m);
-  return st;
-}
-
-static GpuccStatus run_host(GpuccModel *m, const void *const *in, void *const *out, CUstream s) {
-  const GpuccPlan *p = m->plan;
-  const CuApi *cu = m->cu;
-  CUresult r;
-  for (int i = 0; i < p->ninputs; i++) {
-    uint64_t n = tensor_bytes(&p->inputs[i]);
-    if (!n) continue;
-    memcpy(m->pinned + m->stage_in[i], in[i], n);
-    if ((r = cu->cuMemcpyHtoDAsync(m->arena + p->inputs[i].offset, m->pinned + m->stage_in[i], n, s)))
-      return gpucc_cu_fail(cu, r, "copying input '%s' to the device", p->inputs[i].name);
-  }
-  GpuccStatus st = launch(m, s);
-  if (st) return st;
-  for (int i = 0; i < p->noutputs; i++) {
-    uint64_t n = tensor_bytes(&p->outputs[i]);
-    if (n && (r = cu->cuMemcpyDtoHAsync(m->pinned + m->stage_out[i], m->arena + p->outputs[i].offset,
-                                        n, s)))
-      return gpucc_cu_fail(cu, r, "copying output '%s' to the host", p->outputs[i].name);
-  }
-  if ((r = cu->cuStreamSynchronize(s)))
-    return gpucc_cu_fail(cu, r, "cuStreamSynchronize after the run" DEBUG_HINT);
-  for (int i = 0; i < p->noutputs; i++) {
-    uint64_t n = tensor_bytes(&p->outputs[i]);
-    if (n) memcpy(out[i], m->pinned + m->stage_out[i], n);
-  }
-  return GPUCC_OK;
+  return run(m, inputs, m ? m->largest_dims : NULL, outputs, NULL, cuda_stream, false,
+             "gpucc_model_run");
 }
 
 GpuccStatus gpucc_model_run_host(GpuccModel *m, const void *const *inputs, void *const *outputs,
                                  void *cuda_stream) {
-  GpuccStatus st = check_buffers(m, inputs, outputs, "gpucc_model_run_host");
-  if (st || (st = push_ctx(m))) return st;
-  st = run_host(m, inputs, outputs, (CUstream)cuda_stream);
-  pop_ctx(m);
-  return st;
+  return run(m, inputs, m ? m->largest_dims : NULL, outputs, NULL, cuda_stream, true,
+             "gpucc_model_run_host");
+}
+
+GpuccStatus gpucc_model_run_dims(GpuccModel *m, const void *const *inputs,
+                                 const int64_t *const *input_dims, void *const *outputs,
+                                 int64_t *const *output_dims, void *cuda_stream) {
+  return run(m, inputs, input_dims, outputs, output_dims, cuda_stream, false,
+             "gpucc_model_run_dims");
+}
+
+GpuccStatus gpucc_model_run_dims_host(GpuccModel *m, const void *const *inputs,
+                                      const int64_t *const *input_dims, void *const *outputs,
+                                      int64_t *const *output_dims, void *cuda_stream) {
+  return run(m, inputs, input_dims, outputs, output_dims, cuda_stream, true,
+             "gpucc_model_run_dims_host");
 }
 
 /* ---------------------------------------------------------------- timing and devices */
@@ -1220,10 +1611,10 @@ static GpuccStatus time_replays(GpuccModel *m, int warmup, int iters, CUstream s
   CUresult r;
   GpuccStatus st;
   for (int i = 0; i < warmup; i++)
-    if ((st = launch(m, s))) return st;
+    if ((st = launch(m, m->last, s))) return st;
   for (int i = 0; i < iters; i++) {
     if ((r = cu->cuEventRecord(ev[0], s))) return gpucc_cu_fail(cu, r, "cuEventRecord");
-    if ((st = launch(m, s))) return st;
+    if ((st = launch(m, m->last, s))) return st;
     if ((r = cu->cuEventRecord(ev[1], s))) return gpucc_cu_fail(cu, r, "cuEventRecord");
     if ((r = cu->cuEventSynchronize(ev[1])))
       return gpucc_cu_fail(cu, r, "cuEventSynchronize after replay %d" DEBUG_HINT, i);

@@ -80,9 +80,21 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  * offsets in it), the weights (uploaded once at create, never written), and the cuBLASLt
  * workspace. The steps run in order and are captured as one CUDA graph.
  *
- * Byte format, version 1, every integer little-endian:
+ * Shape classes (version 5). A ranged plan serves every size of its symbols in their
+ * declared sizes (batch = 1..64, seq = 1..512): an input or output axis may be a symbol
+ * rather than a fixed dim. It holds one program per shape class, each compiled with every
+ * symbol bound at one size (batch at 1, 2, 4, ..., 64), all sharing the module, the
+ * weights and the arena (each class uses the arena's start: classes never run at once).
+ * A run takes the smallest class that holds the actual sizes. Its inputs go to the start
+ * of each ranged axis of their class slots, the rest of each slot zeroed (padding); each
+ * symbol's actual size is written as an i64 where the class's kernels read it; the
+ * class's steps run; the real part of each output is copied out. A plan without symbols
+ * is a fixed plan: its top-level steps, its tensors at their offsets.
+ *
+ * Byte format, version 5, every integer little-endian:
  *   header   "GPUCCPLN"  u32 version  u32 nsections  u64 body_len  u64 fnv1a64(body)
- *   body     nsections times: u32 tag  u32 0  u64 len  then len bytes
+ *   body     nsections times, in the order of their tags: u32 tag  u32 0  u64 len  then
+ *            len bytes
  *   tags     1 SIZES    u64 arena_bytes  u64 weights_bytes  u64 workspace_bytes
  *            2 MODULE   u64 cubin_len, cubin  u64 ptx_len, ptx (no NUL in it)
  *            3 INPUTS   u32 n, n tensors: str name  u32 dtype  u32 rank  i64 dims[rank]
@@ -91,14 +103,23 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  *                       the structs below; a ptr is u32 region  u32 0  u64 offset, a
  *                       double is its IEEE bits as u64; a choice is str label
  *                       u32 nvariants  u32 count[nvariants]
+ *            6 SYMBOLS  u32 n, n times: str name  u32 npieces, npieces times i64 lo
+ *                       i64 hi; then for each input in order, rank times i32 sym; then
+ *                       for each output the same
+ *            7 CLASSES  u32 n, n times: i64 bound[nsyms]  u64 arena_bytes
+ *                       u64 input_offset[ninputs]  u64 output_offset[noutputs]
+ *                       u64 size_offset[nsyms]  u32 nsteps, the steps as in STEPS
  *   str      u32 len, len bytes, one NUL
- * Each section appears exactly once, each is read to its last byte, and nothing follows
- * the last one. The checksum makes a damaged file an error; the reader still checks every
- * field on its own, so a well-formed but wrong plan is an error too, never a crash.
+ * A fixed plan has sections 1 to 5, a ranged plan all seven. Each section appears
+ * exactly once, each is read to its last byte, and nothing follows the last one. The
+ * checksum makes a damaged file an error; the reader still checks every field on its
+ * own, so a well-formed but wrong plan is an error too, never a crash. The reader also
+ * takes version 4, whose plans are fixed plans in the same bytes.
  */
 
 #define GPUCC_PLAN_MAGIC "GPUCCPLN"
-#define GPUCC_PLAN_VERSION 4u /* 2: the GEMM bias epilogue; 3: its GELU form; 4: choices */
+/* 2: the GEMM bias epilogue; 3: its GELU form; 4: choices; 5: shape classes */
+#define GPUCC_PLAN_VERSION 5u
 #define GPUCC_MAX_RANK 8
 #define GPUCC_MAX_NAME 4096        /* bytes in a tensor or kernel name */
 #define GPUCC_MAX_KERNEL_ARGS 1024 /* CUDA allows 32 KiB of parameters: 4096 of 8 bytes */
@@ -124,14 +145,29 @@ typedef struct GpuccArg {
   uint64_t scalar; /* GPUCC_ARG_SCALAR */
 } GpuccArg;
 
+#define GPUCC_MAX_SYMBOLS 8
+#define GPUCC_MAX_PIECES 16       /* points and ranges one symbol lists */
+#define GPUCC_MAX_CLASSES 64
+#define GPUCC_MAX_SIZE (INT64_C(1) << 31) /* the largest size a symbol may take */
+#define GPUCC_NO_OFFSET UINT64_MAX  /* a class's size_offset for a symbol it does not read */
+
 /* A model input or output: a dense row-major tensor at an arena offset. */
 typedef struct GpuccTensorInfo {
   char *name;
   GpuccDType dtype;
   int rank;
-  int64_t dims[GPUCC_MAX_RANK];
-  uint64_t offset; /* in the arena */
+  int64_t dims[GPUCC_MAX_RANK]; /* a ranged axis: its symbol's largest size */
+  int8_t sym[GPUCC_MAX_RANK];   /* per axis: the symbol it is; -1: a fixed dim */
+  uint64_t offset; /* in the arena; a ranged plan's classes have their own (0 here) */
 } GpuccTensorInfo;
+
+/* A symbolic dim and the sizes it takes: pieces lo..hi, ascending and disjoint, a point
+ * being lo == hi; 1 <= lo <= hi <= GPUCC_MAX_SIZE. */
+typedef struct GpuccSymbol {
+  char *name; /* "batch" */
+  int npieces;
+  int64_t lo[GPUCC_MAX_PIECES], hi[GPUCC_MAX_PIECES];
+} GpuccSymbol;
 
 typedef enum GpuccStepKind {
   GPUCC_STEP_KERNEL = 1,
@@ -220,7 +256,24 @@ typedef struct GpuccStep {
   };
 } GpuccStep;
 
-/* The in-memory plan. Everything it points to is owned by it (gpucc_plan_free). */
+/* One shape class of a ranged plan: its program, compiled with each symbol at bound[]. A
+ * tensor's slot holds it dense row-major at the class's dims: each ranged axis at its
+ * symbol's bound. */
+typedef struct GpuccClass {
+  int64_t bound[GPUCC_MAX_SYMBOLS]; /* per symbol: a size its sizes hold */
+  uint64_t arena_bytes;             /* the part of the model's arena (its start) it uses */
+  uint64_t *input_offset, *output_offset; /* per model input / output: its slot */
+  /* Per symbol: where a run writes the actual size (an i64, 8-aligned) before the steps;
+   * GPUCC_NO_OFFSET when the class reads none. */
+  uint64_t size_offset[GPUCC_MAX_SYMBOLS];
+  GpuccStep *steps; /* as the plan's steps, within the class's arena_bytes */
+  int nsteps;
+  int cap_steps_; /* private */
+} GpuccClass;
+
+/* The in-memory plan. Everything it points to is owned by it (gpucc_plan_free). A fixed
+ * plan has no symbols and no classes; a ranged plan has symbols, one class or more, and no
+ * top-level steps, and its arena_bytes is at least every class's. */
 typedef struct GpuccPlan {
   uint64_t arena_bytes, weights_bytes, workspace_bytes;
   unsigned char *cubin; /* may be NULL: then the PTX is JIT-compiled by the driver */
@@ -231,12 +284,20 @@ typedef struct GpuccPlan {
   int ninputs, noutputs;
   GpuccStep *steps;
   int nsteps;
-  int cap_inputs_, cap_outputs_, cap_steps_; /* private */
+  GpuccSymbol *syms;
+  int nsyms;
+  GpuccClass *classes;
+  int nclasses;
+  int cap_inputs_, cap_outputs_, cap_steps_, cap_syms_, cap_classes_; /* private */
 } GpuccPlan;
 
 /* Builder. gpucc_plan_new returns NULL only when out of memory. The add functions copy
  * what they are given and check only what they must to copy it (name length, rank,
- * nargs); the whole plan is validated by serialize. */
+ * nargs, counts, order); the whole plan is validated by serialize.
+ *
+ * A ranged plan is built in this order: inputs, outputs and symbols (in any order among
+ * them, a symbol before an axis names it), the axes' symbols, then each class followed by
+ * its steps. */
 GPUCC_API GpuccPlan *gpucc_plan_new(uint64_t arena_bytes, uint64_t weights_bytes,
                                     uint64_t workspace_bytes);
 GPUCC_API GpuccStatus gpucc_plan_set_module(GpuccPlan *p, const void *cubin, size_t cubin_len,
@@ -257,9 +318,26 @@ GPUCC_API GpuccStatus gpucc_plan_add_memset(GpuccPlan *p, GpuccPtr dst, uint64_t
 /* A choice among nvariants variants, whose steps the caller adds next, in order. */
 GPUCC_API GpuccStatus gpucc_plan_add_choice(GpuccPlan *p, const char *label, int nvariants,
                                             const uint32_t *count);
+/* A symbol and its sizes: pieces lo[k]..hi[k], k < npieces. Symbol k is the k-th added. */
+GPUCC_API GpuccStatus gpucc_plan_add_symbol(GpuccPlan *p, const char *name, int npieces,
+                                            const int64_t *lo, const int64_t *hi);
+/* Makes axis `axis` of input i (of output i when output != 0) symbol sym (-1: fixed). Its
+ * dims[] entry stays what add_input gave: the symbol's largest size. */
+GPUCC_API GpuccStatus gpucc_plan_set_axis_symbol(GpuccPlan *p, int output, int i, int axis,
+                                                 int sym);
+/* Starts a class: the steps added after it (add_kernel, add_gemm, add_copy, add_memset,
+ * add_choice) are its, up to the next class. bound[p->nsyms], input_offset[p->ninputs],
+ * output_offset[p->noutputs], size_offset[p->nsyms] are copied, so inputs, outputs and
+ * symbols cannot be added after the first class. */
+GPUCC_API GpuccStatus gpucc_plan_add_class(GpuccPlan *p, const int64_t *bound,
+                                           uint64_t arena_bytes, const uint64_t *input_offset,
+                                           const uint64_t *output_offset,
+                                           const uint64_t *size_offset);
 
-/* Checks every field: types, ranks, dims, counts, names, and that every byte a step or
- * a tensor touches lies inside its region. The message names the step or tensor. */
+/* Checks every field: types, ranks, dims, counts, names, symbols and classes, and that
+ * every byte a step or a tensor touches lies inside its region (a class's steps and
+ * slots inside the class's part of the arena). The message names the symbol, class, step
+ * or tensor: "plan: class 3 (batch=4, seq=128): step 17 (kernel 'k12_matmul') ...". */
 GPUCC_API GpuccStatus gpucc_plan_validate(const GpuccPlan *p);
 /* Validates, then writes the byte form into *out (malloc'd; the caller frees it). */
 GPUCC_API GpuccStatus gpucc_plan_serialize(const GpuccPlan *p, void **out, size_t *out_len);
@@ -293,6 +371,21 @@ static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
  * GPU), pinned staging buffers for run_host, and every step captured into one CUDA graph
  * and instantiated. run only enqueues on the caller's stream: copies
  * of the inputs into their arena slots, the graph launch, copies of the outputs out.
+ *
+ * A ranged model (a plan with shape classes) does all of that for every class at create:
+ * one arena, the weights and the module once, and each class's steps prepared, tuned,
+ * captured and instantiated as its own CUDA graph. No run pays a capture, and the number
+ * of graphs is fixed. A class's GEMMs and choices are timed with its sizes at its bounds;
+ * the tuning cache holds the whole plan's decisions under one key. run_dims takes the inputs' actual dims and runs the smallest class
+ * that holds them (of the classes whose bound is at least each symbol's size, the one
+ * whose bounds have the least product; the first of equals): on the caller's stream, each
+ * size the class reads written into the arena (two 32-bit memsets: no host memory, no
+ * synchronization), each input copied into its slot (one copy when its dims are the
+ * class's; else the slot zeroed and the input copied to the start of each ranged axis by
+ * strided copies), the class's graph launched, and the real part of each output copied
+ * out the same way. run and run_host on a ranged model run the largest class at the
+ * largest dims: the dims gpucc_model_input_dims gives, "the fixed shape". A fixed model
+ * is one class without symbols.
  *
  * A model has one arena, so runs of one model must not overlap: issue them on one stream
  * (or synchronize between them). Create one model per concurrent stream.
@@ -339,7 +432,7 @@ GPUCC_API void gpucc_model_destroy(GpuccModel *m);
 
 /* Kernels one inference launches: the kernel nodes of the model's CUDA graph, cuBLASLt's
  * own included (a split-K reduction, an epilogue its main kernel lacks); -1 for NULL and
- * without a graph (GPUCC_RUNTIME_DEBUG). */
+ * without a graph (GPUCC_RUNTIME_DEBUG). A ranged model's: its largest class's. */
 GPUCC_API int gpucc_model_kernels(const GpuccModel *m);
 GPUCC_API int gpucc_model_num_inputs(const GpuccModel *m);
 GPUCC_API int gpucc_model_num_outputs(const GpuccModel *m);
@@ -355,10 +448,28 @@ GPUCC_API int gpucc_model_output_rank(const GpuccModel *m, int i);
 GPUCC_API const int64_t *gpucc_model_output_dims(const GpuccModel *m, int i);
 GPUCC_API size_t gpucc_model_output_bytes(const GpuccModel *m, int i);
 
+/* Shape classes. A fixed model has no symbols and one class. */
+GPUCC_API int gpucc_model_num_symbols(const GpuccModel *m); /* 0: a fixed model (or NULL) */
+GPUCC_API const char *gpucc_model_symbol_name(const GpuccModel *m, int k); /* NULL: no k */
+GPUCC_API int gpucc_model_num_classes(const GpuccModel *m);                /* 0 for NULL */
+/* Class c's bound of each symbol into bound[0 .. num_symbols). */
+GPUCC_API GpuccStatus gpucc_model_class_bounds(const GpuccModel *m, int c, int64_t *bound);
+/* The kernels of class c's graph, as gpucc_model_kernels; -1 for no class c. */
+GPUCC_API int gpucc_model_class_kernels(const GpuccModel *m, int c);
+/* The sizes axis `axis` of input i takes: a fixed axis its dim twice, a ranged axis its
+ * symbol's smallest and largest size (a symbol of several pieces takes only the sizes in
+ * them: gpucc_model_check_input says whether a size is one). */
+GPUCC_API GpuccStatus gpucc_model_input_range(const GpuccModel *m, int i, int axis,
+                                              int64_t *lo, int64_t *hi);
+
 /* Checks for callers that hold typed tensors (gpucc run, bindings): each fails with
  * GPUCC_ERR_INVALID_ARGUMENT and a message naming expected and actual, e.g.
- *   input 'x': expected f32[1,3,224,224], got f32[1,3,224]
- * Run them before run: run itself takes bare pointers and cannot check. */
+ *   input 'x': expected f32[1, 3, 224, 224], got f32[1, 3, 224]
+ * Run them before run: run itself takes bare pointers and cannot check. On a ranged model
+ * check_input takes any dims within the ranges, with run_dims' messages for those
+ * outside (below); a dtype or rank that does not match is named with the ranges,
+ *   input 'ids': expected i64[batch=1..64, seq=1..512], got i32[4, 9]
+ * (a symbol of several pieces: seq={1, 7, 128..512}). */
 GPUCC_API GpuccStatus gpucc_model_check_num_inputs(const GpuccModel *m, int n);
 /* The index of the input called name, or -1 with the message listing the inputs. */
 GPUCC_API int gpucc_model_find_input(const GpuccModel *m, const char *name);
@@ -367,7 +478,8 @@ GPUCC_API GpuccStatus gpucc_model_check_input(const GpuccModel *m, int i, GpuccD
 
 /* inputs[i] and outputs[i] are device pointers to dense buffers of the input's and
  * output's bytes, in declaration order; cuda_stream is a CUstream / cudaStream_t (NULL:
- * the legacy default stream). Returns once the work is enqueued. */
+ * the legacy default stream). Returns once the work is enqueued. A ranged model runs its
+ * largest class, at the dims gpucc_model_input_dims and gpucc_model_output_dims give. */
 GPUCC_API GpuccStatus gpucc_model_run(GpuccModel *m, const void *const *inputs,
                                       void *const *outputs, void *cuda_stream);
 /* The same with host buffers, staged through pinned memory with async copies. It
@@ -375,10 +487,41 @@ GPUCC_API GpuccStatus gpucc_model_run(GpuccModel *m, const void *const *inputs,
 GPUCC_API GpuccStatus gpucc_model_run_host(GpuccModel *m, const void *const *inputs,
                                            void *const *outputs, void *cuda_stream);
 
+/* Each output's dims when the inputs have dims input_dims[i] (input i's rank entries),
+ * into output_dims[j] (output j's rank entries; a NULL entry is skipped). The input dims
+ * are checked as run_dims checks them. No GPU work. */
+GPUCC_API GpuccStatus gpucc_model_output_dims_for(const GpuccModel *m,
+                                                  const int64_t *const *input_dims,
+                                                  int64_t *const *output_dims);
+/* Runs at the given input dims: inputs[i] is dense at input_dims[i], outputs[j] receives
+ * output j dense at its dims, which are written to output_dims[j] when output_dims is not
+ * NULL (a NULL entry is skipped). Device pointers; everything is enqueued on cuda_stream,
+ * nothing synchronizes. Before anything is enqueued the dims are checked, failing with
+ * GPUCC_ERR_INVALID_ARGUMENT and a message naming the input, the axis, its symbol, its
+ * range and what was given:
+ *   input 'ids': dim 1 ('seq') is 600, outside its range 1..512
+ *   input 'mask': dim 0 ('batch') is 3, but input 'ids' has 4
+ *   input 'x': dim 2 is 7, expected 8
+ * On a fixed model only the fixed dims pass. gpucc_model_time then times the class this
+ * run took. */
+GPUCC_API GpuccStatus gpucc_model_run_dims(GpuccModel *m, const void *const *inputs,
+                                           const int64_t *const *input_dims,
+                                           void *const *outputs, int64_t *const *output_dims,
+                                           void *cuda_stream);
+/* The same with host buffers, staged through pinned memory (sized for the largest dims);
+ * synchronizes before it returns. */
+GPUCC_API GpuccStatus gpucc_model_run_dims_host(GpuccModel *m, const void *const *inputs,
+                                                const int64_t *const *input_dims,
+                                                void *const *outputs,
+                                                int64_t *const *output_dims,
+                                                void *cuda_stream);
+
 /* Times the model's graph on cuda_stream: `warmup` untimed replays, then `iters` replays
  * (1 or more), each between two CUDA events and waited for, so each is one replay's GPU
  * time. *median_ms gets the median. The replays read whatever the arena holds (the
- * inputs of the last run: run once first) and copy nothing in or out. Synchronizes. */
+ * inputs of the last run: run once first) and copy nothing in or out. Synchronizes. A
+ * ranged model's graph is the one of the class the last run took (before any run, the
+ * largest class's). */
 GPUCC_API GpuccStatus gpucc_model_time(GpuccModel *m, int warmup, int iters, void *cuda_stream,
                                        float *median_ms);
 

@@ -5,7 +5,10 @@
  * with device pointers and with host buffers; the PTX path and the PTX fallback for a
  * cubin of another architecture; GPUCC_RUNTIME_DEBUG, GPUCC_GEMM_TUNE=0 and =fewest; the kernels
  * per inference; the clean errors: wrong input shape, a kernel name the module lacks
- * (everything freed), an arena too big for the GPU; and the device's properties.
+ * (everything freed), an arena too big for the GPU; and the device's properties. A ranged
+ * plan (shape classes) built here runs at every size through run_dims and run_dims_host:
+ * the inputs padded into the class's slots (strided where the ranged axis is not the
+ * outermost), the size read from the arena, only the real part of each output copied out.
  *
  *   test_runtime            the tests; exit 77 ("SKIPPED") without a driver or device
  *   test_runtime --fault    a kernel that faults, in debug mode: the error must name it.
@@ -43,6 +46,25 @@ static const char *kernel_src =
     "extern \"C\" __global__ void k_fast(const float *x, float *y, long long n, double a) {\n"
     "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = x[i] * (float)a + 3.0f;\n"
+    "}\n"
+    /* The ranged plan's: each over a whole class slot, the size read from the arena. */
+    "extern \"C\" __global__ void k_add_size(const float *x, float *y, const long long *size,\n"
+    "                                         long long n) {\n"
+    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = x[i] + (float)*size;\n"
+    "}\n"
+    "extern \"C\" __global__ void k_twice(const float *w, float *v, long long n) {\n"
+    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "  if (i < n) v[i] = 2.0f * w[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void k_sums(const float *x, long long xn, const float *w,\n"
+    "                                     long long wn, float *sums) {\n"
+    "  if (threadIdx.x) return;\n"
+    "  float a = 0.0f, b = 0.0f;\n"
+    "  for (long long i = 0; i < xn; i++) a += x[i];\n"
+    "  for (long long i = 0; i < wn; i++) b += w[i];\n"
+    "  sums[0] = a;\n"
+    "  sums[1] = b;\n"
     "}\n";
 
 /* NVRTC output for arch ("compute_90": PTX, "sm_90": a cubin). malloc'd; NULL on error. */
@@ -262,6 +284,27 @@ static void test_model(void) {
   CHECK(strstr(gpucc_last_error(), "no input named 'z' (its inputs: 'x', 'a')") != NULL);
   CHECK(gpucc_model_check_num_inputs(m, 3) == GPUCC_ERR_INVALID_ARGUMENT);
   CHECK(!strcmp(gpucc_last_error(), "the model takes 2 inputs, got 3"));
+  /* A fixed model: no symbols, one class, and run_dims at exactly its dims. */
+  CHECK(gpucc_model_num_symbols(m) == 0 && gpucc_model_num_classes(m) == 1);
+  CHECK(gpucc_model_class_kernels(m, 0) == kernels && gpucc_model_class_bounds(m, 0, NULL) == GPUCC_OK);
+  int64_t lo = 0, hi = 0;
+  CHECK(gpucc_model_input_range(m, 1, 2, &lo, &hi) == GPUCC_OK && lo == K && hi == K);
+  {
+    Data d;
+    memset(&d, 0, sizeof d);
+    fill_inputs(&d, 0.75f);
+    int64_t xd[] = {N}, ad[] = {BATCH, M, K}, yd[1], cd[3], md[1];
+    const int64_t *dims[] = {xd, ad};
+    int64_t *odims[] = {yd, cd, md};
+    const void *hin[] = {d.x, d.a};
+    void *hout[] = {d.y, d.c, d.m};
+    CHECK(gpucc_model_run_dims_host(m, hin, dims, hout, odims, NULL) == GPUCC_OK);
+    check_outputs(&d, "run_dims_host of a fixed model");
+    CHECK(yd[0] == N && cd[0] == BATCH && cd[1] == M && cd[2] == NN && md[0] == 16);
+    ad[2] = K + 1;
+    CHECK(gpucc_model_run_dims_host(m, hin, dims, hout, odims, NULL) == GPUCC_ERR_INVALID_ARGUMENT);
+    CHECK(!strcmp(gpucc_last_error(), "input 'a': dim 2 is 4, expected 3"));
+  }
   /* NULL buffers are refused before anything is enqueued. */
   const void *in[] = {NULL, NULL};
   void *out[3] = {NULL, NULL, NULL};
@@ -437,6 +480,263 @@ static void test_choices(void) {
   unsetenv("GPUCC_CACHE_DIR");
 }
 
+/* ---------------------------------------------------------------- shape classes */
+
+/* A ranged plan: batch = 1..4 and seq = 1 or 3..5 (a point and a range). Inputs
+ * x f32[batch, 4] and w f32[batch, 2, 3, seq]; outputs y = x + batch (the size k_add_size
+ * reads from the arena), v = 2w, and sums f32[2], the sums of x's and w's whole class
+ * slots, padding included (padding that is not 0 shows in them). The classes, at (batch,
+ * seq), reading the batch size only: */
+enum { BMAX = 4, SMAX = 5, XN = BMAX * 4, WN = BMAX * 2 * 3 * SMAX, NCLASSES = 4 };
+static const int64_t bounds[NCLASSES][2] = {{1, 5}, {2, 5}, {4, 5}, {4, 3}};
+static const float sentinel = -12345.0f;
+
+/* The next 256-aligned slot of `bytes` at *at. */
+static uint64_t slot(uint64_t *at, uint64_t bytes) {
+  uint64_t here = *at;
+  *at = (here + bytes + 255) / 256 * 256;
+  return here;
+}
+
+static void *make_ranged_plan(size_t *len) {
+  GpuccPlan *p = gpucc_plan_new(1 << 16, 0, 0);
+  char sm[16];
+  snprintf(sm, sizeof sm, "sm_%d%d", cc_major, cc_minor);
+  size_t cubin_len = 0;
+  char *cubin = nvrtc(sm, true, &cubin_len);
+  CHECK(cubin != NULL);
+  gpucc_plan_set_module(p, cubin, cubin_len, NULL);
+  free(cubin);
+  int64_t xd[] = {BMAX, 4}, wd[] = {BMAX, 2, 3, SMAX}, sd[] = {2};
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 2, xd, 0);
+  gpucc_plan_add_input(p, "w", GPUCC_DT_F32, 4, wd, 0);
+  gpucc_plan_add_output(p, "y", GPUCC_DT_F32, 2, xd, 0);
+  gpucc_plan_add_output(p, "v", GPUCC_DT_F32, 4, wd, 0);
+  gpucc_plan_add_output(p, "sums", GPUCC_DT_F32, 1, sd, 0);
+  int64_t blo[] = {1}, bhi[] = {BMAX}, slo[] = {1, 3}, shi[] = {1, SMAX};
+  gpucc_plan_add_symbol(p, "batch", 1, blo, bhi);
+  gpucc_plan_add_symbol(p, "seq", 2, slo, shi);
+  for (int out = 0; out < 2; out++) {
+    gpucc_plan_set_axis_symbol(p, out, 0, 0, 0);
+    gpucc_plan_set_axis_symbol(p, out, 1, 0, 0);
+    gpucc_plan_set_axis_symbol(p, out, 1, 3, 1);
+  }
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {128, 1, 1};
+  for (int c = 0; c < NCLASSES; c++) {
+    int64_t b = bounds[c][0], xn = b * 4, wn = b * 2 * 3 * bounds[c][1];
+    uint64_t at = 0, x = slot(&at, xn * 4), w = slot(&at, wn * 4), y = slot(&at, xn * 4),
+             v = slot(&at, wn * 4), sums = slot(&at, 8), size = slot(&at, 8);
+    uint64_t in[] = {x, w}, out[] = {y, v, sums}, sizes[] = {size, GPUCC_NO_OFFSET};
+    gpucc_plan_add_class(p, bounds[c], at, in, out, sizes);
+    GpuccArg add[] = {gpucc_ptr_arg(gpucc_arena_ptr(x)), gpucc_ptr_arg(gpucc_arena_ptr(y)),
+                      gpucc_ptr_arg(gpucc_arena_ptr(size)), gpucc_scalar_arg((uint64_t)xn)};
+    GpuccArg twice[] = {gpucc_ptr_arg(gpucc_arena_ptr(w)), gpucc_ptr_arg(gpucc_arena_ptr(v)),
+                        gpucc_scalar_arg((uint64_t)wn)};
+    GpuccArg sum[] = {gpucc_ptr_arg(gpucc_arena_ptr(x)), gpucc_scalar_arg((uint64_t)xn),
+                      gpucc_ptr_arg(gpucc_arena_ptr(w)), gpucc_scalar_arg((uint64_t)wn),
+                      gpucc_ptr_arg(gpucc_arena_ptr(sums))};
+    gpucc_plan_add_kernel(p, "k_add_size", grid, block, 0, add, 4);
+    gpucc_plan_add_kernel(p, "k_twice", grid, block, 0, twice, 3);
+    gpucc_plan_add_kernel(p, "k_sums", grid, block, 0, sum, 5);
+  }
+  void *bytes = NULL;
+  GpuccStatus st = gpucc_plan_serialize(p, &bytes, len);
+  if (st) fprintf(stderr, "serialize: %s\n", gpucc_last_error());
+  CHECK(st == GPUCC_OK);
+  gpucc_plan_free(p);
+  return bytes;
+}
+
+/* One run's buffers, at the largest dims: the real part first, then sentinels. */
+typedef struct Ranged {
+  float x[XN], w[WN];
+  float y[XN], v[WN], sums[2];
+  int64_t yd[2], vd[4], sd[1];
+} Ranged;
+
+static void fill_ranged(Ranged *d, int64_t b, int64_t s) {
+  for (int i = 0; i < XN; i++) d->x[i] = i < b * 4 ? (float)(i + 10 * b) : sentinel;
+  for (int i = 0; i < WN; i++) d->w[i] = i < b * 6 * s ? (float)(i % 7 - 3 + s) : sentinel;
+  for (int i = 0; i < XN; i++) d->y[i] = sentinel;
+  for (int i = 0; i < WN; i++) d->v[i] = sentinel;
+  d->sums[0] = d->sums[1] = sentinel;
+  d->yd[0] = d->yd[1] = d->vd[0] = d->vd[3] = d->sd[0] = -1;
+}
+
+/* y = x + b, v = 2w and the sums at (b, s), sentinels past the real part: nothing of the
+ * padding reached an output, and the padding the kernels saw was 0. */
+static void check_ranged(const Ranged *d, int64_t b, int64_t s, const char *what) {
+  int bad = 0;
+  float sx = 0, sw = 0;
+  for (int i = 0; i < XN; i++) {
+    bad += d->y[i] != (i < b * 4 ? d->x[i] + (float)b : sentinel);
+    sx += i < b * 4 ? d->x[i] : 0;
+  }
+  for (int i = 0; i < WN; i++) {
+    bad += d->v[i] != (i < b * 6 * s ? 2 * d->w[i] : sentinel);
+    sw += i < b * 6 * s ? d->w[i] : 0;
+  }
+  bad += d->sums[0] != sx || d->sums[1] != sw;
+  bad += d->yd[0] != b || d->yd[1] != 4 || d->vd[0] != b || d->vd[1] != 2 || d->vd[2] != 3 ||
+         d->vd[3] != s || d->sd[0] != 2;
+  if (bad)
+    fprintf(stderr, "%s at batch %lld, seq %lld: %d wrong (y[0]=%g v[0]=%g sums %g %g, want %g %g)\n",
+            what, (long long)b, (long long)s, bad, d->y[0], d->v[0], d->sums[0], d->sums[1], sx, sw);
+  CHECK(bad == 0);
+}
+
+/* run_dims_host of d's buffers at input dims (xd, wd), or run_dims through device
+ * buffers holding them, each of the largest size. */
+static GpuccStatus run_at(GpuccModel *m, Ranged *d, const int64_t *xd, const int64_t *wd,
+                          bool host) {
+  const int64_t *dims[] = {xd, wd};
+  int64_t *odims[] = {d->yd, d->vd, d->sd};
+  if (host) {
+    const void *in[] = {d->x, d->w};
+    void *out[] = {d->y, d->v, d->sums};
+    return gpucc_model_run_dims_host(m, in, dims, out, odims, NULL);
+  }
+  CUdeviceptr buf[5] = {0};
+  void *const host_buf[5] = {d->x, d->w, d->y, d->v, d->sums};
+  const size_t bytes[5] = {sizeof d->x, sizeof d->w, sizeof d->y, sizeof d->v, sizeof d->sums};
+  for (int k = 0; k < 5; k++) {
+    CHECK(cu->cuMemAlloc(&buf[k], bytes[k]) == CUDA_SUCCESS);
+    CHECK(cu->cuMemcpyHtoD(buf[k], host_buf[k], bytes[k]) == CUDA_SUCCESS);
+  }
+  CUstream st;
+  CHECK(cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  const void *in[] = {(void *)(uintptr_t)buf[0], (void *)(uintptr_t)buf[1]};
+  void *out[] = {(void *)(uintptr_t)buf[2], (void *)(uintptr_t)buf[3], (void *)(uintptr_t)buf[4]};
+  GpuccStatus r = gpucc_model_run_dims(m, in, dims, out, odims, st);
+  CHECK(cu->cuStreamSynchronize(st) == CUDA_SUCCESS);
+  for (int k = 2; k < 5; k++) CHECK(cu->cuMemcpyDtoH(host_buf[k], buf[k], bytes[k]) == CUDA_SUCCESS);
+  for (int k = 0; k < 5; k++) cu->cuMemFree(buf[k]);
+  cu->cuStreamDestroy(st);
+  return r;
+}
+
+static GpuccStatus run_ranged(GpuccModel *m, Ranged *d, int64_t b, int64_t s, bool host) {
+  int64_t xd[] = {b, 4}, wd[] = {b, 2, 3, s};
+  return run_at(m, d, xd, wd, host);
+}
+
+static const int64_t seqs[] = {5, 4, 3, 1};
+
+/* Every size, largest first, so that a class runs smaller after it ran larger: stale
+ * inputs in its slots would show in the sums. */
+static void run_every_size(GpuccModel *m, const char *what) {
+  for (int host = 0; host < 2; host++)
+    for (int64_t b = BMAX; b >= 1; b--)
+      for (size_t k = 0; k < sizeof seqs / sizeof *seqs; k++) {
+        Ranged d;
+        fill_ranged(&d, b, seqs[k]);
+        GpuccStatus st = run_ranged(m, &d, b, seqs[k], host);
+        if (st) fprintf(stderr, "%s: %s\n", what, gpucc_last_error());
+        CHECK(st == GPUCC_OK);
+        if (!st) check_ranged(&d, b, seqs[k], host ? what : "run_dims");
+      }
+}
+
+/* A dims error: the message, and the outputs untouched (nothing was enqueued). */
+static void expect_dims_error(GpuccModel *m, int64_t xb, int64_t wb, int64_t w1, int64_t s,
+                              bool host, const char *want) {
+  Ranged d;
+  fill_ranged(&d, 1, 1);
+  int64_t xd[] = {xb, 4}, wd[] = {wb, w1, 3, s};
+  GpuccStatus st = run_at(m, &d, xd, wd, host);
+  CHECK(st == GPUCC_ERR_INVALID_ARGUMENT);
+  if (strcmp(gpucc_last_error(), want))
+    fprintf(stderr, "dims error: '%s', wanted '%s'\n", gpucc_last_error(), want);
+  CHECK(!strcmp(gpucc_last_error(), want));
+  int touched = d.yd[0] != -1 || d.vd[0] != -1 || d.sd[0] != -1;
+  for (int i = 0; i < XN; i++) touched += d.y[i] != sentinel;
+  for (int i = 0; i < WN; i++) touched += d.v[i] != sentinel;
+  touched += d.sums[0] != sentinel || d.sums[1] != sentinel;
+  CHECK(touched == 0);
+}
+
+static void test_shape_classes(void) {
+  size_t len;
+  void *plan = make_ranged_plan(&len);
+  GpuccModel *m = NULL;
+  GpuccStatus st = gpucc_model_create(plan, len, NULL, 0, 0, &m);
+  if (st) fprintf(stderr, "create: %s\n", gpucc_last_error());
+  CHECK(st == GPUCC_OK && m);
+  if (!m) {
+    free(plan);
+    return;
+  }
+
+  /* What the model says about its symbols and classes. */
+  CHECK(gpucc_model_num_symbols(m) == 2 && gpucc_model_num_classes(m) == NCLASSES);
+  CHECK(!strcmp(gpucc_model_symbol_name(m, 1), "seq") && gpucc_model_symbol_name(m, 2) == NULL);
+  for (int c = 0; c < NCLASSES; c++) {
+    int64_t b[2] = {0, 0};
+    CHECK(gpucc_model_class_bounds(m, c, b) == GPUCC_OK && b[0] == bounds[c][0] && b[1] == bounds[c][1]);
+    CHECK(gpucc_model_class_kernels(m, c) == 3);
+  }
+  int64_t b[2];
+  CHECK(gpucc_model_class_bounds(m, NCLASSES, b) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_model_class_kernels(m, -1) == -1 && gpucc_model_kernels(m) == 3);
+  int64_t lo = 0, hi = 0;
+  CHECK(gpucc_model_input_range(m, 0, 0, &lo, &hi) == GPUCC_OK && lo == 1 && hi == BMAX);
+  CHECK(gpucc_model_input_range(m, 1, 3, &lo, &hi) == GPUCC_OK && lo == 1 && hi == SMAX);
+  CHECK(gpucc_model_input_range(m, 1, 1, &lo, &hi) == GPUCC_OK && lo == 2 && hi == 2);
+  CHECK(gpucc_model_input_range(m, 1, 4, &lo, &hi) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_model_input_dims(m, 1)[3] == SMAX && gpucc_model_input_bytes(m, 1) == sizeof(float) * WN);
+
+  /* Output dims for given input dims, with no GPU work. */
+  int64_t xd[] = {3, 4}, wd[] = {3, 2, 3, 4}, yd[2], vd[4], sd[1];
+  const int64_t *dims[] = {xd, wd};
+  int64_t *odims[] = {yd, vd, sd};
+  CHECK(gpucc_model_output_dims_for(m, dims, odims) == GPUCC_OK);
+  CHECK(yd[0] == 3 && yd[1] == 4 && vd[0] == 3 && vd[1] == 2 && vd[2] == 3 && vd[3] == 4 && sd[0] == 2);
+
+  /* The typed checks take any size in the ranges. */
+  CHECK(gpucc_model_check_input(m, 1, GPUCC_DT_F32, 4, wd) == GPUCC_OK);
+  int64_t w2[] = {3, 2, 3, 2};
+  CHECK(gpucc_model_check_input(m, 1, GPUCC_DT_F32, 4, w2) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(!strcmp(gpucc_last_error(), "input 'w': dim 3 ('seq') is 2, outside its range 1, 3..5"));
+  CHECK(gpucc_model_check_input(m, 1, GPUCC_DT_F16, 4, wd) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(!strcmp(gpucc_last_error(),
+                "input 'w': expected f32[batch=1..4, 2, 3, seq={1, 3..5}], got f16[3, 2, 3, 4]"));
+  CHECK(gpucc_model_check_input(m, 0, GPUCC_DT_F32, 1, xd) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(!strcmp(gpucc_last_error(), "input 'x': expected f32[batch=1..4, 4], got f32[3]"));
+
+  /* Every size, on both paths, then errors that must enqueue nothing. */
+  run_every_size(m, "run_dims_host");
+  for (int host = 0; host < 2; host++) {
+    expect_dims_error(m, 5, 5, 2, 5, host, "input 'x': dim 0 ('batch') is 5, outside its range 1..4");
+    expect_dims_error(m, 2, 2, 2, 2, host, "input 'w': dim 3 ('seq') is 2, outside its range 1, 3..5");
+    expect_dims_error(m, 3, 2, 2, 3, host, "input 'w': dim 0 ('batch') is 2, but input 'x' has 3");
+    expect_dims_error(m, 3, 3, 3, 3, host, "input 'w': dim 1 is 3, expected 2");
+  }
+
+  /* run: the largest class at the largest dims; then time the class the last run took. */
+  Ranged d;
+  fill_ranged(&d, BMAX, SMAX);
+  d.yd[0] = BMAX, d.yd[1] = 4, d.vd[0] = BMAX, d.vd[1] = 2, d.vd[2] = 3, d.vd[3] = SMAX, d.sd[0] = 2;
+  const void *in[] = {d.x, d.w};
+  void *out[] = {d.y, d.v, d.sums};
+  CHECK(gpucc_model_run_host(m, in, out, NULL) == GPUCC_OK);
+  check_ranged(&d, BMAX, SMAX, "run_host");
+  float ms = -1;
+  CHECK(gpucc_model_time(m, 1, 3, NULL, &ms) == GPUCC_OK && ms >= 0);
+  gpucc_model_destroy(m);
+
+  /* Debug mode runs a class's steps one by one, after the sizes. */
+  setenv("GPUCC_RUNTIME_DEBUG", "1", 1);
+  m = NULL;
+  CHECK(gpucc_model_create(plan, len, NULL, 0, 0, &m) == GPUCC_OK && m);
+  if (m) {
+    run_every_size(m, "run_dims_host (GPUCC_RUNTIME_DEBUG)");
+    CHECK(gpucc_model_kernels(m) == -1 && gpucc_model_class_kernels(m, 0) == -1);
+  }
+  gpucc_model_destroy(m);
+  unsetenv("GPUCC_RUNTIME_DEBUG");
+  free(plan);
+}
+
 static size_t free_memory(void) {
   size_t fr = 0, total = 0;
   cu->cuMemGetInfo(&fr, &total);
@@ -553,6 +853,7 @@ int main(int argc, char **argv) {
     test_model();
     test_modules_and_debug();
     test_choices();
+    test_shape_classes();
     test_errors();
     test_device_properties();
   }

@@ -1,12 +1,13 @@
 /* test_plan.c: the runtime's plan format and model.so payload, on the CPU.
  *
- * Plans built with the builder are serialized, read back and compared field by field;
- * every truncation and every single-bit flip of a valid plan must be rejected with a
- * message, and random damage with the checksum repaired (so the structural checks are
- * what stands between the bytes and the runtime) must be rejected or read back to a
- * plan that serializes to the very same bytes. Wrong plans are rejected naming what is
- * wrong. The payload writer is checked by reading its output back with the trailer
- * parser; the dlopen side is tests/gpu/test_model_so.c.
+ * Plans built with the builder, a fixed one and a ranged one (shape classes), are
+ * serialized, read back and compared field by field; every truncation and every
+ * single-bit flip of a valid plan must be rejected with a message, and random damage
+ * with the checksum repaired (so the structural checks are what stands between the bytes
+ * and the runtime) must be rejected or read back to a plan that serializes to the very
+ * same bytes. A version 4 plan (a fixed plan in the same bytes) still reads. Wrong plans
+ * are rejected naming what is wrong. The payload writer is checked by reading its output
+ * back with the trailer parser; the dlopen side is tests/gpu/test_model_so.c.
  */
 #include "runtime/runtime-impl.h" /* the tuning cache (tunecache.c) */
 #include "check.h"
@@ -63,24 +64,64 @@ static GpuccPlan *sample_plan(void) {
   return p;
 }
 
+/* A ranged plan: batch = 1..4 and seq = 1, 8..16 (a point and a range); inputs ids
+ * i64[batch, seq] and x f32[batch, 3], output y f32[batch, seq, 2]; classes at (1, 1),
+ * (2, 16) and (4, 16), the first reading no batch size, each with steps of its own: a
+ * kernel; a GEMM, a copy and a choice; a memset. Slots at a class's dims:
+ *   class    ids       x        y         batch  seq   arena
+ *   (1, 1)   8 @0      12 @256  8 @512    -      768   1024
+ *   (2, 16)  256 @0    24 @256  256 @512  768    776   1024
+ *   (4, 16)  512 @0    48 @512  512 @1024 1536   1544  2048 */
+static GpuccPlan *ranged_plan(void) {
+  GpuccPlan *p = gpucc_plan_new(4096, 1024, 1 << 20);
+  CHECK(p != NULL);
+  CHECK(gpucc_plan_set_module(p, cubin, sizeof cubin, ptx) == GPUCC_OK);
+  int64_t ids[] = {4, 16}, x[] = {4, 3}, y[] = {4, 16, 2};
+  CHECK(gpucc_plan_add_input(p, "ids", GPUCC_DT_I64, 2, ids, 0) == GPUCC_OK);
+  CHECK(gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 2, x, 0) == GPUCC_OK);
+  CHECK(gpucc_plan_add_output(p, "y", GPUCC_DT_F32, 3, y, 0) == GPUCC_OK);
+  int64_t blo[] = {1}, bhi[] = {4}, slo[] = {1, 8}, shi[] = {1, 16};
+  CHECK(gpucc_plan_add_symbol(p, "batch", 1, blo, bhi) == GPUCC_OK);
+  CHECK(gpucc_plan_add_symbol(p, "seq", 2, slo, shi) == GPUCC_OK);
+  CHECK(gpucc_plan_set_axis_symbol(p, 0, 0, 0, 0) == GPUCC_OK);
+  CHECK(gpucc_plan_set_axis_symbol(p, 0, 0, 1, 1) == GPUCC_OK);
+  CHECK(gpucc_plan_set_axis_symbol(p, 0, 1, 0, 0) == GPUCC_OK);
+  CHECK(gpucc_plan_set_axis_symbol(p, 1, 0, 0, 0) == GPUCC_OK);
+  CHECK(gpucc_plan_set_axis_symbol(p, 1, 0, 1, 1) == GPUCC_OK);
+
+  GpuccArg args[] = {gpucc_ptr_arg(gpucc_arena_ptr(0)), gpucc_ptr_arg(gpucc_arena_ptr(768)),
+                     gpucc_scalar_arg(7)};
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {64, 1, 1}, count[2] = {1, 1};
+  int64_t b0[] = {1, 1}, b1[] = {2, 16}, b2[] = {4, 16};
+  uint64_t in0[] = {0, 256}, out0[] = {512}, size0[] = {GPUCC_NO_OFFSET, 768};
+  uint64_t in1[] = {0, 256}, out1[] = {512}, size1[] = {768, 776};
+  uint64_t in2[] = {0, 512}, out2[] = {1024}, size2[] = {1536, 1544};
+  CHECK(gpucc_plan_add_class(p, b0, 1024, in0, out0, size0) == GPUCC_OK);
+  CHECK(gpucc_plan_add_kernel(p, "k0_scale", grid, block, 0, args, 3) == GPUCC_OK);
+  CHECK(gpucc_plan_add_class(p, b1, 1024, in1, out1, size1) == GPUCC_OK);
+  GpuccGemm g = sample_gemm();
+  CHECK(gpucc_plan_add_gemm(p, &g) == GPUCC_OK);
+  CHECK(gpucc_plan_add_copy(p, gpucc_arena_ptr(512), gpucc_arena_ptr(0), 256) == GPUCC_OK);
+  CHECK(gpucc_plan_add_choice(p, "k0_scale or cublaslt", 2, count) == GPUCC_OK);
+  CHECK(gpucc_plan_add_kernel(p, "k0_scale", grid, block, 0, args, 3) == GPUCC_OK);
+  CHECK(gpucc_plan_add_gemm(p, &g) == GPUCC_OK);
+  CHECK(gpucc_plan_add_class(p, b2, 2048, in2, out2, size2) == GPUCC_OK);
+  CHECK(gpucc_plan_add_memset(p, gpucc_arena_ptr(1024), 512, 0) == GPUCC_OK);
+  return p;
+}
+
 static bool same_ptr(GpuccPtr a, GpuccPtr b) { return a.region == b.region && a.offset == b.offset; }
 
 static void check_same_tensor(const GpuccTensorInfo *a, const GpuccTensorInfo *b) {
   CHECK(!strcmp(a->name, b->name));
   CHECK(a->dtype == b->dtype && a->rank == b->rank && a->offset == b->offset);
-  for (int i = 0; i < a->rank; i++) CHECK(a->dims[i] == b->dims[i]);
+  for (int i = 0; i < a->rank; i++) CHECK(a->dims[i] == b->dims[i] && a->sym[i] == b->sym[i]);
 }
 
-static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
-  CHECK(a->arena_bytes == b->arena_bytes && a->weights_bytes == b->weights_bytes &&
-        a->workspace_bytes == b->workspace_bytes);
-  CHECK(a->cubin_len == b->cubin_len && !memcmp(a->cubin, b->cubin, a->cubin_len));
-  CHECK(a->ptx_len == b->ptx_len && !strcmp(a->ptx, b->ptx));
-  CHECK(a->ninputs == b->ninputs && a->noutputs == b->noutputs && a->nsteps == b->nsteps);
-  for (int i = 0; i < a->ninputs && i < b->ninputs; i++) check_same_tensor(&a->inputs[i], &b->inputs[i]);
-  for (int i = 0; i < a->noutputs && i < b->noutputs; i++) check_same_tensor(&a->outputs[i], &b->outputs[i]);
-  for (int i = 0; i < a->nsteps && i < b->nsteps; i++) {
-    const GpuccStep *s = &a->steps[i], *t = &b->steps[i];
+static void check_same_steps(const GpuccStep *as, int na, const GpuccStep *bs, int nb) {
+  CHECK(na == nb);
+  for (int i = 0; i < na && i < nb; i++) {
+    const GpuccStep *s = &as[i], *t = &bs[i];
     CHECK(s->kind == t->kind);
     if (s->kind != t->kind) continue;
     switch (s->kind) {
@@ -128,6 +169,35 @@ static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
   }
 }
 
+static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
+  CHECK(a->arena_bytes == b->arena_bytes && a->weights_bytes == b->weights_bytes &&
+        a->workspace_bytes == b->workspace_bytes);
+  CHECK(a->cubin_len == b->cubin_len && !memcmp(a->cubin, b->cubin, a->cubin_len));
+  CHECK(a->ptx_len == b->ptx_len && !strcmp(a->ptx, b->ptx));
+  CHECK(a->ninputs == b->ninputs && a->noutputs == b->noutputs);
+  for (int i = 0; i < a->ninputs && i < b->ninputs; i++) check_same_tensor(&a->inputs[i], &b->inputs[i]);
+  for (int i = 0; i < a->noutputs && i < b->noutputs; i++) check_same_tensor(&a->outputs[i], &b->outputs[i]);
+  check_same_steps(a->steps, a->nsteps, b->steps, b->nsteps);
+  CHECK(a->nsyms == b->nsyms && a->nclasses == b->nclasses);
+  for (int k = 0; k < a->nsyms && k < b->nsyms; k++) {
+    const GpuccSymbol *s = &a->syms[k], *t = &b->syms[k];
+    CHECK(!strcmp(s->name, t->name) && s->npieces == t->npieces);
+    for (int i = 0; i < s->npieces && i < t->npieces; i++)
+      CHECK(s->lo[i] == t->lo[i] && s->hi[i] == t->hi[i]);
+  }
+  for (int c = 0; c < a->nclasses && c < b->nclasses && a->nsyms == b->nsyms; c++) {
+    const GpuccClass *x = &a->classes[c], *y = &b->classes[c];
+    CHECK(x->arena_bytes == y->arena_bytes);
+    for (int k = 0; k < a->nsyms; k++)
+      CHECK(x->bound[k] == y->bound[k] && x->size_offset[k] == y->size_offset[k]);
+    for (int i = 0; i < a->ninputs && a->ninputs == b->ninputs; i++)
+      CHECK(x->input_offset[i] == y->input_offset[i]);
+    for (int i = 0; i < a->noutputs && a->noutputs == b->noutputs; i++)
+      CHECK(x->output_offset[i] == y->output_offset[i]);
+    check_same_steps(x->steps, x->nsteps, y->steps, y->nsteps);
+  }
+}
+
 /* ---------------------------------------------------------------- round trip */
 
 static uint64_t rd64(const unsigned char *p) {
@@ -163,8 +233,8 @@ static void test_round_trip(void) {
   CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
   const unsigned char *b = bytes;
   CHECK(len > 32 && !memcmp(b, "GPUCCPLN", 8));
-  CHECK(b[8] == 4 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 4, little-endian */
-  CHECK(b[12] == 5);                                          /* five sections */
+  CHECK(b[8] == 5 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 5, little-endian */
+  CHECK(b[12] == 5);                                          /* five sections: fixed */
   CHECK(rd64(b + 16) == len - 32 && rd64(b + 24) == fnv(b + 32, len - 32));
 
   GpuccPlan *q = NULL;
@@ -199,6 +269,83 @@ static void test_round_trip(void) {
   free(bytes);
 }
 
+/* Serializes p (freeing it) into *len bytes. */
+static unsigned char *bytes_of(GpuccPlan *p, size_t *len) {
+  void *bytes = NULL;
+  GpuccStatus st = gpucc_plan_serialize(p, &bytes, len);
+  if (st) fprintf(stderr, "serialize: %s\n", gpucc_last_error());
+  CHECK(st == GPUCC_OK);
+  gpucc_plan_free(p);
+  return bytes;
+}
+
+static void test_ranged_round_trip(void) {
+  GpuccPlan *p = ranged_plan();
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
+  const unsigned char *b = bytes;
+  CHECK(len > 32 && b[8] == 5 && b[12] == 7); /* version 5, seven sections */
+  GpuccPlan *q = NULL;
+  CHECK(gpucc_plan_parse(bytes, len, &q) == GPUCC_OK);
+  if (q) {
+    check_same_plan(p, q);
+    size_t again_len = 0;
+    unsigned char *again = bytes_of(q, &again_len);
+    CHECK(again_len == len && !memcmp(again, bytes, len));
+    free(again);
+  }
+  /* Spot checks against the values written in ranged_plan, not against p. */
+  CHECK(gpucc_plan_parse(bytes, len, &q) == GPUCC_OK);
+  if (q) {
+    CHECK(q->nsyms == 2 && !strcmp(q->syms[1].name, "seq") && q->syms[1].npieces == 2);
+    CHECK(q->syms[1].lo[1] == 8 && q->syms[1].hi[1] == 16);
+    CHECK(q->inputs[0].sym[0] == 0 && q->inputs[0].sym[1] == 1 && q->inputs[1].sym[1] == -1);
+    CHECK(q->outputs[0].sym[1] == 1 && q->outputs[0].sym[2] == -1);
+    CHECK(q->nsteps == 0 && q->nclasses == 3);
+    CHECK(q->classes[0].size_offset[0] == GPUCC_NO_OFFSET && q->classes[0].size_offset[1] == 768);
+    CHECK(q->classes[1].bound[1] == 16 && q->classes[1].nsteps == 5);
+    CHECK(q->classes[1].steps[1].kind == GPUCC_STEP_COPY && q->classes[1].steps[1].copy.bytes == 256);
+    CHECK(q->classes[2].output_offset[0] == 1024 && q->classes[2].arena_bytes == 2048);
+    CHECK(q->classes[2].nsteps == 1 && q->classes[2].steps[0].kind == GPUCC_STEP_MEMSET);
+  }
+  gpucc_plan_free(q);
+  gpucc_plan_free(p);
+  free(bytes);
+}
+
+/* A version 4 plan is a fixed plan in version 5's bytes: it reads as one, and is written
+ * back as version 5. A version 4 header on a ranged plan (seven sections) is refused, and
+ * so is a version this runtime does not know. */
+static void test_version_4(void) {
+  size_t len = 0, len4 = 0;
+  unsigned char *v5 = bytes_of(sample_plan(), &len);
+  unsigned char *v4 = malloc(len);
+  memcpy(v4, v5, len);
+  v4[8] = 4;
+  GpuccPlan *q = NULL;
+  CHECK(gpucc_plan_parse(v4, len, &q) == GPUCC_OK);
+  GpuccPlan *p = sample_plan();
+  if (q) {
+    check_same_plan(p, q);
+    unsigned char *again = bytes_of(q, &len4);
+    CHECK(len4 == len && !memcmp(again, v5, len));
+    free(again);
+  }
+  gpucc_plan_free(p);
+  v4[8] = 6;
+  CHECK(gpucc_plan_parse(v4, len, &q) == GPUCC_ERR_BAD_PLAN && q == NULL);
+  CHECK(strstr(gpucc_last_error(), "format version 6; this runtime reads versions 4 to 5"));
+  free(v4);
+  free(v5);
+
+  unsigned char *ranged = bytes_of(ranged_plan(), &len);
+  ranged[8] = 4;
+  CHECK(gpucc_plan_parse(ranged, len, &q) == GPUCC_ERR_BAD_PLAN && q == NULL);
+  CHECK(strstr(gpucc_last_error(), "plan: 7 sections; version 4 has 5") != NULL);
+  free(ranged);
+}
+
 /* ---------------------------------------------------------------- damage */
 
 static void expect_rejected(const void *b, size_t len, const char *what, size_t at) {
@@ -209,12 +356,10 @@ static void expect_rejected(const void *b, size_t len, const char *what, size_t 
   CHECK(st == GPUCC_ERR_BAD_PLAN && q == NULL && gpucc_last_error()[0]);
 }
 
-static void test_damage(void) {
-  GpuccPlan *p = sample_plan();
-  void *bytes = NULL;
+static void test_damage(GpuccPlan *p) {
   size_t len = 0;
-  CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
-  gpucc_plan_free(p);
+  unsigned char *bytes = bytes_of(p, &len);
+  bool ranged = bytes[12] == 7;
   unsigned char *copy = malloc(len);
 
   /* Every truncation, as is and with the header repaired to match. */
@@ -226,10 +371,21 @@ static void test_damage(void) {
       expect_rejected(copy, n, "truncated, header repaired", n);
     }
   }
-  /* Every single-bit flip: the checksum or the header catches each one. */
+  /* Every single-bit flip: the checksum or the header catches each one, but for the flip
+   * of version 5 to 4 (bit 64), which the checksum does not cover: a fixed plan reads the
+   * same as version 4, a ranged one (seven sections) is refused. */
   for (size_t i = 0; i < len * 8; i++) {
     memcpy(copy, bytes, len);
     copy[i / 8] ^= (unsigned char)(1u << (i % 8));
+    GpuccPlan *q = NULL;
+    if (i == 64 && !ranged) {
+      CHECK(gpucc_plan_parse(copy, len, &q) == GPUCC_OK);
+      size_t again_len = 0;
+      unsigned char *again = q ? bytes_of(q, &again_len) : NULL;
+      CHECK(again && again_len == len && !memcmp(again, bytes, len));
+      free(again);
+      continue;
+    }
     expect_rejected(copy, len, "bit flip", i);
   }
   /* Random damage with the checksum repaired: rejected, or a valid plan that reads back to
@@ -260,6 +416,14 @@ static void test_damage(void) {
   }
   /* Flips in the cubin and the PTX comment stay valid; most others must not. */
   CHECK(accepted > 0 && accepted < 20000 / 2);
+
+  /* Sections out of order: the second one's tag made the third's. */
+  memcpy(copy, bytes, len);
+  size_t second = 32 + 16 + (size_t)rd64(copy + 32 + 8);
+  copy[second] = 3;
+  fix_header(copy, len);
+  expect_rejected(copy, len, "sections out of order", 0);
+  CHECK(strstr(gpucc_last_error(), "section 1 has tag 3, not 2 (MODULE)") != NULL);
 
   /* A plan of another version (1: before the GEMM bias), and trailing bytes. */
   memcpy(copy, bytes, len);
@@ -465,6 +629,149 @@ static void test_invalid(void) {
   CHECK(gpucc_plan_parse("GPUCCPLN", 8, &p) == GPUCC_ERR_BAD_PLAN && p == NULL);
   CHECK(gpucc_dtype_size(GPUCC_DT_BF16) == 2 && !strcmp(gpucc_dtype_name(GPUCC_DT_F8E4M3), "f8e4m3"));
   CHECK(gpucc_dtype_size((GpuccDType)0) == 0 && !strcmp(gpucc_dtype_name((GpuccDType)77), "?"));
+}
+
+/* The first byte of section `tag`'s payload in a serialized plan. */
+static size_t section_at(const unsigned char *b, uint32_t tag) {
+  size_t pos = 32;
+  for (uint32_t t = 1; t < tag; t++) pos += 16 + (size_t)rd64(b + pos + 8);
+  return pos + 16;
+}
+
+/* Each rule about symbols and classes, broken on its own in the in-memory plan, where
+ * the builder would not break it. */
+static void test_invalid_ranged(void) {
+  size_t len = 0;
+  free(bytes_of(ranged_plan(), &len)); /* valid as built */
+  GpuccPlan *p = ranged_plan();
+  free(p->syms[1].name);
+  p->syms[1].name = strdup("batch");
+  EXPECT_INVALID(p, "plan: two symbols named 'batch'");
+  p = ranged_plan();
+  p->syms[1].lo[1] = 1; /* 1..1 then 1..16 */
+  EXPECT_INVALID(p, "plan: symbol 'seq': piece 1 is 1..16 (pieces ascend, disjoint, within 1..2147483648)");
+  p = ranged_plan();
+  p->syms[1].lo[1] = 20;
+  EXPECT_INVALID(p, "plan: symbol 'seq': piece 1 is 20..16");
+  p = ranged_plan();
+  p->syms[0].lo[0] = 0;
+  EXPECT_INVALID(p, "plan: symbol 'batch': piece 0 is 0..4");
+  p = ranged_plan();
+  p->syms[1].hi[1] = GPUCC_MAX_SIZE + 1;
+  EXPECT_INVALID(p, "plan: symbol 'seq': piece 1 is 8..2147483649");
+  p = ranged_plan();
+  p->syms[0].npieces = 0;
+  EXPECT_INVALID(p, "plan: symbol 'batch': 0 pieces (1 to 16)");
+
+  /* Axes: a symbol the plan has, at its largest size; every symbol an input's axis. */
+  p = ranged_plan();
+  p->inputs[1].sym[1] = 2;
+  EXPECT_INVALID(p, "plan: input 'x': axis 1 is symbol 2; the plan has 2");
+  p = ranged_plan();
+  p->inputs[1].dims[0] = 3;
+  EXPECT_INVALID(p, "plan: input 'x': dim 0 is 3, not the largest size of its symbol 'batch' (4)");
+  p = ranged_plan();
+  p->inputs[0].sym[1] = -1; /* seq is now an output's axis only */
+  EXPECT_INVALID(p, "plan: symbol 'seq' is no axis of any input");
+  p = ranged_plan();
+  p->outputs[0].offset = 64;
+  EXPECT_INVALID(p, "plan: output 'y': arena offset 64 in a ranged plan");
+  p = ranged_plan();
+  p->steps = calloc(1, sizeof *p->steps);
+  p->steps[0] = (GpuccStep){.kind = GPUCC_STEP_MEMSET, .fill = {gpucc_arena_ptr(0), 8, 0}};
+  p->nsteps = 1;
+  EXPECT_INVALID(p, "plan: 1 top-level step in a ranged plan (its classes hold the steps)");
+
+  /* Classes: bounds, their part of the arena, slots, sizes and steps within it. */
+  p = ranged_plan();
+  p->classes[1].bound[1] = 5;
+  EXPECT_INVALID(p, "plan: class 1 (batch=2, seq=5): 'seq' bound at 5, not one of its sizes 1, 8..16");
+  p = ranged_plan();
+  p->classes[1].bound[0] = p->classes[1].bound[1] = 1;
+  EXPECT_INVALID(p, "plan: class 1 (batch=1, seq=1): the same bounds as class 0");
+  p = ranged_plan();
+  p->classes[2].bound[0] = 3;
+  EXPECT_INVALID(p, "plan: no class has every symbol at its largest size");
+  p = ranged_plan();
+  p->classes[2].arena_bytes = 5000;
+  EXPECT_INVALID(p, "plan: class 2 (batch=4, seq=16): an arena of 5000 bytes, more than the plan's 4096");
+  p = ranged_plan();
+  p->classes[1].input_offset[0] = 800;
+  EXPECT_INVALID(p, "plan: class 1 (batch=2, seq=16): input 'ids': 256 bytes at arena offset 800 run past the arena (1024 bytes)");
+  p = ranged_plan();
+  p->classes[0].output_offset[0] = 514;
+  EXPECT_INVALID(p, "plan: class 0 (batch=1, seq=1): output 'y': arena offset 514 is not a multiple of 4");
+  p = ranged_plan();
+  p->classes[1].size_offset[1] = 780;
+  EXPECT_INVALID(p, "plan: class 1 (batch=2, seq=16): size of 'seq': arena offset 780 is not a multiple of 8");
+  p = ranged_plan();
+  p->classes[1].size_offset[0] = 1024;
+  EXPECT_INVALID(p, "plan: class 1 (batch=2, seq=16): size of 'batch': 8 bytes at arena offset 1024 run past the arena (1024 bytes)");
+  p = ranged_plan();
+  p->classes[2].steps[0].fill.bytes = 1025;
+  EXPECT_INVALID(p, "plan: class 2 (batch=4, seq=16): step 0 (memset): 1025 bytes at arena offset 1024 run past the arena (2048 bytes)");
+  p = ranged_plan();
+  p->classes[0].steps[0].kernel.args[1].ptr.offset = 1025;
+  EXPECT_INVALID(p, "plan: class 0 (batch=1, seq=1): step 0 (kernel 'k0_scale') argument 1: 0 bytes at arena offset 1025 run past the arena (1024 bytes)");
+  p = ranged_plan();
+  p->classes[1].steps[0].gemm.lda = 3;
+  EXPECT_INVALID(p, "plan: class 1 (batch=2, seq=16): step 0 (gemm): lda 3 is less than its 4 rows");
+  p = ranged_plan();
+  p->classes[1].steps[2].choice.count[1] = 2;
+  EXPECT_INVALID(p, "plan: class 1 (batch=2, seq=16): step 2 (choice 'k0_scale or cublaslt'): its variants hold 3 steps, 2 follow it");
+  p = ranged_plan();
+  gpucc_plan_set_module(p, NULL, 0, NULL);
+  EXPECT_INVALID(p, "kernel steps but no module");
+
+  /* How many classes: one at least, 64 at most. */
+  int64_t hundred[] = {100}, one[] = {1};
+  uint64_t zero[] = {0}, none[] = {GPUCC_NO_OFFSET};
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, hundred, 0);
+  gpucc_plan_add_symbol(p, "n", 1, one, hundred);
+  gpucc_plan_set_axis_symbol(p, 0, 0, 0, 0);
+  EXPECT_INVALID(p, "plan: 0 classes (1 to 64 in a plan with symbols)");
+  p = gpucc_plan_new(4096, 0, 0);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, hundred, 0);
+  gpucc_plan_add_symbol(p, "n", 1, one, hundred);
+  gpucc_plan_set_axis_symbol(p, 0, 0, 0, 0);
+  for (int64_t b = 36; b <= 100; b++) CHECK(gpucc_plan_add_class(p, &b, 4096, zero, NULL, none) == GPUCC_OK);
+  EXPECT_INVALID(p, "plan: 65 classes (1 to 64 in a plan with symbols)");
+
+  /* The builder's order: classes copy per input, output and symbol, so those come first;
+   * a class needs a symbol; a symbol holds at most GPUCC_MAX_PIECES pieces. */
+  p = ranged_plan();
+  CHECK(gpucc_plan_add_input(p, "z", GPUCC_DT_F32, 1, one, 0) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(gpucc_last_error(), "input added after a class") != NULL);
+  CHECK(gpucc_plan_add_output(p, "z", GPUCC_DT_F32, 1, one, 0) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_symbol(p, "z", 1, one, one) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_set_axis_symbol(p, 0, 1, 1, 2) == GPUCC_ERR_INVALID_ARGUMENT); /* symbol 2 of 2 */
+  CHECK(gpucc_plan_set_axis_symbol(p, 0, 1, 2, 0) == GPUCC_ERR_INVALID_ARGUMENT); /* axis 2 of rank 2 */
+  CHECK(gpucc_plan_set_axis_symbol(p, 1, 1, 0, 0) == GPUCC_ERR_INVALID_ARGUMENT); /* output 1 of 1 */
+  CHECK(gpucc_plan_add_class(p, NULL, 0, zero, zero, none) == GPUCC_ERR_INVALID_ARGUMENT);
+  gpucc_plan_free(p);
+  p = gpucc_plan_new(0, 0, 0);
+  CHECK(gpucc_plan_add_class(p, one, 0, NULL, NULL, none) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(gpucc_last_error(), "a class in a plan without symbols") != NULL);
+  int64_t lo[GPUCC_MAX_PIECES + 1] = {0}, hi[GPUCC_MAX_PIECES + 1] = {0};
+  CHECK(gpucc_plan_add_symbol(p, "s", 0, lo, hi) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_symbol(p, "s", GPUCC_MAX_PIECES + 1, lo, hi) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_symbol(p, "", 1, one, one) == GPUCC_ERR_INVALID_ARGUMENT);
+  for (int k = 0; k < GPUCC_MAX_SYMBOLS; k++) {
+    char name[8];
+    snprintf(name, sizeof name, "s%d", k);
+    CHECK(gpucc_plan_add_symbol(p, name, 1, one, one) == GPUCC_OK);
+  }
+  CHECK(gpucc_plan_add_symbol(p, "s9", 1, one, one) == GPUCC_ERR_INVALID_ARGUMENT);
+  gpucc_plan_free(p);
+
+  /* The reader refuses what the builder would: here, a symbol count out of range. */
+  unsigned char *b = bytes_of(ranged_plan(), &len);
+  b[section_at(b, 6)] = GPUCC_MAX_SYMBOLS + 1;
+  fix_header(b, len);
+  expect_rejected(b, len, "nine symbols", 0);
+  CHECK(strstr(gpucc_last_error(), "section SYMBOLS at byte 4: 9 symbols (1 to 8)") != NULL);
+  free(b);
 }
 
 /* ---------------------------------------------------------------- model.so payload */
@@ -707,8 +1014,12 @@ static void test_tune_cache(void) {
 int main(void) {
   test_tune_cache();
   test_round_trip();
-  test_damage();
+  test_ranged_round_trip();
+  test_version_4();
+  test_damage(sample_plan());
+  test_damage(ranged_plan());
   test_invalid();
+  test_invalid_ranged();
   test_payload();
   if (failures) fprintf(stderr, "test_plan: %d checks failed\n", failures);
   return failures ? 1 : 0;
