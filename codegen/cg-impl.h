@@ -56,8 +56,9 @@ typedef struct Cg {
    * of the same code instead of compiling another (cg_kernel_step_values) */
   const char *open_name;
   size_t open_at;
-  struct CgCode *codes;
+  struct CgCode *codes; /* CodegenOptions.shared's, while this program is written */
   int ncodes, codes_cap;
+  const char *prefix; /* CodegenOptions.prefix */
   /* by node position: the first node of its fuse group and the next one after it
    * (ir_fuse_groups) */
   int *group_first, *group_next;

@@ -424,6 +424,8 @@ static const char *kernel_begin(Cg *cg, const char *name, const char *head,
   Buf *b = &cg->src;
   if (cg->variant >= 0)
     name = cg_fmt(cg, "%s_v%d", name, cg->variant);
+  if (cg->prefix)
+    name = cg_fmt(cg, "%s%s", cg->prefix, name);
   buf_printf(b, "\n/* %s(", head);
   for (int k = 0; k < nin; k++) {
     if (k)
@@ -1074,6 +1076,47 @@ static int gen_op(Cg *cg, const Node *n) {
   return cg_error(cg, n, "op %s (node %d) has no GPU kernel yet", op_info[n->op].name, n->id);
 }
 
+struct CodegenShared {
+  Arena *arena; /* the codes' strings */
+  CgCode *codes;
+  int ncodes, codes_cap;
+  int programs; /* written so far: the first has the preamble */
+};
+
+CodegenShared *codegen_shared_new(void) {
+  CodegenShared *s = calloc(1, sizeof *s);
+  if (s)
+    s->arena = arena_new();
+  return s;
+}
+
+void codegen_shared_free(CodegenShared *s) {
+  if (!s)
+    return;
+  free(s->codes);
+  arena_free(s->arena);
+  free(s);
+}
+
+/* cg's codes back to the group: the ones this program added, copied out of its arena
+ * (which the program owns), when it succeeded; dropped when it failed. */
+static void codes_done(Cg *cg, CodegenShared *s, int first, bool ok) {
+  if (!s) {
+    free(cg->codes);
+    return;
+  }
+  if (!ok)
+    cg->ncodes = first;
+  for (int i = first; i < cg->ncodes; i++) {
+    cg->codes[i].code = arena_strdup(s->arena, cg->codes[i].code);
+    cg->codes[i].name = arena_strdup(s->arena, cg->codes[i].name);
+  }
+  s->codes = cg->codes;
+  s->ncodes = cg->ncodes;
+  s->codes_cap = cg->codes_cap;
+  s->programs += ok;
+}
+
 Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   /* What its kernels take on the target. A group's node count is the fuse pass's choice
    * for NVRTC's time, not a kernel's limit: a group written by hand may be longer. */
@@ -1083,18 +1126,26 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
                     ? opt->variants : CODEGEN_MAX_VARIANTS;
   cg.lim = group_limits_for(cg.target);
   cg.lim.nodes = INT_MAX;
+  CodegenShared *shared = opt ? opt->shared : NULL;
+  cg.prefix = opt ? opt->prefix : NULL;
   if (target_check(cg.target, d) || ir_verify(g, d) || check_graph(&cg) || index_graph(&cg)) {
     users_free(&cg.users);
     arena_free(cg.arena);
     return NULL;
   }
-  for (int i = 0; preamble[i]; i++)
+  int first_code = 0;
+  if (shared) {
+    cg.codes = shared->codes;
+    cg.ncodes = first_code = shared->ncodes;
+    cg.codes_cap = shared->codes_cap;
+  }
+  for (int i = 0; preamble[i] && (!shared || !shared->programs); i++)
     buf_puts(&cg.src, preamble[i]);
   for (int i = 0; i < g->nnodes; i++)
     if (gen_node(&cg, i) || cg.failed) {
       users_free(&cg.users);
       free(cg.src.s);
-      free(cg.codes);
+      codes_done(&cg, shared, first_code, false);
       arena_free(cg.arena);
       return NULL;
     }
@@ -1106,7 +1157,7 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   p->steps = cg.steps;
   p->nsteps = cg.nsteps;
   free(cg.src.s);
-  free(cg.codes);
+  codes_done(&cg, shared, first_code, true);
   return p;
 }
 

@@ -133,9 +133,19 @@ typedef struct Program {
  * there, its clusters let implicit GEMMs split K over the blocks of a cluster, and its
  * launch defaults (Target.block threads a block, grids of at most Target.max_blocks
  * blocks with grid-stride loops doing the rest) are every other kernel's geometry. */
+/* Programs that go into one module (the shape classes of a ranged model,
+ * docs/dynamic-shapes.md): a kernel whose code an earlier program of the group has
+ * launches that one, and the preamble goes into the first program's source only, so the
+ * programs' sources, concatenated in order, are one translation unit. */
+typedef struct CodegenShared CodegenShared;
+CodegenShared *codegen_shared_new(void); /* NULL when out of memory */
+void codegen_shared_free(CodegenShared *s);
+
 typedef struct CodegenOptions {
   const Target *target; /* NULL: target_default() */
   int variants; /* a choice's variants at most; 1: none (each group's default); 0: all */
+  const char *prefix;    /* put before every kernel's name ("c3_"); NULL: none */
+  CodegenShared *shared; /* NULL: the program is a module of its own */
 } CodegenOptions;
 
 /* Generates the program of g, which must verify and have only concrete shapes (a

@@ -1133,13 +1133,8 @@ static int add_choice(GpuccPlan *plan, const ChoiceStep *c, Diag *d) {
              ? plan_error(d, "plan choice step") : 0;
 }
 
-static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const MemPlan *mp,
-                     const NvrtcOutput *bin, GpuccBuild *out, Diag *d) {
-  if (bin->cubin_size && gpucc_plan_set_module(plan, bin->cubin, bin->cubin_size, bin->ptx))
-    return plan_error(d, "plan module");
-  for (int i = 0; i < g->ninputs; i++)
-    if (add_tensor(plan, true, g->inputs[i], mp->slot[g->inputs[i]->id].offset, d))
-      return -1;
+int plan_add_program(GpuccPlan *plan, const Graph *g, const Program *p, const MemPlan *mp,
+                     int *nkernels, Diag *d) {
   /* Launches per inference: one variant of a choice runs, variant 0 counted. */
   int first_end = 0, others_end = 0; /* where a choice's variant 0, and its others, end */
   for (int i = 0; i < p->nsteps; i++) {
@@ -1158,8 +1153,8 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
       for (int v = 1; v < s->choice.nvariants; v++)
         others_end += s->choice.count[v];
     }
-    out->nkernels += (s->kind == STEP_KERNEL || s->kind == STEP_GEMM) &&
-                     (i < first_end || i >= others_end);
+    *nkernels += (s->kind == STEP_KERNEL || s->kind == STEP_GEMM) &&
+                 (i < first_end || i >= others_end);
   }
   for (int j = 0; j < g->noutputs; j++) {
     const Value *v = g->outputs[j];
@@ -1167,9 +1162,22 @@ static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const Me
     if (mp->output_copy[j] && bytes &&
         gpucc_plan_add_copy(plan, gpucc_arena_ptr(mp->output_offset[j]), place_of(mp, v, 0), bytes))
       return plan_error(d, "plan copy step");
-    if (add_tensor(plan, false, v, mp->output_offset[j], d))
-      return -1;
   }
+  return 0;
+}
+
+static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const MemPlan *mp,
+                     const NvrtcOutput *bin, GpuccBuild *out, Diag *d) {
+  if (bin->cubin_size && gpucc_plan_set_module(plan, bin->cubin, bin->cubin_size, bin->ptx))
+    return plan_error(d, "plan module");
+  for (int i = 0; i < g->ninputs; i++)
+    if (add_tensor(plan, true, g->inputs[i], mp->slot[g->inputs[i]->id].offset, d))
+      return -1;
+  for (int j = 0; j < g->noutputs; j++)
+    if (add_tensor(plan, false, g->outputs[j], mp->output_offset[j], d))
+      return -1;
+  if (plan_add_program(plan, g, p, mp, &out->nkernels, d))
+    return -1;
   out->nsteps = plan->nsteps;
   GpuccStatus st = gpucc_plan_serialize(plan, &out->plan, &out->plan_len);
   return st ? plan_error(d, "the plan does not validate") : 0;
@@ -1281,6 +1289,11 @@ static int make_plan(const Graph *g, Compiled *c, Diag *d) {
 }
 
 int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled *out, Diag *d) {
+  return pipeline_run_part(g, opt, last, NULL, NULL, out, d);
+}
+
+int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage last,
+                      CodegenShared *shared, const char *prefix, Compiled *out, Diag *d) {
   static const GpuccCompileOptions none;
   memset(out, 0, sizeof *out);
   if (!opt)
@@ -1302,7 +1315,8 @@ int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled 
 
   int rc = pipeline_bind_dims(g, opt, d) || run_passes(g, opt, t, d);
   if (!rc && last >= STAGE_CODEGEN) {
-    CodegenOptions co = {.target = t, .variants = opt->variants};
+    CodegenOptions co = {.target = t, .variants = opt->variants, .prefix = prefix,
+                         .shared = shared};
     rc = !(out->program = codegen_graph(g, &co, d));
   }
   if (!rc && last >= STAGE_MEMPLAN)
@@ -1376,15 +1390,101 @@ static int take_build(int rc, Compiled *c, GpuccBuild *out) {
   return rc;
 }
 
+void graph_unbind_ranged(Graph *g, const DimRange *ranges, int nr) {
+  for (int k = 0; k < g->nbound; k++)
+    for (int r = 0; r < nr; r++)
+      if (!strcmp(g->bound[k].sym, ranges[r].sym))
+        g->inputs[g->bound[k].input]->type.shape.dims[g->bound[k].axis] =
+            (Dim){-1, graph_intern(g, ranges[r].sym)};
+}
+
+/* A graph with ranged dims: one plan of its shape classes. */
+static int build_classes(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
+                         GpuccBuild *out, Diag *d) {
+  GpuccCompileOptions ro = {.ranges = opt ? opt->ranges : NULL, .nranges = opt ? opt->nranges : 0};
+  ClassesBuilt cb;
+  memset(out, 0, sizeof *out);
+  if (pipeline_bind_dims(g, &ro, d) || classes_build(g, opt, load, arg, STAGE_PLAN, NULL, &cb, d))
+    return -1;
+  *out = cb.build;
+  memset(&cb.build, 0, sizeof cb.build);
+  classes_built_free(&cb);
+  return 0;
+}
+
 int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d) {
+  if ((opt && opt->nranges) || g->nranges)
+    return build_classes(g, opt, NULL, NULL, out, d);
   Compiled c;
   return take_build(pipeline_run(g, opt, STAGE_PLAN, &c, d), &c, out);
+}
+
+/* An ONNX model in memory loaded with opt's dims and the class's (ClassLoad). */
+typedef struct OnnxBytes {
+  const void *bytes;
+  size_t len;
+  const char *name;
+  const GpuccCompileOptions *opt;
+} OnnxBytes;
+
+static Graph *load_onnx_at(void *arg, const char *const *names, const int64_t *sizes, int n,
+                           Diag *d) {
+  const OnnxBytes *k = arg;
+  int nd = k->opt->ndims;
+  const char **an = calloc((size_t)(nd + n) + 1, sizeof *an);
+  int64_t *as = calloc((size_t)(nd + n) + 1, sizeof *as);
+  Graph *g = NULL;
+  if (!an || !as) {
+    diag_error(d, (SrcLoc){0}, "out of memory");
+  } else {
+    for (int i = 0; i < nd; i++) {
+      an[i] = k->opt->dim_names[i];
+      as[i] = k->opt->dim_sizes[i];
+    }
+    for (int i = 0; i < n; i++) {
+      an[nd + i] = names[i];
+      as[nd + i] = sizes[i];
+    }
+    GpuccCompileOptions o = *k->opt, rest;
+    o.dim_names = an;
+    o.dim_sizes = as;
+    o.ndims = nd + n;
+    OnnxOptions lo;
+    void *mem = NULL;
+    if (!pipeline_onnx_options(&o, &lo, &rest, &mem, d))
+      g = onnx_load_bytes(k->bytes, k->len, k->name, &lo, d);
+    free(mem);
+  }
+  free(an);
+  free(as);
+  return g;
 }
 
 int gpucc_build_onnx(const void *bytes, size_t len, const char *name,
                      const GpuccCompileOptions *opt, GpuccBuild *out, Diag *d) {
   static const GpuccCompileOptions none;
   memset(out, 0, sizeof *out);
+  if (opt && opt->nranges) {
+    /* loaded at the top of each range, its ranged axes symbolic again; each class loads
+     * it at its bounds */
+    OnnxBytes k = {bytes, len, name, opt};
+    const char *names[GPUCC_MAX_SYMBOLS];
+    int64_t sizes[GPUCC_MAX_SYMBOLS];
+    int n = opt->nranges < GPUCC_MAX_SYMBOLS ? opt->nranges : GPUCC_MAX_SYMBOLS;
+    for (int i = 0; i < n; i++) {
+      names[i] = opt->ranges[i].sym;
+      sizes[i] = range_max(&opt->ranges[i]);
+    }
+    Graph *g = load_onnx_at(&k, names, sizes, n, d);
+    if (!g)
+      return -1;
+    graph_unbind_ranged(g, opt->ranges, n);
+    GpuccCompileOptions rest = *opt;
+    rest.ndims = 0;
+    int rc = build_classes(g, &rest, load_onnx_at, &k, out, d);
+    graph_free(g);
+    return rc;
+  }
   OnnxOptions lo;
   GpuccCompileOptions rest;
   void *mem;

@@ -78,7 +78,19 @@ typedef struct Compiled {
 /* Runs the pipeline on g (modified in place: dims bound, passes run) up to `last`.
  * opt may be NULL. 0, or -1 with d set (and *out empty). */
 int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled *out, Diag *d);
+/* The same for one of several programs that go into one module (the shape classes of a
+ * ranged model): codegen names g's kernels with prefix and shares kernels with the
+ * group's earlier programs (CodegenShared). Stop before NVRTC: the module is compiled
+ * once, of every program's source. */
+int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage last,
+                      CodegenShared *shared, const char *prefix, Compiled *out, Diag *d);
 void compiled_free(Compiled *c);
+
+/* The steps of program p (of graph g, placed by mp) appended to plan: its kernels, GEMMs
+ * and choices, then the copies of outputs that are constants or inputs into their slots.
+ * *nkernels grows by the launches per inference. 0, or -1 with d set. */
+int plan_add_program(GpuccPlan *plan, const Graph *g, const Program *p, const MemPlan *mp,
+                     int *nkernels, Diag *d);
 
 /* The first stage alone: opt's dims bound in g and every node inferred again. */
 int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d);
@@ -102,6 +114,30 @@ typedef Graph *(*ClassLoad)(void *arg, const char *const *names, const int64_t *
                             Diag *d);
 int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
                     Tensor *const *in, Tensor **out, Diag *d);
+
+/* A graph with ranged dims (g->ranges; an ONNX model's ranged input axes symbolic, its
+ * other dims bound) compiled into one plan of shape classes (compiler/classes.c,
+ * docs/dynamic-shapes.md): for each class, the largest first, the graph at the class's
+ * bounds (load, as for classes_run_cpu, else g cloned and bound; opt's --dim sizes bind
+ * the other symbols), masked by pad_mask, through opt's passes, codegen (one module:
+ * kernels shared between classes) and memory plan; the weights of all classes in one
+ * blob, each constant once; then NVRTC once (last >= STAGE_NVRTC) and the plan
+ * (last >= STAGE_PLAN). With opt->report, a line per class; with plan_text, each class's
+ * memory plan. 0, or -1 with d set (*out empty). */
+typedef struct ClassesBuilt {
+  GpuccBuild build;   /* the plan and the weights; nkernels and arena_bytes: the largest class's */
+  char *source;       /* the module's CUDA C, NUL-terminated */
+  size_t source_len;
+  NvrtcOutput binary;
+  int nclasses;
+} ClassesBuilt;
+int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
+                  Stage last, FILE *plan_text, ClassesBuilt *out, Diag *d);
+void classes_built_free(ClassesBuilt *c);
+
+/* g, loaded with its ranged dims at some sizes, with those input axes symbolic again (the
+ * loader recorded them in g->bound), for classes_build to load each class. */
+void graph_unbind_ranged(Graph *g, const DimRange *ranges, int nr);
 
 /* The runtime's element type of an IR one and back, by name (GPUCC_DT_INVALID and
  * DT_UNKNOWN when the other layer has no such type). */

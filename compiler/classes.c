@@ -104,21 +104,18 @@ static Tensor *real_part(const DynAxes *a, const DynAxis *t, const Tensor *y, co
   return r;
 }
 
-/* Whether the smaller of x and y (each dim at most the other's) is the other's start. */
-static bool prefix_of(const Tensor *x, const Tensor *y) {
+/* Whether x and y hold the same values where both have elements: the box of the smaller
+ * extent of each axis, at the start of both. */
+static bool agree_at_start(const Tensor *x, const Tensor *y) {
   if (x->dtype != y->dtype || x->rank != y->rank)
     return false;
-  const Tensor *s = x, *l = y;
+  Tensor box = {.dtype = x->dtype, .rank = x->rank};
   for (int j = 0; j < x->rank; j++)
-    if (x->dims[j] > y->dims[j])
-      s = y, l = x;
-  for (int j = 0; j < x->rank; j++)
-    if (s->dims[j] > l->dims[j])
-      return false;
-  size_t es = dtype_size(s->dtype);
-  for (int64_t i = 0, n = tensor_numel(s); i < n; i++)
-    if (memcmp((const char *)s->data + (size_t)i * es,
-               (const char *)l->data + (size_t)offset_in(s, l->dims, i) * es, es))
+    box.dims[j] = x->dims[j] < y->dims[j] ? x->dims[j] : y->dims[j];
+  size_t es = dtype_size(x->dtype);
+  for (int64_t i = 0, n = tensor_numel(&box); i < n; i++)
+    if (memcmp((const char *)x->data + (size_t)offset_in(&box, x->dims, i) * es,
+               (const char *)y->data + (size_t)offset_in(&box, y->dims, i) * es, es))
       return false;
   return true;
 }
@@ -139,14 +136,12 @@ static int analyse(const Graph *g, const Graph *other, const DimRange *ranges, i
                    DynAxes *a, Diag *d) {
   DynSeed *seeds = NULL;
   int ns = 0, cap = 0;
-  for (int k = 0; k <= g->nbound + (other ? g->nconsts * IR_MAX_RANK : 0); k++) {
+  for (int k = 0; k < g->nbound + (other ? g->nconsts * IR_MAX_RANK : 0); k++) {
     DynSeed s;
     if (k < g->nbound) {
       s = g->bound[k];
     } else {
       int i = (k - g->nbound) / IR_MAX_RANK, j = (k - g->nbound) % IR_MAX_RANK;
-      if (i >= g->nconsts)
-        break;
       const Value *v = g->consts[i], *w = graph_find_value(other, v->name);
       if (!w || w->kind != VK_CONST || j >= v->type.shape.rank || w->type.shape.rank != v->type.shape.rank ||
           v->type.shape.dims[j].n == w->type.shape.dims[j].n)
@@ -190,8 +185,9 @@ static bool exact_in(const DynAxes *a, const char *name) {
 /* a and b: one model loaded at two sizes of its ranged dims, with their tags. A constant
  * folded from those sizes (a Shape chain's arithmetic: a count to divide by) would hold
  * the class's size, not the actual one, so it is refused; one whose shape follows the
- * size (a position table cut to the sequence) is fine where the smaller is the larger's
- * start, and so are indices that both analyses proved send each position to itself. */
+ * size (a position table cut to the sequence) is fine where the two agree on the
+ * positions both have, and so are indices that both analyses proved send each position
+ * to itself. */
 static int check_constants(const Graph *a, const DynAxes *ta, const Graph *b, const DynAxes *tb,
                            Diag *d) {
   for (int i = 0; i < a->nconsts; i++) {
@@ -199,12 +195,95 @@ static int check_constants(const Graph *a, const DynAxes *ta, const Graph *b, co
     const Value *w = graph_find_value(b, v->name);
     if (!w || w->kind != VK_CONST || !v->data || !w->data || !graph_count_uses(a, v))
       continue;
-    if (!prefix_of(v->data, w->data) && !(exact_in(ta, v->name) && exact_in(tb, v->name)))
+    if (!agree_at_start(v->data, w->data) && !(exact_in(ta, v->name) && exact_in(tb, v->name)))
       return diag_error(d, v->loc.line ? v->loc : a->loc, "constant %%%s is computed from the "
                         "size of a ranged dim (its values differ between sizes), which is "
                         "not supported yet: bind the dim with --dim NAME=SIZE", v->name);
   }
   return 0;
+}
+
+/* The graph of one class, with its tags in *a: the model loaded at sizes (load), else src
+ * cloned and bound at them. With a loader (an ONNX model, which folds its Shape chains at
+ * load), the model is loaded at other sizes too, to tell the constants folded from the
+ * sizes (check_constants): each ranged dim at the top of its range where the class is
+ * below it, else at the bottom. NULL with d set. */
+static Graph *class_graph(const Graph *src, const DimRange *ranges, int nr,
+                          const char *const *names, const int64_t *sizes, int nb,
+                          ClassLoad load, void *arg, DynAxes *a, Diag *d) {
+  Graph *g = load ? load(arg, names, sizes, nb, d) : graph_clone(src);
+  if (!g) {
+    if (!load)
+      diag_error(d, src->loc, "out of memory");
+    return NULL;
+  }
+  if (!load && codegen_bind_dims(g, names, sizes, nb, d)) {
+    graph_free(g);
+    return NULL;
+  }
+  if (g->ninputs != src->ninputs || g->noutputs != src->noutputs) {
+    graph_free(g);
+    diag_error(d, src->loc, "the model loaded at its class's sizes has other inputs or outputs");
+    return NULL;
+  }
+  Graph *other = NULL;
+  if (load) {
+    int64_t at[DYN_MAX_SYMS + IR_MAX_RANK * 8];
+    bool differs = false;
+    memcpy(at, sizes, (size_t)nb * sizeof *at);
+    for (int k = 0; k < nr; k++) {
+      at[k] = sizes[k] == range_max(&ranges[k]) ? ranges[k].lo[0] : range_max(&ranges[k]);
+      differs = differs || at[k] != sizes[k];
+    }
+    if (differs && !(other = load(arg, names, at, nb, d))) {
+      graph_free(g);
+      return NULL;
+    }
+  }
+  DynAxes b = {0};
+  int rc = analyse(g, other, ranges, nr, a, d);
+  if (!rc && other)
+    rc = analyse(other, g, ranges, nr, &b, d) || check_constants(g, a, other, &b, d);
+  dyn_axes_free(&b);
+  graph_free(other);
+  if (rc) {
+    dyn_axes_free(a);
+    graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* names[0..nr): the ranged symbols; then every other symbolic input dim of g with its
+ * size from given[] (the inputs' tensors; NULL: --dim's in opt, which must bind it). The
+ * count, or -1 with d set. */
+static int other_symbols(const Graph *g, const Tensor *const *given, const GpuccCompileOptions *opt,
+                         const char **names, int64_t *sizes, int nb, int cap, Diag *d) {
+  for (int i = 0; i < g->ninputs; i++)
+    for (int j = 0; j < g->inputs[i]->type.shape.rank && (!given || j < given[i]->rank); j++) {
+      const char *sym = g->inputs[i]->type.shape.dims[j].sym;
+      bool seen = !sym;
+      for (int k = 0; k < nb && !seen; k++)
+        seen = !strcmp(names[k], sym);
+      if (seen)
+        continue;
+      int64_t size = -1;
+      for (int k = 0; !given && opt && k < opt->ndims; k++)
+        if (!strcmp(opt->dim_names[k], sym))
+          size = opt->dim_sizes[k];
+      if (given)
+        size = given[i]->dims[j];
+      if (size < 0)
+        return diag_error(d, g->inputs[i]->loc.line ? g->inputs[i]->loc : g->loc,
+                          "input %%%s: dim %d is '%s', which has neither a size nor a range: "
+                          "give one with --dim %s=SIZE or --dim %s=LO..HI", g->inputs[i]->name,
+                          j, sym, sym, sym);
+      if (nb == cap)
+        return diag_error(d, g->loc, "more than %d symbolic dims", nb);
+      names[nb] = sym;
+      sizes[nb++] = size;
+    }
+  return nb;
 }
 
 int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
@@ -224,59 +303,14 @@ int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, vo
       return -1;
     nb++;
   }
-  /* the other symbols at the inputs' sizes */
-  for (int i = 0; i < nin; i++)
-    for (int j = 0; j < g->inputs[i]->type.shape.rank && j < in[i]->rank; j++) {
-      const char *sym = g->inputs[i]->type.shape.dims[j].sym;
-      bool seen = !sym;
-      for (int k = 0; k < nb && !seen; k++)
-        seen = !strcmp(names[k], sym);
-      if (seen)
-        continue;
-      if (nb == (int)(sizeof sizes / sizeof *sizes))
-        return diag_error(d, g->loc, "more than %d symbolic dims", nb);
-      names[nb] = sym;
-      sizes[nb++] = in[i]->dims[j];
-    }
-  /* the class's graph: g bound in place, or the model loaded again at these sizes, and
-   * beside it the model at other sizes, to tell the constants folded from the sizes:
-   * each ranged dim at the top of its range where the class is below it, else at the
-   * bottom (src has its ranged input axes symbolic again) */
-  Graph *src = g, *other = NULL;
-  DynAxes a = {0}, b = {0};
-  if (load) {
-    if (!(g = load(arg, names, sizes, nb, d)))
-      return -1;
-    if (g->ninputs != nin || g->noutputs != nout) {
-      graph_free(g);
-      return diag_error(d, src->loc, "the model loaded at its class's sizes has other inputs "
-                        "or outputs");
-    }
-    int64_t at[DYN_MAX_SYMS + IR_MAX_RANK * 8];
-    bool differs = false;
-    memcpy(at, sizes, (size_t)nb * sizeof *at);
-    for (int k = 0; k < nr; k++) {
-      at[k] = sizes[k] == range_max(&ranges[k]) ? ranges[k].lo[0] : range_max(&ranges[k]);
-      differs = differs || at[k] != sizes[k];
-    }
-    if (differs && !(other = load(arg, names, at, nb, d))) {
-      graph_free(g);
-      return -1;
-    }
-  } else if (codegen_bind_dims(g, names, sizes, nb, d)) {
+  nb = other_symbols(g, (const Tensor *const *)in, NULL, names, sizes, nb,
+                     (int)(sizeof sizes / sizeof *sizes), d);
+  if (nb < 0)
     return -1;
-  }
-  int arc = analyse(g, other, ranges, nr, &a, d);
-  if (!arc && other)
-    arc = analyse(other, g, ranges, nr, &b, d) || check_constants(g, &a, other, &b, d);
-  dyn_axes_free(&b);
-  graph_free(other);
-  if (arc) {
-    dyn_axes_free(&a);
-    if (g != src)
-      graph_free(g);
+  DynAxes a = {0};
+  Graph *src = g;
+  if (!(g = class_graph(src, ranges, nr, names, sizes, nb, load, arg, &a, d)))
     return -1;
-  }
   /* the outputs' tags now: the passes may replace the output values */
   DynAxis *otags = calloc((size_t)nout * IR_MAX_RANK + 1, sizeof *otags);
   int64_t s[DYN_MAX_SYMS] = {0};
@@ -334,7 +368,354 @@ done:
   free(got);
   free(otags);
   dyn_axes_free(&a);
-  if (g != src)
-    graph_free(g);
+  graph_free(g);
   return rc;
+}
+
+/* ---------------------------------------------------------------- a model.so of classes */
+
+/* The weights of every class in one blob, each constant's bytes once
+ * (docs/dynamic-shapes.md, section 5): a class's weights are the model's, and the small
+ * tables pad_mask adds repeat between classes of equal bounds. */
+typedef struct BlobItem {
+  uint64_t hash, offset, bytes;
+} BlobItem;
+typedef struct Blob {
+  unsigned char *data;
+  uint64_t len, cap;
+  BlobItem *items;
+  int nitems, cap_items;
+} Blob;
+
+static uint64_t hash_bytes(const unsigned char *p, uint64_t n) {
+  uint64_t h = 0xcbf29ce484222325ull ^ n;
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+  }
+  for (; i < n; i++)
+    h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Where bytes[0..n) lie in the blob: an equal earlier constant's place, else a new one at
+ * the end, aligned like the memory plan's. -1 when out of memory. */
+static int blob_put(Blob *b, const void *bytes, uint64_t n, uint64_t *offset) {
+  uint64_t h = hash_bytes(bytes, n);
+  for (int i = 0; i < b->nitems; i++)
+    if (b->items[i].hash == h && b->items[i].bytes == n &&
+        !memcmp(b->data + b->items[i].offset, bytes, (size_t)n)) {
+      *offset = b->items[i].offset;
+      return 0;
+    }
+  uint64_t at = (b->len + GPUCC_ARENA_ALIGN - 1) / GPUCC_ARENA_ALIGN * GPUCC_ARENA_ALIGN;
+  if (at + n > b->cap) {
+    uint64_t cap = b->cap ? b->cap : 1 << 20;
+    while (cap < at + n)
+      cap *= 2;
+    unsigned char *p = realloc(b->data, (size_t)cap);
+    if (!p)
+      return -1;
+    memset(p + b->cap, 0, (size_t)(cap - b->cap));
+    b->data = p;
+    b->cap = cap;
+  }
+  if (b->nitems == b->cap_items) {
+    int cap = b->cap_items ? 2 * b->cap_items : 64;
+    BlobItem *p = realloc(b->items, (size_t)cap * sizeof *p);
+    if (!p)
+      return -1;
+    b->items = p;
+    b->cap_items = cap;
+  }
+  memcpy(b->data + at, bytes, (size_t)n);
+  b->items[b->nitems++] = (BlobItem){h, at, n};
+  b->len = at + n;
+  *offset = at;
+  return 0;
+}
+
+/* mp's constants moved into the blob: each used one to its place there, and every alias
+ * of one after it. */
+static int share_weights(Blob *b, MemPlan *mp, Diag *d) {
+  for (int id = 0; id < mp->nslots; id++) {
+    MemSlot *s = &mp->slot[id];
+    if (mp->weights_used[id] && s->v && s->root == s->v && s->v->data &&
+        blob_put(b, s->v->data->data, s->bytes, &s->offset))
+      return diag_error(d, (SrcLoc){0}, "out of memory for the weights");
+  }
+  for (int id = 0; id < mp->nslots; id++) {
+    MemSlot *s = &mp->slot[id];
+    if (s->v && s->root != s->v && s->region == GPUCC_REGION_WEIGHTS)
+      s->offset = mp->slot[s->root->id].offset;
+  }
+  return 0;
+}
+
+/* The module's source: every class's, in order. */
+typedef struct Text {
+  char *s;
+  size_t len, cap;
+} Text;
+
+static int text_add(Text *t, const char *s, size_t n) {
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 1 << 16;
+    while (cap < t->len + n + 1)
+      cap *= 2;
+    char *p = realloc(t->s, cap);
+    if (!p)
+      return -1;
+    t->s = p;
+    t->cap = cap;
+  }
+  memcpy(t->s + t->len, s, n);
+  t->len += n;
+  t->s[t->len] = 0;
+  return 0;
+}
+
+/* "batch=4, seq=128" */
+static const char *bounds_str(const DimRange *ranges, int nr, const int64_t *b, char *buf,
+                              size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int k = 0; k < nr && at < n; k++) {
+    int w = snprintf(buf + at, n - at, "%s%s=%" PRId64, k ? ", " : "", ranges[k].sym, b[k]);
+    at += w > 0 ? (size_t)w : 0;
+  }
+  return buf;
+}
+
+/* The symbol output j's axis i is in the plan (-1: none) from its tags t in class
+ * bounds b, or -1 with d set where the axis cannot be an output's: the runtime copies
+ * the real part of an output as the box at the start of each ranged axis, so a ranged
+ * axis must be one symbol, unmerged, at its class's bound. */
+static int output_axis(const Graph *g, int j, int i, const DynAxes *a, const DynAxis *t,
+                       const DimRange *ranges, int nr, const int64_t *b, int *sym, Diag *d) {
+  const Value *v = g->outputs[j];
+  *sym = -1;
+  if (!dyn_tagged(t))
+    return 0;
+  for (int r = 0; r < nr; r++)
+    if (!strcmp(ranges[r].sym, a->syms[t->t[0].sym]))
+      *sym = r;
+  if (t->t[1].sym >= 0 || t->t[0].stride != 1 || *sym < 0 ||
+      v->type.shape.dims[i].n != b[*sym])
+    return diag_error(d, v->loc.line ? v->loc : g->loc, "output %%%s: its axis %d holds the "
+                      "ranged dim '%s' merged with another axis; an output's ranged axes must "
+                      "be the dims themselves, which is not supported otherwise yet", v->name,
+                      i, a->syms[t->t[0].sym]);
+  return 0;
+}
+
+int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
+                  Stage last, FILE *plan_text, ClassesBuilt *out, Diag *d) {
+  static const GpuccCompileOptions none;
+  memset(out, 0, sizeof *out);
+  if (!opt)
+    opt = &none;
+  int nr = g->nranges, nin = g->ninputs, nout = g->noutputs;
+  if (nr > GPUCC_MAX_SYMBOLS)
+    return diag_error(d, g->loc, "%d ranged dims; a model takes at most %d", nr, GPUCC_MAX_SYMBOLS);
+  DimRange ranges[GPUCC_MAX_SYMBOLS];
+  memcpy(ranges, g->ranges, (size_t)nr * sizeof *ranges);
+  /* the classes: the cross product of each symbol's, the largest first */
+  int64_t bounds[GPUCC_MAX_SYMBOLS][GPUCC_MAX_CLASSES];
+  int count[GPUCC_MAX_SYMBOLS], total = 1;
+  char text[512];
+  for (int r = 0; r < nr; r++) {
+    count[r] = range_classes(&ranges[r], bounds[r], GPUCC_MAX_CLASSES);
+    if (count[r] < 0 || (total *= count[r]) > GPUCC_MAX_CLASSES)
+      return diag_error(d, g->loc, "the ranges make more than %d shape classes; list the "
+                        "sizes to serve instead (--dim %s=1,8,64..128)", GPUCC_MAX_CLASSES,
+                        ranges[r].sym);
+  }
+  const char *names[DYN_MAX_SYMS + IR_MAX_RANK * 8];
+  int64_t sizes[DYN_MAX_SYMS + IR_MAX_RANK * 8];
+  for (int r = 0; r < nr; r++)
+    names[r] = ranges[r].sym;
+  int nb = other_symbols(g, NULL, opt, names, sizes, nr, (int)(sizeof sizes / sizeof *sizes), d);
+  if (nb < 0)
+    return -1;
+  /* the passes' options; their dumps for the first class only, in DIR/class0 beside the
+   * input's, DIR/00-input.gir */
+  GpuccCompileOptions first = *opt, later;
+  first.ndims = 0;
+  first.nranges = 0;
+  first.report = NULL;
+  later = first;
+  later.print_after_all = NULL;
+  later.dump_dir = NULL;
+  char dump[4096];
+  if (opt->dump_dir) {
+    int n = snprintf(dump, sizeof dump, "%s/00-input.gir", opt->dump_dir);
+    if (n < 0 || (size_t)n >= sizeof dump)
+      return diag_error(d, g->loc, "path too long: '%s'", opt->dump_dir);
+    if (make_dirs(opt->dump_dir, d) || ir_print_file(g, dump, d))
+      return -1;
+    snprintf(dump, sizeof dump, "%s/class0", opt->dump_dir);
+    first.dump_dir = dump;
+  }
+  GpuccPlan *plan = gpucc_plan_new(0, 0, 0);
+  CodegenShared *shared = codegen_shared_new();
+  Blob blob = {0};
+  Text src = {0};
+  int out_sym[64 * IR_MAX_RANK];
+  int64_t out_dims[64 * IR_MAX_RANK];
+  uint64_t *offsets = calloc((size_t)(nin + nout) + 1, sizeof *offsets);
+  uint64_t class_weights = 0;
+  bool gemms = false;
+  int rc = plan && shared && offsets ? 0 : diag_error(d, g->loc, "out of memory");
+  if (!rc && nout > 64)
+    rc = diag_error(d, g->loc, "a ranged model has at most 64 outputs");
+  for (int c = 0; c < total && !rc; c++) {
+    int64_t b[GPUCC_MAX_SYMBOLS];
+    for (int r = nr - 1, k = c; r >= 0; r--) {
+      b[r] = bounds[r][count[r] - 1 - k % count[r]];
+      k /= count[r];
+    }
+    memcpy(sizes, b, (size_t)nr * sizeof *b);
+    DynAxes a = {0};
+    Graph *cg = class_graph(g, ranges, nr, names, sizes, nb, load, arg, &a, d);
+    Compiled part = {0};
+    char prefix[16], at[256];
+    snprintf(prefix, sizeof prefix, "c%d_", c);
+    bounds_str(ranges, nr, b, at, sizeof at);
+    rc = !cg;
+    /* the outputs' ranged axes, before the passes replace the output values */
+    for (int j = 0; j < nout && !rc; j++)
+      for (int i = 0; i < cg->outputs[j]->type.shape.rank && !rc; i++) {
+        int sym, k = j * IR_MAX_RANK + i;
+        int64_t ext = cg->outputs[j]->type.shape.dims[i].n;
+        rc = output_axis(cg, j, i, &a, dyn_axis(&a, cg->outputs[j], i), ranges, nr, b, &sym, d);
+        if (!rc && c == 0) {
+          out_sym[k] = sym;
+          out_dims[k] = ext;
+        } else if (!rc && (sym >= 0 ? sym != out_sym[k]
+                           : out_sym[k] >= 0 ? ext != b[out_sym[k]] : ext != out_dims[k])) {
+          rc = diag_error(d, g->loc, "output %%%s: its axis %d is %" PRId64 " in class (%s), "
+                          "which the ranged dims do not explain; not supported yet",
+                          g->outputs[j]->name, i, ext, at);
+        }
+      }
+    if (!rc)
+      rc = pass_pad_mask(cg, &a, d) ||
+           pipeline_run_part(cg, c ? &later : &first, STAGE_MEMPLAN, shared, prefix, &part, d);
+    if (!rc && c == 0) {
+      /* the model's inputs and outputs, at the largest sizes, and their ranged axes */
+      snprintf(out->build.arch, sizeof out->build.arch, "%s", part.build.arch);
+      out->build.target = part.build.target;
+      for (int r = 0; r < nr && !rc; r++)
+        if (gpucc_plan_add_symbol(plan, ranges[r].sym, ranges[r].nseg, ranges[r].lo, ranges[r].hi))
+          rc = diag_error(d, g->loc, "internal error: plan symbol: %s", gpucc_last_error());
+      for (int i = 0; i < nin + nout && !rc; i++) {
+        const Value *v = i < nin ? cg->inputs[i] : cg->outputs[i - nin];
+        int64_t dims[GPUCC_MAX_RANK];
+        for (int j = 0; j < v->type.shape.rank; j++)
+          dims[j] = v->type.shape.dims[j].n;
+        GpuccDType t = rt_dtype(v->type.dtype);
+        if (i < nin ? gpucc_plan_add_input(plan, v->name, t, v->type.shape.rank, dims, 0)
+                    : gpucc_plan_add_output(plan, v->name, t, v->type.shape.rank, dims, 0))
+          rc = diag_error(d, g->loc, "internal error: plan tensor: %s", gpucc_last_error());
+        for (int j = 0; j < v->type.shape.rank && !rc; j++) {
+          int sym = -1;
+          if (i < nin && g->inputs[i]->type.shape.dims[j].sym)
+            for (int r = 0; r < nr; r++)
+              if (!strcmp(g->inputs[i]->type.shape.dims[j].sym, ranges[r].sym))
+                sym = r;
+          if (i >= nin)
+            sym = out_sym[(i - nin) * IR_MAX_RANK + j];
+          if (sym >= 0 && gpucc_plan_set_axis_symbol(plan, i >= nin, i < nin ? i : i - nin, j, sym))
+            rc = diag_error(d, g->loc, "internal error: plan axis: %s", gpucc_last_error());
+        }
+      }
+    }
+    if (!rc) {
+      class_weights += part.memplan.weights_bytes;
+      rc = share_weights(&blob, &part.memplan, d);
+    }
+    if (!rc) {
+      /* the class: its slots, where the actual sizes go, its steps */
+      const MemPlan *mp = &part.memplan;
+      uint64_t size_at[GPUCC_MAX_SYMBOLS];
+      for (int r = 0; r < nr; r++) {
+        size_at[r] = GPUCC_NO_OFFSET;
+        for (int m = 0; m < a.nsyms; m++)
+          if (!strcmp(a.syms[m], ranges[r].sym))
+            size_at[r] = mp->slot[cg->inputs[nin + m]->id].offset;
+      }
+      for (int i = 0; i < nin; i++)
+        offsets[i] = mp->slot[cg->inputs[i]->id].offset;
+      for (int j = 0; j < nout; j++)
+        offsets[nin + j] = mp->output_offset[j];
+      int kernels = 0;
+      if (gpucc_plan_add_class(plan, b, mp->arena_bytes, offsets, offsets + nin, size_at))
+        rc = diag_error(d, g->loc, "internal error: plan class: %s", gpucc_last_error());
+      if (!rc)
+        rc = plan_add_program(plan, cg, part.program, mp, &kernels, d);
+      if (!rc && c == 0)
+        out->build.nkernels = kernels;
+      if (plan->arena_bytes < mp->arena_bytes)
+        plan->arena_bytes = mp->arena_bytes;
+      for (int i = 0; i < part.program->nsteps; i++)
+        gemms = gemms || part.program->steps[i].kind == STEP_GEMM;
+      if (text_add(&src, part.program->source, part.program->source_len))
+        rc = diag_error(d, g->loc, "out of memory");
+      if (opt->report)
+        fprintf(opt->report, "gpucc: class %d (%s): %d kernels, arena %" PRIu64 " bytes\n", c,
+                at, kernels, mp->arena_bytes);
+      if (plan_text) {
+        fprintf(plan_text, "class %d (%s):\n", c, at);
+        memplan_print(cg, part.program, mp, plan_text);
+      }
+    }
+    out->nclasses += !rc;
+    compiled_free(&part);
+    dyn_axes_free(&a);
+    graph_free(cg);
+  }
+  if (!rc && last >= STAGE_NVRTC && src.len) {
+    NvrtcOptions nopt = {.arch = out->build.arch, .no_cache = opt->no_cache,
+                         .cache_dir = opt->cache_dir};
+    snprintf(text, sizeof text, "%s.cu", g->name && *g->name ? g->name : "model");
+    rc = nvrtc_compile(src.s, text, &nopt, &out->binary, d) != 0;
+    if (!rc && out->binary.cubin_size &&
+        gpucc_plan_set_module(plan, out->binary.cubin, out->binary.cubin_size, out->binary.ptx))
+      rc = diag_error(d, g->loc, "internal error: plan module: %s", gpucc_last_error());
+  }
+  if (!rc && last >= STAGE_PLAN) {
+    plan->weights_bytes = blob.len;
+    plan->workspace_bytes = gemms ? GPUCC_GEMM_WORKSPACE : 0;
+    if (gpucc_plan_serialize(plan, &out->build.plan, &out->build.plan_len))
+      rc = diag_error(d, g->loc, "internal error: the plan does not validate: %s",
+                      gpucc_last_error());
+    out->build.weights = blob.data;
+    out->build.weights_len = (size_t)blob.len;
+    blob.data = NULL;
+    out->build.arena_bytes = plan->arena_bytes;
+  }
+  if (!rc && opt->report)
+    fprintf(opt->report, "gpucc: %d shape classes, one module; weights %" PRIu64 " bytes "
+            "shared (the classes' own would be %" PRIu64 ")\n", out->nclasses, blob.len,
+            class_weights);
+  out->source = src.s;
+  out->source_len = src.len;
+  free(blob.data);
+  free(blob.items);
+  free(offsets);
+  codegen_shared_free(shared);
+  gpucc_plan_free(plan);
+  if (rc)
+    classes_built_free(out);
+  return rc ? -1 : 0;
+}
+
+void classes_built_free(ClassesBuilt *c) {
+  gpucc_build_free(&c->build);
+  nvrtc_output_free(&c->binary);
+  free(c->source);
+  memset(c, 0, sizeof *c);
 }

@@ -624,11 +624,8 @@ static Graph *load_onnx_ranged(const Options *o, const Compile *c, Diag *d) {
     sizes[i] = range_max(&c->opt.ranges[i]);
   }
   Graph *g = load_onnx(o, c, names, sizes, n, d);
-  for (int k = 0; g && k < g->nbound; k++)
-    for (int i = 0; i < n; i++)
-      if (!strcmp(g->bound[k].sym, names[i]))
-        g->inputs[g->bound[k].input]->type.shape.dims[g->bound[k].axis] =
-            (Dim){-1, graph_intern(g, names[i])};
+  if (g)
+    graph_unbind_ranged(g, c->opt.ranges, n);
   return g;
 }
 
@@ -648,7 +645,7 @@ static int load_graph(const Options *o, Compile *c, Graph **out) {
   Diag d = {0};
   Graph *g = NULL;
   int rc = compile_options(o, c, &d);
-  if (!rc && o->onnx && o->mode == MODE_RUN && o->cpu && c->opt.nranges) {
+  if (!rc && o->onnx && c->opt.nranges) {
     if (!(g = load_onnx_ranged(o, c, &d)))
       rc = -1;
     c->opt.ndims = 0; /* bound at load */
@@ -759,13 +756,18 @@ static int emit_plan(const Graph *g, const Compiled *c, const char *out) {
 }
 
 /* -o OUT without --emit: the model.so of the plan the pipeline built. */
-static int emit_model_so(const Graph *g, const Options *o, const GpuccBuild *b) {
+static int emit_model_so(const Graph *g, const Options *o, const GpuccBuild *b, int nclasses) {
   char err[1024];
   if (gpucc_write_model_so(gpucc_model_stub, (size_t)gpucc_model_stub_len, o->out, b->plan,
                            b->plan_len, b->weights, b->weights_len, EMBED_WEIGHTS_MAX, err,
                            sizeof err))
     return input_error("%s", err);
-  if (o->report)
+  if (o->report && nclasses)
+    fprintf(stderr, "gpucc: %s: %s for %s: %d shape classes, %d kernel launches in the largest; "
+            "arena %" PRIu64 " bytes, weights %zu bytes%s\n", o->out, g->name, b->arch, nclasses,
+            b->nkernels, b->arena_bytes, b->weights_len,
+            b->weights_len > EMBED_WEIGHTS_MAX ? " (in a .weights file beside it)" : "");
+  else if (o->report)
     fprintf(stderr,
             "gpucc: %s: %s for %s: %d kernel launches, %d steps; arena %" PRIu64
             " bytes (lower bound %" PRIu64 ", +%.1f%%; with no reuse %" PRIu64
@@ -789,6 +791,40 @@ static Stage stage_of(const Options *o) {
                                      : STAGE_PASSES;
 }
 
+/* A graph with ranged dims, compiled into one plan of shape classes (compiler/classes.c):
+ * the model.so, or the classes' CUDA C, memory plans or cubin. */
+static int compile_classes(const Options *o, const Compile *c, Graph *g) {
+  Diag d = {0};
+  GpuccCompileOptions ro = {.ranges = c->opt.ranges, .nranges = c->opt.nranges};
+  if (pipeline_bind_dims(g, &ro, &d))
+    return diag_exit(&d, EXIT_INPUT);
+  OnnxClass k = {o, c};
+  ClassesBuilt cb;
+  char *text = NULL;
+  size_t len = 0;
+  bool plan = o->emit && !strcmp(o->emit, "plan");
+  FILE *pt = plan ? open_memstream(&text, &len) : NULL;
+  if (plan && !pt)
+    return input_error("out of memory");
+  int rc = classes_build(g, &c->opt, o->onnx ? load_onnx_class : NULL, &k, stage_of(o), pt, &cb,
+                         &d) ? diag_exit(&d, EXIT_INPUT) : 0;
+  if (pt && fclose(pt) && !rc)
+    rc = input_error("out of memory");
+  if (!rc && !o->emit && o->out)
+    rc = emit_model_so(g, o, &cb.build, cb.nclasses);
+  else if (!rc && !o->emit)
+    fprintf(stderr, "gpucc: %s: %d shape classes\n", g->name, cb.nclasses);
+  else if (!rc && !strcmp(o->emit, "cuda"))
+    rc = write_bytes(o->out, cb.source, cb.source_len);
+  else if (!rc && plan)
+    rc = write_bytes(o->out, text, len);
+  else if (!rc)
+    rc = write_bytes(o->out, cb.binary.cubin, cb.binary.cubin_size);
+  free(text);
+  classes_built_free(&cb);
+  return rc;
+}
+
 static int cmd_compile(const Options *o) {
   if (o->check_ops)
     return check_ops(o);
@@ -797,12 +833,18 @@ static int cmd_compile(const Options *o) {
   int rc = load_graph(o, &c, &g);
   if (rc)
     return rc;
+  if ((c.opt.nranges || g->nranges) && (!o->emit || strcmp(o->emit, "ir"))) {
+    rc = compile_classes(o, &c, g);
+    compile_free(&c);
+    graph_free(g);
+    return rc;
+  }
   Diag d = {0};
   Compiled out;
   if (pipeline_run(g, &c.opt, stage_of(o), &out, &d))
     rc = diag_exit(&d, EXIT_INPUT);
   else if (!o->emit && o->out)
-    rc = emit_model_so(g, o, &out.build);
+    rc = emit_model_so(g, o, &out.build, 0);
   else if (!o->emit)
     print_summary(g, o);
   else if (!strcmp(o->emit, "ir"))
@@ -1072,7 +1114,9 @@ static int write_outputs(const char *const *names, int n, Tensor *const *out, co
   X(input_rank, model_input_rank) X(output_rank, model_output_rank)                          \
   X(input_dims, model_input_dims) X(output_dims, model_output_dims)                          \
   X(find_input, model_find_input) X(check_input, model_check_input)                          \
-  X(run_host, model_run_host) X(time, model_time) X(kernels, model_kernels)
+  X(run_host, model_run_host) X(time, model_time) X(kernels, model_kernels)                  \
+  X(num_symbols, model_num_symbols) X(output_dims_for, model_output_dims_for)                \
+  X(run_dims_host, model_run_dims_host) X(input_range, model_input_range)
 
 typedef struct ModelApi {
   GpuccStatus (*load)(int, GpuccModel **); /* a model.so's only */
@@ -1088,6 +1132,11 @@ typedef struct ModelApi {
   GpuccStatus (*run_host)(GpuccModel *, const void *const *, void *const *, void *);
   GpuccStatus (*time)(GpuccModel *, int, int, void *, float *);
   int (*kernels)(const GpuccModel *);
+  int (*num_symbols)(const GpuccModel *);
+  GpuccStatus (*output_dims_for)(const GpuccModel *, const int64_t *const *, int64_t *const *);
+  GpuccStatus (*run_dims_host)(GpuccModel *, const void *const *, const int64_t *const *,
+                               void *const *, int64_t *const *, void *);
+  GpuccStatus (*input_range)(const GpuccModel *, int, int, int64_t *, int64_t *);
 } ModelApi;
 
 /* The runtime linked into gpucc, for JIT-compiled models (it has no model_load). */
@@ -1149,8 +1198,12 @@ static int model_inputs(const Options *o, const ModelApi *api, GpuccModel *m, Te
   for (int i = 0; i < n; i++) {
     if (in[i])
       continue;
-    in[i] = tensor_new(ir_dtype(api->input_dtype(m, i)), api->input_rank(m, i),
-                       api->input_dims(m, i));
+    /* a ranged axis at the lowest size of its range, as `gpucc run F --cpu` takes it */
+    int64_t dims[GPUCC_MAX_RANK], hi;
+    for (int j = 0; j < api->input_rank(m, i) && j < GPUCC_MAX_RANK; j++)
+      if (api->input_range(m, i, j, &dims[j], &hi))
+        dims[j] = api->input_dims(m, i)[j];
+    in[i] = tensor_new(ir_dtype(api->input_dtype(m, i)), api->input_rank(m, i), dims);
     if (!in[i])
       return input_error("out of memory for input '%%%s'", api->input_name(m, i));
     tensor_fill_random(in[i], 1 + (uint64_t)i, 1);
@@ -1167,23 +1220,33 @@ static int model_inputs(const Options *o, const ModelApi *api, GpuccModel *m, Te
 static int run_model(const Options *o, const ModelApi *api, GpuccModel *m, Tensor **in,
                      Tensor **out) {
   int nin = api->num_inputs(m), nout = api->num_outputs(m);
+  bool ranged = api->num_symbols(m) > 0; /* the inputs' dims pick a shape class */
   const void **ip = calloc((size_t)nin + 1, sizeof *ip);
   void **op = calloc((size_t)nout + 1, sizeof *op);
-  int rc = ip && op ? 0 : input_error("out of memory");
+  const int64_t **idims = calloc((size_t)nin + 1, sizeof *idims);
+  int64_t (*odims)[GPUCC_MAX_RANK] = calloc((size_t)nout + 1, sizeof *odims);
+  int64_t **odp = calloc((size_t)nout + 1, sizeof *odp);
+  int rc = ip && op && idims && odims && odp ? 0 : input_error("out of memory");
   for (int i = 0; i < nin && !rc; i++) {
     if (api->check_input(m, i, rt_dtype(in[i]->dtype), in[i]->rank, in[i]->dims))
       rc = input_error("%s", api->last_error());
     ip[i] = in[i]->data;
+    idims[i] = in[i]->dims;
   }
+  for (int i = 0; i < nout; i++)
+    odp[i] = odims[i];
+  if (!rc && ranged && api->output_dims_for(m, idims, odp))
+    rc = input_error("%s", api->last_error());
   for (int i = 0; i < nout && !rc; i++) {
     out[i] = tensor_new(ir_dtype(api->output_dtype(m, i)), api->output_rank(m, i),
-                        api->output_dims(m, i));
+                        ranged ? odims[i] : api->output_dims(m, i));
     if (!out[i])
       rc = input_error("out of memory for output '%%%s'", api->output_name(m, i));
     else
       op[i] = out[i]->data;
   }
-  if (!rc && api->run_host(m, ip, op, NULL))
+  if (!rc && (ranged ? api->run_dims_host(m, ip, idims, op, NULL, NULL)
+                     : api->run_host(m, ip, op, NULL)))
     rc = input_error("%s", api->last_error());
   float ms = 0;
   int warmup = o->iters / 10 < 10 ? 10 : o->iters / 10;
@@ -1198,6 +1261,9 @@ static int run_model(const Options *o, const ModelApi *api, GpuccModel *m, Tenso
             kernels);
   free(ip);
   free(op);
+  free(idims);
+  free(odims);
+  free(odp);
   return rc;
 }
 
@@ -1268,6 +1334,30 @@ static int run_classes_cpu(const Options *o, const Compile *c, Graph *g, Tensor 
   return classes_run_cpu(g, &c->opt, o->onnx ? load_onnx_class : NULL, &k, in, out, &d)
              ? diag_exit(&d, EXIT_INPUT)
              : 0;
+}
+
+/* A graph with ranged dims on the GPU: its shape classes compiled for the device, created,
+ * and run at the inputs' dims, as its model.so would run. */
+static int run_classes_gpu(const Options *o, const Compile *c, Graph *g, Tensor **in,
+                           Tensor **out) {
+  Diag d = {0};
+  GpuccCompileOptions opt = c->opt;
+  Target t;
+  if (!opt.target && gpucc_device_target(o->device, opt.arch, &t, &d))
+    return diag_exit(&d, EXIT_INPUT);
+  opt.target = opt.target ? opt.target : &t;
+  OnnxClass k = {o, c};
+  ClassesBuilt cb;
+  if (classes_build(g, &opt, o->onnx ? load_onnx_class : NULL, &k, STAGE_PLAN, NULL, &cb, &d))
+    return diag_exit(&d, EXIT_INPUT);
+  GpuccModel *m = NULL;
+  int rc = gpucc_model_create(cb.build.plan, cb.build.plan_len, cb.build.weights,
+                              cb.build.weights_len, o->device, &m)
+               ? input_error("%s", gpucc_last_error())
+               : run_model(o, &linked_api, m, in, out);
+  gpucc_model_destroy(m);
+  classes_built_free(&cb);
+  return rc;
 }
 
 /* Whether there is a GPU to run on; when there is none, why (for the note). */
@@ -1354,8 +1444,8 @@ static int cmd_run(const Options *o) {
     rc = load_given_inputs(o, g, in);
   if (!rc)
     rc = make_default_inputs(o, g, in);
-  if (!rc && !gpu && g->nranges)
-    rc = run_classes_cpu(o, &c, g, in, out);
+  if (!rc && g->nranges)
+    rc = gpu ? run_classes_gpu(o, &c, g, in, out) : run_classes_cpu(o, &c, g, in, out);
   else if (!rc && !(rc = run_dims(g, in, &c)))
     rc = gpu ? run_graph_gpu(o, &c, g, in, out) : run_graph_cpu(&c, g, in, out);
   for (int i = 0; !rc && i < g->noutputs; i++)

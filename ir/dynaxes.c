@@ -156,6 +156,8 @@ static int reshape(DynAxes *a, const Node *n, const Value *x, const Value *y) {
         for (int q = k + 1; q < i; q++)
           inner *= xs->dims[q].n;
         int64_t period = inner * t.stride, M = a->size[t.sym];
+        if (M == 1)
+          continue; /* a class of size 1 has no padding to follow (and no tag) */
         int at = -1;
         int64_t ino = 1;
         for (int q = o - 1; q >= o0 && at < 0; q--) {
@@ -165,8 +167,6 @@ static int reshape(DynAxes *a, const Node *n, const Value *x, const Value *y) {
           else
             ino *= ext;
         }
-        if (at < 0 && M == 1)
-          continue; /* a class of size 1 has no padding to follow */
         if (at < 0)
           return mixes_axis(a, n, x, k, DYN_UNSUPPORTED,
                             "the reshape splits the ranged dim across two axes");
@@ -407,6 +407,17 @@ static int one_node(DynAxes *a, const Node *n) {
       int64_t ax = attr_int(n, "axis");
       join = (int)(ax < 0 ? ax + rx : ax);
     }
+    /* a concat of one input that is not empty along the axis (a key cache with no past
+     * yet) is that input */
+    const Value *only = NULL;
+    for (int i = 0; n->op == OP_CONCAT && i < n->nin; i++)
+      if (n->in[i] && n->in[i]->type.shape.rank == ry && n->in[i]->type.shape.dims[join].n)
+        only = only ? y : n->in[i];
+    if (only && only != y) {
+      for (int j = 0; j < ry; j++)
+        yt[j] = *dyn_axis(a, only, j);
+      return 0;
+    }
     const int64_t *steps = n->op == OP_SLICE ? attr_ints(n, "steps", &len) : NULL;
     for (int j = 0; j < rx; j++) {
       bool cut = j == join || (n->op != OP_CONCAT && n->op != OP_SPLIT &&
@@ -464,7 +475,8 @@ int dyn_axes(const Graph *g, const DynSeed *seeds, int nseeds, DynAxes *out, Dia
     }
     DynAxis *t = &axes_of(out, v)[s->axis];
     clear_axis(t);
-    t->t[0] = (DynTag){(int8_t)sym, 1};
+    if (s->size > 1) /* a class of size 1 has no padding: nothing to follow */
+      t->t[0] = (DynTag){(int8_t)sym, 1};
   }
   for (int i = 0; i < g->nnodes; i++)
     if (one_node(out, g->nodes[i])) {

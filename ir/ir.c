@@ -1211,6 +1211,56 @@ Node *graph_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, in
   return n;
 }
 
+Graph *graph_clone(const Graph *g) {
+  Graph *c = graph_new(g->name);
+  Value **map = calloc((size_t)g->next_value_id + 1, sizeof *map);
+  if (!map) {
+    graph_free(c);
+    return NULL;
+  }
+  c->loc = g->loc;
+  for (int i = 0; i < g->nranges; i++)
+    graph_set_range(c, &g->ranges[i]);
+  for (int k = 0; k < g->nbound; k++)
+    graph_note_bound(c, g->bound[k].sym, g->bound[k].size, g->bound[k].input, g->bound[k].axis);
+  for (int i = 0; i < g->ninputs; i++)
+    map[g->inputs[i]->id] = graph_add_input(c, g->inputs[i]->name, g->inputs[i]->type);
+  for (int i = 0; i < g->nconsts; i++) {
+    const Value *v = g->consts[i];
+    Value *w = map[v->id] = graph_add_const(c, v->name, v->data);
+    w->init = v->init;
+    w->fill = v->fill;
+    w->seed = v->seed;
+    w->scale = v->scale;
+    w->path = v->path ? arena_strdup(c->arena, v->path) : NULL;
+    w->key = v->key ? arena_strdup(c->arena, v->key) : NULL;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    Value **in = arena_alloc(c->arena, sizeof *in * (size_t)(n->nin + 1));
+    const char **names = arena_alloc(c->arena, sizeof *names * (size_t)(n->nout + 1));
+    for (int k = 0; k < n->nin; k++)
+      in[k] = n->in[k] ? map[n->in[k]->id] : NULL;
+    for (int k = 0; k < n->nout; k++)
+      names[k] = n->out[k]->name;
+    Node *m = graph_add_node(c, n->op, in, n->nin, n->attrs, n->nattr, names, n->nout);
+    m->loc = n->loc;
+    m->origin = n->origin ? arena_strdup(c->arena, n->origin) : NULL;
+    for (int k = 0; k < n->nout; k++) {
+      map[n->out[k]->id] = m->out[k];
+      m->out[k]->type = intern_type(c, n->out[k]->type);
+      m->out[k]->loc = n->out[k]->loc;
+    }
+  }
+  for (int i = 0; i < g->nvalues; i++)
+    if (map[g->values[i]->id])
+      map[g->values[i]->id]->loc = g->values[i]->loc;
+  for (int i = 0; i < g->noutputs; i++)
+    graph_add_output(c, map[g->outputs[i]->id]);
+  free(map);
+  return c;
+}
+
 void graph_add_output(Graph *g, Value *v) {
   grow(&g->outputs, &g->caps_[CAP_OUT], g->noutputs, sizeof(Value *));
   g->outputs[g->noutputs++] = v;

@@ -389,6 +389,11 @@ Value *graph_add_const(Graph *g, const char *name, Tensor *data);
 Node *graph_add_node(Graph *g, Op op, Value **in, int nin, const Attr *attrs, int nattr,
                      const char *const *out_names, int nout);
 void graph_add_output(Graph *g, Value *v);
+/* A copy of g's inputs, constants, nodes, outputs, ranges and bound axes (dead values
+ * left out). The constants share g's tensors, so the copy must not outlive g. NULL when
+ * out of memory. */
+Graph *graph_clone(const Graph *g);
+
 /* Turns node output or graph input v into a constant holding data (which must live in
  * g->arena or outlive g), keeping its name, id and type; appends it to g->consts. An input
  * leaves g->inputs; the node that defined an output is the caller's to remove. */

@@ -297,6 +297,12 @@ static void test_builder_roundtrip(int seed) {
     for (int i = 0; i < g->nconsts && i < h->nconsts; i++)
       CHECK(same_data(g->consts[i]->data, h->consts[i]->data));
   }
+  /* graph_clone: the same text */
+  Graph *c = graph_clone(g);
+  char *cs = c ? ir_print_str(c) : NULL;
+  CHECK(cs && !strcmp(a, cs));
+  free(cs);
+  graph_free(c);
   free(a);
   graph_free(h);
   graph_free(g);
@@ -304,6 +310,28 @@ static void test_builder_roundtrip(int seed) {
 
 /* Attribute kinds no op has yet (tensors, float lists) print and parse; ir_check_attrs
  * then names them as unknown, which shows the parser took them. */
+/* graph_clone keeps the ranges and what the loader bound. */
+static void test_clone_ranges(void) {
+  const char *text = "graph g(%x: f32[batch, seq, 4]) dims(batch = 1..8, seq = 1, 3..16) {\n"
+                     "  %y = softmax(%x) {axis = 1}\n"
+                     "  return %y\n"
+                     "}\n";
+  Diag d = {0};
+  Graph *g = parse(text, &d);
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  graph_note_bound(g, "n", 5, 0, 2);
+  Graph *c = graph_clone(g);
+  char *a = ir_print_str(g), *b = c ? ir_print_str(c) : NULL;
+  CHECK(b && !strcmp(a, b));
+  CHECK(c && c->nranges == 2 && c->nbound == 1 && c->bound[0].size == 5 && c->bound[0].axis == 2);
+  free(a);
+  free(b);
+  graph_free(c);
+  graph_free(g);
+}
+
 static void test_unusual_attrs(void) {
   Graph *g = graph_new("u");
   Type t = {DT_F32, {1, {{2, NULL}}}};
@@ -483,6 +511,7 @@ int main(void) {
   test_numbers();
   for (int i = 0; i < 50; i++)
     test_builder_roundtrip(i);
+  test_clone_ranges();
   test_unusual_attrs();
   test_load();
   test_errors();

@@ -174,8 +174,33 @@ static void test_gather_in_place(void) {
   graph_free(g);
 }
 
+/* A concat along S of one input and an empty one (a key cache with no past) is that input;
+ * a class of size 1 has no padding, so its axes carry no tag, and a reshape that merges
+ * such an axis puts no tag anywhere. */
+static void test_empty_concat_and_size_one(void) {
+  Graph *g = parse(
+      "graph g(%x: f32[1, 8, 4], %past: f32[1, 0, 4]) {\n"
+      "  %c = concat(%past, %x) {axis = 1}\n"
+      "  %f = reshape(%c) {shape = [32]}\n"
+      "  return %f\n"
+      "}\n");
+  if (!g)
+    return;
+  DynSeed seeds[] = {{"B", 1, 0, 0, NULL}, {"S", 8, 0, 1, NULL}};
+  DynAxes a;
+  Diag d = {0};
+  CHECK(dyn_axes(g, seeds, 2, &a, &d) == 0);
+  CHECK(tags(&a, g, "x", 0, -1, 0, -1, 0));
+  CHECK(tags(&a, g, "c", 1, 1, 1, -1, 0));
+  CHECK(mix_of(&a, g, "c", 1) == NULL);
+  CHECK(tags(&a, g, "f", 0, 1, 4, -1, 0));
+  dyn_axes_free(&a);
+  graph_free(g);
+}
+
 int main(void) {
   test_attention();
+  test_empty_concat_and_size_one();
   test_reshapes_and_limits();
   test_gather_in_place();
   if (failures)

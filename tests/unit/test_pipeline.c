@@ -174,6 +174,22 @@ int main(void) {
                      {.dim_names = dim_batch, .dim_sizes = size_5, .ndims = 1,
                       .precision = "bf16"}});
 
+  /* Ranged dims: one plan of shape classes, for a .gir and for a model, whose class
+   * graphs the ONNX path loads at each class's sizes. */
+  static const DimRange n_1_8 = {.sym = "N", .nseg = 1, .lo = {1}, .hi = {8}};
+  static const DimRange batch_1_8 = {.sym = "batch", .nseg = 1, .lo = {1}, .hi = {8}};
+  static const DimRange attn[] = {{.sym = "batch", .nseg = 2, .lo = {1, 3}, .hi = {1, 4}},
+                                  {.sym = "seq", .nseg = 1, .lo = {1}, .hi = {16}}};
+  char masked[4096];
+  snprintf(masked, sizeof masked, "%s/mask.onnx", tmp);
+  char *make_masked[] = {(char *)python, "tests/onnx/make_models.py", "attention_mask_dynamic",
+                         masked, NULL};
+  CHECK(run(make_masked) == 0);
+  check_same(&(Case){"examples/mlp.gir", {"--dim", "N=1..8"}, {.ranges = &n_1_8, .nranges = 1}});
+  check_same(&(Case){onnx, {"--dim", "batch=1..8"}, {.ranges = &batch_1_8, .nranges = 1}});
+  check_same(&(Case){masked, {"--dim", "batch=1,3..4", "--dim", "seq=1..16"},
+                     {.ranges = attn, .nranges = 2}});
+
   /* The comparison can fail: another size is another plan. */
   CHECK(!same_plan(&(Case){"examples/mlp.gir", {"--dim", "N=3"},
                            {.dim_names = dim_n, .dim_sizes = size_4, .ndims = 1}}));
