@@ -563,14 +563,14 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
   CodegenShared *shared = codegen_shared_new();
   Blob blob = {0};
   Text src = {0};
-  int out_sym[64 * IR_MAX_RANK];
-  int64_t out_dims[64 * IR_MAX_RANK];
+  /* each output axis: the symbol it is (-1: none) and its extent, from the largest class */
+  int *out_sym = calloc((size_t)nout * IR_MAX_RANK + 1, sizeof *out_sym);
+  int64_t *out_dims = calloc((size_t)nout * IR_MAX_RANK + 1, sizeof *out_dims);
   uint64_t *offsets = calloc((size_t)(nin + nout) + 1, sizeof *offsets);
   uint64_t class_weights = 0;
   bool gemms = false;
-  int rc = plan && shared && offsets ? 0 : diag_error(d, g->loc, "out of memory");
-  if (!rc && nout > 64)
-    rc = diag_error(d, g->loc, "a ranged model has at most 64 outputs");
+  int rc = plan && shared && out_sym && out_dims && offsets ? 0
+                                                           : diag_error(d, g->loc, "out of memory");
   for (int c = 0; c < total && !rc; c++) {
     int64_t b[GPUCC_MAX_SYMBOLS];
     for (int r = nr - 1, k = c; r >= 0; r--) {
@@ -705,6 +705,8 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
   out->source_len = src.len;
   free(blob.data);
   free(blob.items);
+  free(out_sym);
+  free(out_dims);
   free(offsets);
   codegen_shared_free(shared);
   gpucc_plan_free(plan);
