@@ -323,6 +323,15 @@ GpuccStatus gpucc_plan_add_symbol(GpuccPlan *p, const char *name, int npieces,
   return GPUCC_OK;
 }
 
+GpuccStatus gpucc_plan_set_symbol_flags(GpuccPlan *p, int sym, uint32_t flags) {
+  if (!p) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_set_symbol_flags: NULL plan");
+  if (sym < 0 || sym >= p->nsyms)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "plan: flags of symbol %d (the plan has %d)",
+                      sym, p->nsyms);
+  p->syms[sym].flags = flags;
+  return GPUCC_OK;
+}
+
 GpuccStatus gpucc_plan_set_axis_symbol(GpuccPlan *p, int output, int i, int axis, int sym) {
   if (!p) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_set_axis_symbol: NULL plan");
   const char *what = output ? "output" : "input";
@@ -483,6 +492,9 @@ static GpuccStatus check_symbols(const GpuccPlan *p) {
     if (!name_ok(s->name)) return bad("plan: symbol %d has an empty or overlong name", k);
     for (int j = 0; j < k; j++)
       if (!strcmp(p->syms[j].name, s->name)) return bad("plan: two symbols named '%s'", s->name);
+    if (s->flags & ~GPUCC_SYMBOL_ROWS)
+      return bad("plan: symbol '%s': flags 0x%x (the one flag is GPUCC_SYMBOL_ROWS, 0x%x)",
+                 s->name, (unsigned)s->flags, GPUCC_SYMBOL_ROWS);
     if (s->npieces < 1 || s->npieces > GPUCC_MAX_PIECES)
       return bad("plan: symbol '%s': %d pieces (1 to %d)", s->name, s->npieces, GPUCC_MAX_PIECES);
     for (int i = 0; i < s->npieces; i++)
@@ -502,6 +514,42 @@ static GpuccStatus check_symbols_are_input_axes(const GpuccPlan *p) {
     for (int i = 0; i < p->ninputs && !seen; i++)
       for (int d = 0; d < p->inputs[i].rank && !seen; d++) seen = p->inputs[i].sym[d] == k;
     if (!seen) return bad("plan: symbol '%s' is no axis of any input", p->syms[k].name);
+  }
+  return GPUCC_OK;
+}
+
+/* A run cuts a rows symbol's size into chunks (runtime.h): each output gets a chunk's
+ * result at an offset along the one axis the symbol is, each input gives a slice along the
+ * one it is (or is whole). Called after check_tensors. */
+static GpuccStatus check_rows_axes(const GpuccPlan *p, int k, const GpuccTensorInfo *ts, int n,
+                                   bool output) {
+  const char *what = output ? "output" : "input";
+  for (int i = 0; i < n; i++) {
+    int first = -1, second = -1;
+    for (int d = ts[i].rank - 1; d >= 0; d--)
+      if (ts[i].sym[d] == k) {
+        second = first;
+        first = d;
+      }
+    const char *rule =
+        output ? "exactly one axis of every output" : "at most one axis of each input";
+    if (second >= 0)
+      return bad("plan: rows symbol '%s' is axes %d and %d of %s '%s' (a rows symbol is %s)",
+                 p->syms[k].name, first, second, what, ts[i].name, rule);
+    if (first < 0 && output)
+      return bad("plan: rows symbol '%s' is no axis of output '%s' (a rows symbol is %s)",
+                 p->syms[k].name, ts[i].name, rule);
+  }
+  return GPUCC_OK;
+}
+
+static GpuccStatus check_rows(const GpuccPlan *p) {
+  for (int k = 0; k < p->nsyms; k++) {
+    GpuccStatus st;
+    if ((p->syms[k].flags & GPUCC_SYMBOL_ROWS) &&
+        ((st = check_rows_axes(p, k, p->outputs, p->noutputs, true)) ||
+         (st = check_rows_axes(p, k, p->inputs, p->ninputs, false))))
+      return st;
   }
   return GPUCC_OK;
 }
@@ -765,7 +813,7 @@ GpuccStatus gpucc_plan_validate(const GpuccPlan *p) {
   GpuccStatus st;
   if ((st = check_symbols(p)) || (st = check_tensors(p, p->inputs, p->ninputs, "input")) ||
       (st = check_tensors(p, p->outputs, p->noutputs, "output")) ||
-      (st = check_symbols_are_input_axes(p)) ||
+      (st = check_symbols_are_input_axes(p)) || (st = check_rows(p)) ||
       (st = check_steps(&top, p->steps, p->nsteps, &kernels)) ||
       (st = check_classes(p, &kernels)))
     return st;
@@ -926,6 +974,7 @@ static void put_symbols(Buf *b, const GpuccPlan *p) {
   for (int k = 0; k < p->nsyms; k++) {
     const GpuccSymbol *s = &p->syms[k];
     putstr(b, s->name);
+    put32(b, s->flags);
     put32(b, (uint32_t)s->npieces);
     for (int i = 0; i < s->npieces; i++) {
       put64(b, (uint64_t)s->lo[i]);
@@ -1263,7 +1312,7 @@ static GpuccStatus read_symbols(Reader *r, GpuccPlan *p) {
     return reader_fail(r, "%u symbols (1 to %d)", n, GPUCC_MAX_SYMBOLS);
   for (uint32_t k = 0; k < n && !r->failed; k++) {
     const char *name = getstr(r);
-    uint32_t npieces = get32(r);
+    uint32_t flags = get32(r), npieces = get32(r); /* flags: validation checks them */
     if (!r->failed && (npieces < 1 || npieces > GPUCC_MAX_PIECES))
       return reader_fail(r, "symbol %u has %u pieces (1 to %d)", k, npieces, GPUCC_MAX_PIECES);
     int64_t lo[GPUCC_MAX_PIECES], hi[GPUCC_MAX_PIECES];
@@ -1273,6 +1322,7 @@ static GpuccStatus read_symbols(Reader *r, GpuccPlan *p) {
     }
     if (r->failed) break;
     GpuccStatus st = gpucc_plan_add_symbol(p, name, (int)npieces, lo, hi);
+    if (!st) st = gpucc_plan_set_symbol_flags(p, p->nsyms - 1, flags);
     if (st) return st;
   }
   if (r->failed) return GPUCC_ERR_BAD_PLAN;

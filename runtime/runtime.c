@@ -59,12 +59,15 @@ typedef struct Step {
   bool skip;      /* in a variant not chosen, so never run */
 } Step;
 
-/* A class as it runs: its steps m->steps[first .. first + nsteps), its graph. */
+/* A class as it runs: its steps m->steps[first .. first + nsteps), its graph, and what a
+ * launch of it costs when a run chooses chunks (cost_classes). */
 typedef struct Class {
   int first, nsteps;
   CUgraph graph;
   CUgraphExec exec;
   int kernels; /* kernel nodes in the graph: kernels per inference */
+  float ms;    /* the median replay of its graph at create; -1: not timed */
+  double cost; /* ms when timed, else the product of its bounds */
 } Class;
 
 /* What a run found in its input dims: each symbol's size, and the class it takes. */
@@ -72,6 +75,17 @@ typedef struct Shape {
   int64_t size[GPUCC_MAX_SYMBOLS];
   int cls;
 } Shape;
+
+/* One graph launch of a run: class cls on rows [r0, r0 + len) of the rows symbol's axes.
+ * A run without a rows symbol is one chunk (its len unused). */
+typedef struct Chunk {
+  int cls;
+  int64_t r0, len;
+} Chunk;
+
+/* The rows a chunking's table covers at most: above, rows are counted in units of
+ * several (choose_chunks). */
+enum { CHUNK_CELLS = 4096 };
 
 struct GpuccModel {
   GpuccPlan *plan; /* a fixed plan made one class (as_one_class) */
@@ -86,7 +100,14 @@ struct GpuccModel {
   int nsteps;
   Class *classes;  /* per plan class */
   int largest;     /* the class of every symbol's largest size: what run runs */
-  int last;        /* the class the last run took: what gpucc_model_time times */
+  int rows;        /* the first rows symbol (GPUCC_SYMBOL_ROWS); -1: runs are one chunk */
+  Shape last;      /* the last run's sizes ... */
+  Chunk *chunks;   /* ... and its chunks, nchunks of them: what gpucc_model_time replays */
+  int nchunks;
+  Chunk *next;     /* room for the next run's chunks (swapped with chunks when it runs) */
+  int cells;       /* entries of chunks, next and the table: min(CHUNK_CELLS, rows' largest) + 1 */
+  double *dp_cost; /* choose_chunks' table: per number of units, the least cost, */
+  int *dp_count, *dp_pick; /* its chunks and the class of its first chunk */
   const int64_t **largest_dims; /* per input: its dims at the largest sizes (run's) */
   CUstream stream; /* internal: captures the graphs */
   unsigned char *pinned; /* run_host's staging: inputs, then outputs */
@@ -101,6 +122,17 @@ struct GpuccModel {
 enum { LABEL_BYTES = GPUCC_MAX_NAME + 512 };
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of ms[0 .. n), n >= 1 (sorting them). */
+static float median(float *ms, int n) {
+  qsort(ms, (size_t)n, sizeof *ms, cmp_float);
+  return n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+}
 
 /* t's bytes at dims no larger than its own. */
 static uint64_t bytes_at(const GpuccTensorInfo *t, const int64_t *dims) {
@@ -226,6 +258,18 @@ static GpuccStatus alloc_memory(GpuccModel *m, const void *weights) {
                            (unsigned long long)total);
     m->pinned = h;
   }
+  return GPUCC_OK;
+}
+
+/* A zeroed arena makes a first run deterministic, and index-reading kernels safe, even if
+ * a plan reads a slot before writing it. Waited for: cuMemsetD8 of device memory returns
+ * before it is done, and the streams that use the arena next do not wait for the legacy
+ * stream (ours and, maybe, the caller's are non-blocking). */
+static GpuccStatus zero_arena(GpuccModel *m) {
+  CUresult r;
+  if (m->plan->arena_bytes && ((r = m->cu->cuMemsetD8(m->arena, 0, m->plan->arena_bytes)) ||
+                               (r = m->cu->cuCtxSynchronize())))
+    return gpucc_cu_fail(m->cu, r, "cuMemsetD8 of the arena");
   return GPUCC_OK;
 }
 
@@ -593,7 +637,7 @@ static GpuccStatus time_graph(const GpuccModel *m, CUgraphExec exec, CUevent ev[
   if ((r = cu->cuEventRecord(ev[0], s)) || (r = cu->cuGraphLaunch(exec, s)) ||
       (r = cu->cuEventRecord(ev[1], s)) || (r = cu->cuEventSynchronize(ev[1])) ||
       (r = cu->cuEventElapsedTime(ms, ev[0], ev[1])))
-    return gpucc_cu_fail(cu, r, "timing a candidate");
+    return gpucc_cu_fail(cu, r, "timing a graph replay");
   return GPUCC_OK;
 }
 
@@ -949,30 +993,29 @@ static GpuccStatus tuning_of_env(Tuning *t, bool *off) {
   return GPUCC_OK;
 }
 
-static GpuccStatus tune(GpuccModel *m) {
-  Tuning t = {0};
-  bool off = false;
-  GpuccStatus st = tuning_of_env(&t, &off);
-  if (st) return st;
+/* The decisions of every timed step (t, from tuning_of_env; off: GPUCC_TUNE=0): from the
+ * cache, else timed and cached. */
+static GpuccStatus tune(GpuccModel *m, const Tuning *t, bool off) {
+  GpuccStatus st;
   bool any = false;
-  for (int i = 0; i < m->nsteps && !off; i++) any = any || tuned_step(m, &t, i);
+  for (int i = 0; i < m->nsteps && !off; i++) any = any || tuned_step(m, t, i);
   if (!any) {
     apply_choices(m);
     return GPUCC_OK;
   }
   char key[512];
-  if ((st = tune_key(m, &t, key, sizeof key))) return st;
+  if ((st = tune_key(m, t, key, sizeof key))) return st;
   char *path = gpucc_tune_path(key);
   GpuccTuneEntry *e = calloc((size_t)m->nsteps + 1, sizeof *e);
   if (!e) {
     free(path);
     return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
   }
-  if (!t.fresh && path && gpucc_tune_read(path, key, e, m->nsteps) && use_cached(m, &t, e)) {
-    if (t.log) fprintf(stderr, "gpucc runtime: decisions from the cache %s\n", path);
+  if (!t->fresh && path && gpucc_tune_read(path, key, e, m->nsteps) && use_cached(m, t, e)) {
+    if (t->log) fprintf(stderr, "gpucc runtime: decisions from the cache %s\n", path);
   } else {
     memset(e, 0, (size_t)m->nsteps * sizeof *e);
-    if (!(st = time_all(m, &t, e)) && path && !gpucc_tune_write(path, key, e, m->nsteps) && t.log)
+    if (!(st = time_all(m, t, e)) && path && !gpucc_tune_write(path, key, e, m->nsteps) && t->log)
       fprintf(stderr, "gpucc runtime: could not write the tuning cache %s\n", path);
   }
   free(path);
@@ -1004,6 +1047,54 @@ static GpuccStatus capture_graph(GpuccModel *m, int c) {
   if ((r = cu->cuStreamSynchronize(m->stream)))
     return gpucc_cu_fail(cu, r, "%scuStreamSynchronize after cuGraphUpload" DEBUG_HINT, label);
   return GPUCC_OK;
+}
+
+/* ---------------------------------------------------------------- the cost of a class
+ *
+ * What choose_chunks weighs: each class's graph replayed after capture with its sizes at
+ * its bounds (as tuning times its steps), COST_WARMUP replays then the median of
+ * COST_REPLAYS, each between two events. Unlike tuning's decisions these are not cached
+ * on disk: seven replays of each graph take well under a second per model (the classes'
+ * work falls with their bounds, so all of them together take a few times the largest).
+ * With GPUCC_TUNE=0 (so that every load chooses the same chunks), in debug mode (no
+ * graphs) and in a fixed model (one class: nothing to choose) nothing is timed, and a
+ * class costs the product of its bounds: its padded work. */
+enum { COST_WARMUP = 2, COST_REPLAYS = 5 };
+
+static GpuccStatus cost_classes(GpuccModel *m, bool timed, bool log) {
+  const GpuccPlan *p = m->plan;
+  for (int c = 0; c < p->nclasses; c++) {
+    double work = 1;
+    for (int k = 0; k < p->nsyms; k++) work *= (double)p->classes[c].bound[k];
+    m->classes[c].cost = work;
+    m->classes[c].ms = -1;
+  }
+  if (!timed || m->debug || !p->nsyms) return GPUCC_OK;
+  const CuApi *cu = m->cu;
+  CUevent ev[2] = {NULL, NULL};
+  CUresult r;
+  GpuccStatus st = GPUCC_OK;
+  if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) ||
+      (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
+    st = gpucc_cu_fail(cu, r, "cuEventCreate");
+  for (int c = 0; c < p->nclasses && !st; c++) {
+    Class *k = &m->classes[c];
+    float ms[COST_WARMUP + COST_REPLAYS] = {0}; /* a class without steps costs nothing */
+    if (k->exec && !(st = write_sizes(m, c, p->classes[c].bound, m->stream)))
+      for (int i = 0; i < COST_WARMUP + COST_REPLAYS && !st; i++)
+        st = time_graph(m, k->exec, ev, &ms[i]);
+    if (st) break;
+    k->ms = median(ms + COST_WARMUP, COST_REPLAYS);
+    k->cost = k->ms;
+    if (log) {
+      char label[LABEL_BYTES];
+      fprintf(stderr, "gpucc runtime: %s%.4f ms a replay\n", class_label(m, c, label, sizeof label),
+              (double)k->ms);
+    }
+  }
+  for (int k = 0; k < 2; k++)
+    if (ev[k]) cu->cuEventDestroy(ev[k]);
+  return st ? st : zero_arena(m); /* the replays wrote into it */
 }
 
 /* ---------------------------------------------------------------- create and destroy */
@@ -1072,12 +1163,28 @@ static GpuccStatus init_classes(GpuccModel *m) {
   GpuccPlan *p = m->plan;
   GpuccStatus st;
   if (!p->nsyms && (st = as_one_class(p))) return st;
-  int64_t largest[GPUCC_MAX_SYMBOLS];
+  int64_t largest[GPUCC_MAX_SYMBOLS] = {0};
   for (int k = 0; k < p->nsyms; k++) largest[k] = gpucc_symbol_largest(&p->syms[k]);
-  m->largest = m->last = pick_class(p, largest);
-  if (!(m->largest_dims = calloc((size_t)p->ninputs + 1, sizeof *m->largest_dims)))
+  m->largest = pick_class(p, largest);
+  m->rows = -1;
+  for (int k = 0; k < p->nsyms && m->rows < 0; k++)
+    if (p->syms[k].flags & GPUCC_SYMBOL_ROWS) m->rows = k;
+  /* A run's chunks cover one unit of rows each at least (choose_chunks). */
+  int64_t most = m->rows < 0 ? 1 : largest[m->rows];
+  m->cells = (int)(most < CHUNK_CELLS ? most : CHUNK_CELLS) + 1;
+  if (!(m->largest_dims = calloc((size_t)p->ninputs + 1, sizeof *m->largest_dims)) ||
+      !(m->chunks = calloc((size_t)m->cells, sizeof *m->chunks)) ||
+      !(m->next = calloc((size_t)m->cells, sizeof *m->next)) ||
+      (m->rows >= 0 && (!(m->dp_cost = calloc((size_t)m->cells, sizeof *m->dp_cost)) ||
+                        !(m->dp_count = calloc((size_t)m->cells, sizeof *m->dp_count)) ||
+                        !(m->dp_pick = calloc((size_t)m->cells, sizeof *m->dp_pick)))))
     return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
   for (int i = 0; i < p->ninputs; i++) m->largest_dims[i] = p->inputs[i].dims;
+  /* Before any run, gpucc_model_time times the largest class. */
+  m->last.cls = m->largest;
+  memcpy(m->last.size, largest, sizeof largest);
+  m->chunks[0] = (Chunk){m->largest, 0, m->rows < 0 ? 0 : largest[m->rows]};
+  m->nchunks = 1;
   return GPUCC_OK;
 }
 
@@ -1089,15 +1196,15 @@ static GpuccStatus build(GpuccModel *m, const void *weights) {
     return st;
   if ((r = m->cu->cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING)))
     return gpucc_cu_fail(m->cu, r, "cuStreamCreate");
-  if ((st = tune(m))) return st;
-  /* Zeroed after the GEMM candidates wrote into it: a zeroed arena makes a first run
-   * deterministic, and index-reading kernels safe, even if a plan reads a slot before
-   * writing it. */
-  if (m->plan->arena_bytes && (r = m->cu->cuMemsetD8(m->arena, 0, m->plan->arena_bytes)))
-    return gpucc_cu_fail(m->cu, r, "cuMemsetD8 of the arena");
+  Tuning t = {0};
+  bool off = false;
+  if ((st = tuning_of_env(&t, &off)) || (st = tune(m, &t, off))) return st;
+  /* Zeroed after the GEMM candidates wrote into it (and again after cost_classes'
+   * replays, which read it: no index a kernel reads is garbage). */
+  if ((st = zero_arena(m))) return st;
   for (int c = 0; c < m->plan->nclasses && !m->debug; c++)
     if (m->classes[c].nsteps && (st = capture_graph(m, c))) return st;
-  return GPUCC_OK;
+  return cost_classes(m, !off, t.log);
 }
 
 GpuccStatus gpucc_model_create(const void *plan, size_t plan_len, const void *weights,
@@ -1166,6 +1273,11 @@ void gpucc_model_destroy(GpuccModel *m) {
   free(m->steps);
   free(m->classes);
   free(m->largest_dims);
+  free(m->chunks);
+  free(m->next);
+  free(m->dp_cost);
+  free(m->dp_count);
+  free(m->dp_pick);
   free(m->stage_in);
   free(m->stage_out);
   gpucc_plan_free(m->plan);
@@ -1421,29 +1533,45 @@ static GpuccStatus launch(GpuccModel *m, int c, CUstream s) {
 }
 
 /* One side of a copy: a tensor dense at dims, in device memory or (host not NULL) in
- * pinned host memory. */
+ * pinned host memory. The box copied starts at its origin, or with `at` at index at of
+ * axis `axis` (a chunk's rows in the caller's tensor). */
 typedef struct Side {
   CUdeviceptr dev;
   unsigned char *host;
   const int64_t *dims;
+  int axis;
+  int64_t at;
 } Side;
 
-/* Copies the box real[0 .. rank) at the origin of a tensor dense at src.dims into one
- * dense at dst.dims (each side at least the box), in elements of e bytes. Let k be the
- * innermost axis at which either side is larger than the box: inside it both sides are
- * the box, so each index of axes 0 .. k-1 holds one contiguous run of bytes on each side.
- * The runs over axes k-1 and k-2 are one 3D copy, axes further out a loop of them. When k
- * is 0 (the box is both sides' first bytes) or there is no such axis, one flat copy. */
+/* Side s moved to the start of its box: a box at index `at` of an axis is the box at the
+ * origin of the tensor that starts `at` of that axis's strides later. */
+static Side box_start(Side s, const uint64_t *stride) {
+  uint64_t shift = (uint64_t)s.at * stride[s.axis];
+  if (s.host) s.host += shift;
+  else s.dev += shift;
+  s.at = 0;
+  return s;
+}
+
+/* Copies the box real[0 .. rank) at each side's start (box_start) from a tensor dense at
+ * src.dims into one dense at dst.dims (each side at least the box), in elements of e
+ * bytes. Let k be the innermost axis at which either side is larger than the box: inside
+ * it both sides are the box, so each index of axes 0 .. k-1 holds one contiguous run of
+ * bytes on each side. The runs over axes k-1 and k-2 are one 3D copy, axes further out a
+ * loop of them. When k is 0 (the box is both sides' first bytes) or there is no such
+ * axis, one flat copy. */
 static CUresult copy_box(const CuApi *cu, Side dst, Side src, int rank, const int64_t *real,
                          size_t e, CUstream s) {
   int k = rank - 1;
   while (k >= 0 && real[k] == src.dims[k] && real[k] == dst.dims[k]) k--;
-  uint64_t sstride[GPUCC_MAX_RANK], dstride[GPUCC_MAX_RANK], bytes = e; /* per index of an axis */
+  uint64_t sstride[GPUCC_MAX_RANK] = {0}, dstride[GPUCC_MAX_RANK] = {0}, bytes = e; /* per index of an axis */
   for (int d = rank - 1; d >= 0; d--) {
     sstride[d] = d == rank - 1 ? e : sstride[d + 1] * (uint64_t)src.dims[d + 1];
     dstride[d] = d == rank - 1 ? e : dstride[d + 1] * (uint64_t)dst.dims[d + 1];
     bytes *= (uint64_t)real[d];
   }
+  if (src.at) src = box_start(src, sstride);
+  if (dst.at) dst = box_start(dst, dstride);
   if (k <= 0) {
     if (src.host) return cu->cuMemcpyHtoDAsync(dst.dev, src.host, bytes, s);
     if (dst.host) return cu->cuMemcpyDtoHAsync(dst.host, src.dev, bytes, s);
@@ -1479,16 +1607,33 @@ static CUresult copy_box(const CuApi *cu, Side dst, Side src, int rank, const in
   }
 }
 
-/* Tensor t between its slot at offset in the run's class and theirs, where it is dense at
- * the run's dims: into the slot for an input, zeroing the slot first when the run's dims
- * are not the class's (so the padding is 0), out of it for an output. */
-static CUresult move_tensor(const GpuccModel *m, const Shape *sh, const GpuccTensorInfo *t,
-                            uint64_t offset, Side theirs, bool input, CUstream s) {
-  int64_t real[GPUCC_MAX_RANK], full[GPUCC_MAX_RANK];
-  gpucc_dims_at(t, sh->size, real);
-  gpucc_dims_at(t, m->plan->classes[sh->cls].bound, full);
-  Side slot = {m->arena + offset, NULL, full};
-  theirs.dims = real;
+/* The sizes chunk ch of a run at sh runs at: the run's, but the rows symbol's, which is
+ * the chunk's rows. */
+static void chunk_sizes(const GpuccModel *m, const Shape *sh, const Chunk *ch, int64_t *size) {
+  memcpy(size, sh->size, sizeof sh->size);
+  if (m->rows >= 0) size[m->rows] = ch->len;
+}
+
+/* Tensor t between its slot at offset in chunk ch's class and theirs, where it is dense at
+ * the run's dims: into the slot for an input, zeroing the slot first when the chunk's dims
+ * are not the class's (so the padding is 0), out of it for an output. The chunk's part of
+ * theirs is its rows along t's rows axis; a tensor without one is whole in every chunk. */
+static CUresult move_tensor(const GpuccModel *m, const Shape *sh, const Chunk *ch,
+                            const GpuccTensorInfo *t, uint64_t offset, Side theirs, bool input,
+                            CUstream s) {
+  int64_t size[GPUCC_MAX_SYMBOLS], real[GPUCC_MAX_RANK], whole[GPUCC_MAX_RANK],
+      full[GPUCC_MAX_RANK];
+  chunk_sizes(m, sh, ch, size);
+  gpucc_dims_at(t, size, real);
+  gpucc_dims_at(t, sh->size, whole);
+  gpucc_dims_at(t, m->plan->classes[ch->cls].bound, full);
+  Side slot = {.dev = m->arena + offset, .dims = full};
+  theirs.dims = whole;
+  for (int d = 0; d < t->rank; d++)
+    if (m->rows >= 0 && t->sym[d] == m->rows) {
+      theirs.axis = d;
+      theirs.at = ch->r0;
+    }
   size_t e = gpucc_dtype_size(t->dtype);
   if (!input) return copy_box(m->cu, theirs, slot, t->rank, real, e, s);
   CUresult r;
@@ -1498,48 +1643,66 @@ static CUresult move_tensor(const GpuccModel *m, const Shape *sh, const GpuccTen
   return copy_box(m->cu, slot, theirs, t->rank, real, e, s);
 }
 
-/* A run of class sh->cls on stream s: its sizes written, the inputs into their slots, its
- * steps, the outputs out of their slots. With host, in[] and out[] are host memory and
- * pass through the pinned staging: the inputs are copied into it here, the outputs are
- * left in it (run_host takes them out after synchronizing). */
-static GpuccStatus enqueue_run(GpuccModel *m, const Shape *sh, const void *const *in,
-                               void *const *out, CUstream s, bool host) {
+/* The caller's buffer of input (or output) i as a side of a copy: their device memory, or
+ * with host the pinned staging it passes through. */
+static Side their_side(const GpuccModel *m, bool input, int i, const void *buf, bool host) {
+  if (host) return (Side){.host = m->pinned + (input ? m->stage_in : m->stage_out)[i]};
+  return (Side){.dev = (CUdeviceptr)(uintptr_t)buf};
+}
+
+/* Chunk ch of a run at sh on stream s: its class's sizes written, the inputs' parts into
+ * its slots, its steps, the outputs' real boxes out to the chunk's rows of theirs. */
+static GpuccStatus enqueue_chunk(GpuccModel *m, const Shape *sh, const Chunk *ch,
+                                 const void *const *in, void *const *out, CUstream s,
+                                 bool host) {
   const GpuccPlan *p = m->plan;
-  const GpuccClass *cl = &p->classes[sh->cls];
-  const CuApi *cu = m->cu;
-  int64_t dims[GPUCC_MAX_RANK];
+  const GpuccClass *cl = &p->classes[ch->cls];
+  int64_t size[GPUCC_MAX_SYMBOLS], dims[GPUCC_MAX_RANK];
   CUresult r;
-  GpuccStatus st = write_sizes(m, sh->cls, sh->size, s);
+  chunk_sizes(m, sh, ch, size);
+  GpuccStatus st = write_sizes(m, ch->cls, size, s);
   if (st) return st;
   for (int i = 0; i < p->ninputs; i++) {
     const GpuccTensorInfo *t = &p->inputs[i];
-    gpucc_dims_at(t, sh->size, dims);
-    uint64_t n = bytes_at(t, dims);
-    if (!n) continue;
-    Side theirs = {(CUdeviceptr)(uintptr_t)in[i], NULL, NULL};
-    if (host) {
-      theirs = (Side){0, m->pinned + m->stage_in[i], NULL};
-      memcpy(theirs.host, in[i], n);
-    }
-    if ((r = move_tensor(m, sh, t, cl->input_offset[i], theirs, true, s)))
-      return gpucc_cu_fail(cu, r, "copying input '%s' into the arena", t->name);
+    gpucc_dims_at(t, size, dims);
+    if (bytes_at(t, dims) &&
+        (r = move_tensor(m, sh, ch, t, cl->input_offset[i], their_side(m, true, i, in[i], host),
+                         true, s)))
+      return gpucc_cu_fail(m->cu, r, "copying input '%s' into the arena", t->name);
   }
-  if ((st = launch(m, sh->cls, s))) return st;
+  if ((st = launch(m, ch->cls, s))) return st;
   for (int j = 0; j < p->noutputs; j++) {
     const GpuccTensorInfo *t = &p->outputs[j];
-    gpucc_dims_at(t, sh->size, dims);
-    if (!bytes_at(t, dims)) continue;
-    Side theirs = host ? (Side){0, m->pinned + m->stage_out[j], NULL}
-                       : (Side){(CUdeviceptr)(uintptr_t)out[j], NULL, NULL};
-    if ((r = move_tensor(m, sh, t, cl->output_offset[j], theirs, false, s)))
-      return gpucc_cu_fail(cu, r, "copying output '%s' out of the arena", t->name);
+    gpucc_dims_at(t, size, dims);
+    if (bytes_at(t, dims) &&
+        (r = move_tensor(m, sh, ch, t, cl->output_offset[j],
+                         their_side(m, false, j, out[j], host), false, s)))
+      return gpucc_cu_fail(m->cu, r, "copying output '%s' out of the arena", t->name);
   }
   return GPUCC_OK;
 }
 
-static GpuccStatus run_host(GpuccModel *m, const Shape *sh, const void *const *in,
-                            void *const *out, CUstream s) {
-  GpuccStatus st = enqueue_run(m, sh, in, out, s, true);
+/* A run at sh as chunks[0 .. n), one after the other on stream s. With host, in[] and
+ * out[] are host memory and pass through the pinned staging: the inputs are copied into
+ * it here, once for all chunks; the outputs are left in it (run_host takes them out after
+ * synchronizing). */
+static GpuccStatus enqueue_run(GpuccModel *m, const Shape *sh, const Chunk *chunks, int n,
+                               const void *const *in, void *const *out, CUstream s, bool host) {
+  int64_t dims[GPUCC_MAX_RANK];
+  for (int i = 0; host && i < m->plan->ninputs; i++) {
+    const GpuccTensorInfo *t = &m->plan->inputs[i];
+    gpucc_dims_at(t, sh->size, dims);
+    uint64_t bytes = bytes_at(t, dims);
+    if (bytes) memcpy(m->pinned + m->stage_in[i], in[i], bytes);
+  }
+  GpuccStatus st = GPUCC_OK;
+  for (int k = 0; k < n && !st; k++) st = enqueue_chunk(m, sh, &chunks[k], in, out, s, host);
+  return st;
+}
+
+static GpuccStatus run_host(GpuccModel *m, const Shape *sh, const Chunk *chunks, int n,
+                            const void *const *in, void *const *out, CUstream s) {
+  GpuccStatus st = enqueue_run(m, sh, chunks, n, in, out, s, true);
   if (st) return st;
   CUresult r = m->cu->cuStreamSynchronize(s);
   if (r) return gpucc_cu_fail(m->cu, r, "cuStreamSynchronize after the run" DEBUG_HINT);
@@ -1547,14 +1710,91 @@ static GpuccStatus run_host(GpuccModel *m, const Shape *sh, const void *const *i
   for (int j = 0; j < m->plan->noutputs; j++) {
     const GpuccTensorInfo *t = &m->plan->outputs[j];
     gpucc_dims_at(t, sh->size, dims);
-    uint64_t n = bytes_at(t, dims);
-    if (n) memcpy(out[j], m->pinned + m->stage_out[j], n);
+    uint64_t bytes = bytes_at(t, dims);
+    if (bytes) memcpy(out[j], m->pinned + m->stage_out[j], bytes);
   }
   return GPUCC_OK;
 }
 
+/* The more rows first (len holds a chunk's r_c here); the candidates' r_c differ, so
+ * equal rows are the same class. */
+static int cmp_rows_first(const void *a, const void *b) {
+  const Chunk *x = a, *y = b;
+  return (x->len < y->len) - (x->len > y->len);
+}
+
+/* The chunks a run at sh launches, into out (m->cells of room); their count. Without a
+ * rows symbol: one, the class sh takes. Else the cover of the rows symbol's size b of
+ * least cost (runtime.h, "Chunks") by the candidates, the classes that differ from sh's
+ * only in the rows bound r_c:
+ *   cost[0] = 0,  cost[n] = min over candidates c of cost_c + cost[max(0, n - r_c)]
+ * ties to fewer chunks, then to the earlier class; pick[n] is the c taken.
+ *
+ * sh's class is a candidate, so b is at most the largest r_c: no chunks of the largest
+ * class need taking greedily before the table. But b may be up to GPUCC_MAX_SIZE, so
+ * above CHUNK_CELLS rows the table counts units of q = ceil(b / CHUNK_CELLS) rows, a
+ * class credited with the floor(r_c / q) whole units it holds: never more rows than it
+ * has, so the chunks still cover b.
+ *
+ * The chunks run the most rows first, each taking min(r_c, the rows left): only the last
+ * may be padded. None is left without rows, as the cover of least cost holds no smaller
+ * cover (costs are positive); but counted in units, a chunk credited less than its rows
+ * may leave nothing to the last one, which is then dropped. */
+static int choose_chunks(GpuccModel *m, const Shape *sh, Chunk *out) {
+  const GpuccPlan *p = m->plan;
+  int k = m->rows;
+  if (k < 0) {
+    out[0] = (Chunk){sh->cls, 0, 0};
+    return 1;
+  }
+  int cand[GPUCC_MAX_CLASSES], ncand = 0;
+  for (int c = 0; c < p->nclasses; c++) {
+    bool same = true;
+    for (int j = 0; j < p->nsyms; j++)
+      same = same && (j == k || p->classes[c].bound[j] == p->classes[sh->cls].bound[j]);
+    if (same) cand[ncand++] = c;
+  }
+  int64_t b = sh->size[k], q = (b + CHUNK_CELLS - 1) / CHUNK_CELLS;
+  int need = (int)((b + q - 1) / q);
+  double *cost = m->dp_cost;
+  int *count = m->dp_count, *pick = m->dp_pick;
+  cost[0] = 0;
+  count[0] = 0;
+  for (int n = 1; n <= need; n++) {
+    pick[n] = -1;
+    for (int i = 0; i < ncand; i++) {
+      int c = cand[i];
+      int64_t units = p->classes[c].bound[k] / q;
+      if (!units) continue;
+      int rest = units >= n ? 0 : n - (int)units;
+      double v = m->classes[c].cost + cost[rest];
+      if (pick[n] < 0 || v < cost[n] || (v == cost[n] && count[rest] + 1 < count[n])) {
+        cost[n] = v;
+        count[n] = count[rest] + 1;
+        pick[n] = c;
+      }
+    }
+  }
+  int nchunks = 0;
+  for (int n = need; n > 0; nchunks++) {
+    int c = pick[n];
+    int64_t units = p->classes[c].bound[k] / q;
+    out[nchunks] = (Chunk){c, 0, p->classes[c].bound[k]}; /* len: r_c, until the rows are dealt */
+    n = units >= n ? 0 : n - (int)units;
+  }
+  qsort(out, (size_t)nchunks, sizeof *out, cmp_rows_first);
+  int used = 0;
+  for (int64_t r0 = 0; used < nchunks && r0 < b; used++) {
+    int64_t len = out[used].len < b - r0 ? out[used].len : b - r0;
+    out[used].r0 = r0;
+    out[used].len = len;
+    r0 += len;
+  }
+  return used;
+}
+
 /* What every run function does: check the buffers and the dims, write the output dims,
- * run the class the dims take (through the pinned staging with host). */
+ * run the chunks the dims take (through the pinned staging with host). */
 static GpuccStatus run(GpuccModel *m, const void *const *in, const int64_t *const *input_dims,
                        void *const *out, int64_t *const *output_dims, void *cuda_stream,
                        bool host, const char *fn) {
@@ -1562,11 +1802,19 @@ static GpuccStatus run(GpuccModel *m, const void *const *in, const int64_t *cons
   GpuccStatus st = check_buffers(m, in, out, fn);
   if (st || (st = shape_of(m, input_dims, fn, &sh))) return st;
   if (output_dims) put_output_dims(m, &sh, output_dims);
+  int n = choose_chunks(m, &sh, m->next);
   if ((st = push_ctx(m))) return st;
   CUstream s = (CUstream)cuda_stream;
-  st = host ? run_host(m, &sh, in, out, s) : enqueue_run(m, &sh, in, out, s, false);
+  st = host ? run_host(m, &sh, m->next, n, in, out, s)
+            : enqueue_run(m, &sh, m->next, n, in, out, s, false);
   pop_ctx(m);
-  if (!st) m->last = sh.cls;
+  if (!st) { /* what gpucc_model_time replays */
+    Chunk *last = m->chunks;
+    m->chunks = m->next;
+    m->next = last;
+    m->nchunks = n;
+    m->last = sh;
+  }
   return st;
 }
 
@@ -1598,23 +1846,33 @@ GpuccStatus gpucc_model_run_dims_host(GpuccModel *m, const void *const *inputs,
 
 /* ---------------------------------------------------------------- timing and devices */
 
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
 /* Each replay between its own pair of events, waited for before the next: the median of
  * one replay's GPU time, not of a queue of them. */
+/* What the last run launched, on s: its class's graph, or each chunk's after the chunk's
+ * sizes (the classes share the arena: one chunk's class may write where the next reads
+ * its sizes, while a class leaves its own sizes alone). No copies. */
+static GpuccStatus replay_last(GpuccModel *m, CUstream s) {
+  for (int k = 0; k < m->nchunks; k++) {
+    const Chunk *ch = &m->chunks[k];
+    int64_t size[GPUCC_MAX_SYMBOLS];
+    chunk_sizes(m, &m->last, ch, size);
+    GpuccStatus st;
+    if ((m->nchunks > 1 && (st = write_sizes(m, ch->cls, size, s))) || (st = launch(m, ch->cls, s)))
+      return st;
+  }
+  return GPUCC_OK;
+}
+
 static GpuccStatus time_replays(GpuccModel *m, int warmup, int iters, CUstream s, float *ms,
                                 CUevent ev[2]) {
   const CuApi *cu = m->cu;
   CUresult r;
   GpuccStatus st;
   for (int i = 0; i < warmup; i++)
-    if ((st = launch(m, m->last, s))) return st;
+    if ((st = replay_last(m, s))) return st;
   for (int i = 0; i < iters; i++) {
     if ((r = cu->cuEventRecord(ev[0], s))) return gpucc_cu_fail(cu, r, "cuEventRecord");
-    if ((st = launch(m, m->last, s))) return st;
+    if ((st = replay_last(m, s))) return st;
     if ((r = cu->cuEventRecord(ev[1], s))) return gpucc_cu_fail(cu, r, "cuEventRecord");
     if ((r = cu->cuEventSynchronize(ev[1])))
       return gpucc_cu_fail(cu, r, "cuEventSynchronize after replay %d" DEBUG_HINT, i);
@@ -1647,12 +1905,19 @@ GpuccStatus gpucc_model_time(GpuccModel *m, int warmup, int iters, void *cuda_st
   for (int i = 0; i < 2; i++)
     if (ev[i]) cu->cuEventDestroy(ev[i]);
   pop_ctx(m);
-  if (!st) {
-    qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
-    *median_ms = iters % 2 ? ms[iters / 2] : (ms[iters / 2 - 1] + ms[iters / 2]) / 2;
-  }
+  if (!st) *median_ms = median(ms, iters);
   free(ms);
   return st;
+}
+
+int gpucc_model_last_chunks(const GpuccModel *m, int *classes, int max) {
+  if (!m) return 0;
+  for (int k = 0; classes && k < m->nchunks && k < max; k++) classes[k] = m->chunks[k].cls;
+  return m->nchunks;
+}
+
+float gpucc_model_class_ms(const GpuccModel *m, int c) {
+  return m && c >= 0 && c < m->plan->nclasses ? m->classes[c].ms : -1;
 }
 
 GpuccStatus gpucc_device_properties(int device, GpuccDeviceProperties *out) {

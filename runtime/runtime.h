@@ -91,6 +91,11 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  * class's steps run; the real part of each output is copied out. A plan without symbols
  * is a fixed plan: its top-level steps, its tensors at their offsets.
  *
+ * A symbol may be rows (GPUCC_SYMBOL_ROWS): no op combines elements along it, so a run
+ * may cut its size into chunks, each run by a class on a slice of the inputs, with no
+ * padding along it (batch 9 as 8 rows in the batch-8 class, then 1 in the batch-1 class;
+ * see the model section).
+ *
  * Byte format, version 5, every integer little-endian:
  *   header   "GPUCCPLN"  u32 version  u32 nsections  u64 body_len  u64 fnv1a64(body)
  *   body     nsections times, in the order of their tags: u32 tag  u32 0  u64 len  then
@@ -103,9 +108,9 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  *                       the structs below; a ptr is u32 region  u32 0  u64 offset, a
  *                       double is its IEEE bits as u64; a choice is str label
  *                       u32 nvariants  u32 count[nvariants]
- *            6 SYMBOLS  u32 n, n times: str name  u32 npieces, npieces times i64 lo
- *                       i64 hi; then for each input in order, rank times i32 sym; then
- *                       for each output the same
+ *            6 SYMBOLS  u32 n, n times: str name  u32 flags  u32 npieces, npieces
+ *                       times i64 lo  i64 hi; then for each input in order, rank times
+ *                       i32 sym; then for each output the same
  *            7 CLASSES  u32 n, n times: i64 bound[nsyms]  u64 arena_bytes
  *                       u64 input_offset[ninputs]  u64 output_offset[noutputs]
  *                       u64 size_offset[nsyms]  u32 nsteps, the steps as in STEPS
@@ -161,10 +166,18 @@ typedef struct GpuccTensorInfo {
   uint64_t offset; /* in the arena; a ranged plan's classes have their own (0 here) */
 } GpuccTensorInfo;
 
+/* A symbol's flags. ROWS: no op combines elements along this symbol's axes, and it is
+ * exactly one axis of every output and at most one of each input: a run may split its
+ * size into chunks, each run by a class on a slice of the inputs and written to a slice
+ * of the outputs. The compiler promises the first part (the runtime cannot see it); the
+ * validation checks the axes. */
+#define GPUCC_SYMBOL_ROWS 1u
+
 /* A symbolic dim and the sizes it takes: pieces lo..hi, ascending and disjoint, a point
  * being lo == hi; 1 <= lo <= hi <= GPUCC_MAX_SIZE. */
 typedef struct GpuccSymbol {
   char *name; /* "batch" */
+  uint32_t flags; /* GPUCC_SYMBOL_ROWS or 0 */
   int npieces;
   int64_t lo[GPUCC_MAX_PIECES], hi[GPUCC_MAX_PIECES];
 } GpuccSymbol;
@@ -321,6 +334,9 @@ GPUCC_API GpuccStatus gpucc_plan_add_choice(GpuccPlan *p, const char *label, int
 /* A symbol and its sizes: pieces lo[k]..hi[k], k < npieces. Symbol k is the k-th added. */
 GPUCC_API GpuccStatus gpucc_plan_add_symbol(GpuccPlan *p, const char *name, int npieces,
                                             const int64_t *lo, const int64_t *hi);
+/* Sets symbol sym's flags (GPUCC_SYMBOL_ROWS); 0 as add_symbol leaves them. Any time after
+ * the symbol is added; serialize checks them against the axes. */
+GPUCC_API GpuccStatus gpucc_plan_set_symbol_flags(GpuccPlan *p, int sym, uint32_t flags);
 /* Makes axis `axis` of input i (of output i when output != 0) symbol sym (-1: fixed). Its
  * dims[] entry stays what add_input gave: the symbol's largest size. */
 GPUCC_API GpuccStatus gpucc_plan_set_axis_symbol(GpuccPlan *p, int output, int i, int axis,
@@ -334,10 +350,11 @@ GPUCC_API GpuccStatus gpucc_plan_add_class(GpuccPlan *p, const int64_t *bound,
                                            const uint64_t *output_offset,
                                            const uint64_t *size_offset);
 
-/* Checks every field: types, ranks, dims, counts, names, symbols and classes, and that
- * every byte a step or a tensor touches lies inside its region (a class's steps and
- * slots inside the class's part of the arena). The message names the symbol, class, step
- * or tensor: "plan: class 3 (batch=4, seq=128): step 17 (kernel 'k12_matmul') ...". */
+/* Checks every field: types, ranks, dims, counts, names, symbols (a rows symbol's axes)
+ * and classes, and that every byte a step or a tensor touches lies inside its region (a
+ * class's steps and slots inside the class's part of the arena). The message names the
+ * symbol, class, step or tensor: "plan: class 3 (batch=4, seq=128): step 17 (kernel
+ * 'k12_matmul') ...". */
 GPUCC_API GpuccStatus gpucc_plan_validate(const GpuccPlan *p);
 /* Validates, then writes the byte form into *out (malloc'd; the caller frees it). */
 GPUCC_API GpuccStatus gpucc_plan_serialize(const GpuccPlan *p, void **out, size_t *out_len);
@@ -383,9 +400,38 @@ static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
  * synchronization), each input copied into its slot (one copy when its dims are the
  * class's; else the slot zeroed and the input copied to the start of each ranged axis by
  * strided copies), the class's graph launched, and the real part of each output copied
- * out the same way. run and run_host on a ranged model run the largest class at the
- * largest dims: the dims gpucc_model_input_dims gives, "the fixed shape". A fixed model
- * is one class without symbols.
+ * out the same way. run and run_host on a ranged model run at the largest dims, the dims
+ * gpucc_model_input_dims gives ("the fixed shape"): the largest class (or, with a rows
+ * symbol, chunks where they cost less: below). A fixed model is one class without symbols.
+ *
+ * Chunks. When the plan has a rows symbol (GPUCC_SYMBOL_ROWS; the first, if several),
+ * run_dims may run its size b as chunks rather than pad it up to a class bound: batch 9 as
+ * 8 rows in the batch-8 class, then 1 row in the batch-1 class, one graph launch after
+ * the other on the caller's stream, with no padding along the rows. The candidates are the
+ * classes that differ from the one run_dims would take (above) only in the rows symbol's
+ * bound r_c (in a grid of classes: the rows classes at the other symbols' class bounds).
+ * A dynamic program over n = 0 .. b finds the chunks of least total cost:
+ *   cost[0] = 0,  cost[n] = min over candidates c of cost_c + cost[max(0, n - r_c)]
+ * ties to fewer chunks, then to the earlier class. The chunks run largest class first,
+ * each taking min(r_c, the rows left), so only the last may be padded. A chunk on rows
+ * [r0, r0 + len) runs as above: each input's slice along its rows axis (an input without
+ * one: the whole input) into its class slot (the rest zeroed), the sizes written with the
+ * rows symbol's as len, the class's graph, each output's real box copied to rows
+ * [r0, r0 + len) of the caller's output. The class run_dims would take is a candidate, so
+ * b is never more than the largest r_c, a chunked run never costs more than that class
+ * (by the costs below), and a run of one chunk in it is the run above. For b above 4096
+ * the program counts rows in units of ceil(b / 4096), a class credited with the whole
+ * units it holds, so that its table stays at 4096 entries: the best cover in whole units,
+ * which may cost a little more than the best in rows.
+ *
+ * The cost of a class (gpucc_model_class_ms): create times each class's graph after it is
+ * captured, its sizes at its bounds, 2 replays to warm up then the median of 5. With
+ * GPUCC_TUNE=0, and with GPUCC_RUNTIME_DEBUG (no graphs), nothing is timed: a class's cost
+ * is the product of its bounds (its padded work), so every load chooses the same chunks.
+ * Timed costs vary between loads, and so may the chunks: a row's results may then differ
+ * in the last bits between loads, since another chunking runs its GEMMs at other shapes
+ * (as timing GEMM algorithms already may). Chunks leave out the copies each one adds
+ * (a few microseconds of async copies and memsets per chunk): the cost is the graph's.
  *
  * A model has one arena, so runs of one model must not overlap: issue them on one stream
  * (or synchronize between them). Create one model per concurrent stream.
@@ -411,8 +457,9 @@ static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
  * damaged line, a variant the choice lacks, an algorithm cuBLASLt refuses) is timed anew
  * and rewritten. GPUCC_TUNE at create:
  *   1 (or unset)  the cache, else timing;
- *   0             no timing and no cache: variant 0 of every choice and cuBLASLt's first
- *                 heuristic choice for every GEMM (deterministic);
+ *   0             no timing and no cache: variant 0 of every choice, cuBLASLt's first
+ *                 heuristic choice for every GEMM, and a class's cost the product of its
+ *                 bounds (deterministic);
  *   log           as 1, with each decision printed to stderr (or where it came from);
  *   fresh         timing whatever the cache holds, and the cache rewritten;
  * anything else is an error.
@@ -478,8 +525,9 @@ GPUCC_API GpuccStatus gpucc_model_check_input(const GpuccModel *m, int i, GpuccD
 
 /* inputs[i] and outputs[i] are device pointers to dense buffers of the input's and
  * output's bytes, in declaration order; cuda_stream is a CUstream / cudaStream_t (NULL:
- * the legacy default stream). Returns once the work is enqueued. A ranged model runs its
- * largest class, at the dims gpucc_model_input_dims and gpucc_model_output_dims give. */
+ * the legacy default stream). Returns once the work is enqueued. A ranged model runs at
+ * the dims gpucc_model_input_dims and gpucc_model_output_dims give: its largest class, or
+ * chunks of rows where they cost less. */
 GPUCC_API GpuccStatus gpucc_model_run(GpuccModel *m, const void *const *inputs,
                                       void *const *outputs, void *cuda_stream);
 /* The same with host buffers, staged through pinned memory with async copies. It
@@ -502,8 +550,8 @@ GPUCC_API GpuccStatus gpucc_model_output_dims_for(const GpuccModel *m,
  *   input 'ids': dim 1 ('seq') is 600, outside its range 1..512
  *   input 'mask': dim 0 ('batch') is 3, but input 'ids' has 4
  *   input 'x': dim 2 is 7, expected 8
- * On a fixed model only the fixed dims pass. gpucc_model_time then times the class this
- * run took. */
+ * On a fixed model only the fixed dims pass. A plan with a rows symbol may run as chunks
+ * (above). gpucc_model_time then times the graphs this run launched. */
 GPUCC_API GpuccStatus gpucc_model_run_dims(GpuccModel *m, const void *const *inputs,
                                            const int64_t *const *input_dims,
                                            void *const *outputs, int64_t *const *output_dims,
@@ -520,10 +568,21 @@ GPUCC_API GpuccStatus gpucc_model_run_dims_host(GpuccModel *m, const void *const
  * (1 or more), each between two CUDA events and waited for, so each is one replay's GPU
  * time. *median_ms gets the median. The replays read whatever the arena holds (the
  * inputs of the last run: run once first) and copy nothing in or out. Synchronizes. A
- * ranged model's graph is the one of the class the last run took (before any run, the
- * largest class's). */
+ * ranged model's replay is what the last run launched (before any run, the largest
+ * class's graph): its class's graph, or each of its chunks' graphs in order, each after
+ * the chunk's sizes are written (the classes share the arena, so one may overwrite where
+ * the next reads its sizes). */
 GPUCC_API GpuccStatus gpucc_model_time(GpuccModel *m, int warmup, int iters, void *cuda_stream,
                                        float *median_ms);
+
+/* The classes the last run launched, in order, into classes[0 .. max): one for a run of
+ * one class, more for a chunked run (before any run: the largest class). Returns how many
+ * there were (0 for NULL), whatever max is. */
+GPUCC_API int gpucc_model_last_chunks(const GpuccModel *m, int *classes, int max);
+/* Class c's measured cost in milliseconds: the median replay of its graph at create; -1
+ * when it was not measured (GPUCC_TUNE=0, GPUCC_RUNTIME_DEBUG, a fixed model, no class
+ * c). A class without steps measures 0. */
+GPUCC_API float gpucc_model_class_ms(const GpuccModel *m, int c);
 
 /* The compute capability of CUDA device `device` (9.0 for an H100), for a compiler that
  * targets the device it runs on. GPUCC_ERR_NO_DRIVER / GPUCC_ERR_NO_DEVICE when there is

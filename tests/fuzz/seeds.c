@@ -5,7 +5,8 @@
  *                    stand-in for the ELF stub, the plan, the weights and the trailer;
  *                    <name>-ext.so names its weights file instead of carrying them)
  *
- * The plans between them hold every step kind, every epilogue and both argument kinds. */
+ * The plans between them hold every step kind, every epilogue and both argument kinds,
+ * and one is ranged: symbols (one of them rows), axes and shape classes. */
 #include "runtime/runtime.h"
 
 #include <errno.h>
@@ -90,6 +91,35 @@ static GpuccPlan *plan_copy(void) {
   return p;
 }
 
+/* A ranged plan: batch = 1..4 (rows) and seq = 1, 8..16; ids i64[batch, seq] in,
+ * y f32[batch, seq] out; classes (1, 1), reading only the seq size, and (4, 16). */
+static GpuccPlan *plan_ranged(void) {
+  GpuccPlan *p = gpucc_plan_new(2048, 0, 0);
+  if (!p) die("gpucc_plan_new");
+  OK(gpucc_plan_set_module(p, NULL, 0, ".version 8.0\n.target sm_90\n"));
+  int64_t dims[] = {4, 16};
+  OK(gpucc_plan_add_input(p, "ids", GPUCC_DT_I64, 2, dims, 0));
+  OK(gpucc_plan_add_output(p, "y", GPUCC_DT_F32, 2, dims, 0));
+  int64_t blo[] = {1}, bhi[] = {4}, slo[] = {1, 8}, shi[] = {1, 16};
+  OK(gpucc_plan_add_symbol(p, "batch", 1, blo, bhi));
+  OK(gpucc_plan_add_symbol(p, "seq", 2, slo, shi));
+  OK(gpucc_plan_set_symbol_flags(p, 0, GPUCC_SYMBOL_ROWS));
+  for (int out = 0; out < 2; out++)
+    for (int axis = 0; axis < 2; axis++) OK(gpucc_plan_set_axis_symbol(p, out, 0, axis, axis));
+  int64_t b0[] = {1, 1}, b1[] = {4, 16};
+  uint64_t in0[] = {0}, out0[] = {256}, size0[] = {GPUCC_NO_OFFSET, 512};
+  uint64_t in1[] = {0}, out1[] = {512}, size1[] = {768, 776};
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {64, 1, 1};
+  GpuccArg args[] = {gpucc_ptr_arg(gpucc_arena_ptr(0)), gpucc_ptr_arg(gpucc_arena_ptr(256)),
+                     gpucc_ptr_arg(gpucc_arena_ptr(512))};
+  OK(gpucc_plan_add_class(p, b0, 1024, in0, out0, size0));
+  OK(gpucc_plan_add_kernel(p, "k0_embed", grid, block, 0, args, 3));
+  OK(gpucc_plan_add_class(p, b1, 2048, in1, out1, size1));
+  OK(gpucc_plan_add_kernel(p, "k0_embed", grid, block, 0, args, 3));
+  OK(gpucc_plan_add_memset(p, gpucc_arena_ptr(512), 256, 0));
+  return p;
+}
+
 static void write_file(const char *path, const void *p, size_t n) {
   FILE *f = fopen(path, "wb");
   if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
@@ -149,7 +179,8 @@ int main(int argc, char **argv) {
   struct {
     const char *name;
     GpuccPlan *(*make)(void);
-  } plans[] = {{"every_step", plan_every_step}, {"gemm", plan_gemm}, {"copy", plan_copy}};
+  } plans[] = {{"every_step", plan_every_step}, {"gemm", plan_gemm}, {"copy", plan_copy},
+               {"ranged", plan_ranged}};
   for (size_t i = 0; i < sizeof plans / sizeof *plans; i++) {
     GpuccPlan *p = plans[i].make();
     write_seeds(argv[1], plans[i].name, p);

@@ -9,6 +9,9 @@
  * plan (shape classes) built here runs at every size through run_dims and run_dims_host:
  * the inputs padded into the class's slots (strided where the ranged axis is not the
  * outermost), the size read from the arena, only the real part of each output copied out.
+ * A plan whose batch is rows runs each batch as chunks of classes (each row's result says
+ * which chunk ran it): by padded work with GPUCC_TUNE=0 and in debug mode (batch 3: 2 rows,
+ * then 1), by the classes' timed costs without; gpucc_model_time replays the chunks.
  *
  *   test_runtime            the tests; exit 77 ("SKIPPED") without a driver or device
  *   test_runtime --fault    a kernel that faults, in debug mode: the error must name it.
@@ -52,6 +55,12 @@ static const char *kernel_src =
     "                                         long long n) {\n"
     "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = x[i] + (float)*size;\n"
+    "}\n"
+    /* The rows plan's: y = x + c + the batch size the class reads, c repeating per row. */
+    "extern \"C\" __global__ void k_add_row(const float *x, const float *c, float *y,\n"
+    "                                        const long long *size, long long n) {\n"
+    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = x[i] + c[i % 4] + (float)*size;\n"
     "}\n"
     "extern \"C\" __global__ void k_twice(const float *w, float *v, long long n) {\n"
     "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
@@ -287,6 +296,11 @@ static void test_model(void) {
   /* A fixed model: no symbols, one class, and run_dims at exactly its dims. */
   CHECK(gpucc_model_num_symbols(m) == 0 && gpucc_model_num_classes(m) == 1);
   CHECK(gpucc_model_class_kernels(m, 0) == kernels && gpucc_model_class_bounds(m, 0, NULL) == GPUCC_OK);
+  /* One class: nothing timed, every run that class. */
+  int cls[2] = {-1, -1};
+  CHECK(gpucc_model_class_ms(m, 0) == -1 && gpucc_model_class_ms(NULL, 0) == -1);
+  CHECK(gpucc_model_last_chunks(m, cls, 2) == 1 && cls[0] == 0 && cls[1] == -1);
+  CHECK(gpucc_model_last_chunks(NULL, cls, 2) == 0);
   int64_t lo = 0, hi = 0;
   CHECK(gpucc_model_input_range(m, 1, 2, &lo, &hi) == GPUCC_OK && lo == K && hi == K);
   {
@@ -585,34 +599,40 @@ static void check_ranged(const Ranged *d, int64_t b, int64_t s, const char *what
   CHECK(bad == 0);
 }
 
-/* run_dims_host of d's buffers at input dims (xd, wd), or run_dims through device
- * buffers holding them, each of the largest size. */
+/* run_dims_host of the host buffers buf[0 .. nin) (the inputs, at dims) and buf[nin ..
+ * nin + nout) (the outputs), or run_dims through device copies of them, each of bytes[k]
+ * (the largest dims'), copied back after it. */
+enum { MAX_BUFS = 8 };
+static GpuccStatus run_buffers(GpuccModel *m, int nin, int nout, void *const *buf,
+                               const size_t *bytes, const int64_t *const *dims,
+                               int64_t *const *odims, bool host) {
+  if (host) return gpucc_model_run_dims_host(m, (const void *const *)buf, dims, buf + nin, odims, NULL);
+  CUdeviceptr dbuf[MAX_BUFS] = {0};
+  void *dptr[MAX_BUFS];
+  for (int k = 0; k < nin + nout; k++) {
+    CHECK(cu->cuMemAlloc(&dbuf[k], bytes[k]) == CUDA_SUCCESS);
+    CHECK(cu->cuMemcpyHtoD(dbuf[k], buf[k], bytes[k]) == CUDA_SUCCESS);
+    dptr[k] = (void *)(uintptr_t)dbuf[k];
+  }
+  CUstream st;
+  CHECK(cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  GpuccStatus r = gpucc_model_run_dims(m, (const void *const *)dptr, dims, dptr + nin, odims, st);
+  CHECK(cu->cuStreamSynchronize(st) == CUDA_SUCCESS);
+  for (int k = nin; k < nin + nout; k++)
+    CHECK(cu->cuMemcpyDtoH(buf[k], dbuf[k], bytes[k]) == CUDA_SUCCESS);
+  for (int k = 0; k < nin + nout; k++) cu->cuMemFree(dbuf[k]);
+  cu->cuStreamDestroy(st);
+  return r;
+}
+
+/* run_buffers of d's buffers at input dims (xd, wd). */
 static GpuccStatus run_at(GpuccModel *m, Ranged *d, const int64_t *xd, const int64_t *wd,
                           bool host) {
   const int64_t *dims[] = {xd, wd};
   int64_t *odims[] = {d->yd, d->vd, d->sd};
-  if (host) {
-    const void *in[] = {d->x, d->w};
-    void *out[] = {d->y, d->v, d->sums};
-    return gpucc_model_run_dims_host(m, in, dims, out, odims, NULL);
-  }
-  CUdeviceptr buf[5] = {0};
-  void *const host_buf[5] = {d->x, d->w, d->y, d->v, d->sums};
-  const size_t bytes[5] = {sizeof d->x, sizeof d->w, sizeof d->y, sizeof d->v, sizeof d->sums};
-  for (int k = 0; k < 5; k++) {
-    CHECK(cu->cuMemAlloc(&buf[k], bytes[k]) == CUDA_SUCCESS);
-    CHECK(cu->cuMemcpyHtoD(buf[k], host_buf[k], bytes[k]) == CUDA_SUCCESS);
-  }
-  CUstream st;
-  CHECK(cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
-  const void *in[] = {(void *)(uintptr_t)buf[0], (void *)(uintptr_t)buf[1]};
-  void *out[] = {(void *)(uintptr_t)buf[2], (void *)(uintptr_t)buf[3], (void *)(uintptr_t)buf[4]};
-  GpuccStatus r = gpucc_model_run_dims(m, in, dims, out, odims, st);
-  CHECK(cu->cuStreamSynchronize(st) == CUDA_SUCCESS);
-  for (int k = 2; k < 5; k++) CHECK(cu->cuMemcpyDtoH(host_buf[k], buf[k], bytes[k]) == CUDA_SUCCESS);
-  for (int k = 0; k < 5; k++) cu->cuMemFree(buf[k]);
-  cu->cuStreamDestroy(st);
-  return r;
+  void *const buf[] = {d->x, d->w, d->y, d->v, d->sums};
+  const size_t bytes[] = {sizeof d->x, sizeof d->w, sizeof d->y, sizeof d->v, sizeof d->sums};
+  return run_buffers(m, 2, 3, buf, bytes, dims, odims, host);
 }
 
 static GpuccStatus run_ranged(GpuccModel *m, Ranged *d, int64_t b, int64_t s, bool host) {
@@ -712,6 +732,11 @@ static void test_shape_classes(void) {
     expect_dims_error(m, 3, 3, 3, 3, host, "input 'w': dim 1 is 3, expected 2");
   }
 
+  /* Without a rows symbol a run is one class; each class's graph was timed at create. */
+  int cls[2] = {-1, -1};
+  CHECK(gpucc_model_last_chunks(m, cls, 2) == 1 && cls[0] == 0); /* batch 1, seq 1: (1, 5) */
+  for (int c = 0; c < NCLASSES; c++) CHECK(gpucc_model_class_ms(m, c) > 0);
+
   /* run: the largest class at the largest dims; then time the class the last run took. */
   Ranged d;
   fill_ranged(&d, BMAX, SMAX);
@@ -731,6 +756,224 @@ static void test_shape_classes(void) {
   if (m) {
     run_every_size(m, "run_dims_host (GPUCC_RUNTIME_DEBUG)");
     CHECK(gpucc_model_kernels(m) == -1 && gpucc_model_class_kernels(m, 0) == -1);
+  }
+  gpucc_model_destroy(m);
+  unsetenv("GPUCC_RUNTIME_DEBUG");
+  free(plan);
+}
+
+/* ---------------------------------------------------------------- chunks of rows */
+
+/* A plan whose batch is rows (GPUCC_SYMBOL_ROWS): batch = 1..4 and seq = 1..3, classes
+ * batch {1, 2, 4} by seq {3, 1}. Inputs x f32[batch, 4], w f32[2, batch, seq] (the rows
+ * a middle axis, padded along seq too) and c f32[4] (no rows: whole in every chunk);
+ * outputs y = x + c + the batch size the class reads, which is the chunk's rows (so y
+ * tells the chunks apart), and v = 2w. Each kernel runs over its class's whole slot. */
+enum { RB = 4, RS = 3, RXN = RB * 4, RWN = 2 * RB * RS, RCLASSES = 6 };
+static const int64_t row_bounds[RCLASSES][2] = {{1, 3}, {2, 3}, {4, 3}, {1, 1}, {2, 1}, {4, 1}};
+
+static void *make_rows_plan(size_t *len) {
+  GpuccPlan *p = gpucc_plan_new(1 << 16, 0, 0);
+  char sm[16];
+  snprintf(sm, sizeof sm, "sm_%d%d", cc_major, cc_minor);
+  size_t cubin_len = 0;
+  char *cubin = nvrtc(sm, true, &cubin_len);
+  CHECK(cubin != NULL);
+  gpucc_plan_set_module(p, cubin, cubin_len, NULL);
+  free(cubin);
+  int64_t xd[] = {RB, 4}, wd[] = {2, RB, RS}, cd[] = {4};
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 2, xd, 0);
+  gpucc_plan_add_input(p, "w", GPUCC_DT_F32, 3, wd, 0);
+  gpucc_plan_add_input(p, "c", GPUCC_DT_F32, 1, cd, 0);
+  gpucc_plan_add_output(p, "y", GPUCC_DT_F32, 2, xd, 0);
+  gpucc_plan_add_output(p, "v", GPUCC_DT_F32, 3, wd, 0);
+  int64_t blo[] = {1}, bhi[] = {RB}, slo[] = {1}, shi[] = {RS};
+  gpucc_plan_add_symbol(p, "batch", 1, blo, bhi);
+  gpucc_plan_add_symbol(p, "seq", 1, slo, shi);
+  CHECK(gpucc_plan_set_symbol_flags(p, 0, GPUCC_SYMBOL_ROWS) == GPUCC_OK);
+  for (int out = 0; out < 2; out++) {
+    gpucc_plan_set_axis_symbol(p, out, 0, 0, 0);
+    gpucc_plan_set_axis_symbol(p, out, 1, 1, 0);
+    gpucc_plan_set_axis_symbol(p, out, 1, 2, 1);
+  }
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {128, 1, 1};
+  for (int c = 0; c < RCLASSES; c++) {
+    int64_t xn = row_bounds[c][0] * 4, wn = 2 * row_bounds[c][0] * row_bounds[c][1];
+    uint64_t at = 0, x = slot(&at, xn * 4), w = slot(&at, wn * 4), cc = slot(&at, 16),
+             y = slot(&at, xn * 4), v = slot(&at, wn * 4), size = slot(&at, 8);
+    uint64_t in[] = {x, w, cc}, out[] = {y, v}, sizes[] = {size, GPUCC_NO_OFFSET};
+    gpucc_plan_add_class(p, row_bounds[c], at, in, out, sizes);
+    GpuccArg add[] = {gpucc_ptr_arg(gpucc_arena_ptr(x)), gpucc_ptr_arg(gpucc_arena_ptr(cc)),
+                      gpucc_ptr_arg(gpucc_arena_ptr(y)), gpucc_ptr_arg(gpucc_arena_ptr(size)),
+                      gpucc_scalar_arg((uint64_t)xn)};
+    GpuccArg twice[] = {gpucc_ptr_arg(gpucc_arena_ptr(w)), gpucc_ptr_arg(gpucc_arena_ptr(v)),
+                        gpucc_scalar_arg((uint64_t)wn)};
+    gpucc_plan_add_kernel(p, "k_add_row", grid, block, 0, add, 5);
+    gpucc_plan_add_kernel(p, "k_twice", grid, block, 0, twice, 3);
+  }
+  void *bytes = NULL;
+  GpuccStatus st = gpucc_plan_serialize(p, &bytes, len);
+  if (st) fprintf(stderr, "serialize: %s\n", gpucc_last_error());
+  CHECK(st == GPUCC_OK);
+  gpucc_plan_free(p);
+  return bytes;
+}
+
+/* One run's buffers, at the largest dims: the real part first, then sentinels. */
+typedef struct Rows {
+  float x[RXN], w[RWN], c[4];
+  float y[RXN], v[RWN];
+  int64_t yd[2], vd[3];
+} Rows;
+
+static void fill_rows(Rows *d, int64_t b, int64_t s) {
+  for (int i = 0; i < RXN; i++) d->x[i] = i < b * 4 ? (float)(100 * b + i) : sentinel;
+  for (int i = 0; i < RWN; i++) d->w[i] = i < 2 * b * s ? (float)(i % 11 - 5) + 0.5f * (float)s : sentinel;
+  for (int j = 0; j < 4; j++) d->c[j] = 0.25f * (float)(j + 1);
+  for (int i = 0; i < RXN; i++) d->y[i] = sentinel;
+  for (int i = 0; i < RWN; i++) d->v[i] = sentinel;
+  d->yd[0] = d->yd[1] = d->vd[0] = d->vd[1] = d->vd[2] = -1;
+}
+
+/* A run at (b, s), then the chunks it says it took into cls[] and their rows' bounds into
+ * rows[] (each chunk's class's batch bound): their count, -1 when the run failed. The
+ * chunks are checked: each a class at the seq bound that holds s (3 unless s is 1), the
+ * most rows first, together exactly b rows with the last alone short of its bound. */
+static int run_rows(GpuccModel *m, Rows *d, int64_t b, int64_t s, bool host, int *cls,
+                    int64_t *rows) {
+  int64_t xd[] = {b, 4}, wd[] = {2, b, s}, cd[] = {4};
+  const int64_t *dims[] = {xd, wd, cd};
+  int64_t *odims[] = {d->yd, d->vd};
+  void *const buf[] = {d->x, d->w, d->c, d->y, d->v};
+  const size_t bytes[] = {sizeof d->x, sizeof d->w, sizeof d->c, sizeof d->y, sizeof d->v};
+  GpuccStatus st = run_buffers(m, 3, 2, buf, bytes, dims, odims, host);
+  if (st) fprintf(stderr, "rows at batch %lld, seq %lld: %s\n", (long long)b, (long long)s,
+                  gpucc_last_error());
+  CHECK(st == GPUCC_OK);
+  if (st) return -1;
+  int n = gpucc_model_last_chunks(m, cls, RB);
+  CHECK(n >= 1 && n <= b);
+  if (n < 1 || n > b) return -1;
+  int64_t covered = 0, bound[2] = {0, 0};
+  for (int k = 0; k < n && k < RB; k++) {
+    CHECK(gpucc_model_class_bounds(m, cls[k], bound) == GPUCC_OK);
+    rows[k] = bound[0];
+    CHECK(bound[1] == (s == 1 ? 1 : 3));
+    CHECK(k == 0 || rows[k] <= rows[k - 1]);
+    CHECK(k == n - 1 || covered + rows[k] < b);
+    covered += rows[k];
+  }
+  CHECK(covered >= b && covered - rows[n - 1] < b);
+  return n;
+}
+
+/* y = x + c + the rows of each row's chunk (chunks of rows[0 .. n) in order, each taking
+ * min(its bound, the rows left)), v = 2w, sentinels past the real part. */
+static void check_rows(const Rows *d, int64_t b, int64_t s, const int64_t *rows, int n,
+                       const char *what) {
+  int64_t len[RB] = {0}; /* of each row's chunk */
+  for (int k = 0, r = 0; k < n && r < b; k++) {
+    int64_t take = rows[k] < b - r ? rows[k] : b - r;
+    for (int64_t i = 0; i < take; i++) len[r + i] = take;
+    r += (int)take;
+  }
+  int bad = 0;
+  for (int r = 0; r < RB; r++)
+    for (int j = 0; j < 4; j++)
+      bad += d->y[r * 4 + j] != (r < b ? d->x[r * 4 + j] + d->c[j] + (float)len[r] : sentinel);
+  for (int i = 0; i < RWN; i++) bad += d->v[i] != (i < 2 * b * s ? 2 * d->w[i] : sentinel);
+  bad += d->yd[0] != b || d->yd[1] != 4 || d->vd[0] != 2 || d->vd[1] != b || d->vd[2] != s;
+  if (bad)
+    fprintf(stderr, "%s at batch %lld, seq %lld in %d chunks: %d wrong (y[0]=%g v[0]=%g)\n", what,
+            (long long)b, (long long)s, n, bad, d->y[0], d->v[0]);
+  CHECK(bad == 0);
+}
+
+/* Every size on both run_dims paths, largest first (so a class runs fewer rows after it
+ * ran more: stale rows in its slots would show). With want (costs by padded work), the
+ * chunks' rows must be want[b]'s. */
+static void run_rows_everywhere(GpuccModel *m, const int64_t (*want)[RB], const char *what) {
+  static const int64_t row_seqs[] = {3, 2, 1};
+  for (int host = 0; host < 2; host++)
+    for (int64_t b = RB; b >= 1; b--)
+      for (size_t k = 0; k < sizeof row_seqs / sizeof *row_seqs; k++) {
+        Rows d;
+        int cls[RB];
+        int64_t rows[RB] = {0};
+        fill_rows(&d, b, row_seqs[k]);
+        int n = run_rows(m, &d, b, row_seqs[k], host, cls, rows);
+        if (n < 1) continue;
+        check_rows(&d, b, row_seqs[k], rows, n, host ? what : "run_dims");
+        for (int i = 0; want && i < RB; i++) {
+          if ((i < n ? rows[i] : 0) != want[b][i])
+            fprintf(stderr, "%s at batch %lld: chunk %d has %lld rows, wanted %lld\n", what,
+                    (long long)b, i, (long long)(i < n ? rows[i] : 0), (long long)want[b][i]);
+          CHECK((i < n ? rows[i] : 0) == want[b][i]);
+        }
+      }
+}
+
+/* Times what the last run launched: after a run of b rows at seq 3. */
+static void time_after_rows(GpuccModel *m, int64_t b, int chunks) {
+  Rows d;
+  int cls[RB];
+  int64_t rows[RB];
+  fill_rows(&d, b, 3);
+  int n = run_rows(m, &d, b, 3, true, cls, rows);
+  CHECK(chunks < 0 || n == chunks);
+  float ms = -1;
+  CHECK(gpucc_model_time(m, 1, 3, NULL, &ms) == GPUCC_OK && ms >= 0);
+  /* The replays leave the outputs alone, and the next run is right. */
+  fill_rows(&d, b, 3);
+  if ((n = run_rows(m, &d, b, 3, false, cls, rows)) > 0) check_rows(&d, b, 3, rows, n, "after timing");
+}
+
+static void test_rows(void) {
+  size_t len;
+  void *plan = make_rows_plan(&len);
+  /* By padded work (the product of a class's bounds, the same for every load): the
+   * fewest chunks that pad nothing. Batch 3: 2 rows, then 1. */
+  static const int64_t by_work[RB + 1][RB] = {{0}, {1}, {2}, {2, 1}, {4}};
+  GpuccModel *m = NULL;
+  setenv("GPUCC_TUNE", "0", 1);
+  GpuccStatus st = gpucc_model_create(plan, len, NULL, 0, 0, &m);
+  if (st) fprintf(stderr, "create (rows): %s\n", gpucc_last_error());
+  CHECK(st == GPUCC_OK && m);
+  if (m) {
+    int cls[RB] = {-1};
+    CHECK(gpucc_model_last_chunks(m, cls, RB) == 1 && cls[0] == 2); /* before any run */
+    for (int c = 0; c < RCLASSES; c++) CHECK(gpucc_model_class_ms(m, c) == -1);
+    run_rows_everywhere(m, by_work, "rows, GPUCC_TUNE=0");
+    time_after_rows(m, 3, 2);
+    CHECK(gpucc_model_last_chunks(m, cls, 1) == 2 && cls[0] == 1); /* max 1: one written */
+    CHECK(gpucc_model_last_chunks(m, NULL, 0) == 2);
+  }
+  gpucc_model_destroy(m);
+
+  /* Timed: each class's graph has a cost, the chunks follow them, the results do not. */
+  unsetenv("GPUCC_TUNE");
+  m = NULL;
+  CHECK(gpucc_model_create(plan, len, NULL, 0, 0, &m) == GPUCC_OK && m);
+  if (m) {
+    for (int c = 0; c < RCLASSES; c++) {
+      float ms = gpucc_model_class_ms(m, c);
+      if (!(ms > 0)) fprintf(stderr, "class %d measured %g ms\n", c, ms);
+      CHECK(ms > 0);
+    }
+    CHECK(gpucc_model_class_ms(m, RCLASSES) == -1 && gpucc_model_class_ms(m, -1) == -1);
+    run_rows_everywhere(m, NULL, "rows, timed");
+    time_after_rows(m, 3, -1);
+  }
+  gpucc_model_destroy(m);
+
+  /* Debug mode: no graphs, so nothing timed; the chunks of padded work, step by step. */
+  setenv("GPUCC_RUNTIME_DEBUG", "1", 1);
+  m = NULL;
+  CHECK(gpucc_model_create(plan, len, NULL, 0, 0, &m) == GPUCC_OK && m);
+  if (m) {
+    CHECK(gpucc_model_class_ms(m, 0) == -1);
+    run_rows_everywhere(m, by_work, "rows (GPUCC_RUNTIME_DEBUG)");
+    time_after_rows(m, 3, 2);
   }
   gpucc_model_destroy(m);
   unsetenv("GPUCC_RUNTIME_DEBUG");
@@ -854,6 +1097,7 @@ int main(int argc, char **argv) {
     test_modules_and_debug();
     test_choices();
     test_shape_classes();
+    test_rows();
     test_errors();
     test_device_properties();
   }

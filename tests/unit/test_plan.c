@@ -64,8 +64,8 @@ static GpuccPlan *sample_plan(void) {
   return p;
 }
 
-/* A ranged plan: batch = 1..4 and seq = 1, 8..16 (a point and a range); inputs ids
- * i64[batch, seq] and x f32[batch, 3], output y f32[batch, seq, 2]; classes at (1, 1),
+/* A ranged plan: batch = 1..4 (rows: GPUCC_SYMBOL_ROWS) and seq = 1, 8..16 (a point and a
+ * range); inputs ids i64[batch, seq] and x f32[batch, 3], output y f32[batch, seq, 2]; classes at (1, 1),
  * (2, 16) and (4, 16), the first reading no batch size, each with steps of its own: a
  * kernel; a GEMM, a copy and a choice; a memset. Slots at a class's dims:
  *   class    ids       x        y         batch  seq   arena
@@ -83,6 +83,7 @@ static GpuccPlan *ranged_plan(void) {
   int64_t blo[] = {1}, bhi[] = {4}, slo[] = {1, 8}, shi[] = {1, 16};
   CHECK(gpucc_plan_add_symbol(p, "batch", 1, blo, bhi) == GPUCC_OK);
   CHECK(gpucc_plan_add_symbol(p, "seq", 2, slo, shi) == GPUCC_OK);
+  CHECK(gpucc_plan_set_symbol_flags(p, 0, GPUCC_SYMBOL_ROWS) == GPUCC_OK);
   CHECK(gpucc_plan_set_axis_symbol(p, 0, 0, 0, 0) == GPUCC_OK);
   CHECK(gpucc_plan_set_axis_symbol(p, 0, 0, 1, 1) == GPUCC_OK);
   CHECK(gpucc_plan_set_axis_symbol(p, 0, 1, 0, 0) == GPUCC_OK);
@@ -181,7 +182,7 @@ static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
   CHECK(a->nsyms == b->nsyms && a->nclasses == b->nclasses);
   for (int k = 0; k < a->nsyms && k < b->nsyms; k++) {
     const GpuccSymbol *s = &a->syms[k], *t = &b->syms[k];
-    CHECK(!strcmp(s->name, t->name) && s->npieces == t->npieces);
+    CHECK(!strcmp(s->name, t->name) && s->flags == t->flags && s->npieces == t->npieces);
     for (int i = 0; i < s->npieces && i < t->npieces; i++)
       CHECK(s->lo[i] == t->lo[i] && s->hi[i] == t->hi[i]);
   }
@@ -300,6 +301,7 @@ static void test_ranged_round_trip(void) {
   if (q) {
     CHECK(q->nsyms == 2 && !strcmp(q->syms[1].name, "seq") && q->syms[1].npieces == 2);
     CHECK(q->syms[1].lo[1] == 8 && q->syms[1].hi[1] == 16);
+    CHECK(q->syms[0].flags == GPUCC_SYMBOL_ROWS && q->syms[1].flags == 0);
     CHECK(q->inputs[0].sym[0] == 0 && q->inputs[0].sym[1] == 1 && q->inputs[1].sym[1] == -1);
     CHECK(q->outputs[0].sym[1] == 1 && q->outputs[0].sym[2] == -1);
     CHECK(q->nsteps == 0 && q->nclasses == 3);
@@ -663,6 +665,37 @@ static void test_invalid_ranged(void) {
   p->syms[0].npieces = 0;
   EXPECT_INVALID(p, "plan: symbol 'batch': 0 pieces (1 to 16)");
 
+  /* Flags: only GPUCC_SYMBOL_ROWS; a rows symbol is exactly one axis of every output and
+   * at most one of each input. seq may be rows too: it is one axis of y and of ids. */
+  p = ranged_plan();
+  p->syms[1].flags = 2;
+  EXPECT_INVALID(p, "plan: symbol 'seq': flags 0x2 (the one flag is GPUCC_SYMBOL_ROWS, 0x1)");
+  p = ranged_plan();
+  p->syms[1].flags = GPUCC_SYMBOL_ROWS;
+  free(bytes_of(p, &len));
+  p = ranged_plan();
+  p->outputs[0].sym[0] = -1; /* y's dim 0 a fixed 4 */
+  EXPECT_INVALID(p, "plan: rows symbol 'batch' is no axis of output 'y' (a rows symbol is exactly one axis of every output)");
+  p = ranged_plan();
+  p->outputs[0].sym[2] = 0;
+  p->outputs[0].dims[2] = 4;
+  EXPECT_INVALID(p, "plan: rows symbol 'batch' is axes 0 and 2 of output 'y' (a rows symbol is exactly one axis of every output)");
+  p = ranged_plan();
+  p->inputs[1].sym[1] = 0;
+  p->inputs[1].dims[1] = 4;
+  EXPECT_INVALID(p, "plan: rows symbol 'batch' is axes 0 and 1 of input 'x' (a rows symbol is at most one axis of each input)");
+  p = ranged_plan();
+  p->syms[0].flags = 0; /* then batch may be what it likes */
+  p->inputs[1].sym[1] = 0;
+  p->inputs[1].dims[1] = 4;
+  free(bytes_of(p, &len));
+  p = ranged_plan();
+  CHECK(gpucc_plan_set_symbol_flags(p, 2, GPUCC_SYMBOL_ROWS) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(gpucc_last_error(), "plan: flags of symbol 2 (the plan has 2)") != NULL);
+  CHECK(gpucc_plan_set_symbol_flags(p, -1, 0) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_set_symbol_flags(NULL, 0, 0) == GPUCC_ERR_INVALID_ARGUMENT);
+  gpucc_plan_free(p);
+
   /* Axes: a symbol the plan has, at its largest size; every symbol an input's axis. */
   p = ranged_plan();
   p->inputs[1].sym[1] = 2;
@@ -765,12 +798,26 @@ static void test_invalid_ranged(void) {
   CHECK(gpucc_plan_add_symbol(p, "s9", 1, one, one) == GPUCC_ERR_INVALID_ARGUMENT);
   gpucc_plan_free(p);
 
-  /* The reader refuses what the builder would: here, a symbol count out of range. */
+  /* The reader refuses what the builder would: here, a symbol count out of range, and
+   * flags it does not know (batch's: u32 n, then "batch" as u32 5 and 6 bytes). */
   unsigned char *b = bytes_of(ranged_plan(), &len);
   b[section_at(b, 6)] = GPUCC_MAX_SYMBOLS + 1;
   fix_header(b, len);
   expect_rejected(b, len, "nine symbols", 0);
   CHECK(strstr(gpucc_last_error(), "section SYMBOLS at byte 4: 9 symbols (1 to 8)") != NULL);
+  free(b);
+  b = bytes_of(ranged_plan(), &len);
+  size_t flags = section_at(b, 6) + 4 + 4 + 6;
+  CHECK(b[flags] == GPUCC_SYMBOL_ROWS && b[flags + 1] == 0 && b[flags + 2] == 0 && b[flags + 3] == 0);
+  b[flags + 3] = 0x80;
+  fix_header(b, len);
+  expect_rejected(b, len, "unknown flags", flags);
+  CHECK(strstr(gpucc_last_error(), "plan: symbol 'batch': flags 0x80000001") != NULL);
+  b[flags] = b[flags + 3] = 0; /* no flags: the same plan but for its rows */
+  fix_header(b, len);
+  GpuccPlan *q = NULL;
+  CHECK(gpucc_plan_parse(b, len, &q) == GPUCC_OK && q && q->syms[0].flags == 0);
+  gpucc_plan_free(q);
   free(b);
 }
 
