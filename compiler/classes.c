@@ -203,6 +203,19 @@ static int check_constants(const Graph *a, const DynAxes *ta, const Graph *b, co
   return 0;
 }
 
+/* The smallest size of r that runs in the class of bound (the sizes above the class
+ * below it). */
+static int64_t class_floor(const DimRange *r, int64_t bound) {
+  int64_t b[GPUCC_MAX_CLASSES], prev = 0;
+  int n = range_classes(r, b, GPUCC_MAX_CLASSES);
+  for (int k = 0; k < n && b[k] < bound; k++)
+    prev = b[k];
+  for (int k = 0; k < r->nseg; k++)
+    if (r->hi[k] > prev)
+      return r->lo[k] > prev ? r->lo[k] : prev + 1;
+  return bound;
+}
+
 /* The graph of one class, with its tags in *a: the model loaded at sizes (load), else src
  * cloned and bound at them. With a loader (an ONNX model, which folds its Shape chains at
  * load), the model is loaded at other sizes too, to tell the constants folded from the
@@ -252,6 +265,22 @@ static Graph *class_graph(const Graph *src, const DimRange *ranges, int nr,
     return NULL;
   }
   return g;
+}
+
+/* a's mixes less those of symbols whose class (at bounds b) serves one size only: such a
+ * class has no padding, so nothing is masked for them (and an op that cannot be masked
+ * along them is fine). */
+static void drop_unpadded(DynAxes *a, const DimRange *ranges, int nr, const int64_t *b) {
+  int keep = 0;
+  for (int k = 0; k < a->nmix; k++) {
+    bool padded = true;
+    for (int r = 0; r < nr; r++)
+      if (!strcmp(a->syms[a->mix[k].sym], ranges[r].sym))
+        padded = class_floor(&ranges[r], b[r]) < b[r];
+    if (padded)
+      a->mix[keep++] = a->mix[k];
+  }
+  a->nmix = keep;
 }
 
 /* names[0..nr): the ranged symbols; then every other symbolic input dim of g with its
@@ -326,6 +355,7 @@ int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, vo
     for (int r = 0; r < nr; r++)
       if (!strcmp(a.syms[m], ranges[r].sym))
         s[m] = actual[r];
+  drop_unpadded(&a, ranges, nr, sizes);
   if (pass_pad_mask(g, &a, d))
     goto done;
   GpuccCompileOptions rest = opt ? *opt : (GpuccCompileOptions){0};
@@ -511,6 +541,33 @@ static int output_axis(const Graph *g, int j, int i, const DynAxes *a, const Dyn
   return 0;
 }
 
+/* Whether ranged symbol r is rows (GPUCC_SYMBOL_ROWS): no node combines elements along
+ * it (in the largest class, whose tags hold every smaller class's), it is exactly one axis
+ * of every output (out_sym) and at most one of each input of g. A run may then split its
+ * size into chunks, each run by a class on a slice of the rows, with no padding. */
+static bool rows_symbol(const Graph *g, const DynAxes *a, const DimRange *ranges, int r,
+                        const int *out_sym) {
+  for (int k = 0; k < a->nmix; k++)
+    if (!strcmp(a->syms[a->mix[k].sym], ranges[r].sym))
+      return false;
+  for (int j = 0; j < g->noutputs; j++) {
+    int n = 0;
+    for (int i = 0; i < g->outputs[j]->type.shape.rank; i++)
+      n += out_sym[j * IR_MAX_RANK + i] == r;
+    if (n != 1)
+      return false;
+  }
+  for (int i = 0; i < g->ninputs; i++) {
+    int n = 0;
+    for (int j = 0; j < g->inputs[i]->type.shape.rank; j++)
+      n += g->inputs[i]->type.shape.dims[j].sym &&
+           !strcmp(g->inputs[i]->type.shape.dims[j].sym, ranges[r].sym);
+    if (n > 1)
+      return false;
+  }
+  return true;
+}
+
 int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
                   Stage last, FILE *plan_text, ClassesBuilt *out, Diag *d) {
   static const GpuccCompileOptions none;
@@ -568,7 +625,7 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
   int64_t *out_dims = calloc((size_t)nout * IR_MAX_RANK + 1, sizeof *out_dims);
   uint64_t *offsets = calloc((size_t)(nin + nout) + 1, sizeof *offsets);
   uint64_t class_weights = 0;
-  bool gemms = false;
+  bool gemms = false, rows[GPUCC_MAX_SYMBOLS] = {0};
   int rc = plan && shared && out_sym && out_dims && offsets ? 0
                                                            : diag_error(d, g->loc, "out of memory");
   for (int c = 0; c < total && !rc; c++) {
@@ -601,6 +658,10 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
                           g->outputs[j]->name, i, ext, at);
         }
       }
+    for (int r = 0; r < nr && !rc && c == 0; r++)
+      rows[r] = rows_symbol(g, &a, ranges, r, out_sym);
+    if (!rc)
+      drop_unpadded(&a, ranges, nr, b);
     if (!rc)
       rc = pass_pad_mask(cg, &a, d) ||
            pipeline_run_part(cg, c ? &later : &first, STAGE_MEMPLAN, shared, prefix, &part, d);
@@ -609,7 +670,8 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
       snprintf(out->build.arch, sizeof out->build.arch, "%s", part.build.arch);
       out->build.target = part.build.target;
       for (int r = 0; r < nr && !rc; r++)
-        if (gpucc_plan_add_symbol(plan, ranges[r].sym, ranges[r].nseg, ranges[r].lo, ranges[r].hi))
+        if (gpucc_plan_add_symbol(plan, ranges[r].sym, ranges[r].nseg, ranges[r].lo, ranges[r].hi) ||
+            (rows[r] && gpucc_plan_set_symbol_flags(plan, r, GPUCC_SYMBOL_ROWS)))
           rc = diag_error(d, g->loc, "internal error: plan symbol: %s", gpucc_last_error());
       for (int i = 0; i < nin + nout && !rc; i++) {
         const Value *v = i < nin ? cg->inputs[i] : cg->outputs[i - nin];
@@ -701,6 +763,10 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
     fprintf(opt->report, "gpucc: %d shape classes, one module; weights %" PRIu64 " bytes "
             "shared (the classes' own would be %" PRIu64 ")\n", out->nclasses, blob.len,
             class_weights);
+  for (int r = 0; r < nr && !rc && opt->report; r++)
+    if (rows[r])
+      fprintf(opt->report, "gpucc: no node combines along '%s': a run splits it into chunks "
+              "that classes run unpadded\n", ranges[r].sym);
   out->source = src.s;
   out->source_len = src.len;
   free(blob.data);
