@@ -1114,7 +1114,9 @@ static int write_outputs(const char *const *names, int n, Tensor *const *out, co
   X(input_rank, model_input_rank) X(output_rank, model_output_rank)                          \
   X(input_dims, model_input_dims) X(output_dims, model_output_dims)                          \
   X(find_input, model_find_input) X(check_input, model_check_input)                          \
-  X(run_host, model_run_host) X(time, model_time) X(kernels, model_kernels)                  \
+  X(run_host, model_run_host) X(time, model_time) X(kernels, model_kernels)
+/* Shape classes: a model.so from before them lacks these, and is a fixed model. */
+#define MODEL_API_RANGED(X)                                                                  \
   X(num_symbols, model_num_symbols) X(output_dims_for, model_output_dims_for)                \
   X(run_dims_host, model_run_dims_host) X(input_range, model_input_range)
 
@@ -1147,9 +1149,31 @@ static GpuccStatus no_load(int device, GpuccModel **out) {
 }
 #define LINKED(field, name) .field = gpucc_##name,
 #define gpucc_model_load no_load
-static const ModelApi linked_api = {MODEL_API(LINKED)};
+static const ModelApi linked_api = {MODEL_API(LINKED) MODEL_API_RANGED(LINKED)};
 #undef gpucc_model_load
 #undef LINKED
+
+/* The shape-class calls of a model.so from before them: it is a fixed model. */
+static int fixed_num_symbols(const GpuccModel *m) {
+  (void)m;
+  return 0;
+}
+static GpuccStatus fixed_output_dims_for(const GpuccModel *m, const int64_t *const *in,
+                                         int64_t *const *out) {
+  (void)m, (void)in, (void)out;
+  return GPUCC_ERR_INVALID_ARGUMENT;
+}
+static GpuccStatus fixed_run_dims_host(GpuccModel *m, const void *const *in,
+                                       const int64_t *const *dims, void *const *out,
+                                       int64_t *const *odims, void *stream) {
+  (void)m, (void)in, (void)dims, (void)out, (void)odims, (void)stream;
+  return GPUCC_ERR_INVALID_ARGUMENT;
+}
+static GpuccStatus fixed_input_range(const GpuccModel *m, int i, int axis, int64_t *lo,
+                                     int64_t *hi) {
+  (void)m, (void)i, (void)axis, (void)lo, (void)hi;
+  return GPUCC_ERR_INVALID_ARGUMENT; /* the caller takes the input's fixed dims */
+}
 
 /* Binds api to the model.so at path (kept open: *lib). */
 static int open_model_so(const char *path, ModelApi *api, void **lib) {
@@ -1177,6 +1201,16 @@ static int open_model_so(const char *path, ModelApi *api, void **lib) {
   }
   MODEL_API(BIND)
 #undef BIND
+#define BIND_RANGED(field, name)                                                             \
+  {                                                                                          \
+    void *f = dlsym(*lib, "gpucc_" #name);                                                   \
+    if (f)                                                                                   \
+      memcpy(&api->field, &f, sizeof f);                                                     \
+    else                                                                                     \
+      api->field = fixed_##field;                                                            \
+  }
+  MODEL_API_RANGED(BIND_RANGED)
+#undef BIND_RANGED
   return 0;
 }
 
