@@ -417,6 +417,8 @@ typedef struct Blob {
   int nitems, cap_items;
 } Blob;
 
+/* FNV-1a a word at a time: every class hands the blob every weight again (440 MB for
+ * BERT-base, times the classes), and the hash only picks what memcmp then compares. */
 static uint64_t hash_bytes(const unsigned char *p, uint64_t n) {
   uint64_t h = 0xcbf29ce484222325ull ^ n;
   uint64_t i = 0;

@@ -942,6 +942,21 @@ static bool use_cached(GpuccModel *m, const Tuning *t, const GpuccTuneEntry *e) 
   return true;
 }
 
+/* The two events a timing brackets its replays with; ev[] NULL where not made. */
+static GpuccStatus events_create(const CuApi *cu, CUevent ev[2]) {
+  CUresult r;
+  ev[0] = ev[1] = NULL;
+  if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) ||
+      (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
+    return gpucc_cu_fail(cu, r, "cuEventCreate");
+  return GPUCC_OK;
+}
+
+static void events_destroy(const CuApi *cu, CUevent ev[2]) {
+  for (int k = 0; k < 2; k++)
+    if (ev[k]) cu->cuEventDestroy(ev[k]);
+}
+
 /* Times every timed step: GEMM algorithms first (the variants that hold GEMMs are timed
  * with their chosen algorithms), then choices; records the decisions in e. A class's
  * sizes are written (at its bounds: the class at its largest) before its steps are
@@ -949,12 +964,8 @@ static bool use_cached(GpuccModel *m, const Tuning *t, const GpuccTuneEntry *e) 
  * class reads its sizes: the classes share the arena. */
 static GpuccStatus time_all(GpuccModel *m, const Tuning *t, GpuccTuneEntry *e) {
   const CuApi *cu = m->cu;
-  CUevent ev[2] = {NULL, NULL};
-  CUresult r;
-  GpuccStatus st = GPUCC_OK;
-  if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) ||
-      (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
-    st = gpucc_cu_fail(cu, r, "cuEventCreate");
+  CUevent ev[2];
+  GpuccStatus st = events_create(cu, ev);
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0, sized = -1; i < m->nsteps && !st; i++) {
       Step *s = &m->steps[i];
@@ -974,8 +985,7 @@ static GpuccStatus time_all(GpuccModel *m, const Tuning *t, GpuccTuneEntry *e) {
         e[i].w[0] = (uint64_t)s->chosen;
       }
     }
-  for (int k = 0; k < 2; k++)
-    if (ev[k]) cu->cuEventDestroy(ev[k]);
+  events_destroy(cu, ev);
   return st;
 }
 
@@ -1071,12 +1081,8 @@ static GpuccStatus cost_classes(GpuccModel *m, bool timed, bool log) {
   }
   if (!timed || m->debug || !p->nsyms) return GPUCC_OK;
   const CuApi *cu = m->cu;
-  CUevent ev[2] = {NULL, NULL};
-  CUresult r;
-  GpuccStatus st = GPUCC_OK;
-  if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) ||
-      (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
-    st = gpucc_cu_fail(cu, r, "cuEventCreate");
+  CUevent ev[2];
+  GpuccStatus st = events_create(cu, ev);
   for (int c = 0; c < p->nclasses && !st; c++) {
     Class *k = &m->classes[c];
     float ms[COST_WARMUP + COST_REPLAYS] = {0}; /* a class without steps costs nothing */
@@ -1092,8 +1098,7 @@ static GpuccStatus cost_classes(GpuccModel *m, bool timed, bool log) {
               (double)k->ms);
     }
   }
-  for (int k = 0; k < 2; k++)
-    if (ev[k]) cu->cuEventDestroy(ev[k]);
+  events_destroy(cu, ev);
   return st ? st : zero_arena(m); /* the replays wrote into it */
 }
 
@@ -1896,14 +1901,10 @@ GpuccStatus gpucc_model_time(GpuccModel *m, int warmup, int iters, void *cuda_st
     return st;
   }
   const CuApi *cu = m->cu;
-  CUevent ev[2] = {NULL, NULL};
-  CUresult r;
-  if ((r = cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT)) || (r = cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT)))
-    st = gpucc_cu_fail(cu, r, "cuEventCreate");
-  else
+  CUevent ev[2];
+  if (!(st = events_create(cu, ev)))
     st = time_replays(m, warmup, iters, (CUstream)cuda_stream, ms, ev);
-  for (int i = 0; i < 2; i++)
-    if (ev[i]) cu->cuEventDestroy(ev[i]);
+  events_destroy(cu, ev);
   pop_ctx(m);
   if (!st) *median_ms = median(ms, iters);
   free(ms);

@@ -19,7 +19,6 @@ usage: ranged_models.py --gpucc PATH [--tmp DIR] [--filter REGEX]
 """
 
 import argparse
-import ctypes
 import os
 import re
 import shutil
@@ -28,23 +27,10 @@ import sys
 
 import numpy as np
 
+from gpu_models import SKIP, cuda_device  # beside this file
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SKIP = 77
 RTOL, ATOL = 1e-4, 1e-5
-
-
-def no_gpu():
-    """Why there is no GPU to test on, or None."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        return "no CUDA driver (%s)" % e
-    if cuda.cuInit(0) != 0:
-        return "cuInit failed: no usable CUDA device"
-    n = ctypes.c_int(0)
-    if cuda.cuDeviceGetCount(ctypes.byref(n)) != 0 or n.value == 0:
-        return "the CUDA driver sees no device"
-    return None
 
 
 def run(argv):
@@ -307,7 +293,7 @@ def main():
     ap.add_argument("--tmp", default="/tmp/gpucc_ranged_models")
     ap.add_argument("--filter", default="")
     args = ap.parse_args()
-    why = no_gpu()
+    why = cuda_device()
     if why:
         print("ranged_models: skipped: %s" % why)
         return SKIP

@@ -113,6 +113,16 @@ static const float weights_b[K * NN] = {1, 2, 3, 4, -1, 0.5f, 0, 2, 3, -2, 1, 0.
 
 typedef enum Module { MOD_CUBIN, MOD_PTX, MOD_WRONG_CUBIN_AND_PTX } Module;
 
+/* Serializes p (freeing it) into *len bytes. */
+static void *bytes_of(GpuccPlan *p, size_t *len) {
+  void *bytes = NULL;
+  GpuccStatus st = gpucc_plan_serialize(p, &bytes, len);
+  if (st) fprintf(stderr, "serialize: %s\n", gpucc_last_error());
+  CHECK(st == GPUCC_OK);
+  gpucc_plan_free(p);
+  return bytes;
+}
+
 /* The plan: the kernel, a GEMM, a copy and a memset. With alt, the kernel step is a choice
  * between kernel (variant 0) and alt. */
 static void *make_plan_choice(Module mod, const char *kernel, const char *alt, uint64_t arena,
@@ -166,12 +176,7 @@ static void *make_plan_choice(Module mod, const char *kernel, const char *alt, u
   gpucc_plan_add_copy(p, gpucc_arena_ptr(1280), gpucc_arena_ptr(256), N * sizeof(float));
   gpucc_plan_add_memset(p, gpucc_arena_ptr(1536), 16, 7);
 
-  void *bytes = NULL;
-  GpuccStatus st = gpucc_plan_serialize(p, &bytes, len);
-  if (st) fprintf(stderr, "serialize: %s\n", gpucc_last_error());
-  CHECK(st == GPUCC_OK);
-  gpucc_plan_free(p);
-  return bytes;
+  return bytes_of(p, len);
 }
 
 static void *make_plan(Module mod, const char *kernel, uint64_t arena, size_t *len) {
@@ -553,12 +558,7 @@ static void *make_ranged_plan(size_t *len) {
     gpucc_plan_add_kernel(p, "k_twice", grid, block, 0, twice, 3);
     gpucc_plan_add_kernel(p, "k_sums", grid, block, 0, sum, 5);
   }
-  void *bytes = NULL;
-  GpuccStatus st = gpucc_plan_serialize(p, &bytes, len);
-  if (st) fprintf(stderr, "serialize: %s\n", gpucc_last_error());
-  CHECK(st == GPUCC_OK);
-  gpucc_plan_free(p);
-  return bytes;
+  return bytes_of(p, len);
 }
 
 /* One run's buffers, at the largest dims: the real part first, then sentinels. */
@@ -811,12 +811,7 @@ static void *make_rows_plan(size_t *len) {
     gpucc_plan_add_kernel(p, "k_add_row", grid, block, 0, add, 5);
     gpucc_plan_add_kernel(p, "k_twice", grid, block, 0, twice, 3);
   }
-  void *bytes = NULL;
-  GpuccStatus st = gpucc_plan_serialize(p, &bytes, len);
-  if (st) fprintf(stderr, "serialize: %s\n", gpucc_last_error());
-  CHECK(st == GPUCC_OK);
-  gpucc_plan_free(p);
-  return bytes;
+  return bytes_of(p, len);
 }
 
 /* One run's buffers, at the largest dims: the real part first, then sentinels. */
