@@ -105,7 +105,8 @@ static Tensor *real_part(const DynAxes *a, const DynAxis *t, const Tensor *y, co
 }
 
 /* Whether x and y hold the same values where both have elements: the box of the smaller
- * extent of each axis, at the start of both. */
+ * extent of each axis, at the start of both, compared a row (the innermost axis) at a
+ * time, or at once where the shapes are equal (a weight, loaded the same at any size). */
 static bool agree_at_start(const Tensor *x, const Tensor *y) {
   if (x->dtype != y->dtype || x->rank != y->rank)
     return false;
@@ -113,9 +114,15 @@ static bool agree_at_start(const Tensor *x, const Tensor *y) {
   for (int j = 0; j < x->rank; j++)
     box.dims[j] = x->dims[j] < y->dims[j] ? x->dims[j] : y->dims[j];
   size_t es = dtype_size(x->dtype);
-  for (int64_t i = 0, n = tensor_numel(&box); i < n; i++)
+  int64_t row = x->rank ? box.dims[x->rank - 1] : 1;
+  if (tensor_numel(&box) == 0)
+    return true;
+  if (!memcmp(x->dims, y->dims, (size_t)x->rank * sizeof *x->dims))
+    return !memcmp(x->data, y->data, (size_t)tensor_numel(x) * es);
+  for (int64_t i = 0, n = tensor_numel(&box); i < n; i += row)
     if (memcmp((const char *)x->data + (size_t)offset_in(&box, x->dims, i) * es,
-               (const char *)y->data + (size_t)offset_in(&box, y->dims, i) * es, es))
+               (const char *)y->data + (size_t)offset_in(&box, y->dims, i) * es,
+               (size_t)row * es))
       return false;
   return true;
 }

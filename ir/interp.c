@@ -813,11 +813,33 @@ static int index_at(const Node *n, Diag *d, const Tensor *idx, int64_t j, int ax
   return 0;
 }
 
-/* y[i] = x[offset of walker operand 0 at i], for every i in y's row-major order. */
+/* y[i] = x[offset of walker operand 0 at i], for every i in y's row-major order. Of one
+ * type, a row (the innermost axis) at a time: a layout pass permutes every weight. */
 static void gather_walk(Walk *w, const Tensor *x, Tensor *y) {
   int64_t numel = walk_numel(w);
-  for (int64_t i = 0; i < numel; i++, walk_next(w))
-    copy_elem(x, w->off[0], y, i);
+  if (x->dtype != y->dtype || w->rank == 0) {
+    for (int64_t i = 0; i < numel; i++, walk_next(w))
+      copy_elem(x, w->off[0], y, i);
+    return;
+  }
+  int last = w->rank - 1;
+  int64_t row = w->dims[last], step = w->stride[0][last];
+  size_t es = dtype_size(x->dtype);
+  for (int64_t i = 0; row && i < numel; i += row) {
+    char *to = elem(y, i);
+    const char *from = elem(x, w->off[0]);
+    if (step == 1) {
+      memcpy(to, from, (size_t)row * es);
+    } else {
+      for (int64_t j = 0; j < row; j++)
+        memcpy(to + (size_t)j * es, from + (size_t)(j * step) * es, es);
+    }
+    /* to the last element of the row, then on to the next row */
+    w->idx[last] = row - 1;
+    for (int k = 0; k < w->nops; k++)
+      w->off[k] += w->stride[k][last] * (row - 1);
+    walk_next(w);
+  }
 }
 
 static int eval_transpose(const Node *n, const Tensor *x, Tensor *y, Diag *d) {
