@@ -1419,17 +1419,15 @@ int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag 
   return take_build(pipeline_run(g, opt, STAGE_PLAN, &c, d), &c, out);
 }
 
-/* An ONNX model in memory loaded with opt's dims and the class's (ClassLoad). */
-typedef struct OnnxBytes {
-  const void *bytes;
-  size_t len;
-  const char *name;
+/* An ONNX model, parsed once, loaded with opt's dims and the class's (ClassLoad). */
+typedef struct OnnxAt {
+  const OnnxModel *model;
   const GpuccCompileOptions *opt;
-} OnnxBytes;
+} OnnxAt;
 
 static Graph *load_onnx_at(void *arg, const char *const *names, const int64_t *sizes, int n,
                            Diag *d) {
-  const OnnxBytes *k = arg;
+  const OnnxAt *k = arg;
   int nd = k->opt->ndims;
   const char **an = calloc((size_t)(nd + n) + 1, sizeof *an);
   int64_t *as = calloc((size_t)(nd + n) + 1, sizeof *as);
@@ -1452,7 +1450,7 @@ static Graph *load_onnx_at(void *arg, const char *const *names, const int64_t *s
     OnnxOptions lo;
     void *mem = NULL;
     if (!pipeline_onnx_options(&o, &lo, &rest, &mem, d))
-      g = onnx_load_bytes(k->bytes, k->len, k->name, &lo, d);
+      g = onnx_model_load(k->model, &lo, d);
     free(mem);
   }
   free(an);
@@ -1467,7 +1465,11 @@ int gpucc_build_onnx(const void *bytes, size_t len, const char *name,
   if (opt && opt->nranges) {
     /* loaded at the top of each range, its ranged axes symbolic again; each class loads
      * it at its bounds */
-    OnnxBytes k = {bytes, len, name, opt};
+    OnnxModel *model =
+        onnx_open_bytes(bytes, len, name, opt->onnx ? opt->onnx->base_dir : NULL, d);
+    if (!model)
+      return -1;
+    OnnxAt k = {model, opt};
     const char *names[GPUCC_MAX_SYMBOLS];
     int64_t sizes[GPUCC_MAX_SYMBOLS];
     int n = opt->nranges < GPUCC_MAX_SYMBOLS ? opt->nranges : GPUCC_MAX_SYMBOLS;
@@ -1476,13 +1478,15 @@ int gpucc_build_onnx(const void *bytes, size_t len, const char *name,
       sizes[i] = range_max(&opt->ranges[i]);
     }
     Graph *g = load_onnx_at(&k, names, sizes, n, d);
-    if (!g)
-      return -1;
-    graph_unbind_ranged(g, opt->ranges, n);
-    GpuccCompileOptions rest = *opt;
-    rest.ndims = 0;
-    int rc = build_classes(g, &rest, load_onnx_at, &k, out, d);
+    int rc = -1;
+    if (g) {
+      graph_unbind_ranged(g, opt->ranges, n);
+      GpuccCompileOptions rest = *opt;
+      rest.ndims = 0;
+      rc = build_classes(g, &rest, load_onnx_at, &k, out, d);
+    }
     graph_free(g);
+    onnx_close(model);
     return rc;
   }
   OnnxOptions lo;

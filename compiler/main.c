@@ -507,6 +507,7 @@ typedef struct Compile {
   int nsizes;       /* --dim SYM=N: dim_names[0..nsizes), kept after an ONNX load */
   Tensor **calib;
   int ncalib;
+  OnnxModel *model; /* an ONNX model with ranged dims, parsed once for its classes' loads */
 } Compile;
 
 static void compile_free(Compile *c) {
@@ -518,6 +519,7 @@ static void compile_free(Compile *c) {
   free(c->dim_sizes);
   free(c->ranges);
   free(c->bindings);
+  onnx_close(c->model);
   memset(c, 0, sizeof *c);
 }
 
@@ -573,10 +575,6 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
   return 0;
 }
 
-/* Parses the file into *out and fills c (compile_options), reading the --calibrate files.
- * An ONNX model binds --dim at load, as the JIT's gpucc_build_onnx does
- * (pipeline_onnx_options), and then c's options have no dims left. On failure c is
- * freed and the exit code returned. */
 /* The ONNX model o->file loaded with c's dims and, where extra_names is given, these
  * sizes too (an ONNX model binds its symbols at load). */
 static Graph *load_onnx(const Options *o, const Compile *c, const char *const *extra_names,
@@ -603,7 +601,7 @@ static Graph *load_onnx(const Options *o, const Compile *c, const char *const *e
     OnnxOptions lo;
     void *mem = NULL;
     if (!pipeline_onnx_options(&opt, &lo, &rest, &mem, d))
-      g = onnx_load(o->file, &lo, d);
+      g = c->model ? onnx_model_load(c->model, &lo, d) : onnx_load(o->file, &lo, d);
     free(mem);
   }
   free(names);
@@ -641,12 +639,16 @@ static Graph *load_onnx_class(void *arg, const char *const *names, const int64_t
   return load_onnx(k->o, k->c, names, sizes, n, d);
 }
 
+/* Parses the file into *out and fills c (compile_options), reading the --calibrate files.
+ * An ONNX model binds --dim at load, as the JIT's gpucc_build_onnx does
+ * (pipeline_onnx_options), and then c's options have no dims left. On failure c is
+ * freed and the exit code returned. */
 static int load_graph(const Options *o, Compile *c, Graph **out) {
   Diag d = {0};
   Graph *g = NULL;
   int rc = compile_options(o, c, &d);
   if (!rc && o->onnx && c->opt.nranges) {
-    if (!(g = load_onnx_ranged(o, c, &d)))
+    if (!(c->model = onnx_open(o->file, &d)) || !(g = load_onnx_ranged(o, c, &d)))
       rc = -1;
     c->opt.ndims = 0; /* bound at load */
   } else if (!rc && o->onnx) {

@@ -46,6 +46,18 @@ Graph *onnx_load(const char *path, const OnnxOptions *opt, Diag *d);
 /* The same from memory; `name` names the model in messages ("<memory>" when NULL). */
 Graph *onnx_load_bytes(const void *data, size_t len, const char *name, const OnnxOptions *opt,
                        Diag *d);
+/* A model read and parsed once, to be loaded many times (a model with ranged dims, at
+ * each shape class's sizes): onnx_open reads the file, onnx_open_bytes takes it from
+ * memory (base_dir: the folder of its external data, NULL: none); `name` or `path` must
+ * outlive the OnnxModel, as messages name the model by it. NULL with d set on error.
+ * onnx_model_load(m, opt) is onnx_load of the same model with opt (whose base_dir is
+ * not used: the model's is). */
+typedef struct OnnxModel OnnxModel;
+OnnxModel *onnx_open(const char *path, Diag *d);
+OnnxModel *onnx_open_bytes(const void *data, size_t len, const char *name, const char *base_dir,
+                           Diag *d);
+Graph *onnx_model_load(const OnnxModel *m, const OnnxOptions *opt, Diag *d);
+void onnx_close(OnnxModel *m);
 /* The value of --shape NAME=VALUE: "1x3x224x224" into dims (at most IR_MAX_RANK
  * non-negative sizes), or "scalar" for rank 0. Returns the rank, or -1 when VALUE is not
  * of that form. */

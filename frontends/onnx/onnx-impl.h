@@ -56,6 +56,7 @@ struct Loader {
   const OnnxOptions *opt;
   Diag *d;
   Onnx__ModelProto *model;
+  bool borrowed; /* model is an OnnxModel's, not the loader's to free */
   Onnx__GraphProto *gp;
   int64_t opset;     /* of the default domain */
   Graph *g;

@@ -605,7 +605,19 @@ static int check_names(Loader *L, const void *data, size_t len) {
 
 /* ---------------------------------------------------------------- model and names */
 
-static int read_model(Loader *L, const void *data, size_t len) {
+/* The protobuf of a model, parsed once (onnx_open) and loaded as often as asked: a model
+ * with ranged dims is loaded at each shape class's sizes, and reading and unpacking its
+ * weights each time would cost more than the class's compile. */
+struct OnnxModel {
+  Onnx__ModelProto *model;
+  const char *name; /* the caller's, for messages */
+  char *dir;        /* folder of external data; NULL when there is none */
+  size_t len;
+};
+
+/* Unpacks data into L->model and checks its names; the rest of the checks are the
+ * loads'. */
+static int parse_model(Loader *L, const void *data, size_t len) {
   if (len == 0)
     return onnx_model_error(L, "the file is empty: not an ONNX model");
   if (len > MODEL_MAX_BYTES)
@@ -618,8 +630,11 @@ static int read_model(Loader *L, const void *data, size_t len) {
     return onnx_model_error(L, "not an ONNX model (it has no %s)",
                        L->model->graph ? "ir_version" : "graph");
   L->gp = L->model->graph;
-  if (check_names(L, data, len))
-    return -1;
+  return check_names(L, data, len);
+}
+
+/* The opset the model imports, and its nodes; at each load. */
+static int check_model(Loader *L) {
   bool found = false;
   for (size_t i = 0; i < L->model->n_opset_import; i++) {
     const Onnx__OperatorSetIdProto *o = L->model->opset_import[i];
@@ -1102,7 +1117,7 @@ static int add_inputs_and_weights(Loader *L) {
 /* ---------------------------------------------------------------- the whole load */
 
 static void loader_free(Loader *L) {
-  if (L->model)
+  if (L->model && !L->borrowed)
     onnx__model_proto__free_unpacked(L->model, NULL);
   map_free(&L->producers);
   map_free(&L->uses);
@@ -1111,24 +1126,35 @@ static void loader_free(Loader *L) {
   free(L->dir);
 }
 
-static int loader_open(Loader *L, const void *data, size_t len, const char *name,
-                       const char *dir, const OnnxOptions *opt, Diag *d) {
+/* L for a load of m (NULL: parse data here) with opt. */
+static int loader_open(Loader *L, const OnnxModel *m, const void *data, size_t len,
+                       const char *name, const char *dir, const OnnxOptions *opt, Diag *d) {
   static const OnnxOptions no_options;
   memset(L, 0, sizeof *L);
-  L->path = name ? name : "<memory>";
+  L->path = m ? m->name : name ? name : "<memory>";
   L->opt = opt ? opt : &no_options;
   L->d = d;
   L->cur = -1;
-  L->model_bytes = len;
+  L->model_bytes = m ? m->len : len;
+  dir = m ? m->dir : dir;
   L->dir = dir ? strdup(dir) : NULL;
+  if (dir && !L->dir)
+    return onnx_model_error(L, "out of memory");
   /* The default limit: the model's own size, times 8 because a packed varint field can
    * decode to 8 bytes per byte (int64 zeros), plus the external data it names. */
   L->weight_limit = L->opt->max_weight_bytes > 0 ? (uint64_t)L->opt->max_weight_bytes
-                                                 : (uint64_t)len * 8;
+                                                 : (uint64_t)L->model_bytes * 8;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0 && (uint64_t)pages <= UINT64_MAX / (uint64_t)page)
     L->memory_bytes = (uint64_t)pages * (uint64_t)page;
-  if (read_model(L, data, len))
+  if (m) {
+    L->model = m->model;
+    L->gp = m->model->graph;
+    L->borrowed = true;
+  } else if (parse_model(L, data, len)) {
+    return -1;
+  }
+  if (check_model(L))
     return -1;
   /* Each external data file belongs to a tensor: initializers, or Constant nodes. */
   if (map_init(&L->external_files, L->gp->n_initializer + L->gp->n_node))
@@ -1196,7 +1222,7 @@ Graph *onnx_load_bytes(const void *data, size_t len, const char *name, const Onn
                        Diag *d) {
   Loader L;
   Graph *g = NULL;
-  if (!loader_open(&L, data, len, name, opt ? opt->base_dir : NULL, opt, d))
+  if (!loader_open(&L, NULL, data, len, name, opt ? opt->base_dir : NULL, opt, d))
     g = load(&L);
   loader_free(&L);
   return g;
@@ -1254,6 +1280,63 @@ Graph *onnx_load(const char *path, const OnnxOptions *opt, Diag *d) {
   return g;
 }
 
+OnnxModel *onnx_open_bytes(const void *data, size_t len, const char *name, const char *base_dir,
+                           Diag *d) {
+  Loader L;
+  memset(&L, 0, sizeof L);
+  L.path = name ? name : "<memory>";
+  L.d = d;
+  L.cur = -1;
+  OnnxModel *m = calloc(1, sizeof *m);
+  if (!m) {
+    onnx_model_error(&L, "out of memory");
+    return NULL;
+  }
+  int rc = parse_model(&L, data, len);
+  if (!rc && base_dir && !(m->dir = strdup(base_dir)))
+    rc = onnx_model_error(&L, "out of memory");
+  if (rc) {
+    loader_free(&L);
+    free(m);
+    return NULL;
+  }
+  m->model = L.model;
+  L.model = NULL;
+  loader_free(&L);
+  m->name = L.path;
+  m->len = len;
+  return m;
+}
+
+OnnxModel *onnx_open(const char *path, Diag *d) {
+  size_t len;
+  char *dir;
+  void *buf = read_file(path, &len, &dir, d);
+  if (!buf)
+    return NULL;
+  OnnxModel *m = onnx_open_bytes(buf, len, path, dir, d);
+  free(buf);
+  free(dir);
+  return m;
+}
+
+Graph *onnx_model_load(const OnnxModel *m, const OnnxOptions *opt, Diag *d) {
+  Loader L;
+  Graph *g = NULL;
+  if (!loader_open(&L, m, NULL, 0, NULL, NULL, opt, d))
+    g = load(&L);
+  loader_free(&L);
+  return g;
+}
+
+void onnx_close(OnnxModel *m) {
+  if (!m)
+    return;
+  onnx__model_proto__free_unpacked(m->model, NULL);
+  free(m->dir);
+  free(m);
+}
+
 int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag *d) {
   size_t len;
   char *dir;
@@ -1263,7 +1346,7 @@ int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag
     return -1;
   Loader L;
   int count = -1;
-  if (loader_open(&L, buf, len, path, dir, opt, d) || index_names(&L) ||
+  if (loader_open(&L, NULL, buf, len, path, dir, opt, d) || index_names(&L) ||
       mark_const_nodes(&L))
     goto out;
   /* One line per distinct reason, in the order first met, with its count (found by name:

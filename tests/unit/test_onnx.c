@@ -706,6 +706,34 @@ static void test_shape_folding(void) {
   const int64_t *shape = g->nnodes ? attr_ints(g->nodes[0], "shape", &n) : NULL;
   CHECK(n == 2 && shape && shape[0] == 2 && shape[1] == 3);
   graph_free(g);
+
+  /* parsed once, loaded at several sizes (a ranged model's classes): each load folds the
+   * shape of its own size, and an error of a load still names the model */
+  size_t len;
+  uint8_t *buf = pack(&m, &len);
+  OnnxModel *om = onnx_open_bytes(buf, len, "m.onnx", NULL, &d);
+  free(buf); /* the OnnxModel keeps nothing of the bytes */
+  CHECK(om != NULL);
+  for (int size = 1; om && size <= 3; size++) {
+    char v[8];
+    snprintf(v, sizeof v, "%d", size);
+    OnnxBinding bs = {"N", v};
+    OnnxOptions os = {.dims = &bs, .ndims = 1};
+    g = onnx_model_load(om, &os, &d);
+    CHECK(g && g->inputs[0]->type.shape.dims[0].n == size);
+    shape = g && g->nnodes ? attr_ints(g->nodes[0], "shape", &n) : NULL;
+    CHECK(n == 2 && shape && shape[0] == size && shape[1] == 3);
+    graph_free(g);
+  }
+  Diag d2 = {0};
+  CHECK(om && !onnx_model_load(om, NULL, &d2) && strstr(d2.msg, "m.onnx") &&
+        strstr(d2.msg, "bind it with --dim N=<size>"));
+  onnx_close(om);
+  Diag d3 = {0};
+  CHECK(!onnx_open_bytes("junk", 4, "j.onnx", NULL, &d3) && strstr(d3.msg, "j.onnx") &&
+        strstr(d3.msg, "not an ONNX model"));
+  Diag d4 = {0};
+  CHECK(!onnx_open("/nonexistent/x.onnx", &d4) && strstr(d4.msg, "/nonexistent/x.onnx"));
 }
 
 /* --const: a graph input that decides a shape becomes a constant from a .npy file. */
