@@ -128,10 +128,18 @@ static void free_steps(GpuccStep *steps, int n) {
   free(steps);
 }
 
+static void free_modules(GpuccPlan *p) {
+  for (int i = 0; i < p->nmodules; i++) {
+    free(p->modules[i].cubin);
+    free(p->modules[i].ptx);
+  }
+  p->nmodules = 0;
+}
+
 void gpucc_plan_free(GpuccPlan *p) {
   if (!p) return;
-  free(p->cubin);
-  free(p->ptx);
+  free_modules(p);
+  free(p->modules);
   for (int i = 0; i < p->ninputs; i++) free(p->inputs[i].name);
   for (int i = 0; i < p->noutputs; i++) free(p->outputs[i].name);
   free_steps(p->steps, p->nsteps);
@@ -174,26 +182,57 @@ static GpuccStatus copy_name(const char *name, const char *what, char **out) {
   return GPUCC_OK;
 }
 
+/* A copy of a cubin and a PTX (an empty PTX as none). */
+static GpuccStatus copy_module(const void *cubin, size_t cubin_len, const char *ptx,
+                               GpuccModule *out) {
+  size_t xlen = ptx ? strlen(ptx) : 0;
+  GpuccModule m = {.cubin_len = cubin_len, .ptx_len = xlen};
+  if ((cubin_len && !(m.cubin = malloc(cubin_len))) || (xlen && !(m.ptx = malloc(xlen + 1)))) {
+    free(m.cubin);
+    return oom();
+  }
+  if (cubin_len) memcpy(m.cubin, cubin, cubin_len);
+  if (xlen) memcpy(m.ptx, ptx, xlen + 1);
+  *out = m;
+  return GPUCC_OK;
+}
+
 GpuccStatus gpucc_plan_set_module(GpuccPlan *p, const void *cubin, size_t cubin_len,
                                   const char *ptx) {
   if (!p || (cubin_len && !cubin))
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_set_module: NULL argument");
-  unsigned char *c = NULL;
-  char *x = NULL;
-  size_t xlen = ptx ? strlen(ptx) : 0;
-  if ((cubin_len && !(c = malloc(cubin_len))) || (xlen && !(x = malloc(xlen + 1)))) {
-    free(c);
-    return oom();
+  if (!cubin_len && !(ptx && ptx[0])) {
+    free_modules(p);
+    return GPUCC_OK;
   }
-  if (cubin_len) memcpy(c, cubin, cubin_len);
-  if (xlen) memcpy(x, ptx, xlen + 1);
-  free(p->cubin);
-  free(p->ptx);
-  p->cubin = c;
-  p->cubin_len = cubin_len;
-  p->ptx = x;
-  p->ptx_len = xlen;
+  /* Copied before the old ones go, so that a failure leaves the plan as it was. */
+  GpuccModule m;
+  GpuccStatus st = copy_module(cubin, cubin_len, ptx, &m);
+  if (!st && (st = grow((void **)&p->modules, &p->cap_modules_, 0, sizeof *p->modules))) {
+    free(m.cubin);
+    free(m.ptx);
+  }
+  if (st) return st;
+  free_modules(p);
+  p->modules[0] = m;
+  p->nmodules = 1;
   return GPUCC_OK;
+}
+
+GpuccStatus gpucc_plan_add_module(GpuccPlan *p, const void *cubin, size_t cubin_len,
+                                  const char *ptx) {
+  if (!p || (cubin_len && !cubin))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_add_module: NULL argument");
+  if (!cubin_len && !(ptx && ptx[0]))
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "plan: module %d has neither cubin nor PTX",
+                      p->nmodules);
+  if (p->nmodules >= GPUCC_MAX_MODULES)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "plan: more than %d modules",
+                      GPUCC_MAX_MODULES);
+  GpuccStatus st = grow((void **)&p->modules, &p->cap_modules_, p->nmodules, sizeof *p->modules);
+  if (!st) st = copy_module(cubin, cubin_len, ptx, &p->modules[p->nmodules]);
+  if (!st) p->nmodules++;
+  return st;
 }
 
 /* Classes copy one offset per input and output and one bound per symbol. */
@@ -804,20 +843,32 @@ static GpuccStatus check_classes(const GpuccPlan *p, bool *kernels) {
   return GPUCC_OK;
 }
 
+/* Each module: its lengths what its bytes are, and a cubin or a PTX. */
+static GpuccStatus check_modules(const GpuccPlan *p) {
+  if (p->nmodules < 0 || p->nmodules > GPUCC_MAX_MODULES || (p->nmodules && !p->modules))
+    return bad("plan: %d modules (0 to %d)", p->nmodules, GPUCC_MAX_MODULES);
+  for (int i = 0; i < p->nmodules; i++) {
+    const GpuccModule *m = &p->modules[i];
+    if ((m->cubin_len && !m->cubin) || (m->ptx_len && (!m->ptx || strlen(m->ptx) != m->ptx_len)))
+      return bad("plan: module %d: inconsistent cubin or PTX length", i);
+    if (!m->cubin_len && !m->ptx_len) return bad("plan: module %d has neither cubin nor PTX", i);
+  }
+  return GPUCC_OK;
+}
+
 GpuccStatus gpucc_plan_validate(const GpuccPlan *p) {
   if (!p) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_plan_validate: NULL plan");
-  if ((p->cubin_len && !p->cubin) || (p->ptx_len && (!p->ptx || strlen(p->ptx) != p->ptx_len)))
-    return bad("plan: module: inconsistent cubin or PTX length");
   Scope top = {"plan", p->arena_bytes, p->weights_bytes};
   bool kernels = false;
   GpuccStatus st;
-  if ((st = check_symbols(p)) || (st = check_tensors(p, p->inputs, p->ninputs, "input")) ||
+  if ((st = check_modules(p)) || (st = check_symbols(p)) ||
+      (st = check_tensors(p, p->inputs, p->ninputs, "input")) ||
       (st = check_tensors(p, p->outputs, p->noutputs, "output")) ||
       (st = check_symbols_are_input_axes(p)) || (st = check_rows(p)) ||
       (st = check_steps(&top, p->steps, p->nsteps, &kernels)) ||
       (st = check_classes(p, &kernels)))
     return st;
-  if (kernels && !p->cubin_len && !p->ptx_len)
+  if (kernels && !p->nmodules)
     return bad("plan: kernel steps but no module (neither cubin nor PTX)");
   return GPUCC_OK;
 }
@@ -891,6 +942,17 @@ static size_t begin_section(Buf *b, uint32_t tag) {
 }
 static void end_section(Buf *b, size_t at) {
   if (!b->oom) gpucc_wr64(b->p + at, b->len - at - 8);
+}
+
+static void put_modules(Buf *b, const GpuccPlan *p) {
+  put32(b, (uint32_t)p->nmodules);
+  for (int i = 0; i < p->nmodules; i++) {
+    const GpuccModule *m = &p->modules[i];
+    put64(b, m->cubin_len);
+    putbytes(b, m->cubin, m->cubin_len);
+    put64(b, m->ptx_len);
+    putbytes(b, m->ptx, m->ptx_len);
+  }
 }
 
 static void put_tensors(Buf *b, const GpuccTensorInfo *ts, int n) {
@@ -1017,10 +1079,7 @@ GpuccStatus gpucc_plan_serialize(const GpuccPlan *p, void **out, size_t *out_len
   end_section(&b, at);
 
   at = begin_section(&b, TAG_MODULE);
-  put64(&b, p->cubin_len);
-  putbytes(&b, p->cubin, p->cubin_len);
-  put64(&b, p->ptx_len);
-  putbytes(&b, p->ptx, p->ptx_len);
+  put_modules(&b, p);
   end_section(&b, at);
 
   at = begin_section(&b, TAG_INPUTS);
@@ -1159,22 +1218,51 @@ static GpuccStatus read_sizes(Reader *r, GpuccPlan *p) {
   return r->failed ? GPUCC_ERR_BAD_PLAN : GPUCC_OK;
 }
 
-static GpuccStatus read_module(Reader *r, GpuccPlan *p) {
+/* One module's bytes, u64 cubin_len, cubin  u64 ptx_len, ptx: the cubin where it lies in
+ * the plan, the PTX copied NUL-terminated (NULL when empty), as the builder wants them. */
+static GpuccStatus get_module(Reader *r, const unsigned char **cubin, size_t *cubin_len,
+                              char **ptx) {
+  *ptx = NULL;
   uint64_t n = get64(r);
-  const unsigned char *cubin = r->failed || n > SIZE_MAX ? NULL : take(r, (size_t)n);
-  if (r->failed || (n && !cubin)) return reader_fail(r, "cubin of %llu bytes", (unsigned long long)n);
+  *cubin = r->failed || n > SIZE_MAX ? NULL : take(r, (size_t)n);
+  if (r->failed || (n && !*cubin)) return reader_fail(r, "cubin of %llu bytes", (unsigned long long)n);
   uint64_t m = get64(r);
-  const unsigned char *ptx = r->failed || m > SIZE_MAX ? NULL : take(r, (size_t)m);
-  if (r->failed || (m && !ptx)) return reader_fail(r, "PTX of %llu bytes", (unsigned long long)m);
-  if (m && memchr(ptx, 0, (size_t)m)) return reader_fail(r, "PTX holds a NUL byte");
-  /* set_module wants a NUL-terminated PTX string. */
-  char *x = malloc((size_t)m + 1);
-  if (!x) return oom();
-  if (m) memcpy(x, ptx, (size_t)m);
-  x[m] = 0;
-  GpuccStatus st = gpucc_plan_set_module(p, cubin, (size_t)n, m ? x : NULL);
-  free(x);
+  const unsigned char *x = r->failed || m > SIZE_MAX ? NULL : take(r, (size_t)m);
+  if (r->failed || (m && !x)) return reader_fail(r, "PTX of %llu bytes", (unsigned long long)m);
+  if (m && memchr(x, 0, (size_t)m)) return reader_fail(r, "PTX holds a NUL byte");
+  *cubin_len = (size_t)n;
+  if (!m) return GPUCC_OK;
+  if (!(*ptx = malloc((size_t)m + 1))) return oom();
+  memcpy(*ptx, x, (size_t)m);
+  (*ptx)[m] = 0;
+  return GPUCC_OK;
+}
+
+/* Versions 4 and 5: one module without a count, both lengths 0 when there is none. */
+static GpuccStatus read_old_module(Reader *r, GpuccPlan *p) {
+  const unsigned char *cubin;
+  size_t cubin_len;
+  char *ptx;
+  GpuccStatus st = get_module(r, &cubin, &cubin_len, &ptx);
+  if (!st) st = gpucc_plan_set_module(p, cubin, cubin_len, ptx);
+  free(ptx);
   return st;
+}
+
+static GpuccStatus read_modules(Reader *r, GpuccPlan *p) {
+  int n = getcount(r, 8 + 8 + 1, "modules"); /* two lengths and a byte of cubin or PTX */
+  if (n > GPUCC_MAX_MODULES) return reader_fail(r, "%d modules (0 to %d)", n, GPUCC_MAX_MODULES);
+  for (int i = 0; i < n; i++) {
+    const unsigned char *cubin;
+    size_t cubin_len;
+    char *ptx;
+    GpuccStatus st = get_module(r, &cubin, &cubin_len, &ptx);
+    if (!st && !cubin_len && !ptx) st = reader_fail(r, "module %d has neither cubin nor PTX", i);
+    if (!st) st = gpucc_plan_add_module(p, cubin, cubin_len, ptx);
+    free(ptx);
+    if (st) return st;
+  }
+  return r->failed ? GPUCC_ERR_BAD_PLAN : GPUCC_OK;
 }
 
 static GpuccStatus read_tensors(Reader *r, GpuccPlan *p, bool input) {
@@ -1356,10 +1444,10 @@ static GpuccStatus read_classes(Reader *r, GpuccPlan *p) {
 static const char *const tag_names[TAG_COUNT] = {"?",       "SIZES", "MODULE",  "INPUTS",
                                                  "OUTPUTS", "STEPS", "SYMBOLS", "CLASSES"};
 
-static GpuccStatus read_section(Reader *r, GpuccPlan *p, uint32_t tag) {
+static GpuccStatus read_section(Reader *r, GpuccPlan *p, uint32_t tag, uint32_t version) {
   switch (tag) {
   case TAG_SIZES: return read_sizes(r, p);
-  case TAG_MODULE: return read_module(r, p);
+  case TAG_MODULE: return version < 6 ? read_old_module(r, p) : read_modules(r, p);
   case TAG_INPUTS: return read_tensors(r, p, true);
   case TAG_OUTPUTS: return read_tensors(r, p, false);
   case TAG_STEPS: return read_steps(r, p);
@@ -1371,8 +1459,8 @@ static GpuccStatus read_section(Reader *r, GpuccPlan *p, uint32_t tag) {
 
 /* Section s has tag s + 1: each once, in the order of their tags, so that the symbols
  * are read after the tensors whose axes they name, and the classes after both. */
-static GpuccStatus parse_body(const unsigned char *b, size_t len, uint32_t nsections,
-                              GpuccPlan *p) {
+static GpuccStatus parse_body(const unsigned char *b, size_t len, uint32_t version,
+                              uint32_t nsections, GpuccPlan *p) {
   size_t pos = 0;
   for (uint32_t s = 0; s < nsections; s++) {
     if (len - pos < SECTION_HEADER_BYTES) return bad("plan: truncated before section %u", s);
@@ -1386,7 +1474,7 @@ static GpuccStatus parse_body(const unsigned char *b, size_t len, uint32_t nsect
       return bad("plan: section %s claims %llu bytes, %zu left", tag_names[tag],
                  (unsigned long long)n, len - pos);
     Reader r = {b + pos, (size_t)n, 0, tag_names[tag], false};
-    GpuccStatus st = read_section(&r, p, tag);
+    GpuccStatus st = read_section(&r, p, tag, version);
     if (st) return st;
     if (r.pos != r.len)
       return bad("plan: section %s has %zu bytes left over", tag_names[tag], r.len - r.pos);
@@ -1404,7 +1492,8 @@ GpuccStatus gpucc_plan_parse(const void *bytes, size_t len, GpuccPlan **out) {
   if (len < HEADER_BYTES || memcmp(b, GPUCC_PLAN_MAGIC, 8))
     return bad("plan: not a gpucc plan (no GPUCCPLN header)");
   uint32_t version = gpucc_rd32(b + 8), nsections = gpucc_rd32(b + 12);
-  /* Version 4 is version 5 without shape classes. */
+  /* Version 4 is version 5 without shape classes; version 5 is version 6 with one module
+   * in MODULE, without its count (read_old_module). */
   if (version < 4 || version > GPUCC_PLAN_VERSION)
     return bad("plan: format version %u; this runtime reads versions 4 to %u", version,
                GPUCC_PLAN_VERSION);
@@ -1419,7 +1508,7 @@ GpuccStatus gpucc_plan_parse(const void *bytes, size_t len, GpuccPlan **out) {
                version < 5 ? "" : " (a ranged plan 7)");
   GpuccPlan *p = gpucc_plan_new(0, 0, 0);
   if (!p) return oom();
-  GpuccStatus st = parse_body(b + HEADER_BYTES, len - HEADER_BYTES, nsections, p);
+  GpuccStatus st = parse_body(b + HEADER_BYTES, len - HEADER_BYTES, version, nsections, p);
   if (!st) st = gpucc_plan_validate(p);
   if (st) {
     gpucc_plan_free(p);

@@ -94,7 +94,7 @@ struct GpuccModel {
   CUdevice dev;
   CUcontext ctx; /* the retained primary context; NULL until retained */
   CUdeviceptr arena, weights, workspace;
-  CUmodule module;
+  CUmodule *modules; /* per plan module; NULL until loaded */
   cublasLtHandle_t lt_handle;
   Step *steps;     /* every class's, in class order */
   int nsteps;
@@ -211,7 +211,7 @@ static int pick_class(const GpuccPlan *p, const int64_t *size) {
   return best;
 }
 
-/* ---------------------------------------------------------------- create: memory and module */
+/* ---------------------------------------------------------------- create: memory and modules */
 
 static GpuccStatus alloc_device(GpuccModel *m, CUdeviceptr *p, uint64_t bytes, const char *what) {
   if (!bytes) return GPUCC_OK; /* cuMemAlloc refuses 0 */
@@ -273,42 +273,79 @@ static GpuccStatus zero_arena(GpuccModel *m) {
   return GPUCC_OK;
 }
 
-/* The cubin when the driver takes it; the PTX when the driver says the cubin is not for
- * this GPU (a newer architecture than the compile target) or when there is no cubin. */
-static GpuccStatus load_module(GpuccModel *m) {
-  const GpuccPlan *p = m->plan;
+/* "module 2: " before a message about module i when the plan has several, else "". */
+static void module_label(const GpuccModel *m, int i, char *buf, size_t n) {
+  buf[0] = 0;
+  if (m->plan->nmodules > 1) snprintf(buf, n, "module %d: ", i);
+}
+
+/* Module i: the cubin when the driver takes it; the PTX when the driver says the cubin is
+ * not for this GPU (a newer architecture than the compile target) or when there is no
+ * cubin. */
+static GpuccStatus load_module(GpuccModel *m, int i) {
+  const GpuccModule *mod = &m->plan->modules[i];
   const CuApi *cu = m->cu;
-  if (!p->cubin_len && !p->ptx_len) return GPUCC_OK;
+  char which[32];
+  module_label(m, i, which, sizeof which);
   CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
-  if (p->cubin_len) {
-    r = cu->cuModuleLoadDataEx(&m->module, p->cubin, 0, NULL, NULL);
+  if (mod->cubin_len) {
+    r = cu->cuModuleLoadDataEx(&m->modules[i], mod->cubin, 0, NULL, NULL);
     if (r == CUDA_SUCCESS) return GPUCC_OK;
-    if ((r != CUDA_ERROR_NO_BINARY_FOR_GPU && r != CUDA_ERROR_INVALID_IMAGE) || !p->ptx_len)
-      return gpucc_cu_fail(cu, r, "cuModuleLoadDataEx of the cubin (%zu bytes)%s", p->cubin_len,
-                           p->ptx_len ? "" : " (and the plan has no PTX to fall back on)");
+    if ((r != CUDA_ERROR_NO_BINARY_FOR_GPU && r != CUDA_ERROR_INVALID_IMAGE) || !mod->ptx_len)
+      return gpucc_cu_fail(cu, r, "%scuModuleLoadDataEx of the cubin (%zu bytes)%s", which,
+                           mod->cubin_len,
+                           mod->ptx_len ? "" : " (and the module has no PTX to fall back on)");
   }
   char log[4096] = "";
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *vals[] = {log, (void *)(uintptr_t)sizeof log};
-  r = cu->cuModuleLoadDataEx(&m->module, p->ptx, 2, opts, vals);
+  r = cu->cuModuleLoadDataEx(&m->modules[i], mod->ptx, 2, opts, vals);
   if (r == CUDA_SUCCESS) return GPUCC_OK;
   log[sizeof log - 1] = 0;
-  return gpucc_cu_fail(cu, r, "cuModuleLoadDataEx of the PTX%s%s%s",
-                       p->cubin_len ? " (the cubin is not for this GPU)" : "",
+  return gpucc_cu_fail(cu, r, "%scuModuleLoadDataEx of the PTX%s%s%s", which,
+                       mod->cubin_len ? " (the cubin is not for this GPU)" : "",
                        log[0] ? "; JIT log:\n" : "", log);
 }
 
+static GpuccStatus load_modules(GpuccModel *m) {
+  int n = m->plan->nmodules;
+  if (n && !(m->modules = calloc((size_t)n, sizeof *m->modules)))
+    return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  for (int i = 0; i < n; i++) {
+    GpuccStatus st = load_module(m, i);
+    if (st) return st;
+  }
+  return GPUCC_OK;
+}
+
 /* ---------------------------------------------------------------- create: steps */
+
+/* The kernel called name in the first module that has it, that module's index in *mod.
+ * CUDA_ERROR_NOT_FOUND when none has it (a plan validated with kernels has a module). */
+static CUresult find_kernel(const GpuccModel *m, const char *name, CUfunction *fn, int *mod) {
+  CUresult r = CUDA_ERROR_NOT_FOUND;
+  for (int i = 0; i < m->plan->nmodules && r == CUDA_ERROR_NOT_FOUND; i++) {
+    r = m->cu->cuModuleGetFunction(fn, m->modules[i], name);
+    *mod = i;
+  }
+  return r;
+}
 
 static GpuccStatus prepare_kernel(GpuccModel *m, int i) {
   const GpuccKernel *k = &m->steps[i].s->kernel;
   Launch *l = &m->steps[i].launch;
   char label[LABEL_BYTES];
   step_label(m, i, label, sizeof label);
-  CUresult r = m->cu->cuModuleGetFunction(&l->fn, m->module, k->name);
+  int mod = 0;
+  CUresult r = find_kernel(m, k->name, &l->fn, &mod);
+  if (r == CUDA_ERROR_NOT_FOUND && m->plan->nmodules > 1)
+    return gpucc_fail(GPUCC_ERR_BAD_PLAN, "%s: none of the %d modules has a kernel named '%s'",
+                      label, m->plan->nmodules, k->name);
   if (r == CUDA_ERROR_NOT_FOUND)
     return gpucc_fail(GPUCC_ERR_BAD_PLAN, "%s: the module has no kernel named '%s'", label, k->name);
-  if (r) return gpucc_cu_fail(m->cu, r, "%s: cuModuleGetFunction", label);
+  char which[32];
+  module_label(m, mod, which, sizeof which);
+  if (r) return gpucc_cu_fail(m->cu, r, "%s: %scuModuleGetFunction", label, which);
   if (k->shared_bytes > 48 * 1024 &&
       (r = m->cu->cuFuncSetAttribute(l->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                      (int)k->shared_bytes)))
@@ -1197,7 +1234,7 @@ static GpuccStatus init_classes(GpuccModel *m) {
 static GpuccStatus build(GpuccModel *m, const void *weights) {
   GpuccStatus st;
   CUresult r;
-  if ((st = alloc_memory(m, weights)) || (st = load_module(m)) || (st = prepare_steps(m)))
+  if ((st = alloc_memory(m, weights)) || (st = load_modules(m)) || (st = prepare_steps(m)))
     return st;
   if ((r = m->cu->cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING)))
     return gpucc_cu_fail(m->cu, r, "cuStreamCreate");
@@ -1261,7 +1298,8 @@ void gpucc_model_destroy(GpuccModel *m) {
       if (G->desc) m->lt->cublasLtMatmulDescDestroy(G->desc);
     }
     if (m->lt_handle) m->lt->cublasLtDestroy(m->lt_handle);
-    if (m->module) cu->cuModuleUnload(m->module);
+    for (int i = 0; m->modules && i < m->plan->nmodules; i++)
+      if (m->modules[i]) cu->cuModuleUnload(m->modules[i]);
     if (m->stream) cu->cuStreamDestroy(m->stream);
     if (m->arena) cu->cuMemFree(m->arena);
     if (m->weights) cu->cuMemFree(m->weights);
@@ -1275,6 +1313,7 @@ void gpucc_model_destroy(GpuccModel *m) {
     free(m->steps[i].launch.params);
     free(m->steps[i].gemm.cand);
   }
+  free(m->modules);
   free(m->steps);
   free(m->classes);
   free(m->largest_dims);

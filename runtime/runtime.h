@@ -83,7 +83,7 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  * Shape classes (version 5). A ranged plan serves every size of its symbols in their
  * declared sizes (batch = 1..64, seq = 1..512): an input or output axis may be a symbol
  * rather than a fixed dim. It holds one program per shape class, each compiled with every
- * symbol bound at one size (batch at 1, 2, 4, ..., 64), all sharing the module, the
+ * symbol bound at one size (batch at 1, 2, 4, ..., 64), all sharing the modules, the
  * weights and the arena (each class uses the arena's start: classes never run at once).
  * A run takes the smallest class that holds the actual sizes. Its inputs go to the start
  * of each ranged axis of their class slots, the rest of each slot zeroed (padding); each
@@ -96,12 +96,18 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  * padding along it (batch 9 as 8 rows in the batch-8 class, then 1 in the batch-1 class;
  * see the model section).
  *
- * Byte format, version 5, every integer little-endian:
+ * Modules (version 6). The kernels are CUDA C compiled as one or more translation units
+ * (so that a compiler can compile them in parallel), each a module: a cubin, its PTX, or
+ * both. A kernel's name is unique across the modules; a kernel step names only the
+ * kernel, and create finds it in the first module that has it.
+ *
+ * Byte format, version 6, every integer little-endian:
  *   header   "GPUCCPLN"  u32 version  u32 nsections  u64 body_len  u64 fnv1a64(body)
  *   body     nsections times, in the order of their tags: u32 tag  u32 0  u64 len  then
  *            len bytes
  *   tags     1 SIZES    u64 arena_bytes  u64 weights_bytes  u64 workspace_bytes
- *            2 MODULE   u64 cubin_len, cubin  u64 ptx_len, ptx (no NUL in it)
+ *            2 MODULE   u32 n, n times: u64 cubin_len, cubin  u64 ptx_len, ptx (no NUL
+ *                       in it), one of the two not empty
  *            3 INPUTS   u32 n, n tensors: str name  u32 dtype  u32 rank  i64 dims[rank]
  *            4 OUTPUTS      u64 arena_offset           (same for both)
  *            5 STEPS    u32 n, n times: u32 kind, then the step's fields in the order of
@@ -119,15 +125,18 @@ GPUCC_API size_t gpucc_dtype_size(GpuccDType t);      /* bytes; 0 for an invalid
  * exactly once, each is read to its last byte, and nothing follows the last one. The
  * checksum makes a damaged file an error; the reader still checks every field on its
  * own, so a well-formed but wrong plan is an error too, never a crash. The reader also
- * takes version 4, whose plans are fixed plans in the same bytes.
+ * takes versions 4 and 5, whose MODULE is one module without the count (both lengths 0:
+ * none), and whose other sections are version 6's (version 4: fixed plans only).
  */
 
 #define GPUCC_PLAN_MAGIC "GPUCCPLN"
-/* 2: the GEMM bias epilogue; 3: its GELU form; 4: choices; 5: shape classes */
-#define GPUCC_PLAN_VERSION 5u
+/* 2: the GEMM bias epilogue; 3: its GELU form; 4: choices; 5: shape classes; 6: several
+ * modules */
+#define GPUCC_PLAN_VERSION 6u
 #define GPUCC_MAX_RANK 8
 #define GPUCC_MAX_NAME 4096        /* bytes in a tensor or kernel name */
 #define GPUCC_MAX_KERNEL_ARGS 1024 /* CUDA allows 32 KiB of parameters: 4096 of 8 bytes */
+#define GPUCC_MAX_MODULES 1024     /* translation units: far more than a compiler makes */
 /* Codegen places arena buffers at multiples of this: kernels use 128-bit accesses and
  * cuBLASLt its fastest algorithms on such addresses. */
 #define GPUCC_ARENA_ALIGN 256
@@ -190,7 +199,16 @@ typedef enum GpuccStepKind {
   GPUCC_STEP_CHOICE = 5,
 } GpuccStepKind;
 
-/* name<<<grid, block, shared_bytes>>>(args...): an extern "C" kernel of the module. */
+/* One compiled translation unit. */
+typedef struct GpuccModule {
+  unsigned char *cubin; /* may be NULL: then the PTX is JIT-compiled by the driver */
+  size_t cubin_len;
+  char *ptx; /* NUL-terminated, ptx_len bytes before the NUL; may be NULL (not both) */
+  size_t ptx_len;
+} GpuccModule;
+
+/* name<<<grid, block, shared_bytes>>>(args...): an extern "C" kernel of one of the
+ * modules. */
 typedef struct GpuccKernel {
   char *name;
   uint32_t grid[3], block[3];
@@ -248,7 +266,7 @@ typedef struct GpuccMemset {
 /* Variants of one piece of work, of which the runtime runs one: the steps after the
  * choice hold count[0] steps of variant 0, then count[1] of variant 1, and so on. Each
  * variant computes the same values (a GEMM or a convolution with another tile shape or K
- * split, cuBLASLt against a kernel of the module); create times them on the GPU and keeps
+ * split, cuBLASLt against a kernel of the modules); create times them on the GPU and keeps
  * the fastest (see the model section). Variant 0 is the default, taken untimed with
  * GPUCC_TUNE=0. A variant's steps are kernels or GEMMs; a choice holds no choice. */
 #define GPUCC_MAX_VARIANTS 16
@@ -289,10 +307,8 @@ typedef struct GpuccClass {
  * top-level steps, and its arena_bytes is at least every class's. */
 typedef struct GpuccPlan {
   uint64_t arena_bytes, weights_bytes, workspace_bytes;
-  unsigned char *cubin; /* may be NULL: then the PTX is JIT-compiled by the driver */
-  size_t cubin_len;
-  char *ptx; /* NUL-terminated, ptx_len bytes before the NUL; may be NULL */
-  size_t ptx_len;
+  GpuccModule *modules; /* at least one when there are kernel steps */
+  int nmodules;
   GpuccTensorInfo *inputs, *outputs;
   int ninputs, noutputs;
   GpuccStep *steps;
@@ -301,7 +317,7 @@ typedef struct GpuccPlan {
   int nsyms;
   GpuccClass *classes;
   int nclasses;
-  int cap_inputs_, cap_outputs_, cap_steps_, cap_syms_, cap_classes_; /* private */
+  int cap_modules_, cap_inputs_, cap_outputs_, cap_steps_, cap_syms_, cap_classes_; /* private */
 } GpuccPlan;
 
 /* Builder. gpucc_plan_new returns NULL only when out of memory. The add functions copy
@@ -313,7 +329,12 @@ typedef struct GpuccPlan {
  * its steps. */
 GPUCC_API GpuccPlan *gpucc_plan_new(uint64_t arena_bytes, uint64_t weights_bytes,
                                     uint64_t workspace_bytes);
+/* The plan's one module: replaces every module with this one (with neither cubin nor PTX,
+ * the plan has none). */
 GPUCC_API GpuccStatus gpucc_plan_set_module(GpuccPlan *p, const void *cubin, size_t cubin_len,
+                                            const char *ptx /* NUL-terminated or NULL */);
+/* Appends a module, which must have a cubin or a PTX; at most GPUCC_MAX_MODULES. */
+GPUCC_API GpuccStatus gpucc_plan_add_module(GpuccPlan *p, const void *cubin, size_t cubin_len,
                                             const char *ptx /* NUL-terminated or NULL */);
 GPUCC_API GpuccStatus gpucc_plan_add_input(GpuccPlan *p, const char *name, GpuccDType dtype,
                                            int rank, const int64_t *dims, uint64_t offset);
@@ -382,15 +403,16 @@ static inline GpuccArg gpucc_scalar_arg(uint64_t bits) {
 /* ---------------------------------------------------------------- model (runtime.c)
  *
  * create does all the expensive work once: one device allocation each for the arena,
- * the weights and the cuBLASLt workspace, the weights uploaded, the module loaded (the
- * cubin; the PTX when the driver says the cubin does not fit this GPU), one cuBLASLt
+ * the weights and the cuBLASLt workspace, the weights uploaded, every module loaded (its
+ * cubin; its PTX when the driver says the cubin does not fit this GPU), each kernel found
+ * in the first module that has it, one cuBLASLt
  * algorithm chosen per GEMM (the fastest of the heuristic's best eight, timed on this
  * GPU), pinned staging buffers for run_host, and every step captured into one CUDA graph
  * and instantiated. run only enqueues on the caller's stream: copies
  * of the inputs into their arena slots, the graph launch, copies of the outputs out.
  *
  * A ranged model (a plan with shape classes) does all of that for every class at create:
- * one arena, the weights and the module once, and each class's steps prepared, tuned,
+ * one arena, the weights and the modules once, and each class's steps prepared, tuned,
  * captured and instantiated as its own CUDA graph. No run pays a capture, and the number
  * of graphs is fixed. A class's GEMMs and choices are timed with its sizes at its bounds;
  * the tuning cache holds the whole plan's decisions under one key. run_dims takes the inputs' actual dims and runs the smallest class

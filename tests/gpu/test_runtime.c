@@ -3,9 +3,10 @@
  * A kernel compiled with NVRTC in the test (the runtime itself never sees NVRTC), a
  * cuBLASLt GEMM with a broadcast batch, a copy and a memset, run through the model API
  * with device pointers and with host buffers; the PTX path and the PTX fallback for a
- * cubin of another architecture; GPUCC_RUNTIME_DEBUG, GPUCC_GEMM_TUNE=0 and =fewest; the kernels
- * per inference; the clean errors: wrong input shape, a kernel name the module lacks
- * (everything freed), an arena too big for the GPU; and the device's properties. A ranged
+ * cubin of another architecture; a plan of three modules, each kernel found in its own;
+ * GPUCC_RUNTIME_DEBUG, GPUCC_GEMM_TUNE=0 and =fewest; the kernels per inference; the
+ * clean errors: wrong input shape, a kernel name the module lacks (everything freed) or
+ * every module lacks, an arena too big for the GPU; and the device's properties. A ranged
  * plan (shape classes) built here runs at every size through run_dims and run_dims_host:
  * the inputs padded into the class's slots (strided where the ranged axis is not the
  * outermost), the size read from the arena, only the real part of each output copied out.
@@ -76,10 +77,20 @@ static const char *kernel_src =
     "  sums[1] = b;\n"
     "}\n";
 
-/* NVRTC output for arch ("compute_90": PTX, "sm_90": a cubin). malloc'd; NULL on error. */
-static char *nvrtc(const char *arch, bool cubin, size_t *len) {
+/* A plan of several modules puts kernel_src second, between these two translation units:
+ * one without any of the plan's kernels, one with k_affine's twin under another name. */
+static const char *unused_src = "extern \"C\" __global__ void k_unused(float *p) { p[0] = 0; }\n";
+static const char *twin_src =
+    "extern \"C\" __global__ void k_affine3(const float *x, float *y, long long n, double a) {\n"
+    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = x[i] * (float)a + 1.0f;\n"
+    "}\n";
+
+/* NVRTC output of src for arch ("compute_90": PTX, "sm_90": a cubin). malloc'd; NULL on
+ * error. */
+static char *nvrtc_of(const char *src, const char *arch, bool cubin, size_t *len) {
   nvrtcProgram prog;
-  if (nvrtcCreateProgram(&prog, kernel_src, "test.cu", 0, NULL, NULL) != NVRTC_SUCCESS) return NULL;
+  if (nvrtcCreateProgram(&prog, src, "test.cu", 0, NULL, NULL) != NVRTC_SUCCESS) return NULL;
   char opt[64];
   snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch);
   const char *opts[] = {opt};
@@ -104,6 +115,10 @@ static char *nvrtc(const char *arch, bool cubin, size_t *len) {
   return out;
 }
 
+static char *nvrtc(const char *arch, bool cubin, size_t *len) {
+  return nvrtc_of(kernel_src, arch, cubin, len);
+}
+
 /* ---------------------------------------------------------------- the plan */
 
 /* Arena layout (bytes): x f32[8] @0, y f32[8] @256, a f32[2,2,3] @512, c f32[2,2,4] @1024,
@@ -111,7 +126,9 @@ static char *nvrtc(const char *arch, bool cubin, size_t *len) {
 enum { N = 8, M = 2, K = 3, NN = 4, BATCH = 2 };
 static const float weights_b[K * NN] = {1, 2, 3, 4, -1, 0.5f, 0, 2, 3, -2, 1, 0.25f};
 
-typedef enum Module { MOD_CUBIN, MOD_PTX, MOD_WRONG_CUBIN_AND_PTX } Module;
+/* MOD_SEVERAL: three modules, unused_src's cubin, kernel_src's PTX, then twin_src's cubin
+ * of another GPU and its PTX. */
+typedef enum Module { MOD_CUBIN, MOD_PTX, MOD_WRONG_CUBIN_AND_PTX, MOD_SEVERAL } Module;
 
 /* Serializes p (freeing it) into *len bytes. */
 static void *bytes_of(GpuccPlan *p, size_t *len) {
@@ -125,21 +142,33 @@ static void *bytes_of(GpuccPlan *p, size_t *len) {
 
 /* The plan: the kernel, a GEMM, a copy and a memset. With alt, the kernel step is a choice
  * between kernel (variant 0) and alt. */
-static void *make_plan_choice(Module mod, const char *kernel, const char *alt, uint64_t arena,
-                              size_t *len) {
-  GpuccPlan *p = gpucc_plan_new(arena, sizeof weights_b, 1 << 22);
+/* src compiled as mod says (one module: not MOD_SEVERAL), added to p's modules. */
+static void add_module_of(GpuccPlan *p, const char *src, Module mod) {
   char sm[16], compute[16], other[16];
   snprintf(sm, sizeof sm, "sm_%d%d", cc_major, cc_minor);
   snprintf(compute, sizeof compute, "compute_%d%d", cc_major, cc_minor);
   snprintf(other, sizeof other, "sm_%d0", cc_major == 8 ? 9 : 8); /* not this GPU's */
   size_t cubin_len = 0, ptx_len = 0;
-  char *cubin = mod == MOD_PTX ? NULL : nvrtc(mod == MOD_CUBIN ? sm : other, true, &cubin_len);
-  char *ptx = mod == MOD_CUBIN ? NULL : nvrtc(compute, false, &ptx_len);
+  char *cubin =
+      mod == MOD_PTX ? NULL : nvrtc_of(src, mod == MOD_CUBIN ? sm : other, true, &cubin_len);
+  char *ptx = mod == MOD_CUBIN ? NULL : nvrtc_of(src, compute, false, &ptx_len);
   CHECK(mod == MOD_PTX || cubin);
   CHECK(mod == MOD_CUBIN || ptx);
-  gpucc_plan_set_module(p, cubin, cubin_len, ptx);
+  CHECK(gpucc_plan_add_module(p, cubin, cubin_len, ptx) == GPUCC_OK);
   free(cubin);
   free(ptx);
+}
+
+static void *make_plan_choice(Module mod, const char *kernel, const char *alt, uint64_t arena,
+                              size_t *len) {
+  GpuccPlan *p = gpucc_plan_new(arena, sizeof weights_b, 1 << 22);
+  if (mod == MOD_SEVERAL) {
+    add_module_of(p, unused_src, MOD_CUBIN);
+    add_module_of(p, kernel_src, MOD_PTX);
+    add_module_of(p, twin_src, MOD_WRONG_CUBIN_AND_PTX);
+  } else {
+    add_module_of(p, kernel_src, mod);
+  }
 
   int64_t xd[] = {N}, ad[] = {BATCH, M, K}, cd[] = {BATCH, M, NN}, md[] = {16};
   gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, xd, 0);
@@ -343,6 +372,19 @@ static void test_modules_and_debug(void) {
   plan = make_plan(MOD_WRONG_CUBIN_AND_PTX, "k_affine", 4096, &len);
   m = create(plan, len);
   if (m) run_host_and_check(m, -1.0f, "cubin of another GPU, PTX fallback");
+  gpucc_model_destroy(m);
+  free(plan);
+
+  /* Several modules: each kernel from the first module that has it, k_affine from the
+   * second, k_affine3 from the third (its PTX: the cubin is not for this GPU). */
+  plan = make_plan(MOD_SEVERAL, "k_affine", 4096, &len);
+  m = create(plan, len);
+  if (m) run_host_and_check(m, 0.75f, "several modules, the kernel in the second");
+  gpucc_model_destroy(m);
+  free(plan);
+  plan = make_plan(MOD_SEVERAL, "k_affine3", 4096, &len);
+  m = create(plan, len);
+  if (m) run_host_and_check(m, -0.5f, "several modules, the kernel in the third");
   gpucc_model_destroy(m);
   free(plan);
 
@@ -996,6 +1038,12 @@ static void test_errors(void) {
   if (after + (16u << 20) < before)
     fprintf(stderr, "free memory %zu before create, %zu after its failure\n", before, after);
   CHECK(after + (16u << 20) >= before);
+  free(plan);
+  plan = make_plan(MOD_SEVERAL, "k_missing", 4096, &len);
+  st = gpucc_model_create(plan, len, weights_b, sizeof weights_b, 0, &m);
+  CHECK(st == GPUCC_ERR_BAD_PLAN && m == NULL);
+  CHECK(strstr(gpucc_last_error(), "step 0 (kernel 'k_missing'): none of the 3 modules has a "
+                                   "kernel named 'k_missing'") != NULL);
   free(plan);
 
   /* An arena no GPU has. */

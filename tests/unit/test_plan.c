@@ -5,8 +5,9 @@
  * single-bit flip of a valid plan must be rejected with a message, and random damage
  * with the checksum repaired (so the structural checks are what stands between the bytes
  * and the runtime) must be rejected or read back to a plan that serializes to the very
- * same bytes. A version 4 plan (a fixed plan in the same bytes) still reads. Wrong plans
- * are rejected naming what is wrong. The payload writer is checked by reading its output
+ * same bytes. A plan of several modules round-trips too, and plans of versions 4 and 5
+ * (one module, the old MODULE layout) still read. Wrong plans are rejected naming what
+ * is wrong. The payload writer is checked by reading its output
  * back with the trailer parser; the dlopen side is tests/gpu/test_model_so.c.
  */
 #include "runtime/runtime-impl.h" /* the tuning cache (tunecache.c) */
@@ -173,8 +174,13 @@ static void check_same_steps(const GpuccStep *as, int na, const GpuccStep *bs, i
 static void check_same_plan(const GpuccPlan *a, const GpuccPlan *b) {
   CHECK(a->arena_bytes == b->arena_bytes && a->weights_bytes == b->weights_bytes &&
         a->workspace_bytes == b->workspace_bytes);
-  CHECK(a->cubin_len == b->cubin_len && !memcmp(a->cubin, b->cubin, a->cubin_len));
-  CHECK(a->ptx_len == b->ptx_len && !strcmp(a->ptx, b->ptx));
+  CHECK(a->nmodules == b->nmodules);
+  for (int i = 0; i < a->nmodules && i < b->nmodules; i++) {
+    const GpuccModule *x = &a->modules[i], *y = &b->modules[i];
+    CHECK(x->cubin_len == y->cubin_len && (!x->cubin) == (!y->cubin));
+    CHECK(!x->cubin_len || !memcmp(x->cubin, y->cubin, x->cubin_len));
+    CHECK(x->ptx_len == y->ptx_len && (!x->ptx) == (!y->ptx) && (!x->ptx || !strcmp(x->ptx, y->ptx)));
+  }
   CHECK(a->ninputs == b->ninputs && a->noutputs == b->noutputs);
   for (int i = 0; i < a->ninputs && i < b->ninputs; i++) check_same_tensor(&a->inputs[i], &b->inputs[i]);
   for (int i = 0; i < a->noutputs && i < b->noutputs; i++) check_same_tensor(&a->outputs[i], &b->outputs[i]);
@@ -224,6 +230,42 @@ static void fix_header(unsigned char *b, size_t len) {
   wr64(b + 24, fnv(b + 32, len - 32));
 }
 
+/* The first byte of section `tag`'s payload in a serialized plan. */
+static size_t section_at(const unsigned char *b, uint32_t tag) {
+  size_t pos = 32;
+  for (uint32_t t = 1; t < tag; t++) pos += 16 + (size_t)rd64(b + pos + 8);
+  return pos + 16;
+}
+
+/* Plan b with its MODULE section's payload replaced by the n bytes at mod, the section's
+ * length and the header made to agree: malloc'd, *out_len bytes. */
+static unsigned char *with_module_section(const unsigned char *b, size_t len,
+                                          const unsigned char *mod, size_t n, size_t *out_len) {
+  size_t at = section_at(b, 2), old = (size_t)rd64(b + at - 8);
+  *out_len = len - old + n;
+  unsigned char *out = malloc(*out_len);
+  memcpy(out, b, at);
+  memcpy(out + at, mod, n);
+  memcpy(out + at + n, b + at + old, len - at - old);
+  wr64(out + at - 8, n);
+  fix_header(out, *out_len);
+  return out;
+}
+
+/* Version 6 bytes of a plan of one module or none as version 4 or 5 writes them: MODULE
+ * without its count, both lengths 0 for no module. */
+static unsigned char *as_old_version(const unsigned char *b, size_t len, unsigned char version,
+                                     size_t *out_len) {
+  size_t at = section_at(b, 2);
+  static const unsigned char none[16] = {0};
+  unsigned char *out = b[at] == 0 ? with_module_section(b, len, none, sizeof none, out_len)
+                                  : with_module_section(b, len, b + at + 4,
+                                                        (size_t)rd64(b + at - 8) - 4, out_len);
+  CHECK(b[at] <= 1 && !b[at + 1] && !b[at + 2] && !b[at + 3]);
+  out[8] = version;
+  return out;
+}
+
 static void test_round_trip(void) {
   CHECK(fnv((const unsigned char *)"", 0) == 0xcbf29ce484222325ull);
   CHECK(fnv((const unsigned char *)"a", 1) == 0xaf63dc4c8601ec8cull);
@@ -234,7 +276,7 @@ static void test_round_trip(void) {
   CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
   const unsigned char *b = bytes;
   CHECK(len > 32 && !memcmp(b, "GPUCCPLN", 8));
-  CHECK(b[8] == 5 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 5, little-endian */
+  CHECK(b[8] == 6 && b[9] == 0 && b[10] == 0 && b[11] == 0); /* version 6, little-endian */
   CHECK(b[12] == 5);                                          /* five sections: fixed */
   CHECK(rd64(b + 16) == len - 32 && rd64(b + 24) == fnv(b + 32, len - 32));
 
@@ -264,7 +306,7 @@ static void test_round_trip(void) {
   p = gpucc_plan_new(0, 0, 0);
   CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
   CHECK(gpucc_plan_parse(bytes, len, &q) == GPUCC_OK);
-  CHECK(q && q->nsteps == 0 && q->ninputs == 0 && !q->cubin && !q->ptx);
+  CHECK(q && q->nsteps == 0 && q->ninputs == 0 && q->nmodules == 0);
   gpucc_plan_free(q);
   gpucc_plan_free(p);
   free(bytes);
@@ -286,7 +328,7 @@ static void test_ranged_round_trip(void) {
   size_t len = 0;
   CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
   const unsigned char *b = bytes;
-  CHECK(len > 32 && b[8] == 5 && b[12] == 7); /* version 5, seven sections */
+  CHECK(len > 32 && b[8] == 6 && b[12] == 7); /* version 6, seven sections */
   GpuccPlan *q = NULL;
   CHECK(gpucc_plan_parse(bytes, len, &q) == GPUCC_OK);
   if (q) {
@@ -316,38 +358,6 @@ static void test_ranged_round_trip(void) {
   free(bytes);
 }
 
-/* A version 4 plan is a fixed plan in version 5's bytes: it reads as one, and is written
- * back as version 5. A version 4 header on a ranged plan (seven sections) is refused, and
- * so is a version this runtime does not know. */
-static void test_version_4(void) {
-  size_t len = 0, len4 = 0;
-  unsigned char *v5 = bytes_of(sample_plan(), &len);
-  unsigned char *v4 = malloc(len);
-  memcpy(v4, v5, len);
-  v4[8] = 4;
-  GpuccPlan *q = NULL;
-  CHECK(gpucc_plan_parse(v4, len, &q) == GPUCC_OK);
-  GpuccPlan *p = sample_plan();
-  if (q) {
-    check_same_plan(p, q);
-    unsigned char *again = bytes_of(q, &len4);
-    CHECK(len4 == len && !memcmp(again, v5, len));
-    free(again);
-  }
-  gpucc_plan_free(p);
-  v4[8] = 6;
-  CHECK(gpucc_plan_parse(v4, len, &q) == GPUCC_ERR_BAD_PLAN && q == NULL);
-  CHECK(strstr(gpucc_last_error(), "format version 6; this runtime reads versions 4 to 5"));
-  free(v4);
-  free(v5);
-
-  unsigned char *ranged = bytes_of(ranged_plan(), &len);
-  ranged[8] = 4;
-  CHECK(gpucc_plan_parse(ranged, len, &q) == GPUCC_ERR_BAD_PLAN && q == NULL);
-  CHECK(strstr(gpucc_last_error(), "plan: 7 sections; version 4 has 5") != NULL);
-  free(ranged);
-}
-
 /* ---------------------------------------------------------------- damage */
 
 static void expect_rejected(const void *b, size_t len, const char *what, size_t at) {
@@ -361,7 +371,6 @@ static void expect_rejected(const void *b, size_t len, const char *what, size_t 
 static void test_damage(GpuccPlan *p) {
   size_t len = 0;
   unsigned char *bytes = bytes_of(p, &len);
-  bool ranged = bytes[12] == 7;
   unsigned char *copy = malloc(len);
 
   /* Every truncation, as is and with the header repaired to match. */
@@ -373,21 +382,12 @@ static void test_damage(GpuccPlan *p) {
       expect_rejected(copy, n, "truncated, header repaired", n);
     }
   }
-  /* Every single-bit flip: the checksum or the header catches each one, but for the flip
-   * of version 5 to 4 (bit 64), which the checksum does not cover: a fixed plan reads the
-   * same as version 4, a ranged one (seven sections) is refused. */
+  /* Every single-bit flip: the checksum or the header catches each one. The version is
+   * outside the checksum, but a flip of 6 gives 7, 4 or 2: unknown, or version 4 (a
+   * ranged plan's seven sections, or a MODULE section without the old layout). */
   for (size_t i = 0; i < len * 8; i++) {
     memcpy(copy, bytes, len);
     copy[i / 8] ^= (unsigned char)(1u << (i % 8));
-    GpuccPlan *q = NULL;
-    if (i == 64 && !ranged) {
-      CHECK(gpucc_plan_parse(copy, len, &q) == GPUCC_OK);
-      size_t again_len = 0;
-      unsigned char *again = q ? bytes_of(q, &again_len) : NULL;
-      CHECK(again && again_len == len && !memcmp(again, bytes, len));
-      free(again);
-      continue;
-    }
     expect_rejected(copy, len, "bit flip", i);
   }
   /* Random damage with the checksum repaired: rejected, or a valid plan that reads back to
@@ -633,13 +633,6 @@ static void test_invalid(void) {
   CHECK(gpucc_dtype_size((GpuccDType)0) == 0 && !strcmp(gpucc_dtype_name((GpuccDType)77), "?"));
 }
 
-/* The first byte of section `tag`'s payload in a serialized plan. */
-static size_t section_at(const unsigned char *b, uint32_t tag) {
-  size_t pos = 32;
-  for (uint32_t t = 1; t < tag; t++) pos += 16 + (size_t)rd64(b + pos + 8);
-  return pos + 16;
-}
-
 /* Each rule about symbols and classes, broken on its own in the in-memory plan, where
  * the builder would not break it. */
 static void test_invalid_ranged(void) {
@@ -819,6 +812,174 @@ static void test_invalid_ranged(void) {
   CHECK(gpucc_plan_parse(b, len, &q) == GPUCC_OK && q && q->syms[0].flags == 0);
   gpucc_plan_free(q);
   free(b);
+}
+
+/* ---------------------------------------------------------------- old versions, modules */
+
+/* Versions 4 and 5 hold one module without a count (both lengths 0: none); the rest of
+ * their bytes is version 6's, but version 4 has no shape classes. Each reads as the plan
+ * it is and is written back as version 6. A version 4 header on a ranged plan (seven
+ * sections), a version 6 header on the old MODULE, and a version this runtime does not
+ * know are refused. */
+static void test_old_versions(void) {
+  size_t len = 0, old_len = 0, again_len = 0;
+  unsigned char *v6 = bytes_of(sample_plan(), &len);
+  GpuccPlan *p = sample_plan(), *q = NULL;
+  for (unsigned char version = 4; version <= 5; version++) {
+    unsigned char *old = as_old_version(v6, len, version, &old_len);
+    CHECK(old_len == len - 4);
+    CHECK(gpucc_plan_parse(old, old_len, &q) == GPUCC_OK);
+    if (q) {
+      check_same_plan(p, q);
+      unsigned char *again = bytes_of(q, &again_len);
+      CHECK(again_len == len && !memcmp(again, v6, len));
+      free(again);
+    }
+    old[8] = 6;
+    expect_rejected(old, old_len, "version 6 with the old MODULE", 0);
+    free(old);
+  }
+  gpucc_plan_free(p);
+  v6[8] = 7;
+  CHECK(gpucc_plan_parse(v6, len, &q) == GPUCC_ERR_BAD_PLAN && q == NULL);
+  CHECK(strstr(gpucc_last_error(), "format version 7; this runtime reads versions 4 to 6"));
+  free(v6);
+
+  /* A version 5 plan without a module: both lengths 0. */
+  p = gpucc_plan_new(256, 0, 0);
+  CHECK(gpucc_plan_add_memset(p, gpucc_arena_ptr(0), 16, 1) == GPUCC_OK);
+  v6 = bytes_of(p, &len);
+  unsigned char *old = as_old_version(v6, len, 5, &old_len);
+  CHECK(old_len == len + 12);
+  CHECK(gpucc_plan_parse(old, old_len, &q) == GPUCC_OK && q && q->nmodules == 0);
+  if (q) {
+    unsigned char *again = bytes_of(q, &again_len);
+    CHECK(again_len == len && !memcmp(again, v6, len));
+    free(again);
+  }
+  free(old);
+  free(v6);
+
+  /* Ranged: version 5 reads, version 4 does not. */
+  v6 = bytes_of(ranged_plan(), &len);
+  old = as_old_version(v6, len, 5, &old_len);
+  CHECK(gpucc_plan_parse(old, old_len, &q) == GPUCC_OK && q && q->nclasses == 3);
+  p = ranged_plan();
+  if (q) check_same_plan(p, q);
+  gpucc_plan_free(p);
+  gpucc_plan_free(q);
+  old[8] = 4;
+  CHECK(gpucc_plan_parse(old, old_len, &q) == GPUCC_ERR_BAD_PLAN && q == NULL);
+  CHECK(strstr(gpucc_last_error(), "plan: 7 sections; version 4 has 5") != NULL);
+  free(old);
+  free(v6);
+}
+
+static const unsigned char cubin2[] = {0x7f, 'E', 'L', 'F', 9, 8, 7};
+static const char ptx2[] = ".version 8.0\n.target sm_90\n// k1_add\n";
+
+/* sample_plan with three modules: a cubin, a PTX, and both. */
+static GpuccPlan *three_module_plan(void) {
+  GpuccPlan *p = sample_plan();
+  CHECK(gpucc_plan_set_module(p, cubin, sizeof cubin, NULL) == GPUCC_OK);
+  CHECK(gpucc_plan_add_module(p, NULL, 0, ptx) == GPUCC_OK);
+  CHECK(gpucc_plan_add_module(p, cubin2, sizeof cubin2, ptx2) == GPUCC_OK);
+  return p;
+}
+
+/* Whether MODULE at b + at holds, after its count, the n bytes of data as a u64 length
+ * and those bytes; *at moves past them. */
+static bool holds(const unsigned char *b, size_t *at, const void *data, size_t n) {
+  bool ok = rd64(b + *at) == n && (!n || !memcmp(b + *at + 8, data, n));
+  *at += 8 + n;
+  return ok;
+}
+
+static void test_modules(void) {
+  size_t len = 0, again_len = 0;
+  GpuccPlan *p = three_module_plan();
+  CHECK(p->nmodules == 3 && !p->modules[1].cubin && !p->modules[0].ptx);
+  void *bytes = NULL;
+  CHECK(gpucc_plan_serialize(p, &bytes, &len) == GPUCC_OK);
+  /* The MODULE section, byte by byte: u32 3, then each module's two lengths and bytes. */
+  const unsigned char *b = bytes;
+  size_t at = section_at(b, 2), end = at + (size_t)rd64(b + at - 8);
+  CHECK(b[at] == 3 && !b[at + 1] && !b[at + 2] && !b[at + 3]);
+  at += 4;
+  CHECK(holds(b, &at, cubin, sizeof cubin) && holds(b, &at, NULL, 0));
+  CHECK(holds(b, &at, NULL, 0) && holds(b, &at, ptx, strlen(ptx)));
+  CHECK(holds(b, &at, cubin2, sizeof cubin2) && holds(b, &at, ptx2, strlen(ptx2)));
+  CHECK(at == end);
+  GpuccPlan *q = NULL;
+  CHECK(gpucc_plan_parse(bytes, len, &q) == GPUCC_OK);
+  if (q) {
+    check_same_plan(p, q);
+    CHECK(q->modules[2].ptx_len == strlen(ptx2) && q->modules[1].cubin_len == 0);
+    unsigned char *again = bytes_of(q, &again_len);
+    CHECK(again_len == len && !memcmp(again, bytes, len));
+    free(again);
+  }
+
+  /* set_module makes the three one again: sample_plan's very bytes. */
+  CHECK(gpucc_plan_set_module(p, cubin, sizeof cubin, ptx) == GPUCC_OK && p->nmodules == 1);
+  size_t one_len = 0;
+  unsigned char *one = bytes_of(p, &len), *sample = bytes_of(sample_plan(), &one_len);
+  CHECK(len == one_len && !memcmp(one, sample, len));
+  free(one);
+  free(sample);
+  p = three_module_plan();
+  CHECK(gpucc_plan_set_module(p, NULL, 0, NULL) == GPUCC_OK && p->nmodules == 0);
+  EXPECT_INVALID(p, "plan: kernel steps but no module (neither cubin nor PTX)");
+
+  /* A module with neither is refused by the builder, the validation and the reader. */
+  p = gpucc_plan_new(0, 0, 0);
+  CHECK(gpucc_plan_add_module(p, NULL, 0, NULL) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(gpucc_last_error(), "plan: module 0 has neither cubin nor PTX") != NULL);
+  CHECK(gpucc_plan_add_module(p, NULL, 0, "") == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_module(p, NULL, 4, ptx) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(gpucc_plan_add_module(NULL, cubin, sizeof cubin, NULL) == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(p->nmodules == 0);
+  gpucc_plan_free(p);
+  p = three_module_plan();
+  free(p->modules[1].ptx);
+  p->modules[1].ptx = NULL;
+  p->modules[1].ptx_len = 0;
+  EXPECT_INVALID(p, "plan: module 1 has neither cubin nor PTX");
+  p = three_module_plan();
+  p->modules[2].ptx_len++;
+  EXPECT_INVALID(p, "plan: module 2: inconsistent cubin or PTX length");
+  /* u32 2, a module of two zero lengths, one of a 2-byte PTX (enough bytes for the count
+   * of two, so that the empty module is what the reader refuses) */
+  static const unsigned char empty[4 + 16 + 18] = {2, [28] = 2, [36] = 'x', 'y'};
+  size_t bad_len = 0;
+  unsigned char *bad = with_module_section(bytes, len, empty, sizeof empty, &bad_len);
+  expect_rejected(bad, bad_len, "an empty module", 0);
+  CHECK(strstr(gpucc_last_error(), "section MODULE at byte 20: module 0 has neither cubin nor PTX"));
+  free(bad);
+  free(bytes);
+
+  /* At most GPUCC_MAX_MODULES, in the builder and in the reader. */
+  p = gpucc_plan_new(0, 0, 0);
+  for (int i = 0; i < GPUCC_MAX_MODULES; i++) CHECK(gpucc_plan_add_module(p, NULL, 0, "x") == GPUCC_OK);
+  CHECK(gpucc_plan_add_module(p, NULL, 0, "x") == GPUCC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(gpucc_last_error(), "plan: more than 1024 modules") != NULL);
+  CHECK(p->nmodules == GPUCC_MAX_MODULES);
+  unsigned char *most = bytes_of(p, &len);
+  at = section_at(most, 2);
+  size_t n = (size_t)rd64(most + at - 8), more_len = 0; /* u32 1024, 17 bytes each */
+  CHECK(n == 4 + 17 * GPUCC_MAX_MODULES);
+  unsigned char *mod = malloc(n + 17);
+  memcpy(mod, most + at, n);
+  memcpy(mod + n, most + at + 4, 17); /* one module more */
+  mod[0] = 1, mod[1] = 4;             /* 1025 */
+  unsigned char *more = with_module_section(most, len, mod, n + 17, &more_len);
+  expect_rejected(more, more_len, "1025 modules", 0);
+  CHECK(strstr(gpucc_last_error(), "1025 modules (0 to 1024)") != NULL);
+  CHECK(gpucc_plan_parse(most, len, &q) == GPUCC_OK && q && q->nmodules == GPUCC_MAX_MODULES);
+  gpucc_plan_free(q);
+  free(more);
+  free(mod);
+  free(most);
 }
 
 /* ---------------------------------------------------------------- model.so payload */
@@ -1062,7 +1223,8 @@ int main(void) {
   test_tune_cache();
   test_round_trip();
   test_ranged_round_trip();
-  test_version_4();
+  test_old_versions();
+  test_modules();
   test_damage(sample_plan());
   test_damage(ranged_plan());
   test_invalid();
