@@ -1083,6 +1083,13 @@ struct CodegenShared {
   int programs; /* written so far: the first has the preamble */
 };
 
+size_t codegen_preamble_size(void) {
+  size_t n = 0;
+  for (int i = 0; preamble[i]; i++)
+    n += strlen(preamble[i]);
+  return n;
+}
+
 CodegenShared *codegen_shared_new(void) {
   CodegenShared *s = calloc(1, sizeof *s);
   if (s)

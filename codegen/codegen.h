@@ -139,6 +139,11 @@ typedef struct Program {
  * programs' sources, concatenated in order, are one translation unit. */
 typedef struct CodegenShared CodegenShared;
 CodegenShared *codegen_shared_new(void); /* NULL when out of memory */
+/* The preamble's length: the first program's source begins with it. Put before the
+ * source of later programs, it makes them translation units of their own, which NVRTC
+ * compiles in parallel; a kernel that one launches and another unit holds is found in
+ * that unit's module by its name. */
+size_t codegen_preamble_size(void);
 void codegen_shared_free(CodegenShared *s);
 
 typedef struct CodegenOptions {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- loading NVRTC */
 
@@ -350,4 +351,70 @@ int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,
     cache_write(dir, &key, out);
   free(dir);
   return 0;
+}
+
+/* ---------------------------------------------------------------- several units */
+
+/* The units of one nvrtc_compile_units call, taken in order by its threads. */
+typedef struct Units {
+  const char *const *sources;
+  int n, next;
+  const char *name;
+  const NvrtcOptions *opt;
+  NvrtcOutput *outs;
+  Diag *diags;
+  int *rcs;
+  pthread_mutex_t lock;
+} Units;
+
+static void *unit_worker(void *arg) {
+  Units *u = arg;
+  for (;;) {
+    pthread_mutex_lock(&u->lock);
+    int i = u->next < u->n ? u->next++ : -1;
+    pthread_mutex_unlock(&u->lock);
+    if (i < 0)
+      return NULL;
+    char name[300];
+    snprintf(name, sizeof name, "%s.%d.cu", u->name, i);
+    u->rcs[i] = nvrtc_compile(u->sources[i], name, u->opt, &u->outs[i], &u->diags[i]);
+  }
+}
+
+int nvrtc_compile_units(const char *const *sources, int n, const char *name,
+                        const NvrtcOptions *opt, NvrtcOutput *outs, Diag *d) {
+  memset(outs, 0, (size_t)n * sizeof *outs);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int nthreads = cpus < 1 ? 1 : cpus < n ? (int)cpus : n;
+  Units u = {sources, n, 0, name, opt, outs, calloc((size_t)n + 1, sizeof *u.diags),
+             calloc((size_t)n + 1, sizeof *u.rcs), PTHREAD_MUTEX_INITIALIZER};
+  pthread_t *threads = calloc((size_t)nthreads + 1, sizeof *threads);
+  if (!u.diags || !u.rcs || !threads) {
+    free(u.diags);
+    free(u.rcs);
+    free(threads);
+    return diag_error(d, (SrcLoc){0}, "out of memory");
+  }
+  /* NVRTC itself is loaded once, before the threads start */
+  int rc = need_nvrtc(d), started = 0;
+  for (; !rc && started < nthreads - 1; started++)
+    if (pthread_create(&threads[started], NULL, unit_worker, &u))
+      break;
+  if (!rc)
+    unit_worker(&u);
+  for (int t = 0; t < started; t++)
+    pthread_join(threads[t], NULL);
+  /* the first unit's failure, whatever order the threads finished in */
+  for (int i = 0; i < n && !rc; i++)
+    if (u.rcs[i]) {
+      *d = u.diags[i];
+      rc = -1;
+    }
+  if (rc)
+    for (int i = 0; i < n; i++)
+      nvrtc_output_free(&outs[i]);
+  free(u.diags);
+  free(u.rcs);
+  free(threads);
+  return rc;
 }

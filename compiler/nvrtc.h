@@ -33,6 +33,12 @@ int nvrtc_check_arch(const char *arch, Diag *d);
 /* Compiles source (named `name` in messages, e.g. "model.cu"). 0, or -1 with d set. */
 int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,
                   NvrtcOutput *out, Diag *d);
+/* Compiles n translation units (named NAME.0.cu, NAME.1.cu, ... in messages) into
+ * outs[0..n), as nvrtc_compile compiles each, on as many threads as there are CPUs
+ * online: the outputs do not depend on the threads. 0, or -1 with the first failing
+ * unit's error in d (and every out empty). */
+int nvrtc_compile_units(const char *const *sources, int n, const char *name,
+                        const NvrtcOptions *opt, NvrtcOutput *outs, Diag *d);
 void nvrtc_output_free(NvrtcOutput *o);
 
 #endif

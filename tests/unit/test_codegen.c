@@ -655,6 +655,46 @@ static void test_nvrtc_errors(void) {
   CHECK(nvrtc_compile(src, "bad.cu", &opt, &out, &d3) == -1 && strstr(d3.msg, "unknown --arch"));
 }
 
+/* Units compiled in parallel give what each gives compiled alone, in their order; a
+ * failing unit is the one reported (the first, when two fail), and nothing comes back. */
+static void test_nvrtc_units(void) {
+  enum { N = 5 };
+  char src[N][160];
+  const char *units[N];
+  for (int i = 0; i < N; i++) {
+    snprintf(src[i], sizeof src[i],
+             "extern \"C\" __global__ void k%d(float *y) { y[threadIdx.x] *= %d.0f; }\n", i,
+             i + 2);
+    units[i] = src[i];
+  }
+  NvrtcOptions opt = {.no_cache = true};
+  NvrtcOutput outs[N];
+  Diag d = {0};
+  int rc = nvrtc_compile_units(units, N, "u", &opt, outs, &d);
+  CHECK(rc == 0);
+  if (rc)
+    fprintf(stderr, "%s\n", d.msg);
+  for (int i = 0; i < N && !rc; i++) {
+    NvrtcOutput one;
+    char entry[32];
+    snprintf(entry, sizeof entry, ".entry k%d(", i);
+    CHECK(nvrtc_compile(units[i], "one.cu", &opt, &one, &d) == 0);
+    CHECK(outs[i].ptx && strstr(outs[i].ptx, entry));
+    CHECK(one.cubin_size == outs[i].cubin_size &&
+          !memcmp(one.cubin, outs[i].cubin, one.cubin_size));
+    nvrtc_output_free(&one);
+    nvrtc_output_free(&outs[i]);
+  }
+  units[1] = "extern \"C\" __global__ void bad1() { undefined_one; }\n";
+  units[3] = "extern \"C\" __global__ void bad3() { undefined_three; }\n";
+  Diag d2 = {0};
+  CHECK(nvrtc_compile_units(units, N, "u", &opt, outs, &d2) == -1);
+  CHECK(strstr(d2.msg, "u.1.cu(1): error") && strstr(d2.msg, "undefined_one") &&
+        !strstr(d2.msg, "undefined_three"));
+  for (int i = 0; i < N; i++)
+    CHECK(outs[i].cubin == NULL && outs[i].ptx == NULL);
+}
+
 int main(void) {
   test_gemm_plain();
   test_gemm_fp8();
@@ -683,6 +723,7 @@ int main(void) {
   }
   test_nvrtc(cache);
   test_nvrtc_errors();
+  test_nvrtc_units();
   /* the cache folder holds .cubin and .ptx files only; remove them */
   char cmd[256];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
