@@ -121,14 +121,17 @@ int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, vo
  * bounds (load, as for classes_run_cpu, else g cloned and bound; opt's --dim sizes bind
  * the other symbols), masked by pad_mask, through opt's passes, codegen (one module:
  * kernels shared between classes) and memory plan; the weights of all classes in one
- * blob, each constant once; then NVRTC once (last >= STAGE_NVRTC) and the plan
- * (last >= STAGE_PLAN). With opt->report, a line per class; with plan_text, each class's
+ * blob, each constant once; then NVRTC (last == STAGE_NVRTC: the whole source as one
+ * unit; last >= STAGE_PLAN: units of whole classes compiled in parallel, a module each)
+ * and the plan (last >= STAGE_PLAN). With opt->report, a line per class; with plan_text, each class's
  * memory plan. 0, or -1 with d set (*out empty). */
 typedef struct ClassesBuilt {
   GpuccBuild build;   /* the plan and the weights; nkernels and arena_bytes: the largest class's */
   char *source;       /* the module's CUDA C, NUL-terminated */
   size_t source_len;
-  NvrtcOutput binary;
+  NvrtcOutput binary;   /* last == STAGE_NVRTC: the whole source as one unit */
+  NvrtcOutput *units;   /* last >= STAGE_PLAN: the modules of the plan */
+  int nunits;
   int nclasses;
 } ClassesBuilt;
 int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,

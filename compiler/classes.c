@@ -14,8 +14,8 @@
 
 /* The actual size of ranged symbol r in the inputs (the first input axis that has it),
  * and its class's bound. -1 with d set when the inputs disagree or it lies outside r. */
-static int class_of(const Graph *g, Tensor *const *in, const DimRange *r, int64_t *size,
-                    int64_t *bound, Diag *d) {
+static int class_of(const Graph *g, Tensor *const *in, const DimRange *r, int per_octave,
+                    int64_t *size, int64_t *bound, Diag *d) {
   *size = -1;
   for (int i = 0; i < g->ninputs; i++) {
     const Shape *s = &g->inputs[i]->type.shape;
@@ -36,10 +36,11 @@ static int class_of(const Graph *g, Tensor *const *in, const DimRange *r, int64_
   }
   if (*size < 0)
     return diag_error(d, g->loc, "ranged dim '%s': no input has it", r->sym);
-  int64_t b[64];
-  int n = range_classes(r, b, 64);
+  int64_t b[GPUCC_MAX_CLASSES];
+  int n = range_classes(r, per_octave, b, GPUCC_MAX_CLASSES);
   if (n < 0)
-    return diag_error(d, g->loc, "ranged dim '%s' has more than 64 classes", r->sym);
+    return diag_error(d, g->loc, "ranged dim '%s' has more than %d classes", r->sym,
+                      GPUCC_MAX_CLASSES);
   for (int k = 0; k < n; k++)
     if (b[k] >= *size) {
       *bound = b[k];
@@ -210,11 +211,11 @@ static int check_constants(const Graph *a, const DynAxes *ta, const Graph *b, co
   return 0;
 }
 
-/* The smallest size of r that runs in the class of bound (the sizes above the class
- * below it). */
-static int64_t class_floor(const DimRange *r, int64_t bound) {
+/* The smallest size of r (cut per_octave) that runs in the class of bound (the sizes
+ * above the class below it). */
+static int64_t class_floor(const DimRange *r, int per_octave, int64_t bound) {
   int64_t b[GPUCC_MAX_CLASSES], prev = 0;
-  int n = range_classes(r, b, GPUCC_MAX_CLASSES);
+  int n = range_classes(r, per_octave, b, GPUCC_MAX_CLASSES);
   for (int k = 0; k < n && b[k] < bound; k++)
     prev = b[k];
   for (int k = 0; k < r->nseg; k++)
@@ -274,16 +275,17 @@ static Graph *class_graph(const Graph *src, const DimRange *ranges, int nr,
   return g;
 }
 
-/* a's mixes less those of symbols whose class (at bounds b) serves one size only: such a
- * class has no padding, so nothing is masked for them (and an op that cannot be masked
- * along them is fine). */
-static void drop_unpadded(DynAxes *a, const DimRange *ranges, int nr, const int64_t *b) {
+/* a's mixes less those of symbols whose class (at bounds b, cut cuts[r] times an
+ * octave) serves one size only: such a class has no padding, so nothing is masked for
+ * them (and an op that cannot be masked along them is fine). */
+static void drop_unpadded(DynAxes *a, const DimRange *ranges, const int *cuts, int nr,
+                          const int64_t *b) {
   int keep = 0;
   for (int k = 0; k < a->nmix; k++) {
     bool padded = true;
     for (int r = 0; r < nr; r++)
       if (!strcmp(a->syms[a->mix[k].sym], ranges[r].sym))
-        padded = class_floor(&ranges[r], b[r]) < b[r];
+        padded = class_floor(&ranges[r], cuts[r], b[r]) < b[r];
     if (padded)
       a->mix[keep++] = a->mix[k];
   }
@@ -322,6 +324,105 @@ static int other_symbols(const Graph *g, const Tensor *const *given, const Gpucc
   return nb;
 }
 
+/* The symbol output j's axis i is in the plan (-1: none) from its tags t in class
+ * bounds b, or -1 with d set where the axis cannot be an output's: the runtime copies
+ * the real part of an output as the box at the start of each ranged axis, so a ranged
+ * axis must be one symbol, unmerged, at its class's bound. */
+static int output_axis(const Graph *g, int j, int i, const DynAxes *a, const DynAxis *t,
+                       const DimRange *ranges, int nr, const int64_t *b, int *sym, Diag *d) {
+  const Value *v = g->outputs[j];
+  *sym = -1;
+  if (!dyn_tagged(t))
+    return 0;
+  for (int r = 0; r < nr; r++)
+    if (!strcmp(ranges[r].sym, a->syms[t->t[0].sym]))
+      *sym = r;
+  if (t->t[1].sym >= 0 || t->t[0].stride != 1 || *sym < 0 ||
+      v->type.shape.dims[i].n != b[*sym])
+    return diag_error(d, v->loc.line ? v->loc : g->loc, "output %%%s: its axis %d holds the "
+                      "ranged dim '%s' merged with another axis; an output's ranged axes must "
+                      "be the dims themselves, which is not supported otherwise yet", v->name,
+                      i, a->syms[t->t[0].sym]);
+  return 0;
+}
+
+/* Whether ranged symbol r is rows (GPUCC_SYMBOL_ROWS): no node combines elements along
+ * it (in the largest class, whose tags hold every smaller class's), it is exactly one axis
+ * of every output (out_sym) and at most one of each input of g. A run may then split its
+ * size into chunks, each run by a class on a slice of the rows, with no padding. */
+static bool rows_symbol(const Graph *g, const DynAxes *a, const DimRange *ranges, int r,
+                        const int *out_sym) {
+  for (int k = 0; k < a->nmix; k++)
+    if (!strcmp(a->syms[a->mix[k].sym], ranges[r].sym))
+      return false;
+  for (int j = 0; j < g->noutputs; j++) {
+    int n = 0;
+    for (int i = 0; i < g->outputs[j]->type.shape.rank; i++)
+      n += out_sym[j * IR_MAX_RANK + i] == r;
+    if (n != 1)
+      return false;
+  }
+  for (int i = 0; i < g->ninputs; i++) {
+    int n = 0;
+    for (int j = 0; j < g->inputs[i]->type.shape.rank; j++)
+      n += g->inputs[i]->type.shape.dims[j].sym &&
+           !strcmp(g->inputs[i]->type.shape.dims[j].sym, ranges[r].sym);
+    if (n > 1)
+      return false;
+  }
+  return true;
+}
+
+/* The cuts an octave of each ranged symbol (range_classes): one for a rows symbol, whose
+ * sizes run unpadded in chunks of class bounds (a class an octave gives every size in
+ * few chunks); two for the others, whose padding a class computes, so that no size runs
+ * more than 1.5 times its work (docs/dynamic-shapes.md, section 7), unless that makes
+ * more than GPUCC_MAX_CLASSES classes: then one. *total gets the count of classes; -1
+ * with d set when even that is too many. */
+static int choose_cuts(const Graph *g, const DimRange *ranges, int nr, const bool *rows,
+                       int *cuts, int *total, Diag *d) {
+  for (int fine = 1; fine >= 0; fine--) {
+    int64_t n = 1;
+    int64_t b[GPUCC_MAX_CLASSES];
+    for (int r = 0; r < nr && n <= GPUCC_MAX_CLASSES; r++) {
+      cuts[r] = fine && !rows[r] ? 2 : 1;
+      int k = range_classes(&ranges[r], cuts[r], b, GPUCC_MAX_CLASSES);
+      n = k < 0 ? GPUCC_MAX_CLASSES + 1 : n * k;
+    }
+    if (n <= GPUCC_MAX_CLASSES) {
+      *total = (int)n;
+      return 0;
+    }
+  }
+  return diag_error(d, g->loc, "the ranges make more than %d shape classes; list the sizes "
+                    "to serve instead (--dim %s=1,8,64..128)", GPUCC_MAX_CLASSES,
+                    nr ? ranges[nr - 1].sym : "N");
+}
+
+/* Which ranged symbols are rows (rows_symbol), from src loaded (class_graph) at the top
+ * of every range: sizes[0..nr) are set to those. */
+static int top_rows(const Graph *src, const DimRange *ranges, int nr, const char *const *names,
+                    int64_t *sizes, int nb, ClassLoad load, void *arg, bool *rows, Diag *d) {
+  for (int r = 0; r < nr; r++)
+    sizes[r] = range_max(&ranges[r]);
+  DynAxes a = {0};
+  Graph *g = class_graph(src, ranges, nr, names, sizes, nb, load, arg, &a, d);
+  int *out_sym = calloc((size_t)src->noutputs * IR_MAX_RANK + 1, sizeof *out_sym);
+  int rc = g && out_sym ? 0 : -1;
+  if (g && !out_sym)
+    diag_error(d, src->loc, "out of memory");
+  for (int j = 0; j < src->noutputs && !rc; j++)
+    for (int i = 0; i < g->outputs[j]->type.shape.rank && !rc; i++)
+      rc = output_axis(g, j, i, &a, dyn_axis(&a, g->outputs[j], i), ranges, nr, sizes,
+                       &out_sym[j * IR_MAX_RANK + i], d);
+  for (int r = 0; r < nr && !rc; r++)
+    rows[r] = rows_symbol(g, &a, ranges, r, out_sym);
+  free(out_sym);
+  dyn_axes_free(&a);
+  graph_free(g);
+  return rc;
+}
+
 int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
                     Tensor *const *in, Tensor **out, Diag *d) {
   int nin = g->ninputs, nout = g->noutputs, rc = -1;
@@ -333,16 +434,19 @@ int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, vo
   if (nr > DYN_MAX_SYMS)
     return diag_error(d, g->loc, "more than %d ranged dims", DYN_MAX_SYMS);
   memcpy(ranges, g->ranges, (size_t)nr * sizeof *ranges);
-  for (int k = 0; k < nr; k++) {
-    names[nb] = ranges[k].sym;
-    if (class_of(g, in, &ranges[k], &actual[k], &sizes[nb], d))
-      return -1;
-    nb++;
-  }
+  for (int k = 0; k < nr; k++)
+    names[nb++] = ranges[k].sym;
   nb = other_symbols(g, (const Tensor *const *)in, NULL, names, sizes, nb,
                      (int)(sizeof sizes / sizeof *sizes), d);
-  if (nb < 0)
+  /* the class the model.so has for these sizes: its cuts follow which dims are rows */
+  bool rows[DYN_MAX_SYMS] = {0};
+  int cuts[DYN_MAX_SYMS], total;
+  if (nb < 0 || top_rows(g, ranges, nr, names, sizes, nb, load, arg, rows, d) ||
+      choose_cuts(g, ranges, nr, rows, cuts, &total, d))
     return -1;
+  for (int k = 0; k < nr; k++)
+    if (class_of(g, in, &ranges[k], cuts[k], &actual[k], &sizes[k], d))
+      return -1;
   DynAxes a = {0};
   Graph *src = g;
   if (!(g = class_graph(src, ranges, nr, names, sizes, nb, load, arg, &a, d)))
@@ -362,7 +466,7 @@ int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, vo
     for (int r = 0; r < nr; r++)
       if (!strcmp(a.syms[m], ranges[r].sym))
         s[m] = actual[r];
-  drop_unpadded(&a, ranges, nr, sizes);
+  drop_unpadded(&a, ranges, cuts, nr, sizes);
   if (pass_pad_mask(g, &a, d))
     goto done;
   GpuccCompileOptions rest = opt ? *opt : (GpuccCompileOptions){0};
@@ -516,6 +620,51 @@ static int text_add(Text *t, const char *s, size_t n) {
   return 0;
 }
 
+/* The translation units of the module: whole classes' sources in order, a unit closed
+ * once it holds UNIT_BYTES, each after the preamble (the first class's source begins
+ * with it). NVRTC spends seconds on each unit before its size counts (the preamble's
+ * templates at the types and tiles the kernels use), so a unit holds a few classes of a
+ * transformer (430 KB each for BERT-base: 5.4 s alone, 9.4 s four together, on this
+ * machine's CPUs), and a small model's classes share one. */
+#define UNIT_BYTES ((size_t)1 << 20)
+
+/* src's units (ends[c]: where class c's source ends in it) compiled in parallel, each
+ * module added to plan, and kept in out->units. */
+static int compile_units(const Text *src, const size_t *ends, int nclasses, const char *name,
+                         const NvrtcOptions *nopt, GpuccPlan *plan, ClassesBuilt *out,
+                         Diag *d) {
+  size_t pre = codegen_preamble_size(), start = 0;
+  char **units = calloc((size_t)nclasses + 1, sizeof *units);
+  int n = 0, rc = units ? 0 : -1;
+  for (int c = 0; c < nclasses && !rc; c++) {
+    if ((ends[c] - start < UNIT_BYTES && c + 1 < nclasses) || (start && ends[c] == start))
+      continue;
+    size_t head = start ? pre : 0, body = ends[c] - start;
+    if (!(units[n] = malloc(head + body + 1))) {
+      rc = -1;
+      break;
+    }
+    memcpy(units[n], src->s, head);
+    memcpy(units[n] + head, src->s + start, body);
+    units[n++][head + body] = 0;
+    start = ends[c];
+  }
+  if (rc)
+    diag_error(d, (SrcLoc){0}, "out of memory");
+  else if (!(out->units = calloc((size_t)n + 1, sizeof *out->units)))
+    rc = diag_error(d, (SrcLoc){0}, "out of memory");
+  else if (!(rc = nvrtc_compile_units((const char *const *)units, n, name, nopt, out->units, d)))
+    out->nunits = n;
+  for (int i = 0; i < out->nunits && !rc; i++)
+    if (gpucc_plan_add_module(plan, out->units[i].cubin, out->units[i].cubin_size,
+                              out->units[i].ptx))
+      rc = diag_error(d, (SrcLoc){0}, "internal error: plan module: %s", gpucc_last_error());
+  for (int i = 0; i < n; i++)
+    free(units[i]);
+  free(units);
+  return rc;
+}
+
 /* "batch=4, seq=128" */
 static const char *bounds_str(const DimRange *ranges, int nr, const int64_t *b, char *buf,
                               size_t n) {
@@ -526,55 +675,6 @@ static const char *bounds_str(const DimRange *ranges, int nr, const int64_t *b, 
     at += w > 0 ? (size_t)w : 0;
   }
   return buf;
-}
-
-/* The symbol output j's axis i is in the plan (-1: none) from its tags t in class
- * bounds b, or -1 with d set where the axis cannot be an output's: the runtime copies
- * the real part of an output as the box at the start of each ranged axis, so a ranged
- * axis must be one symbol, unmerged, at its class's bound. */
-static int output_axis(const Graph *g, int j, int i, const DynAxes *a, const DynAxis *t,
-                       const DimRange *ranges, int nr, const int64_t *b, int *sym, Diag *d) {
-  const Value *v = g->outputs[j];
-  *sym = -1;
-  if (!dyn_tagged(t))
-    return 0;
-  for (int r = 0; r < nr; r++)
-    if (!strcmp(ranges[r].sym, a->syms[t->t[0].sym]))
-      *sym = r;
-  if (t->t[1].sym >= 0 || t->t[0].stride != 1 || *sym < 0 ||
-      v->type.shape.dims[i].n != b[*sym])
-    return diag_error(d, v->loc.line ? v->loc : g->loc, "output %%%s: its axis %d holds the "
-                      "ranged dim '%s' merged with another axis; an output's ranged axes must "
-                      "be the dims themselves, which is not supported otherwise yet", v->name,
-                      i, a->syms[t->t[0].sym]);
-  return 0;
-}
-
-/* Whether ranged symbol r is rows (GPUCC_SYMBOL_ROWS): no node combines elements along
- * it (in the largest class, whose tags hold every smaller class's), it is exactly one axis
- * of every output (out_sym) and at most one of each input of g. A run may then split its
- * size into chunks, each run by a class on a slice of the rows, with no padding. */
-static bool rows_symbol(const Graph *g, const DynAxes *a, const DimRange *ranges, int r,
-                        const int *out_sym) {
-  for (int k = 0; k < a->nmix; k++)
-    if (!strcmp(a->syms[a->mix[k].sym], ranges[r].sym))
-      return false;
-  for (int j = 0; j < g->noutputs; j++) {
-    int n = 0;
-    for (int i = 0; i < g->outputs[j]->type.shape.rank; i++)
-      n += out_sym[j * IR_MAX_RANK + i] == r;
-    if (n != 1)
-      return false;
-  }
-  for (int i = 0; i < g->ninputs; i++) {
-    int n = 0;
-    for (int j = 0; j < g->inputs[i]->type.shape.rank; j++)
-      n += g->inputs[i]->type.shape.dims[j].sym &&
-           !strcmp(g->inputs[i]->type.shape.dims[j].sym, ranges[r].sym);
-    if (n > 1)
-      return false;
-  }
-  return true;
 }
 
 int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
@@ -588,17 +688,19 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
     return diag_error(d, g->loc, "%d ranged dims; a model takes at most %d", nr, GPUCC_MAX_SYMBOLS);
   DimRange ranges[GPUCC_MAX_SYMBOLS];
   memcpy(ranges, g->ranges, (size_t)nr * sizeof *ranges);
-  /* the classes: the cross product of each symbol's, the largest first */
+  /* the classes: the cross product of each symbol's, the largest first; cut once an
+   * octave until the first class (the top of every range, whatever the cuts) says which
+   * dims are rows */
   int64_t bounds[GPUCC_MAX_SYMBOLS][GPUCC_MAX_CLASSES];
-  int count[GPUCC_MAX_SYMBOLS], total = 1;
+  int count[GPUCC_MAX_SYMBOLS], cuts[GPUCC_MAX_SYMBOLS], total;
+  bool rows[GPUCC_MAX_SYMBOLS] = {0};
   char text[512];
-  for (int r = 0; r < nr; r++) {
-    count[r] = range_classes(&ranges[r], bounds[r], GPUCC_MAX_CLASSES);
-    if (count[r] < 0 || (total *= count[r]) > GPUCC_MAX_CLASSES)
-      return diag_error(d, g->loc, "the ranges make more than %d shape classes; list the "
-                        "sizes to serve instead (--dim %s=1,8,64..128)", GPUCC_MAX_CLASSES,
-                        ranges[r].sym);
-  }
+  for (int r = 0; r < nr; r++)
+    rows[r] = true;
+  if (choose_cuts(g, ranges, nr, rows, cuts, &total, d))
+    return -1;
+  for (int r = 0; r < nr; r++)
+    count[r] = range_classes(&ranges[r], cuts[r], bounds[r], GPUCC_MAX_CLASSES);
   const char *names[DYN_MAX_SYMS + IR_MAX_RANK * 8];
   int64_t sizes[DYN_MAX_SYMS + IR_MAX_RANK * 8];
   for (int r = 0; r < nr; r++)
@@ -633,8 +735,9 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
   int *out_sym = calloc((size_t)nout * IR_MAX_RANK + 1, sizeof *out_sym);
   int64_t *out_dims = calloc((size_t)nout * IR_MAX_RANK + 1, sizeof *out_dims);
   uint64_t *offsets = calloc((size_t)(nin + nout) + 1, sizeof *offsets);
+  size_t ends[GPUCC_MAX_CLASSES];
   uint64_t class_weights = 0;
-  bool gemms = false, rows[GPUCC_MAX_SYMBOLS] = {0};
+  bool gemms = false;
   int rc = plan && shared && out_sym && out_dims && offsets ? 0
                                                            : diag_error(d, g->loc, "out of memory");
   for (int c = 0; c < total && !rc; c++) {
@@ -669,8 +772,11 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
       }
     for (int r = 0; r < nr && !rc && c == 0; r++)
       rows[r] = rows_symbol(g, &a, ranges, r, out_sym);
+    if (!rc && c == 0 && !(rc = choose_cuts(g, ranges, nr, rows, cuts, &total, d)))
+      for (int r = 0; r < nr; r++)
+        count[r] = range_classes(&ranges[r], cuts[r], bounds[r], GPUCC_MAX_CLASSES);
     if (!rc)
-      drop_unpadded(&a, ranges, nr, b);
+      drop_unpadded(&a, ranges, cuts, nr, b);
     if (!rc)
       rc = pass_pad_mask(cg, &a, d) ||
            pipeline_run_part(cg, c ? &later : &first, STAGE_MEMPLAN, shared, prefix, &part, d);
@@ -735,6 +841,7 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
         gemms = gemms || part.program->steps[i].kind == STEP_GEMM;
       if (text_add(&src, part.program->source, part.program->source_len))
         rc = diag_error(d, g->loc, "out of memory");
+      ends[c] = src.len;
       if (opt->report)
         fprintf(opt->report, "gpucc: class %d (%s): %d kernels, arena %" PRIu64 " bytes\n", c,
                 at, kernels, mp->arena_bytes);
@@ -748,14 +855,15 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
     dyn_axes_free(&a);
     graph_free(cg);
   }
-  if (!rc && last >= STAGE_NVRTC && src.len) {
-    NvrtcOptions nopt = {.arch = out->build.arch, .no_cache = opt->no_cache,
-                         .cache_dir = opt->cache_dir};
-    snprintf(text, sizeof text, "%s.cu", g->name && *g->name ? g->name : "model");
+  /* NVRTC: the whole source as one unit for --emit=cubin, else in units in parallel */
+  NvrtcOptions nopt = {.arch = out->build.arch, .no_cache = opt->no_cache,
+                       .cache_dir = opt->cache_dir};
+  const char *name = g->name && *g->name ? g->name : "model";
+  if (!rc && last == STAGE_NVRTC && src.len) {
+    snprintf(text, sizeof text, "%s.cu", name);
     rc = nvrtc_compile(src.s, text, &nopt, &out->binary, d) != 0;
-    if (!rc && out->binary.cubin_size &&
-        gpucc_plan_set_module(plan, out->binary.cubin, out->binary.cubin_size, out->binary.ptx))
-      rc = diag_error(d, g->loc, "internal error: plan module: %s", gpucc_last_error());
+  } else if (!rc && last >= STAGE_PLAN && src.len) {
+    rc = compile_units(&src, ends, out->nclasses, name, &nopt, plan, out, d);
   }
   if (!rc && last >= STAGE_PLAN) {
     plan->weights_bytes = blob.len;
@@ -793,6 +901,9 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
 void classes_built_free(ClassesBuilt *c) {
   gpucc_build_free(&c->build);
   nvrtc_output_free(&c->binary);
+  for (int i = 0; i < c->nunits; i++)
+    nvrtc_output_free(&c->units[i]);
+  free(c->units);
   free(c->source);
   memset(c, 0, sizeof *c);
 }

@@ -1073,15 +1073,19 @@ int range_parse(const char *text, DimRange *r, char *buf, size_t n) {
   }
 }
 
-int range_classes(const DimRange *r, int64_t *bounds, int max) {
+int range_classes(const DimRange *r, int per_octave, int64_t *bounds, int max) {
   int n = 0;
   for (int i = 0; i < r->nseg; i++) {
-    /* the powers of two in [lo, hi), then hi */
+    /* the cuts in [lo, hi): p (1 + k / per_octave) for each power of two p, where whole;
+     * then hi */
     for (int64_t p = 1; p < r->hi[i]; p *= 2)
-      if (p >= r->lo[i]) {
+      for (int k = 0; k < per_octave; k++) {
+        int64_t cut = p + p * k / per_octave;
+        if (p * k % per_octave || cut < r->lo[i] || cut >= r->hi[i])
+          continue;
         if (n == max)
           return -1;
-        bounds[n++] = p;
+        bounds[n++] = cut;
       }
     if (n == max)
       return -1;

@@ -242,16 +242,28 @@ static void test_ranges(void) {
   CHECK(range_max(&r) == 512);
   int64_t b[32];
   /* 1, 7 (a point: its own class), 128, 256 (the powers of two in 128..511), 512 */
-  CHECK(range_classes(&r, b, 32) == 5);
+  CHECK(range_classes(&r, 1, b, 32) == 5);
   CHECK(b[0] == 1 && b[1] == 7 && b[2] == 128 && b[3] == 256 && b[4] == 512);
-  CHECK(range_parse("1..64", &r, buf, sizeof buf) == 0 && range_classes(&r, b, 32) == 7);
+  CHECK(range_parse("1..64", &r, buf, sizeof buf) == 0 && range_classes(&r, 1, b, 32) == 7);
   CHECK(b[0] == 1 && b[5] == 32 && b[6] == 64);
-  CHECK(range_parse("7..512", &r, buf, sizeof buf) == 0 && range_classes(&r, b, 32) == 7);
+  CHECK(range_parse("7..512", &r, buf, sizeof buf) == 0 && range_classes(&r, 1, b, 32) == 7);
   CHECK(b[0] == 8 && b[6] == 512); /* 7 runs in the class of 8 */
-  CHECK(range_parse("129..200", &r, buf, sizeof buf) == 0 && range_classes(&r, b, 32) == 1);
+  CHECK(range_parse("129..200", &r, buf, sizeof buf) == 0 && range_classes(&r, 1, b, 32) == 1);
   CHECK(b[0] == 200);
   CHECK(range_parse("1..2147483648", &r, buf, sizeof buf) == 0);
-  CHECK(range_classes(&r, b, 32) == 32 && range_classes(&r, b, 31) == -1);
+  CHECK(range_classes(&r, 1, b, 32) == 32 && range_classes(&r, 1, b, 31) == -1);
+  /* two steps an octave: a size pads by less than half */
+  CHECK(range_parse("1..64", &r, buf, sizeof buf) == 0 && range_classes(&r, 2, b, 32) == 12);
+  CHECK(b[0] == 1 && b[1] == 2 && b[2] == 3 && b[3] == 4 && b[4] == 6 && b[9] == 32 &&
+        b[10] == 48 && b[11] == 64);
+  CHECK(range_parse("1,7,100..300", &r, buf, sizeof buf) == 0 && range_classes(&r, 2, b, 32) == 6);
+  CHECK(b[0] == 1 && b[1] == 7 && b[2] == 128 && b[3] == 192 && b[4] == 256 && b[5] == 300);
+  for (int64_t size = 100; size <= 300; size++) { /* every size pads by less than 1.5x */
+    int k = 2;
+    while (b[k] < size)
+      k++;
+    CHECK(b[k] < size * 3 / 2 + 1);
+  }
   /* refused: descending, overlapping, zero, too large, not numbers */
   CHECK(range_parse("8..2", &r, buf, sizeof buf) == -1 && strstr(buf, "ends before it starts"));
   CHECK(range_parse("1..8,4", &r, buf, sizeof buf) == -1 && strstr(buf, "does not come after"));
