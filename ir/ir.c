@@ -414,9 +414,16 @@ bool shape_is_static(const Shape *s) {
 int64_t shape_numel(const Shape *s) {
   if (!shape_is_static(s))
     return -1;
+  /* An empty shape may have huge extents beside its 0 (a Tile of a model's), whose
+   * product alone would overflow; a non-empty one fits (shape inference refuses more
+   * elements than int64 holds), but saturate anyway. */
+  for (int i = 0; i < s->rank; i++)
+    if (s->dims[i].n == 0)
+      return 0;
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++)
-    n *= s->dims[i].n;
+    if (!size_mul(n, s->dims[i].n, &n))
+      return INT64_MAX;
   return n;
 }
 
