@@ -71,7 +71,7 @@ typedef struct Options {
   int ninputs;
   Binding *dims;
   int ndims;
-  /* ONNX models (a FILE ending in .onnx) */
+  /* an ONNX model (file_format: by its bytes, else a FILE ending in .onnx) */
   bool onnx;
   Binding *shapes; /* --shape NAME=AxBxC */
   int nshapes;
@@ -165,7 +165,7 @@ static void print_help(void) {
          "  --dim SYM=LO..HI        give SYM a range of sizes (also 1,8,32..64); a range\n"
          "                          does not compile to a model.so yet: bind a size\n");
   printf("\n"
-         "ONNX models (FILE ending in .onnx), both modes:\n"
+         "ONNX models (FILE told by its bytes, whatever its name), both modes:\n"
          "  --dim SYM=N             bind symbolic dim SYM to N when loading (SYM=LO..HI:\n"
          "                          a range, which 'gpucc run --cpu' runs by shape class)\n"
          "  --shape NAME=AxBxC      give input NAME this static shape (repeatable)\n"
@@ -254,6 +254,28 @@ static void free_options(Options *o) {
   free(o->inputs);
   free(o->dims);
   free(o->shapes);
+}
+
+/* o->file's format from its first bytes (frontends.h's model_format): a model.so, an
+ * ONNX model or the DSL, whatever its name; by its extension where the bytes do not say
+ * (text that does not begin with "graph", a file that cannot be read here: reading it
+ * later says why), and the DSL for standard input. */
+static void file_format(Options *o) {
+  size_t flen = o->file ? strlen(o->file) : 0;
+  ModelFormat f = FORMAT_UNKNOWN;
+  char why[256], head[512];
+  FILE *in = o->file && strcmp(o->file, "-") ? fopen_regular(o->file, NULL, why, sizeof why)
+                                             : NULL;
+  if (in) {
+    f = model_format(head, fread(head, 1, sizeof head, in));
+    fclose(in);
+  }
+  /* bytes that are not text are ONNX's, unless the name says DSL (whose parser then
+   * names the first byte that is not text) */
+  if (f == FORMAT_ONNX && flen > 4 && !strcmp(o->file + flen - 4, ".gir"))
+    f = FORMAT_DSL;
+  o->onnx = f == FORMAT_ONNX || (!f && flen > 5 && !strcmp(o->file + flen - 5, ".onnx"));
+  o->so = f == FORMAT_ELF || (!f && flen > 3 && !strcmp(o->file + flen - 3, ".so"));
 }
 
 /* The options only one mode understands, checked once all are read. */
@@ -476,9 +498,7 @@ static int parse_args(int argc, char **argv, Options *o) {
     if (v && !*v && strncmp(a, "--passes", 8) != 0)
       return usage_error("option '%s' needs an argument", a);
   }
-  size_t flen = o->file ? strlen(o->file) : 0;
-  o->onnx = flen > 5 && !strcmp(o->file + flen - 5, ".onnx");
-  o->so = flen > 3 && !strcmp(o->file + flen - 3, ".so");
+  file_format(o);
   o->passes_arg = passes_arg;
   int rc = check_mode(o);
   if (!rc) {

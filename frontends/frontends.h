@@ -21,6 +21,13 @@ Graph *dsl_parse_with(const char *file, const char *text, size_t len, const DslO
 /* Reads the file ("-" is standard input) and parses it. */
 Graph *dsl_parse_file(const char *path, Diag *d);
 
+/* What a model file holds, told from its first bytes, not its name (a model.ONNX, a
+ * model.bin): a model.so (an ELF image), the DSL (text whose first word, after blanks and
+ * comments, is "graph"), or else an ONNX protobuf when the bytes are not text. Text that
+ * does not begin with "graph" is FORMAT_UNKNOWN: the caller falls back to the name. */
+typedef enum { FORMAT_UNKNOWN, FORMAT_DSL, FORMAT_ONNX, FORMAT_ELF } ModelFormat;
+ModelFormat model_format(const void *head, size_t n);
+
 /* ONNX (frontends/onnx): a ModelProto read with protobuf-c. docs/onnx.md lists what is
  * supported. Errors name the model and, for a node, its name, index, op and opset:
  *   model.onnx: error: node 'conv1' (#12, Conv, opset 17): op Conv is not supported */

@@ -14,6 +14,7 @@
 
 #include "dsl-impl.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -766,4 +767,37 @@ Graph *dsl_parse_file(const char *path, Diag *d) {
   Graph *g = dsl_parse(is_stdin ? "<stdin>" : path, buf, len, d);
   free(buf);
   return g;
+}
+
+/* ---------------------------------------------------------------- formats */
+
+ModelFormat model_format(const void *head, size_t n) {
+  const unsigned char *b = head;
+  if (n >= 4 && !memcmp(b, "\177ELF", 4))
+    return FORMAT_ELF;
+  /* the first word after blanks and comments */
+  size_t i = 0;
+  while (i < n) {
+    if (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+      i++;
+    } else if (i + 1 < n && b[i] == '/' && b[i + 1] == '/') {
+      while (i < n && b[i] != '\n')
+        i++;
+    } else if (i + 1 < n && b[i] == '/' && b[i + 1] == '*') {
+      size_t j = i + 2;
+      while (j + 1 < n && !(b[j] == '*' && b[j + 1] == '/'))
+        j++;
+      i = j + 2;
+    } else {
+      break;
+    }
+  }
+  if (i + 5 <= n && !memcmp(b + i, "graph", 5) &&
+      (i + 5 == n || (!isalnum(b[i + 5]) && b[i + 5] != '_' && b[i + 5] != '.')))
+    return FORMAT_DSL;
+  /* not text (a control byte; names and strings may hold UTF-8): a protobuf */
+  for (size_t k = 0; k < n; k++)
+    if (b[k] < 0x20 && b[k] != '\n' && b[k] != '\r' && b[k] != '\t')
+      return FORMAT_ONNX;
+  return FORMAT_UNKNOWN;
 }
