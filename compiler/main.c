@@ -67,6 +67,7 @@ typedef struct Options {
   bool cpu;
   bool so; /* FILE is a compiled model (ends in .so) */
   const char *output_dir;
+  bool print_all; /* run: print every element of an output, not numpy's summary */
   Binding *inputs;
   int ninputs;
   Binding *dims;
@@ -189,6 +190,8 @@ static void print_help(void) {
          "                          (default: from the given inputs, else the lowest\n"
          "                          size of its range, else 1); SYM=LO..HI: its range\n"
          "  --output-dir DIR        write each output to DIR/<name>.npy instead of printing\n"
+         "  --print-all             print every element (an output of more than 1000 is\n"
+         "                          summarized as numpy does: 3 at each end of each axis)\n"
          "\n"
          "passes:\n");
   for (int i = 0; pass_registry[i]; i++)
@@ -310,8 +313,9 @@ static int check_mode(const Options *o) {
     bool code = (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "cubin") ||
                              !strcmp(o->emit, "plan"))) ||
                 (!o->emit && o->out);
-    if (o->output_dir)
-      return usage_error("option '--output-dir' is only for 'gpucc run'");
+    if (o->output_dir || o->print_all)
+      return usage_error("option '%s' is only for 'gpucc run'",
+                         o->output_dir ? "--output-dir" : "--print-all");
     if (o->emit && strcmp(o->emit, "ir") != 0 && !code)
       return usage_error("unknown --emit kind '%s' (known: ir, cuda, cubin, plan)", o->emit);
     if (o->emit && !strcmp(o->emit, "cubin") && (!o->out || !strcmp(o->out, "-")))
@@ -423,6 +427,8 @@ static int parse_args(int argc, char **argv, Options *o) {
       return -1;
     } else if (!strcmp(a, "--print-after-all")) {
       o->print_after_all = true;
+    } else if (!strcmp(a, "--print-all")) {
+      o->print_all = true;
     } else if (!strcmp(a, "-v") || !strcmp(a, "--report")) {
       o->report = true;
     } else if (!strcmp(a, "--cpu")) {
@@ -994,34 +1000,44 @@ static int make_default_inputs(const Options *o, const Graph *g, Tensor **in) {
 
 /* ---------------------------------------------------------------- run mode: outputs */
 
-static void print_elements(FILE *f, const Tensor *t, int dim, int64_t *at) {
+/* numpy's summary: an output of more than SUMMARY_OVER elements prints SUMMARY_EDGE
+ * entries at each end of each axis longer than twice that, "..." between. */
+enum { SUMMARY_OVER = 1000, SUMMARY_EDGE = 3 };
+
+/* The elements of t's subarray at element `at` along axes dim and after. */
+static void print_elements(FILE *f, const Tensor *t, int dim, int64_t at, bool summary) {
   if (dim == t->rank) {
-    const char *p = (const char *)t->data + (size_t)*at * dtype_size(t->dtype);
+    const char *p = (const char *)t->data + (size_t)at * dtype_size(t->dtype);
     if (dtype_is_float(t->dtype))
       fprintf(f, "%.9g", dtype_load_f64(t->dtype, p));
     else
       fprintf(f, "%" PRId64, dtype_load_i64(t->dtype, p));
-    ++*at;
     return;
   }
+  int64_t stride = 1, n = t->dims[dim];
+  for (int k = dim + 1; k < t->rank; k++)
+    stride *= t->dims[k];
+  bool cut = summary && n > 2 * SUMMARY_EDGE;
   fputc('[', f);
-  for (int64_t i = 0; i < t->dims[dim]; i++) {
+  for (int64_t i = 0; i < n; i++) {
+    if (cut && i == SUMMARY_EDGE) {
+      fputs(", ...", f);
+      i = n - SUMMARY_EDGE;
+    }
     if (i)
       fputs(", ", f);
-    print_elements(f, t, dim + 1, at);
+    print_elements(f, t, dim + 1, at + i * stride, summary);
   }
   fputc(']', f);
 }
 
-
-static int print_outputs(const char *const *names, int n, Tensor *const *out) {
+static int print_outputs(const char *const *names, int n, Tensor *const *out, bool all) {
   for (int i = 0; i < n; i++) {
     char ts[256];
     Type t = tensor_type(out[i]);
     ir_print_value_name(stdout, names[i]);
     printf(": %s\n", type_str(&t, ts, sizeof ts));
-    int64_t at = 0;
-    print_elements(stdout, out[i], 0, &at);
+    print_elements(stdout, out[i], 0, 0, !all && tensor_numel(out[i]) > SUMMARY_OVER);
     putchar('\n');
   }
   if (fflush(stdout) != 0 || ferror(stdout))
@@ -1427,7 +1443,8 @@ static bool have_gpu(const Options *o, char *why, size_t n) {
 
 /* Prints or writes the outputs; the names are the graph's or the model's. */
 static int emit_outputs(const Options *o, const char *const *names, int n, Tensor *const *out) {
-  return o->output_dir ? write_outputs(names, n, out, o->output_dir) : print_outputs(names, n, out);
+  return o->output_dir ? write_outputs(names, n, out, o->output_dir)
+                       : print_outputs(names, n, out, o->print_all);
 }
 
 static int cmd_run_so(const Options *o) {

@@ -248,8 +248,8 @@ def run_gpucc(gpucc, args):
 
 
 def check_printed(gpucc, example, reference, types):
-    """`gpucc run X --cpu`: the text on stdout, batch 1."""
-    out = parse_printed(run_gpucc(gpucc, ["run", example, "--cpu"]))
+    """`gpucc run X --cpu --print-all`: the text on stdout, batch 1."""
+    out = parse_printed(run_gpucc(gpucc, ["run", example, "--cpu", "--print-all"]))
     want = reference(1)
     if sorted(out) != sorted(want):
         return f"outputs {sorted(out)}, want {sorted(want)}"
