@@ -184,8 +184,12 @@ static void print_help(void) {
          "  --iters N               after the run, time N replays of the model's CUDA graph\n"
          "                          and print the median and the kernels per inference\n"
          "                          (GPU only)\n"
-         "  --input NAME=PATH.npy   the value of input NAME (repeatable); inputs not given\n"
-         "                          are random(seed = 1 + input index, scale = 1)\n"
+         "  --input NAME=PATH       the value of input NAME (repeatable): a .npy or an ONNX\n"
+         "                          TensorProto (.pb) file; inputs not given are\n"
+         "                          random(seed = 1 + input index, scale = 1)\n"
+         "  --input DIR             DIR/input_0.pb, input_1.pb, ... (an ONNX model folder's\n"
+         "                          test_data_set_N/): each for the input it names, else by\n"
+         "                          position\n"
          "  --dim SYM=N             size of symbolic dim SYM for inputs not given\n"
          "                          (default: from the given inputs, else the lowest\n"
          "                          size of its range, else 1); SYM=LO..HI: its range\n"
@@ -474,7 +478,12 @@ static int parse_args(int argc, char **argv, Options *o) {
     } else if ((v = option_value(a, "--output-dir", argc, argv, &i, &missing))) {
       o->output_dir = v;
     } else if ((v = option_value(a, "--input", argc, argv, &i, &missing))) {
-      int rc = add_binding(o->inputs, &o->ninputs, "--input", v);
+      /* a folder alone: its input_0.pb, input_1.pb, ... (an ONNX test_data_set_N/) */
+      struct stat st;
+      bool folder = !strchr(v, '=') && stat(v, &st) == 0 && S_ISDIR(st.st_mode);
+      int rc = folder ? (o->inputs[o->ninputs++] = (Binding){v, NULL, v}, 0)
+               : strchr(v, '=') ? add_binding(o->inputs, &o->ninputs, "--input", v)
+                                : usage_error("--input expects NAME=VALUE or a folder, got '%s'", v);
       if (rc)
         return rc;
     } else if ((v = option_value(a, "--iters", argc, argv, &i, &missing)) ||
@@ -913,25 +922,128 @@ static void list_inputs(const Graph *g, char *buf, size_t n) {
     snprintf(buf, n, "none");
 }
 
+/* A tensor file, told by its bytes: a .npy (numpy's magic), else an ONNX TensorProto
+ * (*name: the name it holds, or NULL). */
+static Tensor *read_tensor_file(const char *path, char **name, Diag *d) {
+  char why[256], head[6] = {0};
+  *name = NULL;
+  FILE *f = fopen_regular(path, NULL, why, sizeof why);
+  bool npy = !f || (fread(head, 1, sizeof head, f) == sizeof head &&
+                    !memcmp(head, "\x93NUMPY", 6));
+  if (f)
+    fclose(f);
+  return npy ? npy_read(path, d) : onnx_read_tensor(path, name, d);
+}
+
+/* One input given: a NAME=FILE binding, or the file input_<position>.pb of a folder. */
+typedef struct Given {
+  const char *arg; /* for messages */
+  bool named;      /* NAME=FILE: name is the binding's; else the TensorProto's, or NULL */
+  char *name;
+  int position;
+  Tensor *t;
+} Given;
+
+static void givens_free(Given *gv, int n) {
+  for (int i = 0; i < n; i++) {
+    free(gv[i].name);
+    tensor_free(gv[i].t);
+  }
+  free(gv);
+}
+
+/* Reads every --input: NAME=FILE (.npy or TensorProto), or a folder's input_0.pb,
+ * input_1.pb, ... up to the first missing. *out gets them; their count, or -1 (an exit
+ * code in *rc). */
+static int read_givens(const Options *o, Given **out, int *rc) {
+  int n = 0, cap = o->ninputs + 1;
+  Given *gv = calloc((size_t)cap, sizeof *gv);
+  *rc = gv ? 0 : input_error("out of memory");
+  for (int i = 0; i < o->ninputs && !*rc; i++) {
+    const Binding *b = &o->inputs[i];
+    for (int k = 0; !*rc; k++) {
+      char path[4096];
+      if (b->name)
+        snprintf(path, sizeof path, "%s", b->value);
+      else if (snprintf(path, sizeof path, "%s/input_%d.pb", b->value, k) >= (int)sizeof path)
+        *rc = input_error("--input %s: path too long", b->arg);
+      struct stat st;
+      if (!*rc && !b->name && k > 0 && stat(path, &st) != 0)
+        break; /* the folder's last input */
+      if (*rc)
+        break;
+      if (n == cap) {
+        Given *p = realloc(gv, (size_t)(cap *= 2) * sizeof *gv);
+        if (!p) {
+          *rc = input_error("out of memory");
+          break;
+        }
+        gv = p;
+      }
+      Diag d = {0};
+      char *held = NULL;
+      Given *g = &gv[n];
+      *g = (Given){b->arg, b->name != NULL, NULL, k, read_tensor_file(path, &held, &d)};
+      if (!g->t) {
+        free(held);
+        *rc = diag_exit(&d, EXIT_INPUT);
+        break;
+      }
+      n++;
+      g->name = b->name ? strdup(b->name[0] == '%' ? b->name + 1 : b->name) : held;
+      if (b->name)
+        free(held);
+      if (b->name && !g->name)
+        *rc = input_error("out of memory");
+      if (b->name)
+        break;
+    }
+  }
+  if (*rc) {
+    givens_free(gv, n);
+    return -1;
+  }
+  *out = gv;
+  return n;
+}
+
+/* The input a given tensor is for, of n (find: the index of a name, or -1): a NAME=FILE's
+ * by its name; a folder's file by the name its TensorProto holds where that is an
+ * input's, else by its position. -1 with the exit code in *rc. */
+static int given_index(const Given *gv, int n, int (*find)(const void *, const char *),
+                       const void *model, const char *what, const char *inputs, int *rc) {
+  int k = gv->name ? find(model, gv->name) : -1;
+  if (k < 0 && !gv->named && gv->position < n)
+    k = gv->position;
+  if (k >= 0)
+    return k;
+  *rc = gv->named ? input_error("--input %s: the %s has no input '%%%s' (its inputs: %s)",
+                                gv->arg, what, gv->name, inputs)
+                  : input_error("--input %s: input_%d.pb is beyond the %s's %d inputs (%s)",
+                                gv->arg, gv->position, what, n, inputs);
+  return -1;
+}
+
+static int graph_find(const void *g, const char *name) { return find_input(g, name); }
+
 /* Reads the --input files into in[] (indexed like g->inputs). */
 static int load_given_inputs(const Options *o, const Graph *g, Tensor **in) {
-  for (int i = 0; i < o->ninputs; i++) {
-    const Binding *b = &o->inputs[i];
-    int k = find_input(g, b->name);
-    if (k < 0) {
-      char names[1024];
-      list_inputs(g, names, sizeof names);
-      return input_error("--input %s: the graph has no input '%%%s' (its inputs: %s)", b->arg,
-                         b->name[0] == '%' ? b->name + 1 : b->name, names);
+  Given *gv = NULL;
+  int rc, n = read_givens(o, &gv, &rc);
+  char names[1024];
+  list_inputs(g, names, sizeof names);
+  for (int i = 0; i < n && !rc; i++) {
+    int k = given_index(&gv[i], g->ninputs, graph_find, g, "graph", names, &rc);
+    if (k >= 0 && in[k])
+      rc = usage_error("input '%%%s' is given twice", g->inputs[k]->name);
+    if (k >= 0 && !rc) {
+      in[k] = gv[i].t;
+      gv[i].t = NULL;
     }
-    if (in[k])
-      return usage_error("input '%%%s' is given twice", g->inputs[k]->name);
-    Diag d = {0};
-    in[k] = npy_read(b->value, &d);
-    if (!in[k])
-      return diag_exit(&d, EXIT_INPUT);
   }
-  return 0;
+  if (n >= 0)
+    givens_free(gv, n);
+  return rc;
 }
 
 /* The size of symbolic dim `sym` for inputs not given: --dim (its range's lowest size),
@@ -1252,21 +1364,44 @@ static int open_model_so(const char *path, ModelApi *api, void **lib) {
   return 0;
 }
 
+/* given_index's lookup in a model.so. */
+typedef struct ModelFind {
+  const ModelApi *api;
+  GpuccModel *m;
+} ModelFind;
+
+static int model_find(const void *ctx, const char *name) {
+  const ModelFind *f = ctx;
+  return f->api->find_input(f->m, name[0] == '%' ? name + 1 : name);
+}
+
 /* Fills in[] for a model.so (which has no graph): --input files by the model's input
  * names, the rest from the same generator as a graph's inputs. */
 static int model_inputs(const Options *o, const ModelApi *api, GpuccModel *m, Tensor **in) {
   int n = api->num_inputs(m);
-  for (int i = 0; i < o->ninputs; i++) {
-    const Binding *b = &o->inputs[i];
-    int k = api->find_input(m, b->name[0] == '%' ? b->name + 1 : b->name);
-    if (k < 0)
-      return input_error("--input %s: %s", b->arg, api->last_error());
-    if (in[k])
-      return usage_error("input '%%%s' is given twice", api->input_name(m, k));
-    Diag d = {0};
-    if (!(in[k] = npy_read(b->value, &d)))
-      return diag_exit(&d, EXIT_INPUT);
+  Given *gv = NULL;
+  int rc, ng = read_givens(o, &gv, &rc);
+  ModelFind mf = {api, m};
+  char names[1024];
+  size_t at = 0;
+  names[0] = 0;
+  for (int i = 0; i < n && at < sizeof names; i++) {
+    int w = snprintf(names + at, sizeof names - at, "%s%%%s", i ? ", " : "", api->input_name(m, i));
+    at += w > 0 ? (size_t)w : 0;
   }
+  for (int i = 0; i < ng && !rc; i++) {
+    int k = given_index(&gv[i], n, model_find, &mf, "model", names, &rc);
+    if (k >= 0 && in[k])
+      rc = usage_error("input '%%%s' is given twice", api->input_name(m, k));
+    if (k >= 0 && !rc) {
+      in[k] = gv[i].t;
+      gv[i].t = NULL;
+    }
+  }
+  if (ng >= 0)
+    givens_free(gv, ng);
+  if (rc)
+    return rc;
   for (int i = 0; i < n; i++) {
     if (in[i])
       continue;

@@ -65,6 +65,10 @@ OnnxModel *onnx_open_bytes(const void *data, size_t len, const char *name, const
                            Diag *d);
 Graph *onnx_model_load(const OnnxModel *m, const OnnxOptions *opt, Diag *d);
 void onnx_close(OnnxModel *m);
+/* A tensor from an ONNX TensorProto file (a model folder's test_data_set_N/input_0.pb);
+ * *name (malloc'd, or NULL: the proto has none) gets the name it holds when name is
+ * given. NULL with d set on error, naming the file. */
+Tensor *onnx_read_tensor(const char *path, char **name, Diag *d);
 /* The value of --shape NAME=VALUE: "1x3x224x224" into dims (at most IR_MAX_RANK
  * non-negative sizes), or "scalar" for rank 0. Returns the rank, or -1 when VALUE is not
  * of that form. */

@@ -1337,6 +1337,48 @@ void onnx_close(OnnxModel *m) {
   free(m);
 }
 
+Tensor *onnx_read_tensor(const char *path, char **name, Diag *d) {
+  size_t len;
+  char *dir;
+  if (name)
+    *name = NULL;
+  void *buf = read_file(path, &len, &dir, d);
+  if (!buf)
+    return NULL;
+  static const OnnxOptions no_options;
+  Loader L;
+  memset(&L, 0, sizeof L);
+  L.path = path;
+  L.opt = &no_options;
+  L.d = d;
+  L.cur = -1;
+  L.dir = dir; /* external data beside the file; loader_free frees it */
+  L.model_bytes = len;
+  L.weight_limit = (uint64_t)len * 8;
+  L.g = graph_new("tensor"); /* the tensor is read into its arena, then copied out */
+  Tensor *t = NULL, *in = NULL;
+  Onnx__TensorProto *tp = len ? onnx__tensor_proto__unpack(NULL, len, buf) : NULL;
+  if (!tp)
+    onnx_model_error(&L, "not an ONNX TensorProto (the protobuf does not parse)");
+  else if (!L.g || map_init(&L.external_files, 1))
+    onnx_model_error(&L, "out of memory");
+  else if ((in = onnx_tensor_from_proto(&L, tp, "the tensor")) &&
+           (!(t = tensor_new(in->dtype, in->rank, in->dims)) ||
+            (name && tp->name && tp->name[0] && !(*name = strdup(tp->name))))) {
+    tensor_free(t);
+    t = NULL;
+    onnx_model_error(&L, "out of memory");
+  }
+  if (t && tensor_nbytes(in))
+    memcpy(t->data, in->data, tensor_nbytes(in));
+  if (tp)
+    onnx__tensor_proto__free_unpacked(tp, NULL);
+  graph_free(L.g);
+  loader_free(&L);
+  free(buf);
+  return t;
+}
+
 int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag *d) {
   size_t len;
   char *dir;
