@@ -1419,7 +1419,58 @@ int gpucc_build(Graph *g, const GpuccCompileOptions *opt, GpuccBuild *out, Diag 
   return take_build(pipeline_run(g, opt, STAGE_PLAN, &c, d), &c, out);
 }
 
-/* An ONNX model, parsed once, loaded with opt's dims and the class's (ClassLoad). */
+Graph *pipeline_load_onnx(const OnnxModel *m, const GpuccCompileOptions *opt,
+                          const char *const *names, const int64_t *sizes, int n, Diag *d) {
+  int nd = opt->ndims;
+  const char **an = calloc((size_t)(nd + n) + 1, sizeof *an);
+  int64_t *as = calloc((size_t)(nd + n) + 1, sizeof *as);
+  Graph *g = NULL;
+  if (!an || !as) {
+    diag_error(d, (SrcLoc){0}, "out of memory");
+  } else {
+    for (int i = 0; i < nd; i++) {
+      an[i] = opt->dim_names[i];
+      as[i] = opt->dim_sizes[i];
+    }
+    for (int i = 0; i < n; i++) {
+      an[nd + i] = names[i];
+      as[nd + i] = sizes[i];
+    }
+    GpuccCompileOptions o = *opt, rest;
+    o.dim_names = an;
+    o.dim_sizes = as;
+    o.ndims = nd + n;
+    OnnxOptions lo;
+    void *mem = NULL;
+    if (!pipeline_onnx_options(&o, &lo, &rest, &mem, d))
+      g = onnx_model_load(m, &lo, d);
+    free(mem);
+  }
+  free(an);
+  free(as);
+  return g;
+}
+
+Graph *pipeline_load_onnx_ranged(const OnnxModel *m, const GpuccCompileOptions *opt, Diag *d) {
+  const char *names[GPUCC_MAX_SYMBOLS];
+  int64_t sizes[GPUCC_MAX_SYMBOLS];
+  int n = opt->nranges;
+  if (n > GPUCC_MAX_SYMBOLS) {
+    diag_error(d, (SrcLoc){0}, "%d ranged dims; a model takes at most %d", n, GPUCC_MAX_SYMBOLS);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    names[i] = opt->ranges[i].sym;
+    sizes[i] = range_max(&opt->ranges[i]);
+  }
+  Graph *g = pipeline_load_onnx(m, opt, names, sizes, n, d);
+  if (g)
+    graph_unbind_ranged(g, opt->ranges, n);
+  return g;
+}
+
+/* The class loader of an ONNX model in memory (ClassLoad): its model, parsed once, and
+ * the options whose dims it binds too. */
 typedef struct OnnxAt {
   const OnnxModel *model;
   const GpuccCompileOptions *opt;
@@ -1428,34 +1479,7 @@ typedef struct OnnxAt {
 static Graph *load_onnx_at(void *arg, const char *const *names, const int64_t *sizes, int n,
                            Diag *d) {
   const OnnxAt *k = arg;
-  int nd = k->opt->ndims;
-  const char **an = calloc((size_t)(nd + n) + 1, sizeof *an);
-  int64_t *as = calloc((size_t)(nd + n) + 1, sizeof *as);
-  Graph *g = NULL;
-  if (!an || !as) {
-    diag_error(d, (SrcLoc){0}, "out of memory");
-  } else {
-    for (int i = 0; i < nd; i++) {
-      an[i] = k->opt->dim_names[i];
-      as[i] = k->opt->dim_sizes[i];
-    }
-    for (int i = 0; i < n; i++) {
-      an[nd + i] = names[i];
-      as[nd + i] = sizes[i];
-    }
-    GpuccCompileOptions o = *k->opt, rest;
-    o.dim_names = an;
-    o.dim_sizes = as;
-    o.ndims = nd + n;
-    OnnxOptions lo;
-    void *mem = NULL;
-    if (!pipeline_onnx_options(&o, &lo, &rest, &mem, d))
-      g = onnx_model_load(k->model, &lo, d);
-    free(mem);
-  }
-  free(an);
-  free(as);
-  return g;
+  return pipeline_load_onnx(k->model, k->opt, names, sizes, n, d);
 }
 
 int gpucc_build_onnx(const void *bytes, size_t len, const char *name,
@@ -1470,17 +1494,9 @@ int gpucc_build_onnx(const void *bytes, size_t len, const char *name,
     if (!model)
       return -1;
     OnnxAt k = {model, opt};
-    const char *names[GPUCC_MAX_SYMBOLS];
-    int64_t sizes[GPUCC_MAX_SYMBOLS];
-    int n = opt->nranges < GPUCC_MAX_SYMBOLS ? opt->nranges : GPUCC_MAX_SYMBOLS;
-    for (int i = 0; i < n; i++) {
-      names[i] = opt->ranges[i].sym;
-      sizes[i] = range_max(&opt->ranges[i]);
-    }
-    Graph *g = load_onnx_at(&k, names, sizes, n, d);
+    Graph *g = pipeline_load_onnx_ranged(model, opt, d);
     int rc = -1;
     if (g) {
-      graph_unbind_ranged(g, opt->ranges, n);
       GpuccCompileOptions rest = *opt;
       rest.ndims = 0;
       rc = build_classes(g, &rest, load_onnx_at, &k, out, d);

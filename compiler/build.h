@@ -101,6 +101,14 @@ int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d);
  * the caller frees after the load. -1 with d set on out of memory. */
 int pipeline_onnx_options(const GpuccCompileOptions *opt, OnnxOptions *lo,
                           GpuccCompileOptions *rest, void **mem, Diag *d);
+/* m (parsed once) loaded with opt's dims and names[0..n) at sizes too: a shape class's
+ * load (ClassLoad). NULL with d set. */
+Graph *pipeline_load_onnx(const OnnxModel *m, const GpuccCompileOptions *opt,
+                          const char *const *names, const int64_t *sizes, int n, Diag *d);
+/* m loaded with each of opt's ranged dims at the top of its range (its Shape chains need
+ * sizes), those input axes then symbolic again with their ranges: the graph whose
+ * classes classes_build and classes_run_cpu load. NULL with d set. */
+Graph *pipeline_load_onnx_ranged(const OnnxModel *m, const GpuccCompileOptions *opt, Diag *d);
 
 /* A graph with ranged dims (g->ranges) run on the reference executor as a model.so will
  * run it (compiler/classes.c): the inputs' sizes pick each ranged dim's class, g is

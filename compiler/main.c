@@ -610,68 +610,27 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
   return 0;
 }
 
-/* The ONNX model o->file loaded with c's dims and, where extra_names is given, these
- * sizes too (an ONNX model binds its symbols at load). */
-static Graph *load_onnx(const Options *o, const Compile *c, const char *const *extra_names,
-                        const int64_t *extra_sizes, int nextra, Diag *d) {
-  int n = c->nsizes + nextra;
-  const char **names = calloc((size_t)n + 1, sizeof *names);
-  int64_t *sizes = calloc((size_t)n + 1, sizeof *sizes);
-  Graph *g = NULL;
-  if (!names || !sizes) {
-    diag_error(d, (SrcLoc){0}, "out of memory");
-  } else {
-    for (int i = 0; i < c->nsizes; i++) {
-      names[i] = c->dim_names[i];
-      sizes[i] = c->dim_sizes[i];
-    }
-    for (int i = 0; i < nextra; i++) {
-      names[c->nsizes + i] = extra_names[i];
-      sizes[c->nsizes + i] = extra_sizes[i];
-    }
-    GpuccCompileOptions opt = c->opt, rest;
-    opt.dim_names = names;
-    opt.dim_sizes = sizes;
-    opt.ndims = n;
-    OnnxOptions lo;
-    void *mem = NULL;
-    if (!pipeline_onnx_options(&opt, &lo, &rest, &mem, d))
-      g = c->model ? onnx_model_load(c->model, &lo, d) : onnx_load(o->file, &lo, d);
-    free(mem);
-  }
-  free(names);
-  free(sizes);
-  return g;
+/* c's options with its --dim sizes, which an ONNX model binds at each load (c->opt has
+ * none left after the first). */
+static GpuccCompileOptions load_options(const Compile *c) {
+  GpuccCompileOptions opt = c->opt;
+  opt.dim_names = c->dim_names;
+  opt.dim_sizes = c->dim_sizes;
+  opt.ndims = c->nsizes;
+  return opt;
 }
 
-/* An ONNX model with ranged dims, for the class path of `gpucc run --cpu`: loaded with
- * each ranged dim at the top of its range, since its Shape chains need sizes; then its
- * inputs' ranged axes are symbols again, with their ranges, for the inputs to be read and
- * the class to be chosen (classes_run_cpu loads it again at the class's sizes). */
-static Graph *load_onnx_ranged(const Options *o, const Compile *c, Diag *d) {
-  const char *names[DYN_MAX_SYMS];
-  int64_t sizes[DYN_MAX_SYMS];
-  int n = c->opt.nranges < DYN_MAX_SYMS ? c->opt.nranges : DYN_MAX_SYMS;
-  for (int i = 0; i < n; i++) {
-    names[i] = c->opt.ranges[i].sym;
-    sizes[i] = range_max(&c->opt.ranges[i]);
-  }
-  Graph *g = load_onnx(o, c, names, sizes, n, d);
-  if (g)
-    graph_unbind_ranged(g, c->opt.ranges, n);
-  return g;
-}
-
-/* The class loader of an ONNX model (classes_run_cpu's ClassLoad). */
+/* The class loader of an ONNX model with ranged dims (ClassLoad): c->model, parsed once,
+ * at a class's sizes. */
 typedef struct OnnxClass {
-  const Options *o;
   const Compile *c;
 } OnnxClass;
 
 static Graph *load_onnx_class(void *arg, const char *const *names, const int64_t *sizes, int n,
                               Diag *d) {
   const OnnxClass *k = arg;
-  return load_onnx(k->o, k->c, names, sizes, n, d);
+  GpuccCompileOptions opt = load_options(k->c);
+  return pipeline_load_onnx(k->c->model, &opt, names, sizes, n, d);
 }
 
 /* Parses the file into *out and fills c (compile_options), reading the --calibrate files.
@@ -683,7 +642,9 @@ static int load_graph(const Options *o, Compile *c, Graph **out) {
   Graph *g = NULL;
   int rc = compile_options(o, c, &d);
   if (!rc && o->onnx && c->opt.nranges) {
-    if (!(c->model = onnx_open(o->file, &d)) || !(g = load_onnx_ranged(o, c, &d)))
+    GpuccCompileOptions opt = load_options(c);
+    if (!(c->model = onnx_open(o->file, &d)) ||
+        !(g = pipeline_load_onnx_ranged(c->model, &opt, &d)))
       rc = -1;
     c->opt.ndims = 0; /* bound at load */
   } else if (!rc && o->onnx) {
@@ -835,7 +796,7 @@ static int compile_classes(const Options *o, const Compile *c, Graph *g) {
   GpuccCompileOptions ro = {.ranges = c->opt.ranges, .nranges = c->opt.nranges};
   if (pipeline_bind_dims(g, &ro, &d))
     return diag_exit(&d, EXIT_INPUT);
-  OnnxClass k = {o, c};
+  OnnxClass k = {c};
   ClassesBuilt cb;
   char *text = NULL;
   size_t len = 0;
@@ -1537,7 +1498,7 @@ static int run_graph_cpu(const Compile *c, Graph *g, Tensor **in, Tensor **out) 
 static int run_classes_cpu(const Options *o, const Compile *c, Graph *g, Tensor **in,
                            Tensor **out) {
   Diag d = {0};
-  OnnxClass k = {o, c};
+  OnnxClass k = {c};
   return classes_run_cpu(g, &c->opt, o->onnx ? load_onnx_class : NULL, &k, in, out, &d)
              ? diag_exit(&d, EXIT_INPUT)
              : 0;
@@ -1553,7 +1514,7 @@ static int run_classes_gpu(const Options *o, const Compile *c, Graph *g, Tensor 
   if (!opt.target && gpucc_device_target(o->device, opt.arch, &t, &d))
     return diag_exit(&d, EXIT_INPUT);
   opt.target = opt.target ? opt.target : &t;
-  OnnxClass k = {o, c};
+  OnnxClass k = {c};
   ClassesBuilt cb;
   if (classes_build(g, &opt, o->onnx ? load_onnx_class : NULL, &k, STAGE_PLAN, NULL, &cb, &d))
     return diag_exit(&d, EXIT_INPUT);
