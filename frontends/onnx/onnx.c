@@ -1126,27 +1126,35 @@ static void loader_free(Loader *L) {
   free(L->dir);
 }
 
-/* L for a load of m (NULL: parse data here) with opt. */
-static int loader_open(Loader *L, const OnnxModel *m, const void *data, size_t len,
-                       const char *name, const char *dir, const OnnxOptions *opt, Diag *d) {
+/* L's fields that do not depend on a model: for a file of len bytes named name (NULL:
+ * "<memory>"), its external data in dir (NULL: none), with opt (NULL: none). */
+static int loader_init(Loader *L, const char *name, const char *dir, size_t len,
+                       const OnnxOptions *opt, Diag *d) {
   static const OnnxOptions no_options;
   memset(L, 0, sizeof *L);
-  L->path = m ? m->name : name ? name : "<memory>";
+  L->path = name ? name : "<memory>";
   L->opt = opt ? opt : &no_options;
   L->d = d;
   L->cur = -1;
-  L->model_bytes = m ? m->len : len;
-  dir = m ? m->dir : dir;
+  L->model_bytes = len;
   L->dir = dir ? strdup(dir) : NULL;
   if (dir && !L->dir)
     return onnx_model_error(L, "out of memory");
   /* The default limit: the model's own size, times 8 because a packed varint field can
    * decode to 8 bytes per byte (int64 zeros), plus the external data it names. */
   L->weight_limit = L->opt->max_weight_bytes > 0 ? (uint64_t)L->opt->max_weight_bytes
-                                                 : (uint64_t)L->model_bytes * 8;
+                                                 : (uint64_t)len * 8;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0 && (uint64_t)pages <= UINT64_MAX / (uint64_t)page)
     L->memory_bytes = (uint64_t)pages * (uint64_t)page;
+  return 0;
+}
+
+/* L for a load of m (NULL: parse data here) with opt. */
+static int loader_open(Loader *L, const OnnxModel *m, const void *data, size_t len,
+                       const char *name, const char *dir, const OnnxOptions *opt, Diag *d) {
+  if (loader_init(L, m ? m->name : name, m ? m->dir : dir, m ? m->len : len, opt, d))
+    return -1;
   if (m) {
     L->model = m->model;
     L->gp = m->model->graph;
@@ -1283,16 +1291,12 @@ Graph *onnx_load(const char *path, const OnnxOptions *opt, Diag *d) {
 OnnxModel *onnx_open_bytes(const void *data, size_t len, const char *name, const char *base_dir,
                            Diag *d) {
   Loader L;
-  memset(&L, 0, sizeof L);
-  L.path = name ? name : "<memory>";
-  L.d = d;
-  L.cur = -1;
   OnnxModel *m = calloc(1, sizeof *m);
-  if (!m) {
-    onnx_model_error(&L, "out of memory");
-    return NULL;
-  }
-  int rc = parse_model(&L, data, len);
+  int rc = loader_init(&L, name, NULL, len, NULL, d);
+  if (!rc && !m)
+    rc = onnx_model_error(&L, "out of memory");
+  if (!rc)
+    rc = parse_model(&L, data, len);
   if (!rc && base_dir && !(m->dir = strdup(base_dir)))
     rc = onnx_model_error(&L, "out of memory");
   if (rc) {
@@ -1345,19 +1349,14 @@ Tensor *onnx_read_tensor(const char *path, char **name, Diag *d) {
   void *buf = read_file(path, &len, &dir, d);
   if (!buf)
     return NULL;
-  static const OnnxOptions no_options;
   Loader L;
-  memset(&L, 0, sizeof L);
-  L.path = path;
-  L.opt = &no_options;
-  L.d = d;
-  L.cur = -1;
-  L.dir = dir; /* external data beside the file; loader_free frees it */
-  L.model_bytes = len;
-  L.weight_limit = (uint64_t)len * 8;
-  L.g = graph_new("tensor"); /* the tensor is read into its arena, then copied out */
   Tensor *t = NULL, *in = NULL;
-  Onnx__TensorProto *tp = len ? onnx__tensor_proto__unpack(NULL, len, buf) : NULL;
+  Onnx__TensorProto *tp = NULL;
+  /* external data beside the file */
+  if (loader_init(&L, path, dir, len, NULL, d))
+    goto done;
+  L.g = graph_new("tensor"); /* the tensor is read into its arena, then copied out */
+  tp = len ? onnx__tensor_proto__unpack(NULL, len, buf) : NULL;
   if (!tp)
     onnx_model_error(&L, "not an ONNX TensorProto (the protobuf does not parse)");
   else if (!L.g || map_init(&L.external_files, 1))
@@ -1371,11 +1370,13 @@ Tensor *onnx_read_tensor(const char *path, char **name, Diag *d) {
   }
   if (t && tensor_nbytes(in))
     memcpy(t->data, in->data, tensor_nbytes(in));
+done:
   if (tp)
     onnx__tensor_proto__free_unpacked(tp, NULL);
   graph_free(L.g);
   loader_free(&L);
   free(buf);
+  free(dir);
   return t;
 }
 
