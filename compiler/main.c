@@ -263,20 +263,27 @@ static void free_options(Options *o) {
   free(o->shapes);
 }
 
+/* Up to n of path's first bytes into buf; how many, or -1 for a file that cannot be read
+ * here (reading it later says why). */
+static long file_head(const char *path, char *buf, size_t n) {
+  char why[256];
+  FILE *f = fopen_regular(path, NULL, why, sizeof why);
+  if (!f)
+    return -1;
+  long got = (long)fread(buf, 1, n, f);
+  fclose(f);
+  return got;
+}
+
 /* o->file's format from its first bytes (frontends.h's model_format): a model.so, an
  * ONNX model or the DSL, whatever its name; by its extension where the bytes do not say
  * (text that does not begin with "graph", a file that cannot be read here: reading it
  * later says why), and the DSL for standard input. */
 static void file_format(Options *o) {
   size_t flen = o->file ? strlen(o->file) : 0;
-  ModelFormat f = FORMAT_UNKNOWN;
-  char why[256], head[512];
-  FILE *in = o->file && strcmp(o->file, "-") ? fopen_regular(o->file, NULL, why, sizeof why)
-                                             : NULL;
-  if (in) {
-    f = model_format(head, fread(head, 1, sizeof head, in));
-    fclose(in);
-  }
+  char head[512];
+  long got = o->file && strcmp(o->file, "-") ? file_head(o->file, head, sizeof head) : -1;
+  ModelFormat f = got < 0 ? FORMAT_UNKNOWN : model_format(head, (size_t)got);
   /* bytes that are not text are ONNX's, unless the name says DSL (whose parser then
    * names the first byte that is not text) */
   if (f == FORMAT_ONNX && flen > 4 && !strcmp(o->file + flen - 4, ".gir"))
@@ -886,13 +893,11 @@ static void list_inputs(const Graph *g, char *buf, size_t n) {
 /* A tensor file, told by its bytes: a .npy (numpy's magic), else an ONNX TensorProto
  * (*name: the name it holds, or NULL). */
 static Tensor *read_tensor_file(const char *path, char **name, Diag *d) {
-  char why[256], head[6] = {0};
+  char head[6];
+  long got = file_head(path, head, sizeof head);
   *name = NULL;
-  FILE *f = fopen_regular(path, NULL, why, sizeof why);
-  bool npy = !f || (fread(head, 1, sizeof head, f) == sizeof head &&
-                    !memcmp(head, "\x93NUMPY", 6));
-  if (f)
-    fclose(f);
+  /* a file not read here goes to npy_read, which says why */
+  bool npy = got < 0 || (got == (long)sizeof head && !memcmp(head, "\x93NUMPY", 6));
   return npy ? npy_read(path, d) : onnx_read_tensor(path, name, d);
 }
 
@@ -913,6 +918,34 @@ static void givens_free(Given *gv, int n) {
   free(gv);
 }
 
+/* Reads path (the file of binding b, at position in its folder) into gv[*n], growing gv
+ * (*cap entries). 0, or an exit code. */
+static int add_given(Given **gv, int *n, int *cap, const Binding *b, const char *path,
+                     int position) {
+  if (*n == *cap) {
+    Given *p = realloc(*gv, (size_t)(*cap *= 2) * sizeof **gv);
+    if (!p)
+      return input_error("out of memory");
+    *gv = p;
+  }
+  Diag d = {0};
+  char *held = NULL;
+  Given *g = &(*gv)[*n];
+  *g = (Given){b->arg, b->name != NULL, NULL, position, read_tensor_file(path, &held, &d)};
+  if (!g->t) {
+    free(held);
+    return diag_exit(&d, EXIT_INPUT);
+  }
+  ++*n;
+  if (!b->name) {
+    g->name = held;
+    return 0;
+  }
+  free(held);
+  g->name = strdup(b->name[0] == '%' ? b->name + 1 : b->name);
+  return g->name ? 0 : input_error("out of memory");
+}
+
 /* Reads every --input: NAME=FILE (.npy or TensorProto), or a folder's input_0.pb,
  * input_1.pb, ... up to the first missing. *out gets them; their count, or -1 (an exit
  * code in *rc). */
@@ -922,42 +955,17 @@ static int read_givens(const Options *o, Given **out, int *rc) {
   *rc = gv ? 0 : input_error("out of memory");
   for (int i = 0; i < o->ninputs && !*rc; i++) {
     const Binding *b = &o->inputs[i];
-    for (int k = 0; !*rc; k++) {
+    if (b->name)
+      *rc = add_given(&gv, &n, &cap, b, b->value, 0);
+    for (int k = 0; !b->name && !*rc; k++) {
       char path[4096];
-      if (b->name)
-        snprintf(path, sizeof path, "%s", b->value);
-      else if (snprintf(path, sizeof path, "%s/input_%d.pb", b->value, k) >= (int)sizeof path)
-        *rc = input_error("--input %s: path too long", b->arg);
       struct stat st;
-      if (!*rc && !b->name && k > 0 && stat(path, &st) != 0)
+      if (snprintf(path, sizeof path, "%s/input_%d.pb", b->value, k) >= (int)sizeof path)
+        *rc = input_error("--input %s: path too long", b->arg);
+      else if (k > 0 && stat(path, &st) != 0)
         break; /* the folder's last input */
-      if (*rc)
-        break;
-      if (n == cap) {
-        Given *p = realloc(gv, (size_t)(cap *= 2) * sizeof *gv);
-        if (!p) {
-          *rc = input_error("out of memory");
-          break;
-        }
-        gv = p;
-      }
-      Diag d = {0};
-      char *held = NULL;
-      Given *g = &gv[n];
-      *g = (Given){b->arg, b->name != NULL, NULL, k, read_tensor_file(path, &held, &d)};
-      if (!g->t) {
-        free(held);
-        *rc = diag_exit(&d, EXIT_INPUT);
-        break;
-      }
-      n++;
-      g->name = b->name ? strdup(b->name[0] == '%' ? b->name + 1 : b->name) : held;
-      if (b->name)
-        free(held);
-      if (b->name && !g->name)
-        *rc = input_error("out of memory");
-      if (b->name)
-        break;
+      else
+        *rc = add_given(&gv, &n, &cap, b, path, k);
     }
   }
   if (*rc) {
