@@ -140,8 +140,6 @@ static void *bytes_of(GpuccPlan *p, size_t *len) {
   return bytes;
 }
 
-/* The plan: the kernel, a GEMM, a copy and a memset. With alt, the kernel step is a choice
- * between kernel (variant 0) and alt. */
 /* src compiled as mod says (one module: not MOD_SEVERAL), added to p's modules. */
 static void add_module_of(GpuccPlan *p, const char *src, Module mod) {
   char sm[16], compute[16], other[16];
@@ -159,6 +157,8 @@ static void add_module_of(GpuccPlan *p, const char *src, Module mod) {
   free(ptx);
 }
 
+/* The plan: the kernel, a GEMM, a copy and a memset. With alt, the kernel step is a choice
+ * between kernel (variant 0) and alt. */
 static void *make_plan_choice(Module mod, const char *kernel, const char *alt, uint64_t arena,
                               size_t *len) {
   GpuccPlan *p = gpucc_plan_new(arena, sizeof weights_b, 1 << 22);
@@ -561,13 +561,7 @@ static uint64_t slot(uint64_t *at, uint64_t bytes) {
 
 static void *make_ranged_plan(size_t *len) {
   GpuccPlan *p = gpucc_plan_new(1 << 16, 0, 0);
-  char sm[16];
-  snprintf(sm, sizeof sm, "sm_%d%d", cc_major, cc_minor);
-  size_t cubin_len = 0;
-  char *cubin = nvrtc(sm, true, &cubin_len);
-  CHECK(cubin != NULL);
-  gpucc_plan_set_module(p, cubin, cubin_len, NULL);
-  free(cubin);
+  add_module_of(p, kernel_src, MOD_CUBIN);
   int64_t xd[] = {BMAX, 4}, wd[] = {BMAX, 2, 3, SMAX}, sd[] = {2};
   gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 2, xd, 0);
   gpucc_plan_add_input(p, "w", GPUCC_DT_F32, 4, wd, 0);
@@ -816,13 +810,7 @@ static const int64_t row_bounds[RCLASSES][2] = {{1, 3}, {2, 3}, {4, 3}, {1, 1}, 
 
 static void *make_rows_plan(size_t *len) {
   GpuccPlan *p = gpucc_plan_new(1 << 16, 0, 0);
-  char sm[16];
-  snprintf(sm, sizeof sm, "sm_%d%d", cc_major, cc_minor);
-  size_t cubin_len = 0;
-  char *cubin = nvrtc(sm, true, &cubin_len);
-  CHECK(cubin != NULL);
-  gpucc_plan_set_module(p, cubin, cubin_len, NULL);
-  free(cubin);
+  add_module_of(p, kernel_src, MOD_CUBIN);
   int64_t xd[] = {RB, 4}, wd[] = {2, RB, RS}, cd[] = {4};
   gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 2, xd, 0);
   gpucc_plan_add_input(p, "w", GPUCC_DT_F32, 3, wd, 0);
