@@ -126,7 +126,6 @@ class Ranged:
         L.gpucc_model_run_dims.argtypes = [P, ctypes.POINTER(P), ctypes.POINTER(I64P),
                                            ctypes.POINTER(P), ctypes.POINTER(I64P), P]
         L.gpucc_model_output_dims_for.argtypes = [P, ctypes.POINTER(I64P), ctypes.POINTER(I64P)]
-        L.gpucc_model_num_classes.argtypes = [P]
         self.outputs = so.tensors(m, "output")
 
     def prepare(self, inputs):
@@ -146,14 +145,13 @@ class Ranged:
                 for j, (_, dtype, shape) in enumerate(self.outputs)]
         ip = (P * len(ins))(*[t.data_ptr() for t in ins])
         op = (P * len(outs))(*[t.data_ptr() for t in outs])
-        odp2 = (I64P * len(odims))(*[ctypes.cast(d, I64P) for d in odims])
 
         def call():
             stream = torch.cuda.current_stream().cuda_stream
-            if L.gpucc_model_run_dims(self.m, ip, idp, op, odp2, stream):
+            if L.gpucc_model_run_dims(self.m, ip, idp, op, odp, stream):
                 self.so.fail("gpucc_model_run_dims")
             return outs
-        call.keep = (ins, idims, odims, ip, op, idp, odp2)
+        call.keep = (ins, idims, odims, ip, op, idp, odp)
         return call, outs
 
 
@@ -221,9 +219,8 @@ def main():
     torch.cuda.synchronize()
     free1, _ = torch.cuda.mem_get_info()
     ranged = Ranged(so, m, names)
-    weights = os.path.getsize(ranged_so)
     log("ranged create %.1f s; device memory %.1f MiB for a model.so of %.1f MiB" % (
-        create_s, (free0 - free1) / 2**20, weights / 2**20))
+        create_s, (free0 - free1) / 2**20, os.path.getsize(ranged_so) / 2**20))
 
     bound = REL_BY_NORM[args.precision]
     rows = []
