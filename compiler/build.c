@@ -1289,10 +1289,10 @@ static int make_plan(const Graph *g, Compiled *c, Diag *d) {
 }
 
 int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled *out, Diag *d) {
-  return pipeline_run_part(g, opt, last, NULL, NULL, out, d);
+  return pipeline_run_part(g, opt, STAGE_PASSES, last, NULL, NULL, out, d);
 }
 
-int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage last,
+int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage first, Stage last,
                       CodegenShared *shared, const char *prefix, Compiled *out, Diag *d) {
   static const GpuccCompileOptions none;
   memset(out, 0, sizeof *out);
@@ -1313,7 +1313,7 @@ int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage last,
     fprintf(opt->report, "gpucc: target %s\n", line);
   }
 
-  int rc = pipeline_bind_dims(g, opt, d) || run_passes(g, opt, t, d);
+  int rc = first <= STAGE_PASSES && (pipeline_bind_dims(g, opt, d) || run_passes(g, opt, t, d));
   if (!rc && last >= STAGE_CODEGEN) {
     CodegenOptions co = {.target = t, .variants = opt->variants, .prefix = prefix,
                          .shared = shared};

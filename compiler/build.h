@@ -78,11 +78,12 @@ typedef struct Compiled {
 /* Runs the pipeline on g (modified in place: dims bound, passes run) up to `last`.
  * opt may be NULL. 0, or -1 with d set (and *out empty). */
 int pipeline_run(Graph *g, const GpuccCompileOptions *opt, Stage last, Compiled *out, Diag *d);
-/* The same for one of several programs that go into one module (the shape classes of a
- * ranged model): codegen names g's kernels with prefix and shares kernels with the
- * group's earlier programs (CodegenShared). Stop before NVRTC: the module is compiled
- * once, of every program's source. */
-int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage last,
+/* The same from stage `first` (STAGE_CODEGEN: g has been through pipeline_run to
+ * STAGE_PASSES with the same opt), for one of several programs that go into one module
+ * (the shape classes of a ranged model): codegen names g's kernels with prefix and shares
+ * kernels with the group's earlier programs (CodegenShared). Stop before NVRTC: the
+ * module is compiled once, of every program's source. */
+int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage first, Stage last,
                       CodegenShared *shared, const char *prefix, Compiled *out, Diag *d);
 void compiled_free(Compiled *c);
 

@@ -8,9 +8,11 @@
 #include "passes/passes.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The actual size of ranged symbol r in the inputs (the first input axis that has it),
  * and its class's bound. -1 with d set when the inputs disagree or it lies outside r. */
@@ -228,10 +230,12 @@ static int64_t class_floor(const DimRange *r, int per_octave, int64_t bound) {
  * cloned and bound at them. With a loader (an ONNX model, which folds its Shape chains at
  * load), the model is loaded at other sizes too, to tell the constants folded from the
  * sizes (check_constants): each ranged dim at the top of its range where the class is
- * below it, else at the bottom. NULL with d set. */
+ * below it, else at the bottom. top, when not NULL, is the model loaded at the top of
+ * every range, which most classes compare with: it is used instead of loading it again.
+ * NULL with d set. */
 static Graph *class_graph(const Graph *src, const DimRange *ranges, int nr,
                           const char *const *names, const int64_t *sizes, int nb,
-                          ClassLoad load, void *arg, DynAxes *a, Diag *d) {
+                          ClassLoad load, void *arg, const Graph *top, DynAxes *a, Diag *d) {
   Graph *g = load ? load(arg, names, sizes, nb, d) : graph_clone(src);
   if (!g) {
     if (!load)
@@ -247,16 +251,20 @@ static Graph *class_graph(const Graph *src, const DimRange *ranges, int nr,
     diag_error(d, src->loc, "the model loaded at its class's sizes has other inputs or outputs");
     return NULL;
   }
-  Graph *other = NULL;
+  Graph *loaded = NULL;
+  const Graph *other = NULL;
   if (load) {
     int64_t at[DYN_MAX_SYMS + IR_MAX_RANK * 8];
-    bool differs = false;
+    bool differs = false, at_top = true;
     memcpy(at, sizes, (size_t)nb * sizeof *at);
     for (int k = 0; k < nr; k++) {
       at[k] = sizes[k] == range_max(&ranges[k]) ? ranges[k].lo[0] : range_max(&ranges[k]);
       differs = differs || at[k] != sizes[k];
+      at_top = at_top && at[k] == range_max(&ranges[k]);
     }
-    if (differs && !(other = load(arg, names, at, nb, d))) {
+    if (differs && at_top && top)
+      other = top;
+    else if (differs && !(other = loaded = load(arg, names, at, nb, d))) {
       graph_free(g);
       return NULL;
     }
@@ -266,7 +274,7 @@ static Graph *class_graph(const Graph *src, const DimRange *ranges, int nr,
   if (!rc && other)
     rc = analyse(other, g, ranges, nr, &b, d) || check_constants(g, a, other, &b, d);
   dyn_axes_free(&b);
-  graph_free(other);
+  graph_free(loaded);
   if (rc) {
     dyn_axes_free(a);
     graph_free(g);
@@ -373,19 +381,19 @@ static bool rows_symbol(const Graph *g, const DynAxes *a, const DimRange *ranges
   return true;
 }
 
-/* The cuts an octave of each ranged symbol (range_classes): one for a rows symbol, whose
- * sizes run unpadded in chunks of class bounds (a class an octave gives every size in
- * few chunks); two for the others, whose padding a class computes, so that no size runs
- * more than 1.5 times its work (docs/dynamic-shapes.md, section 7), unless that makes
- * more than GPUCC_MAX_CLASSES classes: then one. *total gets the count of classes; -1
- * with d set when even that is too many. */
+/* The cuts an octave of each ranged symbol (range_classes): two, so that no size runs
+ * more than 1.44 times its work in a class (a padded dim), or in more chunks than it
+ * must (a rows dim: each chunk a pass over the weights and the launches; docs/
+ * dynamic-shapes.md, section 7). When that makes more than GPUCC_MAX_CLASSES classes, one
+ * for the rows symbols; then one for all. *total gets the count of classes; -1 with d set
+ * when even that is too many. */
 static int choose_cuts(const Graph *g, const DimRange *ranges, int nr, const bool *rows,
                        int *cuts, int *total, Diag *d) {
-  for (int fine = 1; fine >= 0; fine--) {
+  for (int level = 2; level >= 0; level--) {
     int64_t n = 1;
     int64_t b[GPUCC_MAX_CLASSES];
     for (int r = 0; r < nr && n <= GPUCC_MAX_CLASSES; r++) {
-      cuts[r] = fine && !rows[r] ? 2 : 1;
+      cuts[r] = level > (rows[r] ? 1 : 0) ? 2 : 1;
       int k = range_classes(&ranges[r], cuts[r], b, GPUCC_MAX_CLASSES);
       n = k < 0 ? GPUCC_MAX_CLASSES + 1 : n * k;
     }
@@ -406,7 +414,7 @@ static int top_rows(const Graph *src, const DimRange *ranges, int nr, const char
   for (int r = 0; r < nr; r++)
     sizes[r] = range_max(&ranges[r]);
   DynAxes a = {0};
-  Graph *g = class_graph(src, ranges, nr, names, sizes, nb, load, arg, &a, d);
+  Graph *g = class_graph(src, ranges, nr, names, sizes, nb, load, arg, NULL, &a, d);
   int *out_sym = calloc((size_t)src->noutputs * IR_MAX_RANK + 1, sizeof *out_sym);
   int rc = g && out_sym ? 0 : -1;
   if (g && !out_sym)
@@ -449,7 +457,7 @@ int classes_run_cpu(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, vo
       return -1;
   DynAxes a = {0};
   Graph *src = g;
-  if (!(g = class_graph(src, ranges, nr, names, sizes, nb, load, arg, &a, d)))
+  if (!(g = class_graph(src, ranges, nr, names, sizes, nb, load, arg, NULL, &a, d)))
     return -1;
   /* the outputs' tags now: the passes may replace the output values */
   DynAxis *otags = calloc((size_t)nout * IR_MAX_RANK + 1, sizeof *otags);
@@ -677,6 +685,136 @@ static const char *bounds_str(const DimRange *ranges, int nr, const int64_t *b, 
   return buf;
 }
 
+/* ---------------------------------------------------------------- the classes' front halves
+ *
+ * A class's graph is loaded, masked and through the passes on its own (its front half),
+ * so the classes after the first do that in parallel threads, a window of them at a time
+ * (each holds its own copy of the weights until its back half, in class order, has put
+ * them in the blob). Codegen, which shares kernels with the earlier classes, and the rest
+ * run one class after the other, so the output does not depend on the threads. */
+
+typedef struct ClassFront {
+  int c;
+  int64_t b[GPUCC_MAX_SYMBOLS]; /* the class's bounds */
+  Graph *g;                     /* after the passes (NULL: rc) */
+  DynAxes a;                    /* its tags */
+  int rc;
+  Diag d;
+} ClassFront;
+
+typedef struct Fronts {
+  const Graph *src;
+  const DimRange *ranges;
+  int nr;
+  const char *const *names;
+  const int64_t *sizes; /* the other symbols' sizes after the ranged ones' */
+  int nb;
+  ClassLoad load;
+  void *arg;
+  Graph *top;         /* with load, the model at the top of every range (class_graph) */
+  const GpuccCompileOptions *first, *later; /* the passes' options for class 0, the rest */
+  int *cuts, *total;  /* class 0 sets them (choose_cuts) */
+  bool *rows;         /* ... and these */
+  int *out_sym;       /* each output axis: its symbol (-1: none) ... */
+  int64_t *out_dims;  /* ... and its extent, in class 0, which the others must agree with */
+  ClassFront *jobs;   /* the window's, taken in order by the threads */
+  int njobs, next;
+  pthread_mutex_t lock;
+} Fronts;
+
+/* Class j->c's front half (j->b set): its graph, its output axes checked (class 0: read,
+ * and from them the rows and the cuts), pad_mask and the passes. */
+static void class_front(Fronts *f, ClassFront *j) {
+  const DimRange *ranges = f->ranges;
+  int nr = f->nr, nout = f->src->noutputs;
+  Diag *d = &j->d;
+  int64_t sizes[DYN_MAX_SYMS + IR_MAX_RANK * 8];
+  memcpy(sizes, f->sizes, (size_t)f->nb * sizeof *sizes);
+  memcpy(sizes, j->b, (size_t)nr * sizeof *sizes);
+  char at[256];
+  bounds_str(ranges, nr, j->b, at, sizeof at);
+  Graph *g = class_graph(f->src, ranges, nr, f->names, sizes, f->nb, f->load, f->arg, f->top,
+                         &j->a, d);
+  int rc = !g;
+  /* the outputs' ranged axes, before the passes replace the output values */
+  for (int o = 0; o < nout && !rc; o++)
+    for (int i = 0; i < g->outputs[o]->type.shape.rank && !rc; i++) {
+      int sym, k = o * IR_MAX_RANK + i;
+      int64_t ext = g->outputs[o]->type.shape.dims[i].n;
+      rc = output_axis(g, o, i, &j->a, dyn_axis(&j->a, g->outputs[o], i), ranges, nr, j->b, &sym, d);
+      if (!rc && j->c == 0) {
+        f->out_sym[k] = sym;
+        f->out_dims[k] = ext;
+      } else if (!rc && (sym >= 0 ? sym != f->out_sym[k]
+                         : f->out_sym[k] >= 0 ? ext != j->b[f->out_sym[k]] : ext != f->out_dims[k])) {
+        rc = diag_error(d, f->src->loc, "output %%%s: its axis %d is %" PRId64 " in class (%s), "
+                        "which the ranged dims do not explain; not supported yet",
+                        f->src->outputs[o]->name, i, ext, at);
+      }
+    }
+  for (int r = 0; r < nr && !rc && j->c == 0; r++)
+    f->rows[r] = rows_symbol(g, &j->a, ranges, r, f->out_sym);
+  if (!rc && j->c == 0)
+    rc = choose_cuts(f->src, ranges, nr, f->rows, f->cuts, f->total, d);
+  if (!rc) {
+    drop_unpadded(&j->a, ranges, f->cuts, nr, j->b);
+    rc = pass_pad_mask(g, &j->a, d);
+  }
+  Compiled passed;
+  if (!rc) {
+    rc = pipeline_run(g, j->c ? f->later : f->first, STAGE_PASSES, &passed, d);
+    compiled_free(&passed);
+  }
+  if (rc) {
+    graph_free(g);
+    g = NULL;
+  }
+  j->g = g;
+  j->rc = rc ? -1 : 0;
+}
+
+static void *front_worker(void *arg) {
+  Fronts *f = arg;
+  for (;;) {
+    pthread_mutex_lock(&f->lock);
+    int i = f->next < f->njobs ? f->next++ : -1;
+    pthread_mutex_unlock(&f->lock);
+    if (i < 0)
+      return NULL;
+    class_front(f, &f->jobs[i]);
+  }
+}
+
+/* The front halves of f->jobs[0 .. f->njobs) on nthreads threads (this one included). */
+static void class_fronts(Fronts *f, int nthreads) {
+  pthread_t threads[64];
+  int started = 0;
+  f->next = 0;
+  if (nthreads > (int)(sizeof threads / sizeof *threads))
+    nthreads = (int)(sizeof threads / sizeof *threads);
+  for (; started < nthreads - 1 && started < f->njobs - 1; started++)
+    if (pthread_create(&threads[started], NULL, front_worker, f))
+      break;
+  front_worker(f);
+  for (int t = 0; t < started; t++)
+    pthread_join(threads[t], NULL);
+}
+
+/* How many classes' front halves run at once: a thread per CPU, but no more than the
+ * memory available holds, each class's graph taken as three times the weights of the
+ * first (its copy, and the passes' copies of what they transform). */
+static int front_threads(uint64_t weights_bytes) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_AVPHYS_PAGES),
+       page = sysconf(_SC_PAGESIZE);
+  int64_t n = cpus < 1 ? 1 : cpus;
+  if (pages > 0 && page > 0 && weights_bytes > 0) {
+    uint64_t fit = (uint64_t)pages * (uint64_t)page / 3 / weights_bytes;
+    if ((uint64_t)n > fit)
+      n = fit < 1 ? 1 : (int64_t)fit;
+  }
+  return (int)n;
+}
+
 int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void *arg,
                   Stage last, FILE *plan_text, ClassesBuilt *out, Diag *d) {
   static const GpuccCompileOptions none;
@@ -740,46 +878,61 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
   bool gemms = false;
   int rc = plan && shared && out_sym && out_dims && offsets ? 0
                                                            : diag_error(d, g->loc, "out of memory");
+  Fronts f = {g, ranges, nr, names, sizes, nb, load, arg, NULL, &first, &later, cuts, &total, rows,
+              out_sym, out_dims, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+  ClassFront *jobs = NULL;
+  int window = 1, from = 0; /* jobs[k] is class from + k */
   for (int c = 0; c < total && !rc; c++) {
-    int64_t b[GPUCC_MAX_SYMBOLS];
-    for (int r = nr - 1, k = c; r >= 0; r--) {
-      b[r] = bounds[r][count[r] - 1 - k % count[r]];
-      k /= count[r];
+    if (c == 0 || c - from >= f.njobs) {
+      /* the next window's front halves: class 0 alone (it sets the cuts), then as many
+       * at once as front_threads allows */
+      for (int k = 0; k < f.njobs; k++)
+        graph_free(jobs[k].g), dyn_axes_free(&jobs[k].a);
+      free(jobs);
+      from = c;
+      f.njobs = c == 0 ? 1 : total - c < window ? total - c : window;
+      if (!(f.jobs = jobs = calloc((size_t)f.njobs, sizeof *jobs))) {
+        f.njobs = 0;
+        rc = diag_error(d, g->loc, "out of memory");
+        break;
+      }
+      for (int k = 0; k < f.njobs; k++) {
+        jobs[k].c = c + k;
+        for (int r = nr - 1, i = c + k; r >= 0; r--) {
+          jobs[k].b[r] = bounds[r][count[r] - 1 - i % count[r]];
+          i /= count[r];
+        }
+      }
+      class_fronts(&f, c == 0 ? 1 : window);
+      if (c == 0)
+        for (int r = 0; r < nr; r++)
+          count[r] = range_classes(&ranges[r], cuts[r], bounds[r], GPUCC_MAX_CLASSES);
+      if (c == 0 && !jobs[0].rc && load && total > 1) {
+        int64_t at[DYN_MAX_SYMS + IR_MAX_RANK * 8];
+        memcpy(at, sizes, (size_t)nb * sizeof *at);
+        memcpy(at, jobs[0].b, (size_t)nr * sizeof *at);
+        if (!(f.top = load(arg, names, at, nb, d))) {
+          rc = -1;
+          break;
+        }
+      }
     }
-    memcpy(sizes, b, (size_t)nr * sizeof *b);
-    DynAxes a = {0};
-    Graph *cg = class_graph(g, ranges, nr, names, sizes, nb, load, arg, &a, d);
+    ClassFront *job = &jobs[c - from];
+    if (job->rc) {
+      *d = job->d;
+      rc = -1;
+      break;
+    }
+    const int64_t *b = job->b;
+    Graph *cg = job->g;
     Compiled part = {0};
     char prefix[16], at[256];
     snprintf(prefix, sizeof prefix, "c%d_", c);
     bounds_str(ranges, nr, b, at, sizeof at);
-    rc = !cg;
-    /* the outputs' ranged axes, before the passes replace the output values */
-    for (int j = 0; j < nout && !rc; j++)
-      for (int i = 0; i < cg->outputs[j]->type.shape.rank && !rc; i++) {
-        int sym, k = j * IR_MAX_RANK + i;
-        int64_t ext = cg->outputs[j]->type.shape.dims[i].n;
-        rc = output_axis(cg, j, i, &a, dyn_axis(&a, cg->outputs[j], i), ranges, nr, b, &sym, d);
-        if (!rc && c == 0) {
-          out_sym[k] = sym;
-          out_dims[k] = ext;
-        } else if (!rc && (sym >= 0 ? sym != out_sym[k]
-                           : out_sym[k] >= 0 ? ext != b[out_sym[k]] : ext != out_dims[k])) {
-          rc = diag_error(d, g->loc, "output %%%s: its axis %d is %" PRId64 " in class (%s), "
-                          "which the ranged dims do not explain; not supported yet",
-                          g->outputs[j]->name, i, ext, at);
-        }
-      }
-    for (int r = 0; r < nr && !rc && c == 0; r++)
-      rows[r] = rows_symbol(g, &a, ranges, r, out_sym);
-    if (!rc && c == 0 && !(rc = choose_cuts(g, ranges, nr, rows, cuts, &total, d)))
-      for (int r = 0; r < nr; r++)
-        count[r] = range_classes(&ranges[r], cuts[r], bounds[r], GPUCC_MAX_CLASSES);
-    if (!rc)
-      drop_unpadded(&a, ranges, cuts, nr, b);
-    if (!rc)
-      rc = pass_pad_mask(cg, &a, d) ||
-           pipeline_run_part(cg, c ? &later : &first, STAGE_MEMPLAN, shared, prefix, &part, d);
+    rc = pipeline_run_part(cg, c ? &later : &first, STAGE_CODEGEN, STAGE_MEMPLAN, shared,
+                           prefix, &part, d);
+    if (!rc && c == 0)
+      window = front_threads(part.memplan.weights_bytes);
     if (!rc && c == 0) {
       /* the model's inputs and outputs, at the largest sizes, and their ranged axes */
       snprintf(out->build.arch, sizeof out->build.arch, "%s", part.build.arch);
@@ -820,8 +973,8 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
       uint64_t size_at[GPUCC_MAX_SYMBOLS];
       for (int r = 0; r < nr; r++) {
         size_at[r] = GPUCC_NO_OFFSET;
-        for (int m = 0; m < a.nsyms; m++)
-          if (!strcmp(a.syms[m], ranges[r].sym))
+        for (int m = 0; m < job->a.nsyms; m++)
+          if (!strcmp(job->a.syms[m], ranges[r].sym))
             size_at[r] = mp->slot[cg->inputs[nin + m]->id].offset;
       }
       for (int i = 0; i < nin; i++)
@@ -852,9 +1005,13 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
     }
     out->nclasses += !rc;
     compiled_free(&part);
-    dyn_axes_free(&a);
     graph_free(cg);
+    job->g = NULL;
   }
+  for (int k = 0; k < f.njobs; k++)
+    graph_free(jobs[k].g), dyn_axes_free(&jobs[k].a);
+  free(jobs);
+  graph_free(f.top);
   /* NVRTC: the whole source as one unit for --emit=cubin, else in units in parallel */
   NvrtcOptions nopt = {.arch = out->build.arch, .no_cache = opt->no_cache,
                        .cache_dir = opt->cache_dir};

@@ -1080,15 +1080,31 @@ int range_parse(const char *text, DimRange *r, char *buf, size_t n) {
   }
 }
 
+/* Cut k of per_octave in the octave [p, 2p): p 2^(k / per_octave) rounded up to a
+ * multiple of p / 16 (1 below 16), so that cuts in large octaves stay multiples of 8 and
+ * more; 0 when that reaches 2p or does not pass cut k - 1. Geometric steps bound the
+ * padding by the same ratio at each end of a step (2^(1/2) = 1.41 for two an octave). */
+static int64_t octave_cut(int64_t p, int k, int per_octave) {
+  if (k == 0)
+    return p;
+  int64_t q = p >= 16 ? p / 16 : 1;
+  int64_t prev = octave_cut(p, k - 1, per_octave);
+  double x = (double)p * exp2((double)k / per_octave);
+  if (x >= (double)(2 * p))
+    return 0;
+  int64_t c = (int64_t)ceil(x * (1 - 1e-12));
+  c = (c + q - 1) / q * q;
+  return c > prev && c < 2 * p ? c : 0;
+}
+
 int range_classes(const DimRange *r, int per_octave, int64_t *bounds, int max) {
   int n = 0;
   for (int i = 0; i < r->nseg; i++) {
-    /* the cuts in [lo, hi): p (1 + k / per_octave) for each power of two p, where whole;
-     * then hi */
+    /* the cuts in [lo, hi): each power of two p and the octave's steps above it; then hi */
     for (int64_t p = 1; p < r->hi[i]; p *= 2)
       for (int k = 0; k < per_octave; k++) {
-        int64_t cut = p + p * k / per_octave;
-        if (p * k % per_octave || cut < r->lo[i] || cut >= r->hi[i])
+        int64_t cut = octave_cut(p, k, per_octave);
+        if (!cut || cut < r->lo[i] || cut >= r->hi[i] || (n && cut <= bounds[n - 1]))
           continue;
         if (n == max)
           return -1;

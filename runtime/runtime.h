@@ -161,7 +161,7 @@ typedef struct GpuccArg {
 
 #define GPUCC_MAX_SYMBOLS 8
 #define GPUCC_MAX_PIECES 16       /* points and ranges one symbol lists */
-#define GPUCC_MAX_CLASSES 128
+#define GPUCC_MAX_CLASSES 256
 #define GPUCC_MAX_SIZE (INT64_C(1) << 31) /* the largest size a symbol may take */
 #define GPUCC_NO_OFFSET UINT64_MAX  /* a class's size_offset for a symbol it does not read */
 

@@ -749,20 +749,20 @@ static void test_invalid_ranged(void) {
   gpucc_plan_set_module(p, NULL, 0, NULL);
   EXPECT_INVALID(p, "kernel steps but no module");
 
-  /* How many classes: one at least, 128 at most. */
-  int64_t hundred[] = {200}, one[] = {1};
+  /* How many classes: one at least, 256 at most. */
+  int64_t top[] = {300}, one[] = {1};
   uint64_t zero[] = {0}, none[] = {GPUCC_NO_OFFSET};
   p = gpucc_plan_new(4096, 0, 0);
-  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, hundred, 0);
-  gpucc_plan_add_symbol(p, "n", 1, one, hundred);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, top, 0);
+  gpucc_plan_add_symbol(p, "n", 1, one, top);
   gpucc_plan_set_axis_symbol(p, 0, 0, 0, 0);
-  EXPECT_INVALID(p, "plan: 0 classes (1 to 128 in a plan with symbols)");
+  EXPECT_INVALID(p, "plan: 0 classes (1 to 256 in a plan with symbols)");
   p = gpucc_plan_new(4096, 0, 0);
-  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, hundred, 0);
-  gpucc_plan_add_symbol(p, "n", 1, one, hundred);
+  gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, top, 0);
+  gpucc_plan_add_symbol(p, "n", 1, one, top);
   gpucc_plan_set_axis_symbol(p, 0, 0, 0, 0);
-  for (int64_t b = 72; b <= 200; b++) CHECK(gpucc_plan_add_class(p, &b, 4096, zero, NULL, none) == GPUCC_OK);
-  EXPECT_INVALID(p, "plan: 129 classes (1 to 128 in a plan with symbols)");
+  for (int64_t b = 44; b <= 300; b++) CHECK(gpucc_plan_add_class(p, &b, 4096, zero, NULL, none) == GPUCC_OK);
+  EXPECT_INVALID(p, "plan: 257 classes (1 to 256 in a plan with symbols)");
 
   /* The builder's order: classes copy per input, output and symbol, so those come first;
    * a class needs a symbol; a symbol holds at most GPUCC_MAX_PIECES pieces. */
