@@ -1100,10 +1100,13 @@ static int64_t octave_cut(int64_t p, int k, int per_octave) {
 int range_classes(const DimRange *r, int per_octave, int64_t *bounds, int max) {
   int n = 0;
   for (int i = 0; i < r->nseg; i++) {
-    /* the cuts in [lo, hi): each power of two p and the octave's steps above it; then hi */
+    /* the cuts in [lo, hi): each power of two p and the octave's steps above it (one
+     * more from 128 up, where a size's padding costs more GPU time than a class costs
+     * compile time); then hi */
     for (int64_t p = 1; p < r->hi[i]; p *= 2)
-      for (int k = 0; k < per_octave; k++) {
-        int64_t cut = octave_cut(p, k, per_octave);
+      for (int k = 0, steps = per_octave > 1 && p >= 128 ? per_octave + 1 : per_octave;
+           k < steps; k++) {
+        int64_t cut = octave_cut(p, k, steps);
         if (!cut || cut < r->lo[i] || cut >= r->hi[i] || (n && cut <= bounds[n - 1]))
           continue;
         if (n == max)

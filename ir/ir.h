@@ -366,8 +366,9 @@ bool range_has(const DimRange *r, int64_t size);
 int range_parse(const char *text, DimRange *r, char *buf, size_t n);
 /* The shape classes of r (docs/dynamic-shapes.md, section 4): each point, and each
  * segment cut at its end and at the powers of two inside it, each octave split into
- * per_octave geometric steps rounded up (2: 1, 2, 3, 4, 6, 8, 12, 16, 23, 32, 46, 64, 92,
- * 128, 184, 256, ...: no size pads by more than 1.44x), as
+ * per_octave geometric steps rounded up, one more from 128 up where per_octave > 1 (2: 1,
+ * 2, 3, 4, 6, 8, 12, 16, 23, 32, 46, 64, 92, 128, 168, 208, 256, 336, 416, 512, ...: no
+ * size pads by more than 1.44x, nor by more than 1.31x from 128 up), as
  * ascending class bounds into bounds[0..max). A size runs in the class of the smallest
  * bound at or above it. The count, or -1 when there are more than max. */
 int range_classes(const DimRange *r, int per_octave, int64_t *bounds, int max);
