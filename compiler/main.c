@@ -1553,6 +1553,12 @@ static int emit_outputs(const Options *o, const char *const *names, int n, Tenso
 
 static int cmd_run_so(const Options *o) {
   char why[512];
+  struct stat st;
+  /* what is wrong with the file first: a missing one is that, GPU or not */
+  if (stat(o->file, &st))
+    return input_error("%s: cannot open: %s", o->file, strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return input_error("%s: not a regular file", o->file);
   if (!have_gpu(o, why, sizeof why))
     return input_error("%s: a model.so runs only on a GPU: %s", o->file, why);
   ModelApi api;
