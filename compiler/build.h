@@ -147,6 +147,11 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
                   Stage last, FILE *plan_text, ClassesBuilt *out, Diag *d);
 void classes_built_free(ClassesBuilt *c);
 
+/* `gpucc inspect`: what the file at path holds (a model.so's payload, a .gir graph or an
+ * ONNX model; compiler/inspect.c), as text or JSON to f, written only when all of it is
+ * known. Needs no GPU. 0, or -1 with d set. */
+int inspect_file(const char *path, bool json, FILE *f, Diag *d);
+
 /* g, loaded with its ranged dims at some sizes, with those input axes symbolic again (the
  * loader recorded them in g->bound), for classes_build to load each class. */
 void graph_unbind_ranged(Graph *g, const DimRange *ranges, int nr);

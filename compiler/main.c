@@ -6,6 +6,7 @@
  *                               the memory plan, a model.so (-o OUT), or a summary
  *   gpucc run FILE [options]    run a model.so, or the graph, on the GPU (--cpu, or no
  *                               GPU: with the reference executor)
+ *   gpucc inspect FILE          what a model.so, .gir or .onnx holds (compiler/inspect.c)
  * Output files are written to a temporary name and renamed, so a failed run leaves
  * nothing behind. docs/ir.md describes the input language; README.md the options. */
 #include "codegen/codegen.h"
@@ -15,8 +16,10 @@
 #include "frontends/frontends.h"
 #include "passes/passes.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <openssl/evp.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -33,7 +36,7 @@ extern const unsigned long long gpucc_model_stub_len;
 /* A model.so embeds weights up to this size; larger ones go to OUT.weights beside it. */
 #define EMBED_WEIGHTS_MAX ((size_t)1 << 30)
 
-typedef enum Mode { MODE_COMPILE, MODE_RUN } Mode;
+typedef enum Mode { MODE_COMPILE, MODE_RUN, MODE_INSPECT } Mode;
 
 /* NAME=VALUE of --input and --dim, split at the first '='. */
 typedef struct Binding {
@@ -44,6 +47,9 @@ typedef struct Binding {
 
 typedef struct Options {
   Mode mode;
+  int argc;   /* the command line, which a model.so records */
+  char **argv;
+  bool json;  /* inspect: --json */
   const char *file;
   const char *emit; /* NULL, "ir", "cuda" or "cubin"; NULL with -o: a model.so */
   const char *arch; /* --arch for --emit=cuda/cubin/plan and model.so; NULL: the default */
@@ -125,6 +131,9 @@ static int diag_exit(const Diag *d, int code) {
 static void print_help(void) {
   printf("usage: gpucc FILE [options]            compile FILE (.gir, .onnx); FILE '-' reads stdin\n"
          "       gpucc run FILE [run options]    run FILE (a model.so, .gir or .onnx) on the GPU\n"
+         "       gpucc inspect FILE [--json]     what FILE holds: a model.so's build, inputs,\n"
+         "                                       outputs, classes, kernels and memory (no GPU\n"
+         "                                       needed); a .gir's or .onnx's ops and weights\n"
          "       gpucc --help | --version\n"
          "\n"
          "compile options:\n"
@@ -414,10 +423,25 @@ static int parse_args(int argc, char **argv, Options *o) {
   o->calib = calloc((size_t)argc, sizeof *o->calib);
   if (!o->inputs || !o->dims || !o->shapes || !o->consts || !o->calib)
     return input_error("out of memory");
+  o->argc = argc;
+  o->argv = argv;
   int i = 1;
   if (argc > 1 && !strcmp(argv[1], "run")) {
     o->mode = MODE_RUN;
     i = 2;
+  } else if (argc > 1 && !strcmp(argv[1], "inspect")) {
+    o->mode = MODE_INSPECT;
+    for (i = 2; i < argc; i++) {
+      if (!strcmp(argv[i], "--json"))
+        o->json = true;
+      else if (argv[i][0] == '-' && argv[i][1])
+        return usage_error("unknown option '%s' for 'gpucc inspect' (it takes --json)", argv[i]);
+      else if (o->file)
+        return usage_error("'gpucc inspect' takes one file");
+      else
+        o->file = argv[i];
+    }
+    return o->file ? 0 : usage_error("'gpucc inspect' needs a file");
   }
   const char *passes_arg = NULL;
   bool only_files = false;
@@ -761,11 +785,83 @@ static int emit_plan(const Graph *g, const Compiled *c, const char *out) {
 }
 
 /* -o OUT without --emit: the model.so of the plan the pipeline built. */
+/* The SHA-256 of the file at path as 64 hex digits into hex; -1 when it cannot be read. */
+static int file_sha256(const char *path, char hex[65]) {
+  FILE *f = fopen(path, "rb");
+  EVP_MD_CTX *c = EVP_MD_CTX_new();
+  int ok = f && c && EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+  static unsigned char buf[1 << 16];
+  size_t n;
+  while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
+    ok = EVP_DigestUpdate(c, buf, n);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  ok = ok && !ferror(f) && EVP_DigestFinal_ex(c, md, &len) && len == 32;
+  for (unsigned i = 0; ok && i < len; i++)
+    snprintf(hex + 2 * i, 3, "%02x", md[i]);
+  EVP_MD_CTX_free(c);
+  if (f)
+    fclose(f);
+  return ok ? 0 : -1;
+}
+
+/* arg to f as a shell would read it back: bare when it holds only safe characters,
+ * else in single quotes. */
+static void shell_quote(FILE *f, const char *arg) {
+  bool bare = *arg != 0;
+  for (const char *p = arg; *p && bare; p++)
+    bare = isalnum((unsigned char)*p) || strchr("%+,-./:=@_", *p);
+  if (bare) {
+    fputs(arg, f);
+    return;
+  }
+  fputc('\'', f);
+  for (const char *p = arg; *p; p++) {
+    if (*p == '\'')
+      fputs("'\\''", f);
+    else if (*p == '\n')
+      fputs("'$'\\n''", f);
+    else
+      fputc(*p, f);
+  }
+  fputc('\'', f);
+}
+
+/* How a model.so was built, as it records it (`gpucc inspect`): gpucc's version, the
+ * command line, the source and its SHA-256, the target. No time or host: two builds of
+ * the same model with the same command write the same bytes. NULL when out of memory. */
+static char *build_info(const Options *o, const GpuccBuild *b) {
+  char *s = NULL, hex[65];
+  size_t n = 0;
+  FILE *f = open_memstream(&s, &n);
+  if (!f)
+    return NULL;
+  fputs("gpucc: " GPUCC_VERSION "\ncommand: gpucc", f);
+  for (int i = 1; i < o->argc; i++) {
+    fputc(' ', f);
+    shell_quote(f, o->argv[i]);
+  }
+  fprintf(f, "\nsource: %s\n", strcmp(o->file, "-") ? o->file : "<stdin>");
+  if (strcmp(o->file, "-") && !file_sha256(o->file, hex))
+    fprintf(f, "source_sha256: %s\n", hex);
+  fprintf(f, "precision: %s\narch: %s\n", precision_name(o->precision), b->arch);
+  if (fclose(f)) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
 static int emit_model_so(const Graph *g, const Options *o, const GpuccBuild *b, int nclasses) {
   char err[1024];
-  if (gpucc_write_model_so(gpucc_model_stub, (size_t)gpucc_model_stub_len, o->out, b->plan,
-                           b->plan_len, b->weights, b->weights_len, EMBED_WEIGHTS_MAX, err,
-                           sizeof err))
+  char *info = build_info(o, b);
+  if (!info)
+    return input_error("out of memory");
+  GpuccStatus st = gpucc_write_model_so(gpucc_model_stub, (size_t)gpucc_model_stub_len, o->out,
+                                        b->plan, b->plan_len, b->weights, b->weights_len, info,
+                                        EMBED_WEIGHTS_MAX, err, sizeof err);
+  free(info);
+  if (st)
     return input_error("%s", err);
   if (o->report && nclasses)
     fprintf(stderr, "gpucc: %s: %s for %s: %d shape classes, %d kernel launches in the largest; "
@@ -828,6 +924,11 @@ static int compile_classes(const Options *o, const Compile *c, Graph *g) {
   free(text);
   classes_built_free(&cb);
   return rc;
+}
+
+static int cmd_inspect(const Options *o) {
+  Diag d = {0};
+  return inspect_file(o->file, o->json, stdout, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
 }
 
 static int cmd_compile(const Options *o) {
@@ -1651,7 +1752,7 @@ int main(int argc, char **argv) {
   Options o;
   int rc = parse_args(argc, argv, &o);
   if (rc == 0)
-    rc = o.mode == MODE_RUN ? cmd_run(&o) : cmd_compile(&o);
+    rc = o.mode == MODE_RUN ? cmd_run(&o) : o.mode == MODE_INSPECT ? cmd_inspect(&o) : cmd_compile(&o);
   else if (rc < 0)
     rc = 0;
   free_options(&o);

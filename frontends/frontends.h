@@ -65,6 +65,31 @@ OnnxModel *onnx_open_bytes(const void *data, size_t len, const char *name, const
                            Diag *d);
 Graph *onnx_model_load(const OnnxModel *m, const OnnxOptions *opt, Diag *d);
 void onnx_close(OnnxModel *m);
+/* What an ONNX model's protobuf says of itself, without loading it into the IR (`gpucc
+ * inspect`): the graph's inputs that are not initializers and its outputs, each with
+ * its type as text ("f32[batch, 128]", "?" for what the model leaves out), the count of
+ * each op type of the main graph in the order they first appear (other domains'
+ * qualified, "com.microsoft.Attention"), and the initializers' bytes (from their
+ * shapes, external data included). */
+typedef struct OnnxValueInfo {
+  char *name, *type;
+} OnnxValueInfo;
+typedef struct OnnxOpCount {
+  char *name;
+  int count;
+} OnnxOpCount;
+typedef struct OnnxSummary {
+  char *graph, *producer;
+  int64_t ir_version, opset; /* opset: the default domain's; 0 when none */
+  OnnxValueInfo *inputs, *outputs;
+  int ninputs, noutputs;
+  OnnxOpCount *ops;
+  int nops, nnodes;
+  int ninitializers;
+  uint64_t weights_bytes;
+} OnnxSummary;
+int onnx_summary(const OnnxModel *m, OnnxSummary *s, Diag *d); /* 0, or -1 with d set */
+void onnx_summary_free(OnnxSummary *s);
 /* A tensor from an ONNX TensorProto file (a model folder's test_data_set_N/input_0.pb);
  * *name (malloc'd, or NULL: the proto has none) gets the name it holds when name is
  * given. NULL with d set on error, naming the file. */

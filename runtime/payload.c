@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TRAILER_VERSION 1u
+#define TRAILER_VERSION 2u
+#define TRAILER_V1_BYTES 80
+#define MAX_INFO (1u << 20) /* the build info's bytes at most */
 #define PAYLOAD_ALIGN 64 /* plan and weights start at multiples of this in the file */
 
 static GpuccStatus no_payload(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -44,26 +46,40 @@ GpuccStatus gpucc_trailer_parse(const void *file, size_t file_len, GpuccTrailer 
   if (!file || !out) return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_trailer_parse: NULL argument");
   memset(out, 0, sizeof *out);
   const unsigned char *f = file;
-  if (file_len < GPUCC_TRAILER_BYTES)
+  /* version 2, else version 1 (80 bytes: no build info) */
+  size_t size = GPUCC_TRAILER_BYTES;
+  const unsigned char *t1 = file_len >= TRAILER_V1_BYTES ? f + file_len - TRAILER_V1_BYTES : NULL;
+  if (t1 && !memcmp(t1, "GPUCCMDL", 8) && gpucc_rd32(t1 + 8) == 1 &&
+      !memcmp(t1 + 72, "GPUCCEND", 8) && gpucc_rd64(t1 + 64) == gpucc_fnv1a64(t1, 64))
+    size = TRAILER_V1_BYTES;
+  if (file_len < size)
     return no_payload("no model payload: the file is shorter than a gpucc trailer");
-  const unsigned char *t = f + file_len - GPUCC_TRAILER_BYTES;
-  if (memcmp(t, "GPUCCMDL", 8) || memcmp(t + 72, "GPUCCEND", 8))
+  const unsigned char *t = f + file_len - size;
+  size_t sum_at = size - 16;
+  if (memcmp(t, "GPUCCMDL", 8) || memcmp(t + size - 8, "GPUCCEND", 8))
     return no_payload("no model payload: the file does not end with a gpucc trailer (is it "
                       "the libgpucc_model.so stub, or a stripped model.so?)");
-  if (gpucc_rd64(t + 64) != gpucc_fnv1a64(t, 64))
+  if (gpucc_rd64(t + sum_at) != gpucc_fnv1a64(t, sum_at))
     return no_payload("model payload trailer is damaged (checksum mismatch)");
   uint32_t version = gpucc_rd32(t + 8), flags = gpucc_rd32(t + 12);
-  if (version != TRAILER_VERSION)
-    return no_payload("model payload version %u; this runtime reads version %u", version,
+  if (version != (size == TRAILER_V1_BYTES ? 1 : TRAILER_VERSION))
+    return no_payload("model payload version %u; this runtime reads versions 1 and %u", version,
                       TRAILER_VERSION);
   if (flags & ~GPUCC_TRAILER_EXTERNAL_WEIGHTS) return no_payload("model payload flags 0x%x", flags);
-  uint64_t end = file_len - GPUCC_TRAILER_BYTES;
+  uint64_t end = file_len - size;
   uint64_t plan_off = gpucc_rd64(t + 16), plan_len = gpucc_rd64(t + 24);
   uint64_t w_off = gpucc_rd64(t + 32), w_len = gpucc_rd64(t + 40);
   uint64_t name_off = gpucc_rd64(t + 48), name_len = gpucc_rd64(t + 56);
+  uint64_t info_off = size == TRAILER_V1_BYTES ? 0 : gpucc_rd64(t + 64);
+  uint64_t info_len = size == TRAILER_V1_BYTES ? 0 : gpucc_rd64(t + 72);
   if (!plan_len || !in_file(plan_off, plan_len, end))
     return no_payload("model payload: plan at %llu (+%llu bytes) is outside the file",
                       (unsigned long long)plan_off, (unsigned long long)plan_len);
+  if ((info_len || info_off) &&
+      (!in_file(info_off, info_len, end) || info_len > MAX_INFO ||
+       memchr(f + info_off, 0, (size_t)info_len)))
+    return no_payload("model payload: bad build info at %llu (+%llu bytes)",
+                      (unsigned long long)info_off, (unsigned long long)info_len);
   bool external = flags & GPUCC_TRAILER_EXTERNAL_WEIGHTS;
   if (external) {
     if (w_off || !in_file(name_off, name_len, end) ||
@@ -74,6 +90,8 @@ GpuccStatus gpucc_trailer_parse(const void *file, size_t file_len, GpuccTrailer 
     return no_payload("model payload: weights at %llu (+%llu bytes) are outside the file",
                       (unsigned long long)w_off, (unsigned long long)w_len);
   }
+  out->info_offset = info_off;
+  out->info_len = info_len;
   out->flags = flags;
   out->plan_offset = plan_off;
   out->plan_len = plan_len;
@@ -212,7 +230,7 @@ static GpuccStatus write_weights_file(const char *path, const void *w, size_t n,
 
 static GpuccStatus write_so(const char *out_path, const unsigned char *stub, size_t stub_len,
                             const void *plan, size_t plan_len, const void *weights,
-                            size_t weights_len, const char *weights_name) {
+                            size_t weights_len, const char *info, const char *weights_name) {
   Out o;
   GpuccStatus st = out_open(&o, out_path, 0755);
   if (st) return st;
@@ -232,11 +250,16 @@ static GpuccStatus write_so(const char *out_path, const unsigned char *stub, siz
     gpucc_wr64(t + 32, o.pos);
     if ((st = out_write(&o, weights, weights_len))) goto fail;
   }
+  if (info && *info) {
+    gpucc_wr64(t + 64, o.pos);
+    gpucc_wr64(t + 72, strlen(info));
+    if ((st = out_write(&o, info, strlen(info)))) goto fail;
+  }
   memcpy(t, "GPUCCMDL", 8);
   gpucc_wr32(t + 8, TRAILER_VERSION);
   gpucc_wr32(t + 12, external ? GPUCC_TRAILER_EXTERNAL_WEIGHTS : 0);
-  gpucc_wr64(t + 64, gpucc_fnv1a64(t, 64));
-  memcpy(t + 72, "GPUCCEND", 8);
+  gpucc_wr64(t + 80, gpucc_fnv1a64(t, 80));
+  memcpy(t + 88, "GPUCCEND", 8);
   if ((st = out_write(&o, t, sizeof t))) goto fail;
   return out_commit(&o);
 fail:
@@ -246,9 +269,13 @@ fail:
 
 static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
                                   const char *out_path, const void *plan, size_t plan_len,
-                                  const void *weights, size_t weights_len, size_t threshold) {
+                                  const void *weights, size_t weights_len, const char *info,
+                                  size_t threshold) {
   if (!stub || !out_path || !plan || !plan_len || (weights_len && !weights))
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_write_model_so: NULL or empty argument");
+  if (info && strlen(info) > MAX_INFO)
+    return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "gpucc_write_model_so: build info over %u bytes",
+                      MAX_INFO);
   GpuccTrailer tr;
   if (stub_len < 64 || memcmp(stub, "\177ELF", 4))
     return gpucc_fail(GPUCC_ERR_INVALID_ARGUMENT, "the model stub is not a shared library (no ELF header)");
@@ -280,7 +307,7 @@ static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
     if (!st) st = write_weights_file(wpath, weights, weights_len, &made);
   }
   if (!st)
-    st = write_so(out_path, stub, stub_len, plan, plan_len, weights, weights_len,
+    st = write_so(out_path, stub, stub_len, plan, plan_len, weights, weights_len, info,
                   wpath ? base_name(wpath) : NULL);
   if (st && made) unlink(wpath); /* no weights file without its model.so */
   free(wpath);
@@ -289,10 +316,10 @@ static GpuccStatus write_model_so(const unsigned char *stub, size_t stub_len,
 
 GpuccStatus gpucc_write_model_so(const void *stub, size_t stub_len, const char *out_path,
                                  const void *plan, size_t plan_len, const void *weights,
-                                 size_t weights_len, size_t external_weights_threshold, char *err,
-                                 size_t err_len) {
+                                 size_t weights_len, const char *info,
+                                 size_t external_weights_threshold, char *err, size_t err_len) {
   GpuccStatus st = write_model_so(stub, stub_len, out_path, plan, plan_len, weights, weights_len,
-                                  external_weights_threshold);
+                                  info, external_weights_threshold);
   if (st && err && err_len) snprintf(err, err_len, "%s", gpucc_last_error());
   return st;
 }

@@ -633,16 +633,20 @@ GPUCC_API GpuccStatus gpucc_device_properties(int device, GpuccDeviceProperties 
 /* ---------------------------------------------------------------- model.so (payload.c, embedded.c)
  *
  * A model.so is libgpucc_model.so (the runtime plus embedded.c) with a payload appended:
- * the plan, the weights (or the name of a file beside the .so holding them), and an
- * 80-byte trailer at the very end of the file:
- *    0 "GPUCCMDL"  8 u32 version (1)  12 u32 flags (1: weights in a file beside)
+ * the plan, the weights (or the name of a file beside the .so holding them), how it was
+ * built (text, `gpucc inspect`), and a 96-byte trailer at the very end of the file:
+ *    0 "GPUCCMDL"  8 u32 version (2)  12 u32 flags (1: weights in a file beside)
  *   16 u64 plan_offset  24 u64 plan_len  32 u64 weights_offset  40 u64 weights_len
- *   48 u64 name_offset  56 u64 name_len  64 u64 fnv1a64(bytes 0..63)  72 "GPUCCEND"
- * Offsets are from the start of the file. The dynamic loader ignores bytes after the ELF
- * image, so the file is still an ordinary shared library (`strip` would remove them).
+ *   48 u64 name_offset  56 u64 name_len  64 u64 info_offset  72 u64 info_len
+ *   80 u64 fnv1a64(bytes 0..79)  88 "GPUCCEND"
+ * Offsets are from the start of the file; info is lines "key: value\n" without a NUL, at
+ * most a MiB (both 0: none). Version 1 is the 80 bytes before info_offset with the
+ * checksum (of bytes 0..63) at 64 and "GPUCCEND" at 72, and is read too. The dynamic
+ * loader ignores bytes after the ELF image, so the file is still an ordinary shared
+ * library (`strip` would remove them).
  */
 
-#define GPUCC_TRAILER_BYTES 80
+#define GPUCC_TRAILER_BYTES 96
 #define GPUCC_TRAILER_EXTERNAL_WEIGHTS 1u
 #define GPUCC_MAX_WEIGHTS_FILE 255
 
@@ -650,6 +654,7 @@ typedef struct GpuccTrailer {
   uint32_t flags;
   uint64_t plan_offset, plan_len;
   uint64_t weights_offset, weights_len; /* weights_offset is 0 when external */
+  uint64_t info_offset, info_len;       /* the build info; both 0 when there is none */
   char weights_file[GPUCC_MAX_WEIGHTS_FILE + 1]; /* a bare file name; "" when embedded */
 } GpuccTrailer;
 
@@ -662,15 +667,15 @@ GPUCC_API GpuccStatus gpucc_model_load(int device, GpuccModel **out);
 GPUCC_API GpuccStatus gpucc_trailer_parse(const void *file, size_t file_len, GpuccTrailer *out);
 
 /* Writes out_path as the stub's bytes (a copy of libgpucc_model.so: gpucc carries one
- * inside itself) followed by the payload.
+ * inside itself) followed by the payload; info (NULL: none) is how it was built, text.
  * Weights longer than external_weights_threshold bytes go to "<out_path>.weights" beside
  * it instead (SIZE_MAX: always embed). Files are written to a temporary and renamed, so
  * a failure leaves no partial output. On failure the message is also copied to err. */
 GPUCC_API GpuccStatus gpucc_write_model_so(const void *stub, size_t stub_len,
                                            const char *out_path, const void *plan, size_t plan_len,
                                            const void *weights, size_t weights_len,
-                                           size_t external_weights_threshold, char *err,
-                                           size_t err_len);
+                                           const char *info, size_t external_weights_threshold,
+                                           char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

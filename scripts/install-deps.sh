@@ -23,6 +23,7 @@ if ! have python3 || ! python3 -c 'import numpy' >/dev/null 2>&1; then
 fi
 have protoc-c || need_pkg protobuf-c-compiler
 have pkg-config || need_pkg pkg-config
+[ -f /usr/include/openssl/evp.h ] || need_pkg libssl-dev
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || need_pkg libprotobuf-c-dev
 [ -d /usr/share/libonnx-testdata/data ] || need_pkg libonnx-testdata
 

@@ -1333,6 +1333,133 @@ Graph *onnx_model_load(const OnnxModel *m, const OnnxOptions *opt, Diag *d) {
   return g;
 }
 
+/* ---------------------------------------------------------------- onnx_summary */
+
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+/* "f32[batch, 128]" for a tensor value's type; "?" for what it leaves out. */
+static char *value_type_text(const Onnx__ValueInfoProto *v) {
+  char *s = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&s, &n);
+  if (!f)
+    return NULL;
+  const Onnx__TypeProto *t = v->type;
+  const Onnx__TypeProto__Tensor *tt = t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE
+                                          ? t->tensor_type : NULL;
+  DType dt;
+  if (!tt)
+    fputs("?", f);
+  else if (tt->has_elem_type && !dtype_from_onnx(tt->elem_type, &dt))
+    fputs(dtype_name(dt), f);
+  else
+    fputs(tt->has_elem_type ? onnx_type_name(tt->elem_type) : "?", f);
+  if (tt && tt->shape) {
+    fputc('[', f);
+    for (size_t i = 0; i < tt->shape->n_dim; i++) {
+      const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+      if (i)
+        fputs(", ", f);
+      if (dim && dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+        fprintf(f, "%" PRId64, dim->dim_value);
+      else if (dim && dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+               dim->dim_param && *dim->dim_param)
+        fputs(dim->dim_param, f);
+      else
+        fputc('?', f);
+    }
+    fputc(']', f);
+  }
+  if (fclose(f)) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static int add_values(OnnxValueInfo **out, int *n, Onnx__ValueInfoProto *const *v, size_t nv,
+                      Onnx__TensorProto *const *init, size_t ninit) {
+  *out = calloc(nv + 1, sizeof **out);
+  if (!*out)
+    return -1;
+  for (size_t i = 0; i < nv; i++) {
+    bool is_init = false;
+    for (size_t k = 0; k < ninit && !is_init; k++)
+      is_init = v[i]->name && init[k]->name && !strcmp(v[i]->name, init[k]->name);
+    if (is_init)
+      continue;
+    OnnxValueInfo *x = &(*out)[(*n)++];
+    if (!(x->name = dup_or_empty(v[i]->name)) || !(x->type = value_type_text(v[i])))
+      return -1;
+  }
+  return 0;
+}
+
+int onnx_summary(const OnnxModel *m, OnnxSummary *s, Diag *d) {
+  memset(s, 0, sizeof *s);
+  const Onnx__ModelProto *mp = m->model;
+  const Onnx__GraphProto *g = mp->graph;
+  s->ir_version = mp->ir_version;
+  for (size_t i = 0; i < mp->n_opset_import; i++)
+    if (is_default_domain(mp->opset_import[i]->domain))
+      s->opset = mp->opset_import[i]->version;
+  int rc = !(s->graph = dup_or_empty(g->name)) || !(s->producer = dup_or_empty(mp->producer_name)) ||
+           add_values(&s->inputs, &s->ninputs, g->input, g->n_input, g->initializer,
+                      g->n_initializer) ||
+           add_values(&s->outputs, &s->noutputs, g->output, g->n_output, NULL, 0) ||
+           !(s->ops = calloc(g->n_node + 1, sizeof *s->ops));
+  s->nnodes = (int)g->n_node;
+  for (size_t i = 0; i < g->n_node && !rc; i++) {
+    const Onnx__NodeProto *nd = g->node[i];
+    char name[256];
+    snprintf(name, sizeof name, "%s%s%s", is_default_domain(nd->domain) ? "" : nd->domain,
+             is_default_domain(nd->domain) ? "" : ".", nd->op_type ? nd->op_type : "?");
+    int k = 0;
+    while (k < s->nops && strcmp(s->ops[k].name, name))
+      k++;
+    if (k == s->nops) {
+      if (!(s->ops[k].name = strdup(name)))
+        rc = -1;
+      else
+        s->nops++;
+    }
+    if (!rc)
+      s->ops[k].count++;
+  }
+  s->ninitializers = (int)g->n_initializer;
+  for (size_t i = 0; i < g->n_initializer && !rc; i++) {
+    const Onnx__TensorProto *t = g->initializer[i];
+    DType dt;
+    uint64_t numel = 1, size = t->has_data_type && !dtype_from_onnx(t->data_type, &dt)
+                                   ? dtype_size(dt) : 0;
+    for (size_t k = 0; k < t->n_dims && numel; k++)
+      numel = t->dims[k] > 0 && numel <= UINT64_MAX / (uint64_t)t->dims[k]
+                  ? numel * (uint64_t)t->dims[k] : 0;
+    if (size && numel <= (UINT64_MAX - s->weights_bytes) / size)
+      s->weights_bytes += numel * size;
+  }
+  if (rc) {
+    onnx_summary_free(s);
+    return diag_error(d, (SrcLoc){m->name, NULL, 0, 0}, "out of memory");
+  }
+  return 0;
+}
+
+void onnx_summary_free(OnnxSummary *s) {
+  for (int i = 0; i < s->ninputs; i++)
+    free(s->inputs[i].name), free(s->inputs[i].type);
+  for (int i = 0; i < s->noutputs; i++)
+    free(s->outputs[i].name), free(s->outputs[i].type);
+  for (int i = 0; i < s->nops; i++)
+    free(s->ops[i].name);
+  free(s->inputs);
+  free(s->outputs);
+  free(s->ops);
+  free(s->graph);
+  free(s->producer);
+  memset(s, 0, sizeof *s);
+}
+
 void onnx_close(OnnxModel *m) {
   if (!m)
     return;

@@ -20,7 +20,8 @@ static void load(const uint8_t *file, size_t size) {
     FUZZ_CHECK(gpucc_last_error()[0], "a trailer was refused without a message");
     return;
   }
-  uint64_t end = size - GPUCC_TRAILER_BYTES;
+  /* a version 1 trailer is 80 bytes: every range lies before those at least */
+  uint64_t end = size - 80;
   FUZZ_CHECK(t.plan_len && inside(t.plan_offset, t.plan_len, end),
              "the plan at %llu (+%llu) is outside the %llu bytes before the trailer",
              (unsigned long long)t.plan_offset, (unsigned long long)t.plan_len,
@@ -39,6 +40,10 @@ static void load(const uint8_t *file, size_t size) {
                (unsigned long long)end);
     FUZZ_CHECK(!t.weights_file[0], "embedded weights with a file name");
   }
+  FUZZ_CHECK((!t.info_len && !t.info_offset) ||
+                 (inside(t.info_offset, t.info_len, end) && !memchr(file + t.info_offset, 0, t.info_len)),
+             "build info at %llu (+%llu) outside the file or holding a NUL",
+             (unsigned long long)t.info_offset, (unsigned long long)t.info_len);
   /* What gpucc_model_create reads before it asks for a device (it then compares the
    * plan's weights_bytes with t.weights_len, which cannot go wrong). */
   GpuccPlan *p = NULL;
@@ -58,8 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(fixed, data, size);
   uint8_t *t = fixed + size - GPUCC_TRAILER_BYTES;
   memcpy(t, "GPUCCMDL", 8);
-  memcpy(t + 72, "GPUCCEND", 8);
-  gpucc_wr64(t + 64, gpucc_fnv1a64(t, 64));
+  gpucc_wr32(t + 8, 2);
+  memcpy(t + 88, "GPUCCEND", 8);
+  gpucc_wr64(t + 80, gpucc_fnv1a64(t, 80));
   load(fixed, size);
   free(fixed);
   return 0;

@@ -151,12 +151,12 @@ static void write_seeds(const char *dir, const char *name, GpuccPlan *p) {
     weights[i] = (unsigned char)(i * 37);
   char err[512];
   snprintf(path, sizeof path, "%s/trailer/%s.so", dir, name);
-  if (gpucc_write_model_so(stub, sizeof stub, path, bytes, len, weights, wlen, SIZE_MAX, err,
+  if (gpucc_write_model_so(stub, sizeof stub, path, bytes, len, weights, wlen, NULL, SIZE_MAX, err,
                            sizeof err))
     die(err);
   /* The same with the weights in a file beside it, which the harness never opens. */
   snprintf(path, sizeof path, "%s/trailer/%s-ext.so", dir, name);
-  if (gpucc_write_model_so(stub, sizeof stub, path, bytes, len, weights, wlen, 0, err,
+  if (gpucc_write_model_so(stub, sizeof stub, path, bytes, len, weights, wlen, NULL, 0, err,
                            sizeof err))
     die(err);
   snprintf(path, sizeof path, "%s/trailer/%s-ext.so.weights", dir, name);

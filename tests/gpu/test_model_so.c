@@ -190,9 +190,9 @@ int main(int argc, char **argv) {
   size_t stub_len = 0;
   unsigned char *stub_bytes = slurp(stub, &stub_len);
   CHECK(stub_bytes != NULL);
-  CHECK(gpucc_write_model_so(stub_bytes, stub_len, so, plan, len, weights, sizeof weights,
+  CHECK(gpucc_write_model_so(stub_bytes, stub_len, so, plan, len, weights, sizeof weights, NULL,
                              SIZE_MAX, err, sizeof err) == GPUCC_OK);
-  CHECK(gpucc_write_model_so(stub_bytes, stub_len, ext, plan, len, weights, sizeof weights, 0,
+  CHECK(gpucc_write_model_so(stub_bytes, stub_len, ext, plan, len, weights, sizeof weights, NULL, 0,
                              err, sizeof err) == GPUCC_OK);
   free(stub_bytes);
   free(plan);

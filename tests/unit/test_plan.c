@@ -1020,7 +1020,8 @@ static void test_payload(void) {
 
   /* Embedded weights. */
   char err[512] = "";
-  CHECK(gpucc_write_model_so(fake, sizeof fake, so, plan, plan_len, weights, sizeof weights,
+  const char *info = "gpucc: 0.1.0\ncommand: gpucc m.onnx -o m.so\n";
+  CHECK(gpucc_write_model_so(fake, sizeof fake, so, plan, plan_len, weights, sizeof weights, info,
                              SIZE_MAX, err, sizeof err) == GPUCC_OK);
   size_t len = 0;
   unsigned char *f = slurp(so, &len);
@@ -1034,7 +1035,8 @@ static void test_payload(void) {
     CHECK(!memcmp(f + t.plan_offset, plan, plan_len));
     CHECK(!memcmp(f + t.weights_offset, weights, sizeof weights));
     CHECK(t.weights_file[0] == 0);
-    CHECK(!memcmp(f + len - 8, "GPUCCEND", 8) && !memcmp(f + len - 80, "GPUCCMDL", 8));
+    CHECK(t.info_len == strlen(info) && !memcmp(f + t.info_offset, info, strlen(info)));
+    CHECK(!memcmp(f + len - 8, "GPUCCEND", 8) && !memcmp(f + len - 96, "GPUCCMDL", 8));
 
     /* Every damaged trailer byte and every truncation is refused. */
     for (size_t i = len - GPUCC_TRAILER_BYTES; i < len; i++) {
@@ -1044,19 +1046,38 @@ static void test_payload(void) {
     }
     for (size_t n = 0; n < len; n += (n < 200 ? 1 : 97))
       CHECK(gpucc_trailer_parse(f, n, &t) == GPUCC_ERR_BAD_PLAN);
-    /* A trailer with a valid checksum but a plan range past the file. */
+    /* A trailer with a valid checksum but a range past the file, or info with a NUL. */
     unsigned char *tr = f + len - GPUCC_TRAILER_BYTES;
+    uint64_t info_at = rd64(tr + 64);
+    f[info_at + 3] = 0;
+    CHECK(gpucc_trailer_parse(f, len, &t) == GPUCC_ERR_BAD_PLAN);
+    CHECK(strstr(gpucc_last_error(), "bad build info") != NULL);
+    f[info_at + 3] = info[3];
+    wr64(tr + 72, len); /* info_len */
+    wr64(tr + 80, fnv(tr, 80));
+    CHECK(gpucc_trailer_parse(f, len, &t) == GPUCC_ERR_BAD_PLAN);
+    wr64(tr + 72, strlen(info));
     wr64(tr + 24, len); /* plan_len */
-    wr64(tr + 64, fnv(tr, 64));
+    wr64(tr + 80, fnv(tr, 80));
     CHECK(gpucc_trailer_parse(f, len, &t) == GPUCC_ERR_BAD_PLAN);
     CHECK(strstr(gpucc_last_error(), "outside the file") != NULL);
+    /* Version 1: the same payload with an 80-byte trailer and no info still reads. */
+    wr64(tr + 24, plan_len);
+    unsigned char v1[80];
+    memcpy(v1, tr, 64);
+    v1[8] = 1;
+    wr64(v1 + 64, fnv(v1, 64));
+    memcpy(v1 + 72, "GPUCCEND", 8);
+    memcpy(f + len - 80, v1, 80);
+    CHECK(gpucc_trailer_parse(f, len, &t) == GPUCC_OK);
+    CHECK(t.plan_len == plan_len && t.info_len == 0 && t.info_offset == 0);
   }
   free(f);
   CHECK(gpucc_trailer_parse(fake, sizeof fake, &t) == GPUCC_ERR_BAD_PLAN);
   CHECK(strstr(gpucc_last_error(), "does not end with a gpucc trailer") != NULL);
 
   /* External weights: above the threshold they go beside the .so. */
-  CHECK(gpucc_write_model_so(fake, sizeof fake, so2, plan, plan_len, weights, sizeof weights,
+  CHECK(gpucc_write_model_so(fake, sizeof fake, so2, plan, plan_len, weights, sizeof weights, NULL,
                              100, err, sizeof err) == GPUCC_OK);
   f = slurp(so2, &len);
   size_t wlen = 0;
@@ -1088,7 +1109,7 @@ static void test_payload(void) {
   FILE *tf = fopen(target, "wb");
   CHECK(tf && fclose(tf) == 0);
   CHECK(symlink(target, link) == 0);
-  CHECK(gpucc_write_model_so(fake, sizeof fake, link, plan, plan_len, weights, sizeof weights,
+  CHECK(gpucc_write_model_so(fake, sizeof fake, link, plan, plan_len, weights, sizeof weights, NULL,
                              100, err, sizeof err) == GPUCC_OK);
   struct stat lst;
   CHECK(lstat(link, &lst) == 0 && S_ISLNK(lst.st_mode));
@@ -1107,18 +1128,18 @@ static void test_payload(void) {
   size_t so_len = 0;
   unsigned char *so_bytes = slurp(so, &so_len);
   CHECK(so_bytes && gpucc_write_model_so(so_bytes, so_len, so2, plan, plan_len, weights,
-                                         sizeof weights, SIZE_MAX, err,
+                                         sizeof weights, NULL, SIZE_MAX, err,
                                          sizeof err) == GPUCC_ERR_INVALID_ARGUMENT);
   CHECK(strstr(err, "already carries a model") != NULL);
   free(so_bytes);
   static const char notelf_bytes[] =
       "hello, world, this is not an ELF file at all; it is long enough though.....";
-  CHECK(gpucc_write_model_so(notelf_bytes, sizeof notelf_bytes, so2, plan, plan_len, NULL, 0,
+  CHECK(gpucc_write_model_so(notelf_bytes, sizeof notelf_bytes, so2, plan, plan_len, NULL, 0, NULL,
                              SIZE_MAX, err, sizeof err) == GPUCC_ERR_INVALID_ARGUMENT);
   CHECK(strstr(err, "not a shared library") != NULL);
   char missing[300];
   snprintf(missing, sizeof missing, "%s/nope/model.so", dir);
-  CHECK(gpucc_write_model_so(fake, sizeof fake, missing, plan, plan_len, NULL, 0, SIZE_MAX, err,
+  CHECK(gpucc_write_model_so(fake, sizeof fake, missing, plan, plan_len, NULL, 0, NULL, SIZE_MAX, err,
                              sizeof err) == GPUCC_ERR_IO);
   CHECK(strstr(err, "nope/model.so") != NULL);
 
