@@ -1148,7 +1148,9 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
   }
   for (int i = 0; preamble[i] && (!shared || !shared->programs); i++)
     buf_puts(&cg.src, preamble[i]);
-  for (int i = 0; i < g->nnodes; i++)
+  size_t *cuts = arena_alloc(cg.arena, sizeof *cuts * (size_t)(g->nnodes + 1));
+  int ncuts = 0;
+  for (int i = 0; i < g->nnodes; i++) {
     if (gen_node(&cg, i) || cg.failed) {
       users_free(&cg.users);
       free(cg.src.s);
@@ -1156,8 +1158,13 @@ Program *codegen_graph(const Graph *g, const CodegenOptions *opt, Diag *d) {
       arena_free(cg.arena);
       return NULL;
     }
+    if (!ncuts || cuts[ncuts - 1] < cg.src.len)
+      cuts[ncuts++] = cg.src.len;
+  }
   users_free(&cg.users);
   Program *p = arena_alloc(cg.arena, sizeof *p);
+  p->cuts = cuts;
+  p->ncuts = ncuts;
   p->arena_ = cg.arena;
   p->source = arena_memdup(cg.arena, cg.src.s, cg.src.len + 1);
   p->source_len = cg.src.len;

@@ -123,6 +123,11 @@ typedef struct Step {
 typedef struct Program {
   char *source; /* the CUDA C translation unit, NUL-terminated */
   size_t source_len;
+  /* Where the source may be cut into translation units of their own (each after the
+   * preamble, codegen_preamble_size): the end of each node's code, ascending. A kernel
+   * one unit launches and another holds (dedup) is found by name in the other's module. */
+  size_t *cuts;
+  int ncuts;
   Step *steps;
   int nsteps;
   Arena *arena_; /* owns everything above; private */

@@ -953,9 +953,11 @@ static int cubin_kernel_bytes(const NvrtcOutput *bin, const char *const *names, 
   return 0;
 }
 
-/* -v: the choices, then what their variants beyond the defaults cost. bin NULL: no
- * module was compiled (or from_cache: it came from NVRTC's cache, ms not NVRTC's). */
-static void report_variants(const Program *p, const NvrtcOutput *bin, double ms, FILE *f) {
+/* -v: the choices, then what their variants beyond the defaults cost. bins NULL: no
+ * module was compiled (or from_cache: it came from NVRTC's cache, ms not NVRTC's); else
+ * the nbins modules of the program's units. */
+static void report_variants(const Program *p, const NvrtcOutput *bins, int nbins, double ms,
+                            FILE *f) {
   int choices = 0, variants = 0, nnames = 0, from = 0, to = 0;
   size_t src_extra = 0;
   const char **names = calloc((size_t)p->nsteps + 1, sizeof *names);
@@ -990,11 +992,21 @@ static void report_variants(const Program *p, const NvrtcOutput *bin, double ms,
                "the CUDA C's %zu bytes (%.1f%%)", choices, choices == 1 ? "" : "s", variants, variants - choices,
             src_extra, p->source_len, p->source_len ? 100.0 * (double)src_extra / (double)p->source_len : 0.0);
     uint64_t all = 0, xb = 0;
-    if (bin && names && extra && !cubin_kernel_bytes(bin, names, nnames, extra, &all, &xb)) {
+    size_t cubin = 0;
+    bool read = bins && names && extra, cached = true;
+    for (int u = 0; u < nbins && read; u++) {
+      uint64_t a, x;
+      read = !cubin_kernel_bytes(&bins[u], names, nnames, extra, &a, &x);
+      all += a;
+      xb += x;
+      cubin += bins[u].cubin_size;
+      cached = cached && bins[u].from_cache;
+    }
+    if (read) {
       double share = all ? (double)xb / (double)all : 0;
       fprintf(f, ", %" PRIu64 " of the cubin's %zu bytes (%.1f%% of its kernels' %" PRIu64 ")",
-              xb, bin->cubin_size, 100 * share, all);
-      if (bin->from_cache)
+              xb, cubin, 100 * share, all);
+      if (cached)
         fprintf(f, "; the module from NVRTC's cache");
       else
         fprintf(f, "; NVRTC took %.0f ms, about %.0f ms of it theirs (in proportion to the "
@@ -1167,9 +1179,11 @@ int plan_add_program(GpuccPlan *plan, const Graph *g, const Program *p, const Me
 }
 
 static int fill_plan(GpuccPlan *plan, const Graph *g, const Program *p, const MemPlan *mp,
-                     const NvrtcOutput *bin, GpuccBuild *out, Diag *d) {
-  if (bin->cubin_size && gpucc_plan_set_module(plan, bin->cubin, bin->cubin_size, bin->ptx))
-    return plan_error(d, "plan module");
+                     const NvrtcOutput *units, int nunits, GpuccBuild *out, Diag *d) {
+  for (int u = 0; u < nunits; u++)
+    if (units[u].cubin_size &&
+        gpucc_plan_add_module(plan, units[u].cubin, units[u].cubin_size, units[u].ptx))
+      return plan_error(d, "plan module");
   for (int i = 0; i < g->ninputs; i++)
     if (add_tensor(plan, true, g->inputs[i], mp->slot[g->inputs[i]->id].offset, d))
       return -1;
@@ -1269,6 +1283,49 @@ static int run_passes(Graph *g, const GpuccCompileOptions *opt, const Target *t,
 }
 
 /* The plan stage: the runtime's plan of the program (its bytes), and the weights blob. */
+/* ---------------------------------------------------------------- translation units */
+
+int nvrtc_compile_split(const char *src, const size_t *cuts, int ncuts, size_t unit_bytes,
+                        const char *name, const NvrtcOptions *nopt, NvrtcOutput **outs,
+                        int *nouts, Diag *d) {
+  size_t pre = codegen_preamble_size(), start = 0;
+  char **units = calloc((size_t)ncuts + 1, sizeof *units);
+  int n = 0, rc = units ? 0 : -1;
+  *outs = NULL;
+  *nouts = 0;
+  /* as many units as unit_bytes fit in the source, of even sizes: no small last unit
+   * that costs NVRTC's overhead for little */
+  size_t total = ncuts ? cuts[ncuts - 1] : 0, want = total / unit_bytes ? total / unit_bytes : 1;
+  size_t target = total / want;
+  for (int c = 0; c < ncuts && !rc; c++) {
+    if ((cuts[c] - start < target && c + 1 < ncuts) || (start && cuts[c] == start))
+      continue;
+    size_t head = start ? pre : 0, body = cuts[c] - start;
+    if (!(units[n] = malloc(head + body + 1))) {
+      rc = -1;
+      break;
+    }
+    memcpy(units[n], src, head);
+    memcpy(units[n] + head, src + start, body);
+    units[n++][head + body] = 0;
+    start = cuts[c];
+  }
+  if (rc)
+    diag_error(d, (SrcLoc){0}, "out of memory");
+  else if (!(*outs = calloc((size_t)n + 1, sizeof **outs)))
+    rc = diag_error(d, (SrcLoc){0}, "out of memory");
+  else if (!(rc = nvrtc_compile_units((const char *const *)units, n, name, nopt, *outs, d)))
+    *nouts = n;
+  if (rc) {
+    free(*outs);
+    *outs = NULL;
+  }
+  for (int i = 0; i < n; i++)
+    free(units[i]);
+  free(units);
+  return rc ? -1 : 0;
+}
+
 static int make_plan(const Graph *g, Compiled *c, Diag *d) {
   const MemPlan *mp = &c->memplan;
   GpuccBuild *out = &c->build;
@@ -1276,7 +1333,7 @@ static int make_plan(const Graph *g, Compiled *c, Diag *d) {
                                    has_gemms(c->program) ? GPUCC_GEMM_WORKSPACE : 0);
   int rc = plan ? 0 : diag_error(d, (SrcLoc){0}, "out of memory");
   if (!rc)
-    rc = fill_plan(plan, g, c->program, mp, &c->binary, out, d);
+    rc = fill_plan(plan, g, c->program, mp, c->units, c->nunits, out, d);
   if (!rc)
     rc = memplan_weights(g, mp, &out->weights, d);
   out->weights_len = (size_t)mp->weights_bytes;
@@ -1313,7 +1370,11 @@ int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage first, Sta
     fprintf(opt->report, "gpucc: target %s\n", line);
   }
 
+  if (first <= STAGE_PASSES && opt->progress)
+    opt->progress(opt->progress_arg, "passes", 0, 1);
   int rc = first <= STAGE_PASSES && (pipeline_bind_dims(g, opt, d) || run_passes(g, opt, t, d));
+  if (!rc && last >= STAGE_CODEGEN && opt->progress)
+    opt->progress(opt->progress_arg, "codegen", 0, 1);
   if (!rc && last >= STAGE_CODEGEN) {
     CodegenOptions co = {.target = t, .variants = opt->variants, .prefix = prefix,
                          .shared = shared};
@@ -1324,19 +1385,30 @@ int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage first, Sta
   /* A program without kernels needs no module, unless the module is what was asked for
    * (--emit=cubin). */
   if (!rc && last >= STAGE_NVRTC && (has_kernels(out->program) || last == STAGE_NVRTC)) {
-    NvrtcOptions nopt = {.arch = arch, .no_cache = opt->no_cache, .cache_dir = opt->cache_dir};
+    /* --emit=cubin: the whole source as one unit; a model: units compiled in parallel */
+    NvrtcOptions nopt = {.arch = arch, .no_cache = opt->no_cache, .cache_dir = opt->cache_dir,
+                         .progress = opt->progress, .progress_arg = opt->progress_arg};
+    const char *base = g->name && *g->name ? g->name : "model";
     char name[256];
-    snprintf(name, sizeof name, "%s.cu", g->name && *g->name ? g->name : "model");
+    snprintf(name, sizeof name, "%s.cu", base);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = nvrtc_compile(out->program->source, name, &nopt, &out->binary, d) != 0;
+    const Program *p = out->program;
+    if (last == STAGE_NVRTC) {
+      rc = nvrtc_compile(p->source, name, &nopt, &out->binary, d) != 0;
+      out->units = &out->binary;
+      out->nunits = 1;
+    } else {
+      rc = nvrtc_compile_split(p->source, p->cuts, p->ncuts, FIXED_UNIT_BYTES, base, &nopt,
+                               &out->units, &out->nunits, d);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!rc && opt->report)
-      report_variants(out->program, &out->binary,
+      report_variants(p, out->units, out->nunits,
                       (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
                       opt->report);
   } else if (!rc && last >= STAGE_CODEGEN && opt->report) {
-    report_variants(out->program, NULL, 0, opt->report);
+    report_variants(out->program, NULL, 0, 0, opt->report);
   }
   if (!rc && last >= STAGE_PLAN)
     rc = make_plan(g, out, d);
@@ -1350,6 +1422,11 @@ int pipeline_run_part(Graph *g, const GpuccCompileOptions *opt, Stage first, Sta
 void compiled_free(Compiled *c) {
   program_free(c->program);
   memplan_free(&c->memplan);
+  if (c->units != &c->binary) {
+    for (int u = 0; u < c->nunits; u++)
+      nvrtc_output_free(&c->units[u]);
+    free(c->units);
+  }
   nvrtc_output_free(&c->binary);
   gpucc_build_free(&c->build);
   memset(c, 0, sizeof *c);

@@ -71,9 +71,26 @@ typedef enum Stage { STAGE_PASSES, STAGE_CODEGEN, STAGE_MEMPLAN, STAGE_NVRTC, ST
 typedef struct Compiled {
   Program *program;   /* codegen */
   MemPlan memplan;    /* memory plan */
-  NvrtcOutput binary; /* NVRTC */
+  NvrtcOutput binary; /* NVRTC to STAGE_NVRTC: the whole source as one unit (--emit=cubin) */
+  NvrtcOutput *units; /* NVRTC for a plan: the modules of the program's units (or &binary) */
+  int nunits;
   GpuccBuild build;   /* plan: the bytes and their numbers (arch is set from the start) */
 } Compiled;
+
+/* The source of a program cut into translation units (nvrtc_compile_split): a unit is
+ * closed at the first cut past this many bytes of it, so that a large model's NVRTC
+ * runs on several CPUs and the same program is always cut the same way (the module does
+ * not depend on the machine). NVRTC spends seconds on each unit before its size counts
+ * (the preamble's templates), so units are not made smaller. */
+#define FIXED_UNIT_BYTES ((size_t)384 << 10)
+
+/* src (a program's source, or the classes' concatenated) cut at cuts[0..ncuts) (ascending,
+ * the last its end) into units of unit_bytes or more, each after the preamble (src begins
+ * with it), compiled by NVRTC in parallel threads (nvrtc_compile_units): *outs gets the
+ * *nouts modules, in order. 0, or -1 with d set. */
+int nvrtc_compile_split(const char *src, const size_t *cuts, int ncuts, size_t unit_bytes,
+                        const char *name, const NvrtcOptions *nopt, NvrtcOutput **outs,
+                        int *nouts, Diag *d);
 
 /* Runs the pipeline on g (modified in place: dims bound, passes run) up to `last`.
  * opt may be NULL. 0, or -1 with d set (and *out empty). */

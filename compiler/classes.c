@@ -641,35 +641,12 @@ static int text_add(Text *t, const char *s, size_t n) {
 static int compile_units(const Text *src, const size_t *ends, int nclasses, const char *name,
                          const NvrtcOptions *nopt, GpuccPlan *plan, ClassesBuilt *out,
                          Diag *d) {
-  size_t pre = codegen_preamble_size(), start = 0;
-  char **units = calloc((size_t)nclasses + 1, sizeof *units);
-  int n = 0, rc = units ? 0 : -1;
-  for (int c = 0; c < nclasses && !rc; c++) {
-    if ((ends[c] - start < UNIT_BYTES && c + 1 < nclasses) || (start && ends[c] == start))
-      continue;
-    size_t head = start ? pre : 0, body = ends[c] - start;
-    if (!(units[n] = malloc(head + body + 1))) {
-      rc = -1;
-      break;
-    }
-    memcpy(units[n], src->s, head);
-    memcpy(units[n] + head, src->s + start, body);
-    units[n++][head + body] = 0;
-    start = ends[c];
-  }
-  if (rc)
-    diag_error(d, (SrcLoc){0}, "out of memory");
-  else if (!(out->units = calloc((size_t)n + 1, sizeof *out->units)))
-    rc = diag_error(d, (SrcLoc){0}, "out of memory");
-  else if (!(rc = nvrtc_compile_units((const char *const *)units, n, name, nopt, out->units, d)))
-    out->nunits = n;
+  int rc = nvrtc_compile_split(src->s, ends, nclasses, UNIT_BYTES, name, nopt, &out->units,
+                               &out->nunits, d);
   for (int i = 0; i < out->nunits && !rc; i++)
     if (gpucc_plan_add_module(plan, out->units[i].cubin, out->units[i].cubin_size,
                               out->units[i].ptx))
       rc = diag_error(d, (SrcLoc){0}, "internal error: plan module: %s", gpucc_last_error());
-  for (int i = 0; i < n; i++)
-    free(units[i]);
-  free(units);
   return rc;
 }
 
@@ -852,6 +829,7 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
   first.ndims = 0;
   first.nranges = 0;
   first.report = NULL;
+  first.progress = NULL; /* the classes report their own */
   later = first;
   later.print_after_all = NULL;
   later.dump_dir = NULL;
@@ -1004,6 +982,8 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
       }
     }
     out->nclasses += !rc;
+    if (!rc && opt->progress)
+      opt->progress(opt->progress_arg, "classes", c + 1, total);
     compiled_free(&part);
     graph_free(cg);
     job->g = NULL;
@@ -1014,7 +994,8 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
   graph_free(f.top);
   /* NVRTC: the whole source as one unit for --emit=cubin, else in units in parallel */
   NvrtcOptions nopt = {.arch = out->build.arch, .no_cache = opt->no_cache,
-                       .cache_dir = opt->cache_dir};
+                       .cache_dir = opt->cache_dir, .progress = opt->progress,
+                       .progress_arg = opt->progress_arg};
   const char *name = g->name && *g->name ? g->name : "model";
   if (!rc && last == STAGE_NVRTC && src.len) {
     snprintf(text, sizeof text, "%s.cu", name);

@@ -74,6 +74,12 @@ typedef struct GpuccCompileOptions {
   FILE *print_after_all;
   const char *dump_dir;
   FILE *report;
+  /* How a compile goes, for a progress display (`gpucc`'s line on stderr): what it is
+   * doing ("passes", "codegen", "classes", "nvrtc") and how many of total steps of that
+   * are done, called as each starts (done 0) and as steps finish; one call at a time,
+   * perhaps from a thread of the compile's. NULL: none. */
+  void (*progress)(void *arg, const char *what, int done, int total);
+  void *progress_arg;
 } GpuccCompileOptions;
 
 /* What gpucc_build makes: the plan's byte form and the weights blob, both malloc'd. */

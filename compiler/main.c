@@ -23,6 +23,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,6 +70,7 @@ typedef struct Options {
   int ncalib;
   bool print_after_all;
   bool report; /* -v, --report */
+  bool quiet;  /* -q, --quiet: no progress line */
   const char *dump_dir;
   bool cpu;
   bool so; /* FILE is a compiled model (ends in .so) */
@@ -88,12 +90,72 @@ typedef struct Options {
   int64_t max_weight_bytes; /* 0: the loader's default */
 } Options;
 
+/* ---------------------------------------------------------------- progress
+ *
+ * A compile that has taken 2 s shows how it goes on stderr: on a terminal one line
+ * rewritten in place ("gpucc: classes 37/240 [#####     ] 12 s"), else a plain line
+ * when the stage changes, a tenth of it is done or 10 s have passed. -q, and -v (whose
+ * report says more), show none. */
+
+static struct {
+  bool on, tty, shown;
+  struct timespec t0;
+  char what[16];
+  int tenth;
+  double printed;
+} progress_state;
+
+static double since_start(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - progress_state.t0.tv_sec) +
+         (double)(t.tv_nsec - progress_state.t0.tv_nsec) / 1e9;
+}
+
+static void progress(void *arg, const char *what, int done, int total) {
+  (void)arg;
+  double t = since_start();
+  if (!progress_state.on || t < 2.0 || total <= 0)
+    return;
+  int tenth = done * 10 / total;
+  if (progress_state.tty) {
+    char bar[21];
+    int full = done * 20 / total;
+    for (int i = 0; i < 20; i++)
+      bar[i] = i < full ? '#' : ' ';
+    bar[20] = 0;
+    fprintf(stderr, "\rgpucc: %-8s %d/%d [%s] %.0f s\033[K", what, done, total, bar, t);
+    progress_state.shown = true;
+  } else if (strcmp(what, progress_state.what) || tenth != progress_state.tenth ||
+             t - progress_state.printed >= 10) {
+    fprintf(stderr, "gpucc: %s %d/%d (%.0f s)\n", what, done, total, t);
+    progress_state.printed = t;
+  }
+  fflush(stderr);
+  snprintf(progress_state.what, sizeof progress_state.what, "%s", what);
+  progress_state.tenth = tenth;
+}
+
+static void progress_start(const Options *o) {
+  progress_state.on = !o->quiet && !o->report;
+  progress_state.tty = isatty(STDERR_FILENO);
+  clock_gettime(CLOCK_MONOTONIC, &progress_state.t0);
+}
+
+/* Ends the line a terminal's progress left open. */
+static void progress_end(void) {
+  if (progress_state.shown)
+    fputc('\n', stderr);
+  progress_state.shown = false;
+}
+
 /* ---------------------------------------------------------------- messages */
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int usage_error(const char *fmt, ...) {
   va_list ap;
+  progress_end();
   va_start(ap, fmt);
   fputs("gpucc: error: ", stderr);
   vfprintf(stderr, fmt, ap);
@@ -106,6 +168,7 @@ static int input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 
 static int input_error(const char *fmt, ...) {
   va_list ap;
+  progress_end();
   va_start(ap, fmt);
   fputs("gpucc: error: ", stderr);
   vfprintf(stderr, fmt, ap);
@@ -122,6 +185,7 @@ static int usage_diag(const Diag *d) {
 /* A Diag's message starts with "file:line:col: error:" when it has a place; one without
  * gets the program's name so every error line says who is talking. */
 static int diag_exit(const Diag *d, int code) {
+  progress_end();
   if (!strncmp(d->msg, "error: ", 7))
     fputs("gpucc: ", stderr);
   fprintf(stderr, "%s\n", d->msg);
@@ -156,6 +220,8 @@ static void print_help(void) {
          "  --dump-ir=DIR           write DIR/00-input.gir, DIR/01-<pass>.gir, ...\n"
          "  -v, --report            say what each pass did, how long it took and the kernels\n"
          "                          before and after it, on stderr\n"
+         "  -q, --quiet             no progress line (a compile past 2 s shows one on\n"
+         "                          stderr: the classes and NVRTC's units done)\n"
          "  --emit=cuda             print the generated CUDA C (symbolic dims bound with\n"
          "                          --dim SYM=N; runs the default pipeline first)\n"
          "  --emit=cubin -o F       compile it with NVRTC and write the cubin to F\n"
@@ -466,6 +532,8 @@ static int parse_args(int argc, char **argv, Options *o) {
       o->print_all = true;
     } else if (!strcmp(a, "-v") || !strcmp(a, "--report")) {
       o->report = true;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      o->quiet = true;
     } else if (!strcmp(a, "--cpu")) {
       o->cpu = true;
     } else if (!strcmp(a, "--no-fuse")) {
@@ -635,7 +703,7 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
       .precision = precision_name(o->precision), .calib_names = c->calib_names,
       .calib_inputs = c->calib, .ncalib = o->ncalib, .onnx = &c->onnx,
       .print_after_all = o->print_after_all ? stderr : NULL, .dump_dir = o->dump_dir,
-      .report = o->report ? stderr : NULL};
+      .report = o->report ? stderr : NULL, .progress = progress};
   if (!o->passes_arg && o->mode == MODE_COMPILE && o->emit && !strcmp(o->emit, "ir"))
     c->opt.passes = "";
   return 0;
@@ -909,6 +977,7 @@ static int compile_classes(const Options *o, const Compile *c, Graph *g) {
     return input_error("out of memory");
   int rc = classes_build(g, &c->opt, o->onnx ? load_onnx_class : NULL, &k, stage_of(o), pt, &cb,
                          &d) ? diag_exit(&d, EXIT_INPUT) : 0;
+  progress_end();
   if (pt && fclose(pt) && !rc)
     rc = input_error("out of memory");
   if (!rc && !o->emit && o->out)
@@ -947,7 +1016,9 @@ static int cmd_compile(const Options *o) {
   }
   Diag d = {0};
   Compiled out;
-  if (pipeline_run(g, &c.opt, stage_of(o), &out, &d))
+  int prc = pipeline_run(g, &c.opt, stage_of(o), &out, &d);
+  progress_end();
+  if (prc)
     rc = diag_exit(&d, EXIT_INPUT);
   else if (!o->emit && o->out)
     rc = emit_model_so(g, o, &out.build, 0);
@@ -1751,10 +1822,12 @@ static int cmd_run(const Options *o) {
 int main(int argc, char **argv) {
   Options o;
   int rc = parse_args(argc, argv, &o);
+  progress_start(&o);
   if (rc == 0)
     rc = o.mode == MODE_RUN ? cmd_run(&o) : o.mode == MODE_INSPECT ? cmd_inspect(&o) : cmd_compile(&o);
   else if (rc < 0)
     rc = 0;
+  progress_end();
   free_options(&o);
   return rc;
 }

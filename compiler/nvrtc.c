@@ -364,6 +364,7 @@ typedef struct Units {
   NvrtcOutput *outs;
   Diag *diags;
   int *rcs;
+  int done;
   pthread_mutex_t lock;
 } Units;
 
@@ -378,6 +379,11 @@ static void *unit_worker(void *arg) {
     char name[300];
     snprintf(name, sizeof name, "%s.%d.cu", u->name, i);
     u->rcs[i] = nvrtc_compile(u->sources[i], name, u->opt, &u->outs[i], &u->diags[i]);
+    pthread_mutex_lock(&u->lock);
+    u->done++;
+    if (u->opt->progress)
+      u->opt->progress(u->opt->progress_arg, "nvrtc", u->done, u->n);
+    pthread_mutex_unlock(&u->lock);
   }
 }
 
@@ -387,7 +393,7 @@ int nvrtc_compile_units(const char *const *sources, int n, const char *name,
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int nthreads = cpus < 1 ? 1 : cpus < n ? (int)cpus : n;
   Units u = {sources, n, 0, name, opt, outs, calloc((size_t)n + 1, sizeof *u.diags),
-             calloc((size_t)n + 1, sizeof *u.rcs), PTHREAD_MUTEX_INITIALIZER};
+             calloc((size_t)n + 1, sizeof *u.rcs), 0, PTHREAD_MUTEX_INITIALIZER};
   pthread_t *threads = calloc((size_t)nthreads + 1, sizeof *threads);
   if (!u.diags || !u.rcs || !threads) {
     free(u.diags);
@@ -397,6 +403,8 @@ int nvrtc_compile_units(const char *const *sources, int n, const char *name,
   }
   /* NVRTC itself is loaded once, before the threads start */
   int rc = need_nvrtc(d), started = 0;
+  if (!rc && opt->progress)
+    opt->progress(opt->progress_arg, "nvrtc", 0, n);
   for (; !rc && started < nthreads - 1; started++)
     if (pthread_create(&threads[started], NULL, unit_worker, &u))
       break;

@@ -17,6 +17,10 @@ typedef struct NvrtcOptions {
   bool no_cache;         /* neither read nor write the cache */
   const char *cache_dir; /* NULL: $GPUCC_CACHE_DIR, else $XDG_CACHE_HOME/gpucc, else
                           * ~/.cache/gpucc */
+  /* nvrtc_compile_units: called ("nvrtc", units done, units) as each unit is compiled,
+   * one call at a time (GpuccCompileOptions.progress). NULL: none. */
+  void (*progress)(void *arg, const char *what, int done, int total);
+  void *progress_arg;
 } NvrtcOptions;
 
 typedef struct NvrtcOutput {
