@@ -19,13 +19,13 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <openssl/evp.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, MAX_PASSES = 64 };
@@ -852,7 +852,6 @@ static int emit_plan(const Graph *g, const Compiled *c, const char *out) {
   return rc;
 }
 
-/* -o OUT without --emit: the model.so of the plan the pipeline built. */
 /* The SHA-256 of the file at path as 64 hex digits into hex; -1 when it cannot be read. */
 static int file_sha256(const char *path, char hex[65]) {
   FILE *f = fopen(path, "rb");
@@ -920,6 +919,7 @@ static char *build_info(const Options *o, const GpuccBuild *b) {
   return s;
 }
 
+/* -o OUT without --emit: the model.so of the plan the pipeline built. */
 static int emit_model_so(const Graph *g, const Options *o, const GpuccBuild *b, int nclasses) {
   char err[1024];
   char *info = build_info(o, b);
