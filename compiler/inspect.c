@@ -172,7 +172,8 @@ static int inspect_so(Out *o, const char *path, const unsigned char *f, size_t l
   field_u64(o, "file_bytes", len);
   /* how it was built: the info's "key: value" lines as they are */
   if (!t.info_len)
-    field_str(o, "build", "not recorded (a model.so of gpucc before 0.1.0's trailer version 2)");
+    field_str(o, "build", "not recorded (a version 1 trailer, from before model.so files "
+                          "recorded how they were built)");
   const char *s = (const char *)f + t.info_offset, *end = s + t.info_len;
   while (s < end) {
     const char *nl = memchr(s, '\n', (size_t)(end - s)), *e = nl ? nl : end;
