@@ -82,6 +82,31 @@ static void field_u64(Out *o, const char *key, uint64_t v) {
   }
 }
 
+/* A list of named values ("inputs:" then "  x: f32[8, 64]" lines, or a JSON array of
+ * {"name", "type"} objects): list_begin, list_value for each, list_end. */
+static void list_begin(Out *o, const char *key) {
+  if (o->json)
+    open_(o, key, '[');
+  else
+    fprintf(o->f, "%s:\n", key);
+}
+
+static void list_value(Out *o, const char *name, const char *type) {
+  if (o->json) {
+    open_(o, NULL, '{');
+    field_str(o, "name", name);
+    field_str(o, "type", type);
+    close_(o, '}');
+  } else {
+    fprintf(o->f, "  %s: %s\n", name, type);
+  }
+}
+
+static void list_end(Out *o) {
+  if (o->json)
+    close_(o, ']');
+}
+
 /* ---------------------------------------------------------------- model.so */
 
 /* A tensor's type as "f32[batch=1..64, 128]" (a ranged axis: its symbol and sizes). */
@@ -107,23 +132,12 @@ static void tensor_type_str(const GpuccPlan *p, const GpuccTensorInfo *t, char *
 
 static void tensors(Out *o, const char *key, const GpuccPlan *p, const GpuccTensorInfo *t, int n) {
   char type[1024];
-  if (o->json)
-    open_(o, key, '[');
-  else
-    fprintf(o->f, "%s:\n", key);
+  list_begin(o, key);
   for (int i = 0; i < n; i++) {
     tensor_type_str(p, &t[i], type, sizeof type);
-    if (o->json) {
-      open_(o, NULL, '{');
-      field_str(o, "name", t[i].name);
-      field_str(o, "type", type);
-      close_(o, '}');
-    } else {
-      fprintf(o->f, "  %s: %s\n", t[i].name, type);
-    }
+    list_value(o, t[i].name, type);
   }
-  if (o->json)
-    close_(o, ']');
+  list_end(o);
 }
 
 /* The kernels steps launch, each name once, in the order of their first launch. */
@@ -244,23 +258,12 @@ static int inspect_so(Out *o, const char *path, const unsigned char *f, size_t l
 
 static void graph_values(Out *o, const char *key, Value *const *v, int n) {
   char type[1024];
-  if (o->json)
-    open_(o, key, '[');
-  else
-    fprintf(o->f, "%s:\n", key);
+  list_begin(o, key);
   for (int i = 0; i < n; i++) {
     type_str(&v[i]->type, type, sizeof type);
-    if (o->json) {
-      open_(o, NULL, '{');
-      field_str(o, "name", v[i]->name);
-      field_str(o, "type", type);
-      close_(o, '}');
-    } else {
-      fprintf(o->f, "  %s: %s\n", v[i]->name, type);
-    }
+    list_value(o, v[i]->name, type);
   }
-  if (o->json)
-    close_(o, ']');
+  list_end(o);
 }
 
 /* A .gir graph as parsed (symbolic dims stay symbolic; nothing is bound or run). */
@@ -319,25 +322,11 @@ static int inspect_onnx(Out *o, const char *path, Diag *d) {
   field_u64(o, "ir_version", (uint64_t)s.ir_version);
   field_u64(o, "opset", (uint64_t)s.opset);
   for (int io = 0; io < 2; io++) {
-    const char *key = io ? "outputs" : "inputs";
-    int n = io ? s.noutputs : s.ninputs;
     const OnnxValueInfo *v = io ? s.outputs : s.inputs;
-    if (o->json)
-      open_(o, key, '[');
-    else
-      fprintf(o->f, "%s:\n", key);
-    for (int i = 0; i < n; i++) {
-      if (o->json) {
-        open_(o, NULL, '{');
-        field_str(o, "name", v[i].name);
-        field_str(o, "type", v[i].type);
-        close_(o, '}');
-      } else {
-        fprintf(o->f, "  %s: %s\n", v[i].name, v[i].type);
-      }
-    }
-    if (o->json)
-      close_(o, ']');
+    list_begin(o, io ? "outputs" : "inputs");
+    for (int i = 0; i < (io ? s.noutputs : s.ninputs); i++)
+      list_value(o, v[i].name, v[i].type);
+    list_end(o);
   }
   if (o->json)
     open_(o, "ops", '{');
