@@ -8,7 +8,6 @@
 #include "passes/passes.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -665,9 +664,9 @@ static const char *bounds_str(const DimRange *ranges, int nr, const int64_t *b, 
 /* ---------------------------------------------------------------- the classes' front halves
  *
  * A class's graph is loaded, masked and through the passes on its own (its front half),
- * so the classes after the first do that in parallel threads, a window of them at a time
- * (each holds its own copy of the weights until its back half, in class order, has put
- * them in the blob). Codegen, which shares kernels with the earlier classes, and the rest
+ * so the classes after the first do that in parallel threads (parallel_for), a window of
+ * them at a time (each holds its own copy of the weights until its back half, in class
+ * order, has put them in the blob). Codegen, which shares kernels with the earlier classes, and the rest
  * run one class after the other, so the output does not depend on the threads. */
 
 typedef struct ClassFront {
@@ -695,8 +694,7 @@ typedef struct Fronts {
   int *out_sym;       /* each output axis: its symbol (-1: none) ... */
   int64_t *out_dims;  /* ... and its extent, in class 0, which the others must agree with */
   ClassFront *jobs;   /* the window's, taken in order by the threads */
-  int njobs, next;
-  pthread_mutex_t lock;
+  int njobs;
 } Fronts;
 
 /* Class j->c's front half (j->b set): its graph, its output axes checked (class 0: read,
@@ -750,31 +748,10 @@ static void class_front(Fronts *f, ClassFront *j) {
   j->rc = rc ? -1 : 0;
 }
 
-static void *front_worker(void *arg) {
+/* parallel_for's body: the front half of f->jobs[i]. */
+static void front_one(void *arg, int i) {
   Fronts *f = arg;
-  for (;;) {
-    pthread_mutex_lock(&f->lock);
-    int i = f->next < f->njobs ? f->next++ : -1;
-    pthread_mutex_unlock(&f->lock);
-    if (i < 0)
-      return NULL;
-    class_front(f, &f->jobs[i]);
-  }
-}
-
-/* The front halves of f->jobs[0 .. f->njobs) on nthreads threads (this one included). */
-static void class_fronts(Fronts *f, int nthreads) {
-  pthread_t threads[64];
-  int started = 0;
-  f->next = 0;
-  if (nthreads > (int)(sizeof threads / sizeof *threads))
-    nthreads = (int)(sizeof threads / sizeof *threads);
-  for (; started < nthreads - 1 && started < f->njobs - 1; started++)
-    if (pthread_create(&threads[started], NULL, front_worker, f))
-      break;
-  front_worker(f);
-  for (int t = 0; t < started; t++)
-    pthread_join(threads[t], NULL);
+  class_front(f, &f->jobs[i]);
 }
 
 /* How many classes' front halves run at once: a thread per CPU, but no more than the
@@ -857,7 +834,7 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
   int rc = plan && shared && out_sym && out_dims && offsets ? 0
                                                            : diag_error(d, g->loc, "out of memory");
   Fronts f = {g, ranges, nr, names, sizes, nb, load, arg, NULL, &first, &later, cuts, &total, rows,
-              out_sym, out_dims, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+              out_sym, out_dims, NULL, 0};
   ClassFront *jobs = NULL;
   int window = 1, from = 0; /* jobs[k] is class from + k */
   for (int c = 0; c < total && !rc; c++) {
@@ -881,7 +858,7 @@ int classes_build(Graph *g, const GpuccCompileOptions *opt, ClassLoad load, void
           i /= count[r];
         }
       }
-      class_fronts(&f, c == 0 ? 1 : window);
+      parallel_for(f.njobs, c == 0 ? 1 : window, front_one, &f);
       if (c == 0)
         for (int r = 0; r < nr; r++)
           count[r] = range_classes(&ranges[r], cuts[r], bounds[r], GPUCC_MAX_CLASSES);

@@ -355,63 +355,48 @@ int nvrtc_compile(const char *source, const char *name, const NvrtcOptions *opt,
 
 /* ---------------------------------------------------------------- several units */
 
-/* The units of one nvrtc_compile_units call, taken in order by its threads. */
+/* The units of one nvrtc_compile_units call (parallel_for's). */
 typedef struct Units {
   const char *const *sources;
-  int n, next;
+  int n;
   const char *name;
   const NvrtcOptions *opt;
   NvrtcOutput *outs;
   Diag *diags;
   int *rcs;
   int done;
-  pthread_mutex_t lock;
+  pthread_mutex_t lock; /* done, and the progress calls */
 } Units;
 
-static void *unit_worker(void *arg) {
+static void unit_one(void *arg, int i) {
   Units *u = arg;
-  for (;;) {
-    pthread_mutex_lock(&u->lock);
-    int i = u->next < u->n ? u->next++ : -1;
-    pthread_mutex_unlock(&u->lock);
-    if (i < 0)
-      return NULL;
-    char name[300];
-    snprintf(name, sizeof name, "%s.%d.cu", u->name, i);
-    u->rcs[i] = nvrtc_compile(u->sources[i], name, u->opt, &u->outs[i], &u->diags[i]);
-    pthread_mutex_lock(&u->lock);
-    u->done++;
-    if (u->opt->progress)
-      u->opt->progress(u->opt->progress_arg, "nvrtc", u->done, u->n);
-    pthread_mutex_unlock(&u->lock);
-  }
+  char name[300];
+  snprintf(name, sizeof name, "%s.%d.cu", u->name, i);
+  u->rcs[i] = nvrtc_compile(u->sources[i], name, u->opt, &u->outs[i], &u->diags[i]);
+  pthread_mutex_lock(&u->lock);
+  u->done++;
+  if (u->opt->progress)
+    u->opt->progress(u->opt->progress_arg, "nvrtc", u->done, u->n);
+  pthread_mutex_unlock(&u->lock);
 }
 
 int nvrtc_compile_units(const char *const *sources, int n, const char *name,
                         const NvrtcOptions *opt, NvrtcOutput *outs, Diag *d) {
   memset(outs, 0, (size_t)n * sizeof *outs);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int nthreads = cpus < 1 ? 1 : cpus < n ? (int)cpus : n;
-  Units u = {sources, n, 0, name, opt, outs, calloc((size_t)n + 1, sizeof *u.diags),
+  Units u = {sources, n, name, opt, outs, calloc((size_t)n + 1, sizeof *u.diags),
              calloc((size_t)n + 1, sizeof *u.rcs), 0, PTHREAD_MUTEX_INITIALIZER};
-  pthread_t *threads = calloc((size_t)nthreads + 1, sizeof *threads);
-  if (!u.diags || !u.rcs || !threads) {
+  if (!u.diags || !u.rcs) {
     free(u.diags);
     free(u.rcs);
-    free(threads);
     return diag_error(d, (SrcLoc){0}, "out of memory");
   }
   /* NVRTC itself is loaded once, before the threads start */
-  int rc = need_nvrtc(d), started = 0;
+  int rc = need_nvrtc(d);
   if (!rc && opt->progress)
     opt->progress(opt->progress_arg, "nvrtc", 0, n);
-  for (; !rc && started < nthreads - 1; started++)
-    if (pthread_create(&threads[started], NULL, unit_worker, &u))
-      break;
   if (!rc)
-    unit_worker(&u);
-  for (int t = 0; t < started; t++)
-    pthread_join(threads[t], NULL);
+    parallel_for(n, cpus < 1 ? 1 : (int)cpus, unit_one, &u);
   /* the first unit's failure, whatever order the threads finished in */
   for (int i = 0; i < n && !rc; i++)
     if (u.rcs[i]) {
@@ -423,6 +408,5 @@ int nvrtc_compile_units(const char *const *sources, int n, const char *name,
       nvrtc_output_free(&outs[i]);
   free(u.diags);
   free(u.rcs);
-  free(threads);
   return rc;
 }

@@ -43,6 +43,38 @@ static void *oom_unless(void *p) {
 
 static void *xmalloc(size_t n) { return oom_unless(malloc(n ? n : 1)); }
 
+typedef struct ParallelFor {
+  int n, next;
+  void (*body)(void *arg, int i);
+  void *arg;
+  pthread_mutex_t lock;
+} ParallelFor;
+
+static void *parallel_worker(void *arg) {
+  ParallelFor *p = arg;
+  for (;;) {
+    pthread_mutex_lock(&p->lock);
+    int i = p->next < p->n ? p->next++ : -1;
+    pthread_mutex_unlock(&p->lock);
+    if (i < 0)
+      return NULL;
+    p->body(p->arg, i);
+  }
+}
+
+void parallel_for(int n, int nthreads, void (*body)(void *arg, int i), void *arg) {
+  ParallelFor p = {n, 0, body, arg, PTHREAD_MUTEX_INITIALIZER};
+  int started = 0, extra = nthreads < n ? nthreads - 1 : n - 1;
+  pthread_t *threads = extra > 0 ? calloc((size_t)extra, sizeof *threads) : NULL;
+  for (; threads && started < extra; started++)
+    if (pthread_create(&threads[started], NULL, parallel_worker, &p))
+      break;
+  parallel_worker(&p);
+  for (int t = 0; t < started; t++)
+    pthread_join(threads[t], NULL);
+  free(threads);
+}
+
 Arena *arena_new(void) {
   Arena *a = xmalloc(sizeof *a);
   a->head = NULL;

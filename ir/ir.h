@@ -31,6 +31,11 @@ char *arena_strdup(Arena *a, const char *s);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 void *arena_memdup(Arena *a, const void *p, size_t n);
 
+/* body(arg, i) for each i in [0, n), on up to nthreads threads (the caller's one of
+ * them), each taking the next i in order; returns when all are done. A thread that cannot
+ * be started (or no memory for their handles) leaves its share to the others. */
+void parallel_for(int n, int nthreads, void (*body)(void *arg, int i), void *arg);
+
 /* Where something came from. `src` is the whole source text (NULL when there is none),
  * so a diagnostic can quote the line and put a caret under `col`. line 0: no position. */
 typedef struct SrcLoc {
