@@ -17,6 +17,9 @@ typedef enum Precision {
 /* "fp32", "tf32", "bf16", "fp16", "fp8" into *out: 0, or -1 with d naming the known ones. */
 int precision_parse(const char *s, Precision *out, Diag *d);
 const char *precision_name(Precision p);
+/* The documented bound of p's float outputs against the fp32 answer, as relative error by
+ * norm ||got - want|| / ||want|| (docs/precision.md): 1e-4 for fp32 ... 1.5e-1 for fp8. */
+double precision_rel_bound(Precision p);
 
 typedef struct PassContext {
   Diag *diag;

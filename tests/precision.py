@@ -6,12 +6,28 @@ A model compiled with --precision=P must give float outputs within REL_BY_NORM[P
 fp32 answer (PyTorch's recorded outputs, or the reference executor's), measured as the
 relative error by norm ||got - want|| / ||want|| over each output. Integer and bool
 outputs must match exactly in every mode.
+
+The numbers live in one place, the table of passes/precision.c (which `gpucc run
+--compare` takes its default --rtol from); this module reads them from there.
 """
 
-REL_BY_NORM = {
-    "fp32": 1e-4,  # fp32 rounding only (issue 3's bound)
-    "tf32": 1e-2,  # products of 10-bit mantissas, sums in f32
-    "fp16": 1e-2,  # 10-bit mantissas stored, f32 math and sums
-    "bf16": 5e-2,  # 7-bit mantissas stored, f32 math and sums
-    "fp8": 1.5e-1,  # e4m3 GEMM operands (3-bit mantissas, ~4% each), bf16 elsewhere
-}
+import os
+import re
+
+_TABLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "passes", "precision.c")
+
+
+def _read_bounds(path=_TABLE):
+    """{mode: bound} from the rows `{"fp32", PRECISION_FP32, 1e-4},` of the C table."""
+    with open(path) as f:
+        text = f.read()
+    rows = re.findall(r'\{"(\w+)",\s*PRECISION_\w+,\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*\}', text)
+    bounds = {name: float(v) for name, v in rows}
+    if sorted(bounds) != ["bf16", "fp16", "fp32", "fp8", "tf32"]:
+        raise ImportError("%s: expected the bounds of fp32, tf32, bf16, fp16 and fp8 in its "
+                          "precisions[] table, found %s" % (path, sorted(bounds)))
+    return bounds
+
+
+REL_BY_NORM = _read_bounds()
