@@ -168,6 +168,12 @@ void classes_built_free(ClassesBuilt *c);
  * ONNX model; compiler/inspect.c), as text or JSON to f, written only when all of it is
  * known. Needs no GPU. 0, or -1 with d set. */
 int inspect_file(const char *path, bool json, FILE *f, Diag *d);
+/* The build info a model.so records ("key: value" lines: gpucc, command, source,
+ * source_sha256, precision, arch), malloc'd and NUL-terminated; "" for a model.so from
+ * before it recorded any (a version 1 trailer). NULL with d set when path is not a
+ * model.so. info_value finds key's value in it (cut to n bytes): false when it has none. */
+char *model_so_info(const char *path, Diag *d);
+bool info_value(const char *info, const char *key, char *val, size_t n);
 
 /* g, loaded with its ranged dims at some sizes, with those input axes symbolic again (the
  * loader recorded them in g->bound), for classes_build to load each class. */

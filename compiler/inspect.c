@@ -174,6 +174,24 @@ static void kernels(Out *o, const GpuccStep *steps, int nsteps) {
     close_(o, ']');
 }
 
+/* The next "key: value" line of a model.so's build info [*s, end) into key and val (cut
+ * to their sizes), *s moved past it; lines without a key are skipped. false at the end. */
+static bool info_next(const char **s, const char *end, char *key, size_t nkey, char *val,
+                      size_t nval) {
+  while (*s < end) {
+    const char *nl = memchr(*s, '\n', (size_t)(end - *s)), *e = nl ? nl : end, *b = *s;
+    const char *colon = memchr(b, ':', (size_t)(e - b));
+    *s = e + 1;
+    if (colon && colon > b) {
+      snprintf(key, nkey, "%.*s", (int)(colon - b), b);
+      const char *v = colon + 1 + (colon + 1 < e && colon[1] == ' ');
+      snprintf(val, nval, "%.*s", (int)(e - v), v);
+      return true;
+    }
+  }
+  return false;
+}
+
 static int inspect_so(Out *o, const char *path, const unsigned char *f, size_t len, Diag *d) {
   GpuccTrailer t;
   if (gpucc_trailer_parse(f, len, &t))
@@ -189,18 +207,9 @@ static int inspect_so(Out *o, const char *path, const unsigned char *f, size_t l
     field_str(o, "build", "not recorded (a version 1 trailer, from before model.so files "
                           "recorded how they were built)");
   const char *s = (const char *)f + t.info_offset, *end = s + t.info_len;
-  while (s < end) {
-    const char *nl = memchr(s, '\n', (size_t)(end - s)), *e = nl ? nl : end;
-    const char *colon = memchr(s, ':', (size_t)(e - s));
-    if (colon && colon > s) {
-      char key[64], val[4096];
-      snprintf(key, sizeof key, "%.*s", (int)(colon - s), s);
-      const char *v = colon + 1 + (colon + 1 < e && colon[1] == ' ');
-      snprintf(val, sizeof val, "%.*s", (int)(e - v), v);
-      field_str(o, key, val);
-    }
-    s = e + 1;
-  }
+  char key[64], val[4096];
+  while (info_next(&s, end, key, sizeof key, val, sizeof val))
+    field_str(o, key, val);
   tensors(o, "inputs", p, p->inputs, p->ninputs);
   tensors(o, "outputs", p, p->outputs, p->noutputs);
   if (p->nclasses) {
@@ -349,7 +358,9 @@ static int inspect_onnx(Out *o, const char *path, Diag *d) {
 
 /* ---------------------------------------------------------------- the entry */
 
-int inspect_file(const char *path, bool json, FILE *f, Diag *d) {
+/* The regular file at path mapped read-only into *map (NULL for an empty file), *len
+ * bytes; the caller unmaps it. 0, or -1 with d set. */
+static int map_file(const char *path, const unsigned char **map, size_t *len, Diag *d) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
   if (fd < 0)
@@ -358,11 +369,44 @@ int inspect_file(const char *path, bool json, FILE *f, Diag *d) {
     close(fd);
     return diag_error(d, (SrcLoc){path, NULL, 0, 0}, "not a regular file");
   }
-  size_t len = (size_t)st.st_size;
-  const unsigned char *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+  *len = (size_t)st.st_size;
+  *map = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
   close(fd);
-  if (len && map == MAP_FAILED)
+  if (*len && *map == MAP_FAILED)
     return diag_error(d, (SrcLoc){path, NULL, 0, 0}, "cannot map: %s", strerror(errno));
+  return 0;
+}
+
+char *model_so_info(const char *path, Diag *d) {
+  const unsigned char *map = NULL;
+  size_t len = 0;
+  if (map_file(path, &map, &len, d))
+    return NULL;
+  GpuccTrailer t;
+  char *info = NULL;
+  if (gpucc_trailer_parse(map, len, &t))
+    diag_error(d, (SrcLoc){path, NULL, 0, 0}, "%s", gpucc_last_error());
+  else if (!(info = strndup((const char *)map + t.info_offset, (size_t)t.info_len)))
+    diag_error(d, (SrcLoc){path, NULL, 0, 0}, "out of memory");
+  if (len)
+    munmap((void *)map, len);
+  return info;
+}
+
+bool info_value(const char *info, const char *key, char *val, size_t n) {
+  const char *s = info, *end = info + strlen(info);
+  char k[64];
+  while (info_next(&s, end, k, sizeof k, val, n))
+    if (!strcmp(k, key))
+      return true;
+  return false;
+}
+
+int inspect_file(const char *path, bool json, FILE *f, Diag *d) {
+  const unsigned char *map = NULL;
+  size_t len = 0;
+  if (map_file(path, &map, &len, d))
+    return -1;
   ModelFormat fmt = model_format(map, len < 512 ? len : 512);
   size_t n = strlen(path);
   if (!fmt && n > 5 && !strcmp(path + n - 5, ".onnx"))
