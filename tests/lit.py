@@ -17,6 +17,11 @@ through which gpucc writes (-o, --output-dir, --dump-ir) naming anything but a p
 under %t or "-": a test run as root must not replace /dev/null or any other file outside
 its scratch folder.
 
+`// REQUIRES: onnxruntime` (features, comma-separated) skips the test where a feature is
+missing: it prints "SKIP: ... (why)" and exits 77, which ctest counts as skipped. The
+features: onnxruntime (python3 imports it), onnx-testdata (Debian's libonnx-testdata,
+which scripts/install-deps.sh installs, is in /usr/share/libonnx-testdata/data).
+
 usage: lit.py --gpucc PATH --filecheck PATH --not PATH [--tmp DIR] TESTFILE
 """
 
@@ -66,6 +71,42 @@ def outside_scratch(cmd):
         value = m.group(2).strip("'\"")
         if value != "-" and not value.startswith("%t"):
             return f"{m.group(1)} {m.group(2)}"
+    return None
+
+
+SKIP = 77
+TESTDATA = "/usr/share/libonnx-testdata/data"
+
+
+def python3_lacks(module):
+    """Why python3 (the one on PATH, which the RUN lines and gpucc start) cannot import
+    module, or None when it can."""
+    r = subprocess.run(["python3", "-c", "import " + module], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return None if r.returncode == 0 else f"python3 cannot import {module}"
+
+
+# What a REQUIRES line may name: each gives None when it is there, else why not.
+FEATURES = {
+    "onnxruntime": lambda: python3_lacks("onnxruntime"),
+    "onnx-testdata": lambda: None if os.path.isdir(TESTDATA) else
+    f"{TESTDATA} is not there (scripts/install-deps.sh installs it)",
+}
+
+
+def missing_feature(path):
+    """(feature, why) for the first feature a REQUIRES line names that is missing, or
+    None. An unknown feature is an error, not a skip."""
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", errors="replace")
+    for m in re.finditer(r"//\s*REQUIRES:(.*)$", text, re.M):
+        for feature in (x.strip() for x in m.group(1).split(",")):
+            if feature not in FEATURES:
+                raise SystemExit(f"{path}: unknown REQUIRES feature '{feature}' "
+                                 f"(known: {', '.join(sorted(FEATURES))})")
+            why = FEATURES[feature]()
+            if why:
+                return feature, why
     return None
 
 
@@ -147,6 +188,11 @@ def main():
     if not commands:
         print(f"lit.py: error: {args.test} has no RUN line", file=sys.stderr)
         return 2
+
+    missing = missing_feature(test)
+    if missing:
+        print(f"SKIP: {args.test}: needs {missing[0]} ({missing[1]})")
+        return SKIP
 
     for raw in commands:
         bad = outside_scratch(raw)
