@@ -175,6 +175,43 @@ int inspect_file(const char *path, bool json, FILE *f, Diag *d);
 char *model_so_info(const char *path, Diag *d);
 bool info_value(const char *info, const char *key, char *val, size_t n);
 
+/* ---------------------------------------------------------------- compare.c
+ *
+ * `gpucc run --compare`: another run's outputs (onnxruntime's, the reference executor's)
+ * against gpucc's. */
+
+/* Tensors with their names, each owned. */
+typedef struct NamedTensors {
+  int n;
+  char **names;
+  Tensor **t;
+} NamedTensors;
+void named_tensors_free(NamedTensors *nt);
+
+/* The ONNX model at `model` run by onnxruntime's CPUExecutionProvider on in[0..nin) (the
+ * inputs names[i]), through `python` (started with an argv, no shell) and .npy files in a
+ * private temporary folder, which is removed on every path. *out gets the model's outputs
+ * in its order. 0; ONNXRUNTIME_MISSING with d set when python cannot be started or lacks
+ * numpy or onnxruntime; -1 with d set when the model does not load or run there. */
+enum { ONNXRUNTIME_MISSING = -2 };
+int onnxruntime_run(const char *python, const char *model, const char *const *names,
+                    Tensor *const *in, int nin, NamedTensors *out, Diag *d);
+
+/* gpucc's outputs got[0..n) (named names[i]) against want (the run of `who`), matched by
+ * name, one line each to f, aligned:
+ *   logits  [1,1000]  f32  max abs 3.1e-06 at [0,417] (got 1.2345, want 1.2345)  rel 4.2e-07  ok
+ * floats by the largest absolute error (its element and both values) and the relative
+ * error by norm ||got - want|| / ||want|| over the elements finite on both sides (the
+ * largest absolute error where ||want|| is 0; an element finite on one side only, or two
+ * different non-finite values, makes both infinite); within when rel <= rtol and, for
+ * atol >= 0, max abs <= atol. Integers and bools exactly (the mismatches, and the first).
+ * Then "2 outputs within rtol 1e-04", or "1 of 2 outputs beyond rtol 1e-04". Returns how
+ * many are beyond, or -1 with d naming an output on one side only or whose dtype or
+ * shape differs (nothing written then). */
+int compare_outputs(const char *const *names, Tensor *const *got, int n,
+                    const NamedTensors *want, const char *who, double rtol, double atol,
+                    FILE *f, Diag *d);
+
 /* g, loaded with its ranged dims at some sizes, with those input axes symbolic again (the
  * loader recorded them in g->bound), for classes_build to load each class. */
 void graph_unbind_ranged(Graph *g, const DimRange *ranges, int nr);

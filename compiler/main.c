@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -38,6 +39,9 @@ extern const unsigned long long gpucc_model_stub_len;
 #define EMBED_WEIGHTS_MAX ((size_t)1 << 30)
 
 typedef enum Mode { MODE_COMPILE, MODE_RUN, MODE_INSPECT } Mode;
+
+/* run: --compare, what gpucc's outputs are held against */
+typedef enum Compare { COMPARE_NONE, COMPARE_ONNXRUNTIME, COMPARE_REFERENCE } Compare;
 
 /* NAME=VALUE of --input and --dim, split at the first '='. */
 typedef struct Binding {
@@ -76,6 +80,9 @@ typedef struct Options {
   bool so; /* FILE is a compiled model (ends in .so) */
   const char *output_dir;
   bool print_all; /* run: print every element of an output, not numpy's summary */
+  Compare compare;  /* run: --compare */
+  double rtol, atol; /* --rtol, --atol: negative when not given */
+  const char *model_source; /* --model-source: a model.so's .onnx or .gir */
   Binding *inputs;
   int ninputs;
   Binding *dims;
@@ -271,6 +278,18 @@ static void print_help(void) {
          "  --output-dir DIR        write each output to DIR/<name>.npy instead of printing\n"
          "  --print-all             print every element (an output of more than 1000 is\n"
          "                          summarized as numpy does: 3 at each end of each axis)\n"
+         "  --compare=onnxruntime   run the ONNX model (FILE, or the model.so's source) with\n"
+         "                          onnxruntime (CPU, through python3 or $GPUCC_PYTHON) on\n"
+         "                          the same inputs and compare: per output the largest\n"
+         "                          absolute error, where, and the relative error by norm\n"
+         "                          ||got - want|| / ||want||; exit 1 beyond the tolerance\n"
+         "  --compare=reference     the same against the reference executor on FILE's graph\n"
+         "                          (a model.so's source); gpucc's run is the GPU's\n"
+         "  --model-source PATH     the .onnx or .gir a model.so was built from (default:\n"
+         "                          the source it records, if that file is unchanged)\n"
+         "  --rtol X                largest relative error by norm (default: 1e-4, or the\n"
+         "                          bound of --precision's mode in docs/precision.md)\n"
+         "  --atol X                largest absolute error (default: not checked)\n"
          "\n"
          "passes:\n");
   for (int i = 0; pass_registry[i]; i++)
@@ -350,21 +369,56 @@ static long file_head(const char *path, char *buf, size_t n) {
   return got;
 }
 
-/* o->file's format from its first bytes (frontends.h's model_format): a model.so, an
- * ONNX model or the DSL, whatever its name; by its extension where the bytes do not say
- * (text that does not begin with "graph", a file that cannot be read here: reading it
- * later says why), and the DSL for standard input. */
-static void file_format(Options *o) {
-  size_t flen = o->file ? strlen(o->file) : 0;
+/* path's format from its first bytes (frontends.h's model_format): a model.so, an ONNX
+ * model or the DSL, whatever its name; by its extension where the bytes do not say (text
+ * that does not begin with "graph", a file that cannot be read here: reading it later
+ * says why); FORMAT_UNKNOWN (the DSL) for standard input and anything else. */
+static ModelFormat format_of(const char *path) {
+  size_t flen = path ? strlen(path) : 0;
   char head[512];
-  long got = o->file && strcmp(o->file, "-") ? file_head(o->file, head, sizeof head) : -1;
+  long got = path && strcmp(path, "-") ? file_head(path, head, sizeof head) : -1;
   ModelFormat f = got < 0 ? FORMAT_UNKNOWN : model_format(head, (size_t)got);
   /* bytes that are not text are ONNX's, unless the name says DSL (whose parser then
    * names the first byte that is not text) */
-  if (f == FORMAT_ONNX && flen > 4 && !strcmp(o->file + flen - 4, ".gir"))
+  if (f == FORMAT_ONNX && flen > 4 && !strcmp(path + flen - 4, ".gir"))
     f = FORMAT_DSL;
-  o->onnx = f == FORMAT_ONNX || (!f && flen > 5 && !strcmp(o->file + flen - 5, ".onnx"));
-  o->so = f == FORMAT_ELF || (!f && flen > 3 && !strcmp(o->file + flen - 3, ".so"));
+  if (!f && flen > 5 && !strcmp(path + flen - 5, ".onnx"))
+    f = FORMAT_ONNX;
+  if (!f && flen > 3 && !strcmp(path + flen - 3, ".so"))
+    f = FORMAT_ELF;
+  return f;
+}
+
+static void file_format(Options *o) {
+  ModelFormat f = format_of(o->file);
+  o->onnx = f == FORMAT_ONNX;
+  o->so = f == FORMAT_ELF;
+}
+
+/* --compare and the options that go with it (run mode). */
+static int check_compare(const Options *o) {
+  if (!o->compare)
+    return o->rtol >= 0 || o->atol >= 0 || o->model_source
+               ? usage_error("options '--rtol', '--atol' and '--model-source' go with "
+                             "'--compare'")
+               : 0;
+  if (o->compare == COMPARE_REFERENCE && o->cpu)
+    return usage_error("--compare=reference holds the GPU's run to the reference executor; "
+                       "with '--cpu' both would be the reference executor");
+  if (o->output_dir || o->print_all)
+    return usage_error("option '%s' prints or writes the outputs; with '--compare' the "
+                       "comparison is printed instead",
+                       o->output_dir ? "--output-dir" : "--print-all");
+  if (o->file && !strcmp(o->file, "-"))
+    return usage_error("--compare reads FILE again for the comparison: give a file, not "
+                       "standard input");
+  if (o->model_source && !o->so)
+    return usage_error("--model-source names the .onnx or .gir a model.so was built from; "
+                       "%s is not a model.so", o->file ? o->file : "FILE");
+  if (o->compare == COMPARE_ONNXRUNTIME && o->file && !o->so && !o->onnx)
+    return usage_error("--compare=onnxruntime runs ONNX models, and %s is a .gir graph (use "
+                       "--compare=reference)", o->file);
+  return 0;
 }
 
 /* The options only one mode understands, checked once all are read. */
@@ -387,6 +441,9 @@ static int check_mode(const Options *o) {
       return usage_error("a model.so is compiled already: '--passes', '--precision', "
                          "'--calibrate', '--variants', '--print-after-all', '--dump-ir' and "
                          "'--dim' are for .gir and .onnx files");
+    int rc = check_compare(o);
+    if (rc)
+      return rc;
   } else {
     if (o->iters || o->device)
       return usage_error("options '--iters' and '--device' are only for 'gpucc run'");
@@ -399,9 +456,12 @@ static int check_mode(const Options *o) {
     bool code = (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "cubin") ||
                              !strcmp(o->emit, "plan"))) ||
                 (!o->emit && o->out);
-    if (o->output_dir || o->print_all)
+    if (o->output_dir || o->print_all || o->compare || o->model_source)
       return usage_error("option '%s' is only for 'gpucc run'",
-                         o->output_dir ? "--output-dir" : "--print-all");
+                         o->output_dir ? "--output-dir" : o->print_all ? "--print-all"
+                         : o->compare ? "--compare" : "--model-source");
+    if (o->rtol >= 0 || o->atol >= 0)
+      return usage_error("options '--rtol' and '--atol' are for 'gpucc run --compare'");
     if (o->emit && strcmp(o->emit, "ir") != 0 && !code)
       return usage_error("unknown --emit kind '%s' (known: ir, cuda, cubin, plan)", o->emit);
     if (o->emit && !strcmp(o->emit, "cubin") && (!o->out || !strcmp(o->out, "-")))
@@ -482,6 +542,7 @@ static int choose_passes(Options *o, const char *passes_arg) {
 /* Returns 0 to go on, -1 when --help or --version was answered, or an exit code. */
 static int parse_args(int argc, char **argv, Options *o) {
   memset(o, 0, sizeof *o);
+  o->rtol = o->atol = -1;
   o->inputs = calloc((size_t)argc, sizeof *o->inputs);
   o->dims = calloc((size_t)argc, sizeof *o->dims);
   o->shapes = calloc((size_t)argc, sizeof *o->shapes);
@@ -576,6 +637,23 @@ static int parse_args(int argc, char **argv, Options *o) {
       o->dump_dir = v;
     } else if ((v = option_value(a, "--output-dir", argc, argv, &i, &missing))) {
       o->output_dir = v;
+    } else if ((v = option_value(a, "--compare", argc, argv, &i, &missing))) {
+      o->compare = !strcmp(v, "onnxruntime") ? COMPARE_ONNXRUNTIME
+                   : !strcmp(v, "reference") ? COMPARE_REFERENCE
+                                             : COMPARE_NONE;
+      if (!o->compare && *v)
+        return usage_error("unknown --compare '%s' (known: onnxruntime, reference)", v);
+    } else if ((v = option_value(a, "--model-source", argc, argv, &i, &missing))) {
+      o->model_source = v;
+    } else if ((v = option_value(a, "--rtol", argc, argv, &i, &missing)) ||
+               (v = option_value(a, "--atol", argc, argv, &i, &missing))) {
+      char *end;
+      errno = 0;
+      double x = strtod(v, &end);
+      if (!*v || *end || errno || !isfinite(x) || x < 0)
+        return usage_error("%s expects a non-negative number, got '%s'",
+                           a[2] == 'r' ? "--rtol" : "--atol", v);
+      *(a[2] == 'r' ? &o->rtol : &o->atol) = x;
     } else if ((v = option_value(a, "--input", argc, argv, &i, &missing))) {
       /* a folder alone: its input_0.pb, input_1.pb, ... (an ONNX test_data_set_N/) */
       struct stat st;
@@ -1723,6 +1801,187 @@ static int emit_outputs(const Options *o, const char *const *names, int n, Tenso
                        : print_outputs(names, n, out, o->print_all);
 }
 
+/* ---------------------------------------------------------------- run mode: --compare
+ *
+ * gpucc's run (the GPU's, or the reference executor's with --cpu) against another on the
+ * same inputs: onnxruntime's of the ONNX model, or the reference executor's of the graph
+ * as the file has it (no passes, fp32). For a model.so, which holds no graph, that is
+ * the model it was built from: --model-source, else the source it records, when that
+ * file is still there with the same SHA-256. */
+
+/* What the other run runs, and what gpucc's was: its precision picks the default rtol. */
+typedef struct Source {
+  const char *path;
+  bool onnx;
+  Precision precision;
+  char *owned; /* path, when it came from a model.so's build info */
+} Source;
+
+/* The source of model.so o->file, and the precision it records. 0 or an exit code. */
+static int so_source(const Options *o, Source *src) {
+  Diag d = {0};
+  char *info = model_so_info(o->file, &d);
+  if (!info)
+    return diag_exit(&d, EXIT_INPUT);
+  char path[4096], sha[128], prec[64], hex[65], why[256];
+  bool has_path = info_value(info, "source", path, sizeof path);
+  bool has_sha = info_value(info, "source_sha256", sha, sizeof sha);
+  bool has_prec = info_value(info, "precision", prec, sizeof prec);
+  free(info);
+  *src = (Source){.precision = PRECISION_FP32};
+  if (has_prec && precision_parse(prec, &src->precision, &d) && o->rtol < 0)
+    return input_error("%s records precision '%s', which this gpucc does not know: give "
+                       "--rtol", o->file, prec);
+  const char *give = "give the .onnx or .gir it was built from with --model-source PATH";
+  if (!o->model_source && (!has_path || !strcmp(path, "<stdin>")))
+    return usage_error("%s records no source file (%s): %s", o->file,
+                       has_path ? "it was built from standard input"
+                                : "built by a gpucc from before model.so files recorded it",
+                       give);
+  src->path = o->model_source ? o->model_source : path;
+  FILE *f = fopen_regular(src->path, NULL, why, sizeof why);
+  if (!f && o->model_source)
+    return input_error("%s: cannot open: %s", src->path, why);
+  if (!f)
+    return usage_error("%s was built from %s, which cannot be read here (%s): %s", o->file,
+                       path, why, give);
+  fclose(f);
+  bool same = has_sha && !file_sha256(src->path, hex) && !strcmp(hex, sha);
+  if (!o->model_source && !same)
+    return usage_error(has_sha ? "%s was built from %s, which has changed since (its SHA-256 "
+                                 "is not the one recorded): %s"
+                               : "%s records no SHA-256 of its source %s to know it by: %s",
+                       o->file, path, give);
+  ModelFormat fmt = format_of(src->path);
+  if (fmt == FORMAT_ELF)
+    return usage_error("%s is a model.so; the comparison needs the .onnx or .gir %s was built "
+                       "from", src->path, o->file);
+  src->onnx = fmt == FORMAT_ONNX;
+  if (o->compare == COMPARE_ONNXRUNTIME && !src->onnx)
+    return usage_error("--compare=onnxruntime runs ONNX models, and %s was built from %s, a "
+                       ".gir graph (use --compare=reference)", o->file, src->path);
+  if (!o->model_source && !(src->path = src->owned = strdup(path)))
+    return input_error("out of memory");
+  if (!same && has_sha)
+    fprintf(stderr, "gpucc: note: %s is not the file %s was built from (its SHA-256 differs "
+            "from the one recorded); comparing with it anyway\n", src->path, o->file);
+  else if (!o->model_source)
+    fprintf(stderr, "gpucc: note: comparing with %s's source, %s (its SHA-256 matches)\n",
+            o->file, src->path);
+  return 0;
+}
+
+/* The reference executor's outputs on in[0..nin) (the inputs names[i]): src's graph
+ * loaded again, an ONNX model with each input's shape as given (and FILE's --const
+ * inputs), and run with no passes. */
+static int reference_outputs(const Options *o, const Source *src, const char *const *names,
+                             Tensor *const *in, int nin, NamedTensors *want) {
+  Diag d = {0};
+  Graph *g = NULL;
+  OnnxBinding *bind = calloc((size_t)(nin + o->nconsts) + 1, sizeof *bind);
+  char(*shape)[IR_MAX_RANK * 21 + 8] = calloc((size_t)nin + 1, sizeof *shape);
+  int rc = bind && shape ? 0 : input_error("out of memory");
+  for (int i = 0; i < nin && !rc; i++) {
+    size_t at = 0;
+    for (int k = 0; k < in[i]->rank; k++)
+      at += (size_t)snprintf(shape[i] + at, sizeof shape[i] - at, "%s%" PRId64, k ? "x" : "",
+                             in[i]->dims[k]);
+    if (!in[i]->rank)
+      snprintf(shape[i], sizeof shape[i], "scalar");
+    bind[i] = (OnnxBinding){names[i], shape[i]};
+  }
+  for (int i = 0; i < o->nconsts; i++)
+    bind[nin + i] = (OnnxBinding){o->consts[i].name, o->consts[i].value};
+  OnnxOptions lo = {.shapes = bind, .nshapes = nin, .consts = bind + nin,
+                    .nconsts = o->nconsts, .max_weight_bytes = o->max_weight_bytes};
+  if (!rc && !(g = src->onnx ? onnx_load(src->path, &lo, &d) : dsl_parse_file(src->path, &d)))
+    rc = diag_exit(&d, EXIT_INPUT);
+  Tensor **rin = g ? calloc((size_t)g->ninputs + 1, sizeof *rin) : NULL;
+  if (!rc && g) {
+    want->n = g->noutputs;
+    want->names = calloc((size_t)g->noutputs + 1, sizeof *want->names);
+    want->t = calloc((size_t)g->noutputs + 1, sizeof *want->t);
+  }
+  if (!rc && (!rin || !want->names || !want->t))
+    rc = input_error("out of memory");
+  for (int j = 0; g && j < g->ninputs && !rc; j++) {
+    for (int i = 0; i < nin && !rin[j]; i++)
+      if (!strcmp(names[i], g->inputs[j]->name))
+        rin[j] = in[i];
+    if (!rin[j])
+      rc = input_error("%s: the reference's input '%%%s' is not an input of gpucc's run",
+                       src->path, g->inputs[j]->name);
+  }
+  if (!rc && ir_eval(g, rin, want->t, &d))
+    rc = diag_exit(&d, EXIT_INPUT);
+  for (int k = 0; !rc && k < want->n; k++)
+    if (!(want->names[k] = strdup(g->outputs[k]->name)))
+      rc = input_error("out of memory");
+  free(rin);
+  free(bind);
+  free(shape);
+  graph_free(g);
+  return rc;
+}
+
+/* onnxruntime's outputs on in[0..nin) (the inputs names[i]) and FILE's --const inputs. */
+static int onnxruntime_outputs(const Options *o, const Source *src, const char *const *names,
+                               Tensor *const *in, int nin, NamedTensors *want) {
+  Diag d = {0};
+  int n = nin + o->nconsts;
+  const char **all_names = calloc((size_t)n + 1, sizeof *all_names);
+  Tensor **all = calloc((size_t)n + 1, sizeof *all);
+  int rc = all_names && all ? 0 : input_error("out of memory");
+  for (int i = 0; i < n && !rc; i++) {
+    all_names[i] = i < nin ? names[i] : o->consts[i - nin].name;
+    all[i] = i < nin ? in[i] : npy_read(o->consts[i - nin].value, &d);
+    if (!all[i])
+      rc = diag_exit(&d, EXIT_INPUT);
+  }
+  const char *python = getenv("GPUCC_PYTHON");
+  int r = rc ? 0 : onnxruntime_run(python && *python ? python : "python3", src->path,
+                                   all_names, all, n, want, &d);
+  if (r)
+    rc = diag_exit(&d, r == ONNXRUNTIME_MISSING ? EXIT_USAGE : EXIT_INPUT);
+  for (int i = nin; all && i < n; i++)
+    tensor_free(all[i]);
+  free(all);
+  free(all_names);
+  return rc;
+}
+
+/* gpucc's outputs out[0..nout) (named out_names[i]) from the inputs in[0..nin) against
+ * the comparator's on the same inputs: exit 0 when all are within the tolerance, 1 when
+ * one is not. */
+static int compare_run(const Options *o, const Source *src, const char *const *in_names,
+                       Tensor *const *in, int nin, const char *const *out_names,
+                       Tensor *const *out, int nout) {
+  NamedTensors want = {0};
+  bool ort = o->compare == COMPARE_ONNXRUNTIME;
+  int rc = ort ? onnxruntime_outputs(o, src, in_names, in, nin, &want)
+               : reference_outputs(o, src, in_names, in, nin, &want);
+  Diag d = {0};
+  double rtol = o->rtol >= 0 ? o->rtol : precision_rel_bound(src->precision);
+  int beyond = rc ? 0 : compare_outputs(out_names, out, nout, &want, ort ? "onnxruntime"
+                                        : "the reference executor", rtol, o->atol, stdout, &d);
+  if (!rc && beyond < 0)
+    rc = diag_exit(&d, EXIT_INPUT);
+  else if (!rc && (fflush(stdout) != 0 || ferror(stdout)))
+    rc = input_error("cannot write to standard output: %s", strerror(errno));
+  else if (!rc && beyond)
+    rc = EXIT_INPUT;
+  named_tensors_free(&want);
+  return rc;
+}
+
+/* The end of a run: the outputs printed or written, or compared. */
+static int finish_run(const Options *o, const Source *src, const char *const *in_names,
+                      Tensor *const *in, int nin, const char *const *names, Tensor *const *out,
+                      int nout) {
+  return o->compare ? compare_run(o, src, in_names, in, nin, names, out, nout)
+                    : emit_outputs(o, names, nout, out);
+}
+
 static int cmd_run_so(const Options *o) {
   char why[512];
   struct stat st;
@@ -1731,18 +1990,26 @@ static int cmd_run_so(const Options *o) {
     return input_error("%s: cannot open: %s", o->file, strerror(errno));
   if (!S_ISREG(st.st_mode))
     return input_error("%s: not a regular file", o->file);
-  if (!have_gpu(o, why, sizeof why))
-    return input_error("%s: a model.so runs only on a GPU: %s", o->file, why);
+  /* what --compare needs of the file, before the GPU: it is the same without one */
+  Source src = {0};
+  int rc = o->compare ? so_source(o, &src) : 0;
+  if (!rc && !have_gpu(o, why, sizeof why))
+    rc = input_error("%s: a model.so runs only on a GPU: %s", o->file, why);
+  if (rc) {
+    free(src.owned);
+    return rc;
+  }
   ModelApi api;
   void *lib = NULL;
-  int rc = open_model_so(o->file, &api, &lib);
+  rc = open_model_so(o->file, &api, &lib);
   GpuccModel *m = NULL;
   if (!rc && api.load(o->device, &m))
     rc = input_error("%s: %s", o->file, api.last_error());
   int nin = m ? api.num_inputs(m) : 0, nout = m ? api.num_outputs(m) : 0;
   Tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
   const char **names = calloc((size_t)nout + 1, sizeof *names);
-  if (!rc && (!in || !out || !names))
+  const char **in_names = calloc((size_t)nin + 1, sizeof *in_names);
+  if (!rc && (!in || !out || !names || !in_names))
     rc = input_error("out of memory");
   if (!rc)
     rc = model_inputs(o, &api, m, in);
@@ -1750,8 +2017,10 @@ static int cmd_run_so(const Options *o) {
     rc = run_model(o, &api, m, in, out);
   for (int i = 0; !rc && i < nout; i++)
     names[i] = api.output_name(m, i);
+  for (int i = 0; !rc && i < nin; i++)
+    in_names[i] = api.input_name(m, i);
   if (!rc)
-    rc = emit_outputs(o, names, nout, out);
+    rc = finish_run(o, &src, in_names, in, nin, names, out, nout);
   for (int i = 0; in && i < nin; i++)
     tensor_free(in[i]);
   for (int i = 0; out && i < nout; i++)
@@ -1759,6 +2028,8 @@ static int cmd_run_so(const Options *o) {
   free(in);
   free(out);
   free(names);
+  free(in_names);
+  free(src.owned);
   if (m)
     api.destroy(m);
   if (lib)
@@ -1776,6 +2047,9 @@ static int cmd_run(const Options *o) {
   if (!o->cpu && !gpu) {
     if (o->iters)
       return input_error("--iters times the GPU, and there is none: %s", why);
+    if (o->compare == COMPARE_REFERENCE)
+      return input_error("--compare=reference holds the GPU's run to the reference executor, "
+                         "and there is no GPU: %s", why);
     fprintf(stderr, "gpucc: note: no GPU (%s); using the reference executor (--cpu)\n", why);
   }
   Compile c;
@@ -1787,8 +2061,11 @@ static int cmd_run(const Options *o) {
   Tensor **in = calloc((size_t)nin + 1, sizeof *in);
   Tensor **out = calloc((size_t)g->noutputs + 1, sizeof *out);
   const char **names = calloc((size_t)g->noutputs + 1, sizeof *names);
-  if (!in || !out || !names)
+  const char **in_names = calloc((size_t)nin + 1, sizeof *in_names);
+  if (!in || !out || !names || !in_names)
     rc = input_error("out of memory");
+  for (int i = 0; !rc && i < nin; i++)
+    in_names[i] = g->inputs[i]->name; /* the graph's arena keeps them */
   if (!rc && c.opt.nranges) { /* --dim SYM=LO..HI, on the graph now: it picks the path */
     Diag d = {0};
     GpuccCompileOptions ro = {.ranges = c.opt.ranges, .nranges = c.opt.nranges};
@@ -1805,8 +2082,9 @@ static int cmd_run(const Options *o) {
     rc = gpu ? run_graph_gpu(o, &c, g, in, out) : run_graph_cpu(&c, g, in, out);
   for (int i = 0; !rc && i < g->noutputs; i++)
     names[i] = g->outputs[i]->name; /* after the passes, as the model has them */
+  Source src = {o->file, o->onnx, o->precision, NULL};
   if (!rc)
-    rc = emit_outputs(o, names, g->noutputs, out);
+    rc = finish_run(o, &src, in_names, in, nin, names, out, g->noutputs);
   for (int i = 0; in && i < nin; i++)
     tensor_free(in[i]);
   for (int i = 0; out && i < g->noutputs; i++)
@@ -1814,6 +2092,7 @@ static int cmd_run(const Options *o) {
   free(in);
   free(out);
   free(names);
+  free(in_names);
   compile_free(&c);
   graph_free(g);
   return rc;

@@ -291,6 +291,14 @@ MODELS = {
         [value_info("x", FLOAT, ["batch", 2])], [value_info("y", FLOAT, ["batch", 3])],
         [tensor("w", [2, 3], FLOAT, raw=floats(1, 2, 3, 4, 5, 6)),
          tensor("b", [3], FLOAT, [0.5, -100, 0])]),
+    # y = x @ w and i = x cast to int64 (truncated): a float output that --precision
+    # lowers (the matmul's operands) and an exact one.
+    "matmul_cast": lambda: model(
+        [node("MatMul", ["x", "w"], ["y"], "fc"),
+         node("Cast", ["x"], ["i"], "trunc", [attr_int("to", INT64)])],
+        [value_info("x", FLOAT, ["batch", 3])],
+        [value_info("y", FLOAT, ["batch", 2]), value_info("i", INT64, ["batch", 3])],
+        [tensor("w", [3, 2], FLOAT, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6])]),
     # Gemm with transB and alpha, then a pre-13 Softmax over axis 1 of a 3-D tensor.
     "gemm_softmax": lambda: model(
         [node("Gemm", ["a", "bt", "c"], ["g"], "gemm",
