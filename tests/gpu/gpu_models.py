@@ -21,6 +21,10 @@ outputs that .npy cannot hold) as not run: neither fails. For the examples and t
 also: examples/run_model (dlopen of the model.so, no gpucc library) and examples/jit (the
 JIT C API, in-process) must give the same outputs as `gpucc run case.so`, all three with
 GPUCC_GEMM_TUNE=0 (the runtime's timed GEMM choice may differ from one load to the next).
+And `gpucc run case.so --compare=reference` (the source the model.so records, held to
+its precision's bound) must exit 0, for the models `--compare=onnxruntime` too where
+onnxruntime imports, and the model.so against a copy of its model whose last layer's
+weights are negated (`--model-source`) must exit 1, an output "beyond".
 
 --precision P (tf32, fp16, bf16, fp8) compiles the ONNX exports only with --precision=P
 (the twins too: examples/jit takes it) and holds their float outputs to the fp32 reference
@@ -101,6 +105,37 @@ def escape_name(name):
                    else "_x%02x" % b for b in name.encode("utf-8"))
 
 
+def first_beyond(out):
+    """The first line of a --compare run that says what went wrong."""
+    for l in out.splitlines():
+        if "error" in l or l.rstrip().endswith("beyond"):
+            return l.strip()
+    return first_error(out)
+
+
+def negate_last_layer(path, out):
+    """A copy of the ONNX model at path, at out, whose weights nearest its first output
+    (the float initializers of the first node that has any, walking back from the output
+    along first inputs) are negated; False where no such node is found."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    inits = {t.name: t for t in m.graph.initializer}
+    producer = {o: n for n in m.graph.node for o in n.output}
+    name = m.graph.output[0].name
+    while name in producer:
+        node = producer[name]
+        ws = [inits[i] for i in node.input
+              if i in inits and numpy_helper.to_array(inits[i]).dtype.kind == "f"]
+        if ws:
+            for t in ws:
+                t.CopyFrom(numpy_helper.from_array(-numpy_helper.to_array(t), t.name))
+            onnx.save(m, out)
+            return True
+        name = node.input[0] if node.input else None
+    return False
+
+
 def rel_by_norm(g, w):
     """||g - w|| / ||w|| over the elements finite in both (the largest difference when w
     is all zeros)."""
@@ -162,8 +197,9 @@ class Case:
 
 
 class Runner:
-    def __init__(self, args):
+    def __init__(self, args, ort):
         self.args = args
+        self.ort = ort  # onnxruntime imports: --compare=onnxruntime runs
 
     def gpucc(self, argv):
         return run([self.args.gpucc] + argv)
@@ -270,7 +306,7 @@ class Runner:
                 case.detail = "output %s: %s" % (k, why)
                 return
         if case.twins:
-            why = self.twins(case, work, so, given)
+            why = self.twins(case, work, so, given) or self.compare_modes(case, work, so, given)
             if why:
                 case.detail = why
                 return
@@ -326,6 +362,29 @@ class Runner:
                 why, _ = compare(theirs[k], got[k], SAME_RTOL, SAME_ATOL)
                 if why:
                     return "%s, output %s, against gpucc run: %s" % (tool, k, why)
+        return None
+
+    def compare_modes(self, case, work, so, given):
+        """`gpucc run case.so --compare=reference`, and for an ONNX model
+        `--compare=onnxruntime` (through this Python), each within the default tolerance;
+        then the model.so against a model with its last layer negated, which must not be."""
+        onnx_model = case.path.endswith(".onnx")
+        modes = ["reference"] + (["onnxruntime"] if self.ort and onnx_model else [])
+        env = {"GPUCC_PYTHON": sys.executable}
+        for mode in modes:
+            rc, out = run([self.args.gpucc, "run", so, "--compare=" + mode] + given, env=env)
+            if rc != 0:
+                return "gpucc run model.so --compare=%s: exit %s: %s" % (mode, rc,
+                                                                          first_beyond(out))
+        wrong = os.path.join(work, "wrong.onnx")
+        if onnx_model and negate_last_layer(case.path, wrong):
+            mode = modes[-1]
+            rc, out = run([self.args.gpucc, "run", so, "--compare=" + mode, "--model-source",
+                           wrong] + given, env=env)
+            if rc != 1 or not re.search(r" beyond$", out, re.M):
+                return ("gpucc run model.so --compare=%s against its model with the last "
+                        "layer negated: exit %s, not 1 with an output beyond: %s"
+                        % (mode, rc, first_beyond(out)))
         return None
 
 
@@ -393,7 +452,13 @@ def main():
     if args.filter:
         cases = [c for c in cases if re.search(args.filter, c.name)]
     start = time.monotonic()
-    runner = Runner(args)
+    try:
+        import onnxruntime  # noqa: F401
+        ort = True
+    except ImportError:
+        ort = False
+        print("gpu_models: onnxruntime: skipped (not installed): no --compare=onnxruntime")
+    runner = Runner(args, ort)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         cases = list(pool.map(runner.run_case, cases))
     lines = []
