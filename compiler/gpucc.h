@@ -138,4 +138,15 @@ GpuccStatus gpucc_compile_onnx(const void *bytes, size_t len, const char *name,
                                const GpuccCompileOptions *opt, int device, GpuccModel **out,
                                Diag *d);
 
+/* The JIT API for bindings that cannot fill GpuccCompileOptions (the Python package's
+ * ctypes): a model's bytes, DSL text or ONNX told by content as `gpucc` tells a file's (by
+ * name's .onnx where the bytes do not say), and the options as `gpucc`'s flags spell
+ * them, without the dashes: "precision=bf16", "arch=sm_90", "passes=constfold,dce",
+ * "dim=batch=8" or "dim=batch=1..64" (one each), "variants=1", "cache-dir=DIR",
+ * "base-dir=DIR" (an ONNX model's external data), "no-fuse", "no-cache". Statuses as
+ * gpucc_compile_onnx's; an unknown or malformed flag is GPUCC_ERR_INVALID_ARGUMENT. */
+GpuccStatus gpucc_compile_flags(const void *bytes, size_t len, const char *name,
+                                const char *const *flags, int nflags, int device,
+                                GpuccModel **out, Diag *d);
+
 #endif

@@ -2,6 +2,7 @@
  * created on a device as the runtime's GpuccModel (the same object a model.so loads). */
 #include "compiler/gpucc.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,4 +135,130 @@ GpuccStatus gpucc_compile_onnx(const void *bytes, size_t len, const char *name,
   if (gpucc_build_onnx(bytes, len, name, &o, &b, d))
     return GPUCC_ERR_INVALID_ARGUMENT;
   return create(&b, device, out, d);
+}
+
+/* ---------------------------------------------------------------- options as flags */
+
+enum { MAX_FLAG_DIMS = 64 };
+
+/* What gpucc_compile_flags reads its flags into (the strings stay the caller's). */
+typedef struct Flags {
+  GpuccCompileOptions opt;
+  OnnxOptions onnx;
+  const char *names[MAX_FLAG_DIMS];
+  int64_t sizes[MAX_FLAG_DIMS];
+  char syms[MAX_FLAG_DIMS][64];
+  DimRange ranges[MAX_FLAG_DIMS];
+} Flags;
+
+static const char *flag_value(const char *flag, const char *name) {
+  size_t n = strlen(name);
+  return !strncmp(flag, name, n) && flag[n] == '=' ? flag + n + 1 : NULL;
+}
+
+/* "dim=SYM=VALUE": a size, or sizes and ranges (1,8,32..64) as --dim takes them. */
+static int flag_dim(Flags *f, const char *arg, Diag *d) {
+  const char *eq = strchr(arg, '=');
+  size_t n = eq ? (size_t)(eq - arg) : 0;
+  if (!n || n >= sizeof f->syms[0] || !eq[1])
+    return diag_error(d, (SrcLoc){0}, "dim '%s': expected SYMBOL=SIZE or SYMBOL=LO..HI", arg);
+  if (f->opt.ndims + f->opt.nranges == MAX_FLAG_DIMS)
+    return diag_error(d, (SrcLoc){0}, "more than %d dims", MAX_FLAG_DIMS);
+  char *sym = f->syms[f->opt.ndims + f->opt.nranges];
+  memcpy(sym, arg, n);
+  sym[n] = 0;
+  const char *v = eq + 1;
+  if (strstr(v, "..") || strchr(v, ',')) {
+    char why[160];
+    DimRange *r = &f->ranges[f->opt.nranges++];
+    if (range_parse(v, r, why, sizeof why))
+      return diag_error(d, (SrcLoc){0}, "dim %s: %s", arg, why);
+    r->sym = sym;
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  long long size = strtoll(v, &end, 10);
+  if (*end || errno || size < 0)
+    return diag_error(d, (SrcLoc){0},
+                      "dim %s: the size must be a non-negative integer, or sizes and ranges "
+                      "like 1,8,32..64", arg);
+  f->names[f->opt.ndims] = sym;
+  f->sizes[f->opt.ndims++] = size;
+  return 0;
+}
+
+static int read_flags(Flags *f, const char *const *flags, int nflags, Diag *d) {
+  memset(f, 0, sizeof *f);
+  f->opt.dim_names = f->names;
+  f->opt.dim_sizes = f->sizes;
+  f->opt.ranges = f->ranges;
+  f->opt.onnx = &f->onnx;
+  for (int i = 0; i < nflags; i++) {
+    const char *s = flags[i], *v;
+    if (!s)
+      return diag_error(d, (SrcLoc){0}, "option %d is NULL", i);
+    if ((v = flag_value(s, "precision")))
+      f->opt.precision = v;
+    else if ((v = flag_value(s, "arch")))
+      f->opt.arch = v;
+    else if ((v = flag_value(s, "passes")))
+      f->opt.passes = v;
+    else if ((v = flag_value(s, "cache-dir")))
+      f->opt.cache_dir = v;
+    else if ((v = flag_value(s, "base-dir")))
+      f->onnx.base_dir = v;
+    else if ((v = flag_value(s, "dim"))) {
+      if (flag_dim(f, v, d))
+        return -1;
+    } else if ((v = flag_value(s, "variants"))) {
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (!*v || *end || n < 0 || n > 1000)
+        return diag_error(d, (SrcLoc){0}, "variants '%s': expected a count, 0 for all", v);
+      f->opt.variants = (int)n;
+    } else if (!strcmp(s, "no-fuse"))
+      f->opt.no_fuse = true;
+    else if (!strcmp(s, "no-cache"))
+      f->opt.no_cache = true;
+    else
+      return diag_error(d, (SrcLoc){0},
+                        "unknown option '%s' (known: precision=, arch=, passes=, dim=, "
+                        "variants=, cache-dir=, base-dir=, no-fuse, no-cache)",
+                        s);
+  }
+  if (f->opt.passes && f->opt.no_fuse)
+    return diag_error(d, (SrcLoc){0}, "no-fuse leaves fuse out of the default pipeline; with "
+                                      "passes=, name the passes you want");
+  return 0;
+}
+
+GpuccStatus gpucc_compile_flags(const void *bytes, size_t len, const char *name,
+                                const char *const *flags, int nflags, int device,
+                                GpuccModel **out, Diag *d) {
+  *out = NULL;
+  Flags *f = malloc(sizeof *f);
+  if (!f) {
+    diag_error(d, (SrcLoc){0}, "out of memory");
+    return GPUCC_ERR_OUT_OF_MEMORY;
+  }
+  GpuccStatus st = GPUCC_ERR_INVALID_ARGUMENT;
+  if (read_flags(f, flags, nflags, d))
+    goto done;
+  /* text that does not begin with 'graph': ONNX by the name's say, else the DSL's parser
+   * tells what is wrong with it */
+  ModelFormat fmt = model_format(bytes, len);
+  size_t n = name ? strlen(name) : 0;
+  if (fmt == FORMAT_UNKNOWN)
+    fmt = n > 5 && !strcmp(name + n - 5, ".onnx") ? FORMAT_ONNX : FORMAT_DSL;
+  if (fmt == FORMAT_ELF)
+    diag_error(d, (SrcLoc){0}, "%s is a compiled model (a model.so): load it instead",
+               name ? name : "<memory>");
+  else if (fmt == FORMAT_DSL)
+    st = gpucc_compile_dsl(bytes, len, name, &f->opt, device, out, d);
+  else
+    st = gpucc_compile_onnx(bytes, len, name, &f->opt, device, out, d);
+done:
+  free(f);
+  return st;
 }
