@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what gpucc needs to build and test on a fresh Debian/Ubuntu machine (one with
 # the CUDA toolkit, which this script leaves alone): cmake, make, gcc, flex, bison,
-# FileCheck and not (llvm-N-tools), python3 with numpy, protobuf-c for the ONNX
+# FileCheck and not (llvm-N-tools), python3 with numpy and pytest, protobuf-c for the ONNX
 # frontend, for the ONNX conformance test Debian's libonnx-testdata and python3's
 # onnx package, and for the fuzzers (scripts/fuzz.sh) clang with its libFuzzer and
 # sanitizer runtimes (libclang-rt-N-dev). Installs only what is missing, so running it
@@ -67,6 +67,19 @@ elif ! python3 -c 'import onnx' >/dev/null 2>&1; then
   fi
 fi
 
+# pytest for the Python package's tests (python/tests): Debian's for the system python3,
+# PyPI's for any other.
+want_pip_pytest=0
+if ! have python3; then
+  need_pkg python3-pytest
+elif ! python3 -c 'import pytest' >/dev/null 2>&1; then
+  if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
+    need_pkg python3-pytest
+  else
+    want_pip_pytest=1
+  fi
+fi
+
 # FileCheck and not: any LLVM version will do (tests/CMakeLists.txt looks in PATH and
 # in every /usr/lib/llvm-*/bin).
 have_llvm_tools() {
@@ -96,6 +109,15 @@ python_onnx() {
   echo "install-deps: $(command -v python3) cannot import onnx; installing it with pip"
   python3 -m pip install -q onnx || {
     echo "install-deps: could not install onnx for $(command -v python3)" >&2
+    exit 1
+  }
+}
+
+python_pytest() {
+  [ $want_pip_pytest -eq 1 ] || return 0
+  echo "install-deps: $(command -v python3) cannot import pytest; installing it with pip"
+  python3 -m pip install -q pytest || {
+    echo "install-deps: could not install pytest for $(command -v python3)" >&2
     exit 1
   }
 }
@@ -132,6 +154,7 @@ clang_rt() {
 
 if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ] && [ $want_clang_rt -eq 0 ]; then
   python_onnx
+  python_pytest
   python_onnxruntime
   echo "install-deps: everything gpucc needs is installed"
   exit 0
@@ -175,5 +198,6 @@ clang_rt
 
 python_numpy
 python_onnx
+python_pytest
 python_onnxruntime
 echo "install-deps: done"
