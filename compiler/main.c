@@ -2028,6 +2028,12 @@ static int cmd_run_so(const Options *o) {
     return input_error("%s: cannot open: %s", o->file, strerror(errno));
   if (!S_ISREG(st.st_mode))
     return input_error("%s: not a regular file", o->file);
+  /* a file without a model's payload (a stripped model.so), before the GPU too */
+  Diag d = {0};
+  char *info = model_so_info(o->file, &d);
+  if (!info)
+    return diag_exit(&d, EXIT_INPUT);
+  free(info);
   /* what --compare needs of the file, before the GPU: it is the same without one */
   Source src = {0};
   int rc = o->compare ? so_source(o, &src) : 0;

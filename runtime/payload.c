@@ -32,6 +32,23 @@ static GpuccStatus no_payload(const char *fmt, ...) {
   return GPUCC_ERR_BAD_PLAN;
 }
 
+/* Whether the file holds this code: its marker, which every copy of the runtime has in
+ * its read-only data (strip keeps that; it removes only what follows the ELF image). */
+static const char runtime_marker[] = "gpucc runtime: a model's plan and weights follow the ELF image";
+
+static bool has_runtime(const unsigned char *f, size_t n) {
+  size_t m = sizeof runtime_marker - 1;
+  for (size_t i = 0; i + m <= n; i++) {
+    const unsigned char *p = memchr(f + i, runtime_marker[0], n - m + 1 - i);
+    if (!p)
+      return false;
+    i = (size_t)(p - f);
+    if (!memcmp(p, runtime_marker, m))
+      return true;
+  }
+  return false;
+}
+
 static bool in_file(uint64_t off, uint64_t len, uint64_t end) {
   return off <= end && len <= end - off;
 }
@@ -57,8 +74,13 @@ GpuccStatus gpucc_trailer_parse(const void *file, size_t file_len, GpuccTrailer 
   const unsigned char *t = f + file_len - size;
   size_t sum_at = size - 16;
   if (memcmp(t, "GPUCCMDL", 8) || memcmp(t + size - 8, "GPUCCEND", 8))
-    return no_payload("no model payload: the file does not end with a gpucc trailer (is it "
-                      "the libgpucc_model.so stub, or a stripped model.so?)");
+    return has_runtime(f, file_len)
+               ? no_payload("no model payload: the file holds gpucc's runtime but not the plan "
+                            "and weights that follow it in a model.so; `strip` removes them "
+                            "(it keeps only the ELF image): build the model.so again and ship "
+                            "it unstripped")
+               : no_payload("no model payload: the file does not end with a gpucc trailer "
+                            "(not a gpucc model.so, or a damaged one)");
   if (gpucc_rd64(t + sum_at) != gpucc_fnv1a64(t, sum_at))
     return no_payload("model payload trailer is damaged (checksum mismatch)");
   uint32_t version = gpucc_rd32(t + 8), flags = gpucc_rd32(t + 12);
