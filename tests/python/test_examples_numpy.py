@@ -112,8 +112,14 @@ def gelu(a):
 
 
 def mlp_reference(n):
-    """examples/mlp.gir: 64 -> 128 -> relu -> 10 -> softmax, and the argmax class."""
-    x = random_f32((n, 64), seed=1, scale=1.0)
+    """examples/mlp.gir on its default input (random, seed 1) of n rows."""
+    return mlp_forward(random_f32((n, 64), seed=1, scale=1.0))
+
+
+def mlp_forward(x):
+    """examples/mlp.gir on x (f32[n, 64]): 64 -> 128 -> relu -> 10 -> softmax, and the
+    argmax class. tests/serving checks the served model's answers with it."""
+    x = np.asarray(x, np.float32)
     w1 = random_f32((64, 128), 101, 0.125)
     b1 = random_f32((128,), 102, 0.1)
     w2 = random_f32((128, 10), 103, 0.5)
