@@ -3,7 +3,8 @@
 # the CUDA toolkit, which this script leaves alone): cmake, make, gcc, flex, bison,
 # FileCheck and not (llvm-N-tools), python3 with numpy and pytest, protobuf-c for the ONNX
 # frontend, for the ONNX conformance test Debian's libonnx-testdata and python3's
-# onnx package, and for the fuzzers (scripts/fuzz.sh) clang with its libFuzzer and
+# onnx package, for the serving test ray[serve] (pip, into a python3 that is not the
+# system's), and for the fuzzers (scripts/fuzz.sh) clang with its libFuzzer and
 # sanitizer runtimes (libclang-rt-N-dev). Installs only what is missing, so running it
 # again is a no-op; uses sudo only when not root.
 set -euo pipefail
@@ -138,6 +139,23 @@ python_onnxruntime() {
          "tests/models will skip that oracle"
 }
 
+# Ray Serve, the serving engine of examples/serving and the ctest "serving" (into a fresh
+# venv: 30 s and 500 MB with its dependencies). Debian has no package, and pip may not
+# install into the system python3 (PEP 668): there the test says it is skipped, as it
+# does where pip has no wheel for this python3.
+python_ray_serve() {
+  python3 -c 'import ray.serve' >/dev/null 2>&1 && return 0
+  if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
+    echo "install-deps: note: not installing ray[serve] into the system python3;" \
+         "the serving test will be skipped"
+    return 0
+  fi
+  echo "install-deps: $(command -v python3) cannot import ray.serve; installing ray[serve] with pip"
+  python3 -m pip install -q 'ray[serve]' ||
+    echo "install-deps: note: pip could not install ray[serve] here;" \
+         "the serving test will be skipped"
+}
+
 # After clang is installed: its runtimes, if a fuzzer does not link yet.
 clang_rt() {
   fuzzer_links && return 0
@@ -156,6 +174,7 @@ if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ] && [ $want_clang_rt -e
   python_onnx
   python_pytest
   python_onnxruntime
+  python_ray_serve
   echo "install-deps: everything gpucc needs is installed"
   exit 0
 fi
@@ -200,4 +219,5 @@ python_numpy
 python_onnx
 python_pytest
 python_onnxruntime
+python_ray_serve
 echo "install-deps: done"
