@@ -973,11 +973,18 @@ static void source_hash_start(const char *path) {
   source_hash.started = !pthread_create(&source_hash.thread, NULL, source_hash_main, NULL);
 }
 
+/* The thread ended, whatever the compile did: exit's handlers (OpenSSL's cleanup) must not
+ * run under it. */
+static void source_hash_wait(void) {
+  if (source_hash.started)
+    pthread_join(source_hash.thread, NULL);
+  source_hash.started = false;
+}
+
 /* The source's hash (NULL when it cannot be read): the thread's, else computed now. */
 static const char *source_hash_of(const char *path) {
   if (source_hash.started && !strcmp(source_hash.path, path)) {
-    pthread_join(source_hash.thread, NULL);
-    source_hash.started = false;
+    source_hash_wait();
   } else {
     source_hash.path = path;
     source_hash.rc = file_sha256(path, source_hash.hex);
@@ -1114,16 +1121,12 @@ static int cmd_inspect(const Options *o) {
   return inspect_file(o->file, o->json, stdout, &d) ? diag_exit(&d, EXIT_INPUT) : 0;
 }
 
-static int cmd_compile(const Options *o) {
-  if (o->check_ops)
-    return check_ops(o);
+static int compile_file(const Options *o) {
   Compile c;
   Graph *g = NULL;
-  if (!o->emit && o->out && strcmp(o->file, "-"))
-    source_hash_start(o->file);
   int rc = load_graph(o, &c, &g);
   if (rc)
-    return rc; /* exit ends the thread */
+    return rc;
   if ((c.opt.nranges || g->nranges) && (!o->emit || strcmp(o->emit, "ir"))) {
     rc = compile_classes(o, &c, g);
     compile_free(&c);
@@ -1151,6 +1154,16 @@ static int cmd_compile(const Options *o) {
   compiled_free(&out);
   compile_free(&c);
   graph_free(g);
+  return rc;
+}
+
+static int cmd_compile(const Options *o) {
+  if (o->check_ops)
+    return check_ops(o);
+  if (!o->emit && o->out && strcmp(o->file, "-"))
+    source_hash_start(o->file);
+  int rc = compile_file(o);
+  source_hash_wait();
   return rc;
 }
 
