@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1236,8 +1237,12 @@ Graph *onnx_load_bytes(const void *data, size_t len, const char *name, const Onn
   return g;
 }
 
-/* Reads the whole file; *dir receives its folder (caller frees both). */
-static void *read_file(const char *path, size_t *len, char **dir, Diag *d) {
+/* The whole file, mapped read-only (no copy: a model's weights are read once, by the
+ * protobuf's unpacking, which copies them out); *dir receives its folder. The caller
+ * releases both with unmap_file and free. A file that shrinks while it is mapped would
+ * fault: a model is not expected to change under the compiler. */
+static void *map_file(const char *path, size_t *len, char **dir, Diag *d) {
+  static char empty;
   char why[256];
   uint64_t size = 0;
   FILE *f = fopen_regular(path, &size, why, sizeof why);
@@ -1245,45 +1250,47 @@ static void *read_file(const char *path, size_t *len, char **dir, Diag *d) {
   *dir = NULL;
   if (!f) {
     diag_error(d, (SrcLoc){.file = path}, "cannot open: %s", why);
-    goto fail;
+    return NULL;
   }
   if (size > MODEL_MAX_BYTES) {
     diag_error(d, (SrcLoc){.file = path}, "the file has %" PRIu64 " bytes, more than the 2 GiB a "
                "protobuf may have: not an ONNX model", size);
-    goto fail;
+    fclose(f);
+    return NULL;
   }
   *len = (size_t)size;
-  buf = malloc(*len + 1);
-  if (!buf || fread(buf, 1, *len, f) != *len) {
-    diag_error(d, (SrcLoc){.file = path}, "cannot read: %s", buf ? strerror(errno) : "out of memory");
-    goto fail;
-  }
+  buf = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fileno(f), 0) : &empty;
   fclose(f);
+  if (buf == MAP_FAILED) {
+    diag_error(d, (SrcLoc){.file = path}, "cannot read: %s", strerror(errno));
+    return NULL;
+  }
   const char *slash = strrchr(path, '/');
   *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
   if (!*dir) {
-    free(buf);
+    if (*len)
+      munmap(buf, *len);
     diag_error(d, (SrcLoc){.file = path}, "out of memory");
     return NULL;
   }
   return buf;
-fail:
-  if (f)
-    fclose(f);
-  free(buf);
-  return NULL;
+}
+
+static void unmap_file(void *buf, size_t len) {
+  if (len)
+    munmap(buf, len);
 }
 
 Graph *onnx_load(const char *path, const OnnxOptions *opt, Diag *d) {
   size_t len;
   char *dir;
-  void *buf = read_file(path, &len, &dir, d);
+  void *buf = map_file(path, &len, &dir, d);
   if (!buf)
     return NULL;
   OnnxOptions o = opt ? *opt : (OnnxOptions){0};
   o.base_dir = dir;
   Graph *g = onnx_load_bytes(buf, len, path, &o, d);
-  free(buf);
+  unmap_file(buf, len);
   free(dir);
   return g;
 }
@@ -1315,11 +1322,11 @@ OnnxModel *onnx_open_bytes(const void *data, size_t len, const char *name, const
 OnnxModel *onnx_open(const char *path, Diag *d) {
   size_t len;
   char *dir;
-  void *buf = read_file(path, &len, &dir, d);
+  void *buf = map_file(path, &len, &dir, d);
   if (!buf)
     return NULL;
   OnnxModel *m = onnx_open_bytes(buf, len, path, dir, d);
-  free(buf);
+  unmap_file(buf, len);
   free(dir);
   return m;
 }
@@ -1473,7 +1480,7 @@ Tensor *onnx_read_tensor(const char *path, char **name, Diag *d) {
   char *dir;
   if (name)
     *name = NULL;
-  void *buf = read_file(path, &len, &dir, d);
+  void *buf = map_file(path, &len, &dir, d);
   if (!buf)
     return NULL;
   Loader L;
@@ -1502,7 +1509,7 @@ done:
     onnx__tensor_proto__free_unpacked(tp, NULL);
   graph_free(L.g);
   loader_free(&L);
-  free(buf);
+  unmap_file(buf, len);
   free(dir);
   return t;
 }
@@ -1511,7 +1518,7 @@ int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag
   size_t len;
   char *dir;
   *report = NULL;
-  void *buf = read_file(path, &len, &dir, d);
+  void *buf = map_file(path, &len, &dir, d);
   if (!buf)
     return -1;
   Loader L;
@@ -1579,7 +1586,7 @@ done:
   free(out);
 out:
   loader_free(&L);
-  free(buf);
+  unmap_file(buf, len);
   free(dir);
   return count;
 }
