@@ -26,8 +26,15 @@ typedef struct Chunk {
   _Alignas(16) unsigned char data[];
 } Chunk;
 
+/* A block malloc'd elsewhere that the arena frees (arena_adopt). */
+typedef struct Adopted {
+  struct Adopted *next;
+  void *p;
+} Adopted;
+
 struct Arena {
   Chunk *head;
+  Adopted *adopted;
 };
 
 enum { CHUNK_SIZE = 64 * 1024 };
@@ -78,6 +85,7 @@ void parallel_for(int n, int nthreads, void (*body)(void *arg, int i), void *arg
 Arena *arena_new(void) {
   Arena *a = xmalloc(sizeof *a);
   a->head = NULL;
+  a->adopted = NULL;
   return a;
 }
 
@@ -88,7 +96,19 @@ void arena_free(Arena *a) {
     next = c->next;
     free(c);
   }
+  for (Adopted *b = a->adopted, *next; b; b = next) {
+    next = b->next;
+    free(b->p);
+    free(b);
+  }
   free(a);
+}
+
+void arena_adopt(Arena *a, void *p) {
+  Adopted *b = xmalloc(sizeof *b);
+  b->p = p;
+  b->next = a->adopted;
+  a->adopted = b;
 }
 
 void *arena_alloc(Arena *a, size_t n) {
@@ -630,6 +650,14 @@ Tensor *tensor_in_arena(Arena *a, DType dt, int rank, const int64_t *dims) {
   Tensor *t = arena_alloc(a, sizeof *t);
   tensor_init(t, dt, rank, dims);
   t->data = arena_alloc(a, tensor_nbytes(t));
+  return t;
+}
+
+Tensor *tensor_adopt_in_arena(Arena *a, DType dt, int rank, const int64_t *dims, void *data) {
+  Tensor *t = arena_alloc(a, sizeof *t);
+  tensor_init(t, dt, rank, dims);
+  t->data = data;
+  arena_adopt(a, data);
   return t;
 }
 

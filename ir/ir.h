@@ -30,6 +30,9 @@ void *arena_alloc(Arena *a, size_t n);  /* zeroed, 16-byte aligned; aborts only 
 char *arena_strdup(Arena *a, const char *s);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 void *arena_memdup(Arena *a, const void *p, size_t n);
+/* p, malloc'd, is freed with the arena (a constant's data taken over from a reader's
+ * buffer instead of copied). */
+void arena_adopt(Arena *a, void *p);
 
 /* body(arg, i) for each i in [0, n), on up to nthreads threads (the caller's one of
  * them), each taking the next i in order; returns when all are done. A thread that cannot
@@ -180,6 +183,9 @@ size_t tensor_nbytes(const Tensor *t);
 Tensor *tensor_new(DType dt, int rank, const int64_t *dims);
 void tensor_free(Tensor *t);
 Tensor *tensor_in_arena(Arena *a, DType dt, int rank, const int64_t *dims);
+/* A tensor in a's arena over data: malloc'd, 16-byte aligned, tensor_nbytes long, and
+ * freed with the arena (arena_adopt). */
+Tensor *tensor_adopt_in_arena(Arena *a, DType dt, int rank, const int64_t *dims, void *data);
 /* y = x with its dims in the order perm (y's dim i is x's dim perm[i]); y must have those
  * dims and x's dtype (interp.c). */
 void tensor_permute(const Tensor *x, const int64_t *perm, Tensor *y);

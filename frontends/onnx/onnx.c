@@ -313,11 +313,15 @@ static void store_int32_field(Tensor *t, int64_t i, int32_t v) {
   }
 }
 
+/* Below this, raw_data is copied rather than taken over (decode_tensor): the arena's
+ * chunks hold small constants better than a malloc block each. */
+#define TAKE_MIN_BYTES ((uint64_t)64 << 10)
+
 /* Decodes a TensorProto (an initializer or a Constant's value) into a tensor in the
  * graph's arena. `what` names it in messages. Every size the proto states is checked
  * against the data there is (and the weights against their limits) before the tensor is
- * allocated. */
-Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const char *what) {
+ * allocated. take: tp's raw_data may become the tensor's data (tp is left without it). */
+static Tensor *decode_tensor(Loader *L, Onnx__TensorProto *tp, const char *what, bool take) {
   DType dt;
   if (!tp->has_data_type || dtype_from_onnx(tp->data_type, &dt)) {
     FAIL("%s has element type %s, which gpucc does not support", what,
@@ -374,6 +378,15 @@ Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const cha
   FILE *f = NULL;
   if (external ? open_external(L, tp, what, nbytes, &f) : onnx_charge_weights(L, what, nbytes))
     return NULL;
+  if (take && !external && tp->has_raw_data && nbytes >= TAKE_MIN_BYTES && dt != DT_BOOL &&
+      !((uintptr_t)tp->raw_data.data % 16)) {
+    /* the bytes protobuf-c unpacked become the constant's (the model is freed after this
+     * load, which reads each initializer once): a model's weights are not copied again */
+    Tensor *t = tensor_adopt_in_arena(L->g->arena, dt, (int)tp->n_dims, dims, tp->raw_data.data);
+    tp->raw_data.data = NULL;
+    tp->raw_data.len = 0;
+    return t;
+  }
   Tensor *t = tensor_in_arena(L->g->arena, dt, (int)tp->n_dims, dims);
   if (external) {
     bool ok = !nbytes || fread(t->data, 1, nbytes, f) == nbytes;
@@ -401,6 +414,16 @@ Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const cha
     }
   }
   return t;
+}
+
+Tensor *onnx_tensor_from_proto(Loader *L, const Onnx__TensorProto *tp, const char *what) {
+  return decode_tensor(L, (Onnx__TensorProto *)tp, what, false); /* left as it is */
+}
+
+/* An initializer of a model this load owns (not an OnnxModel's, loaded again and again):
+ * its bytes are taken over. */
+static Tensor *take_initializer(Loader *L, Onnx__TensorProto *tp, const char *what) {
+  return decode_tensor(L, tp, what, !L->borrowed);
 }
 
 /* ---------------------------------------------------------------- names, by their length */
@@ -1071,7 +1094,7 @@ static int add_inputs_and_weights(Loader *L) {
     char what[512];
     const char *nm = S(gp->initializer[i]->name);
     snprintf(what, sizeof what, "initializer '%.400s'", nm);
-    Tensor *t = onnx_tensor_from_proto(L, gp->initializer[i], what);
+    Tensor *t = take_initializer(L, gp->initializer[i], what);
     if (!t)
       return -1;
     graph_add_const(L->g, nm, t); /* names were checked unique by index_names */
