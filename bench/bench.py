@@ -232,9 +232,14 @@ DTYPES = {1: "float32", 2: "float16", 3: "bfloat16", 4: "float64", 5: "int64", 6
 
 
 class Trailer(ctypes.Structure):
+    """runtime.h's GpuccTrailer, field for field. It grew info_offset and info_len with
+    the version 2 trailer, and this copy without them let gpucc_trailer_parse write 16
+    bytes past it, into Python's heap: torch.compile of the next model segfaulted. So
+    create() also parses into a buffer with room to spare."""
     _fields_ = [("flags", ctypes.c_uint32), ("plan_offset", ctypes.c_uint64),
                 ("plan_len", ctypes.c_uint64), ("weights_offset", ctypes.c_uint64),
-                ("weights_len", ctypes.c_uint64), ("weights_file", ctypes.c_char * 256)]
+                ("weights_len", ctypes.c_uint64), ("info_offset", ctypes.c_uint64),
+                ("info_len", ctypes.c_uint64), ("weights_file", ctypes.c_char * 256)]
 
 
 class ModelSo:
@@ -270,7 +275,8 @@ class ModelSo:
     def create(self, device):
         """(GpuccModel handle, seconds gpucc_model_create took)."""
         data = np.fromfile(self.path, dtype=np.uint8)
-        t = Trailer()
+        room = ctypes.create_string_buffer(4096)
+        t = Trailer.from_buffer(room)
         if self.lib.gpucc_trailer_parse(data.ctypes.data, data.size, ctypes.byref(t)):
             self.fail("gpucc_trailer_parse")
         plan = data[t.plan_offset:t.plan_offset + t.plan_len]
