@@ -26,10 +26,8 @@ import asyncio
 import collections
 import concurrent.futures
 import ctypes
-import json
 import os
 import re
-import subprocess
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -64,13 +62,8 @@ def is_model_so(path: str) -> bool:
 
 def source_signature(path: str) -> Dict[str, Dict[str, Any]]:
     """A .gir's or ONNX model's inputs and outputs, {name: {"dtype", "shape"}}, from
-    `gpucc inspect --json` (the command pip installs; GPUCC_COMMAND names another).
-    Symbolic dims stay names ("N")."""
-    cmd = os.environ.get("GPUCC_COMMAND") or "gpucc"
-    p = subprocess.run([cmd, "inspect", path, "--json"], capture_output=True, text=True)
-    if p.returncode:
-        raise gpucc.Error(p.stderr.strip() or "gpucc inspect exited with %d" % p.returncode)
-    info = json.loads(p.stdout)
+    gpucc.inspect. Symbolic dims stay names ("N")."""
+    info = gpucc.inspect(path)
 
     def parse(t: Dict[str, str]) -> Dict[str, Any]:
         m = re.fullmatch(r"(\w+)\[(.*)\]", t["type"])

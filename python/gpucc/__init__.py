@@ -437,13 +437,22 @@ def _escape(name: str) -> str:
     return "".join(chr(b) if b in ok else "_x%02x" % b for b in name.encode())
 
 
+def inspect(model: ModelSource) -> Dict[str, Any]:
+    """What `gpucc inspect --json` says of model (no GPU needed): for a model.so its build
+    (version, command, source and SHA-256, precision, arch), inputs and outputs, classes,
+    kernels and memory; for a .gir or ONNX model (a path, bytes, an onnx.ModelProto or DSL
+    text) its inputs and outputs as "type" strings ("f32[N, 64]"), ops and weight bytes."""
+    with tempfile.TemporaryDirectory(prefix="gpucc-") as tmp:
+        return json.loads(_command(["inspect", _with_file(model, tmp), "--json"]).stdout)
+
+
 def reference(model: ModelSource, inputs: Union[Mapping[str, Any], Sequence[Any]], *,
               dims: Optional[Dims] = None) -> Dict[str, np.ndarray]:
     """Runs model on gpucc's reference executor (the CPU, in f32, the graph as written)
     on numpy arrays, inputs by name (a dict) or in order; returns the outputs by name."""
     with tempfile.TemporaryDirectory(prefix="gpucc-") as tmp:
         src = _with_file(model, tmp)
-        info = json.loads(_command(["inspect", src, "--json"]).stdout)
+        info = inspect(src)
         names = [t["name"] for t in info.get("inputs", [])]
         given = dict(inputs) if isinstance(inputs, Mapping) else dict(zip(names, inputs))
         if not isinstance(inputs, Mapping) and len(inputs) != len(names):
@@ -460,4 +469,4 @@ def reference(model: ModelSource, inputs: Union[Mapping[str, Any], Sequence[Any]
                 for t in info.get("outputs", [])}
 
 
-__all__ = ["Error", "Model", "TensorInfo", "build", "compile", "load", "reference"]
+__all__ = ["Error", "Model", "TensorInfo", "build", "compile", "inspect", "load", "reference"]

@@ -177,3 +177,15 @@ def test_command_entry_point():
     p = subprocess.run([sys.executable, "-m", "gpucc._cli", "--version"], capture_output=True,
                        text=True)
     assert p.returncode == 0 and "gpucc" in p.stdout
+
+
+def test_inspect():
+    """gpucc.inspect on a .gir path and on ONNX bytes: the inputs and outputs by name."""
+    info = gpucc.inspect(MLP)
+    assert [t["name"] for t in info["inputs"]] == ["x"]
+    assert [t["name"] for t in info["outputs"]] == ["probs", "class"]
+    with open(os.path.join(DATA, "bert-torchscript.onnx"), "rb") as f:
+        onnx_info = gpucc.inspect(f.read())
+    assert sorted(t["name"] for t in onnx_info["inputs"]) == sorted(model_inputs("bert"))
+    with pytest.raises(gpucc.Error, match="nothere"):
+        gpucc.inspect("/nothere.onnx")
