@@ -272,8 +272,10 @@ class ModelSo:
         raise RuntimeError("%s: %s" % (what, self.lib.gpucc_last_error().decode("utf-8",
                                                                                  "replace")))
 
-    def create(self, device):
-        """(GpuccModel handle, seconds gpucc_model_create took)."""
+    def payload(self):
+        """(plan, weights, build info) of the model.so, as byte arrays and text, found by
+        its own gpucc_trailer_parse (tests/python/test_bench_payload.py holds this copy of
+        the trailer's struct to the runtime's on a real model.so, without a GPU)."""
         data = np.fromfile(self.path, dtype=np.uint8)
         room = ctypes.create_string_buffer(4096)
         t = Trailer.from_buffer(room)
@@ -285,6 +287,12 @@ class ModelSo:
                                                t.weights_file.decode()), dtype=np.uint8)
         else:
             weights = data[t.weights_offset:t.weights_offset + t.weights_len]
+        info = data[t.info_offset:t.info_offset + t.info_len].tobytes().decode("utf-8", "replace")
+        return plan, weights, info
+
+    def create(self, device):
+        """(GpuccModel handle, seconds gpucc_model_create took)."""
+        plan, weights, _ = self.payload()
         handle = ctypes.c_void_p()
         t0 = time.perf_counter()
         if self.lib.gpucc_model_create(plan.ctypes.data, plan.size, weights.ctypes.data,
