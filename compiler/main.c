@@ -2096,7 +2096,125 @@ static int cmd_run_so(const Options *o) {
 
 /* ---------------------------------------------------------------- run mode */
 
+static int summary_find(const OnnxSummary *s, const char *name) {
+  for (int i = 0; i < s->ninputs; i++)
+    if (!strcmp(s->inputs[i].name, name))
+      return i;
+  return -1;
+}
+
+static bool dim_bound(const Options *o, const Binding *extra, int nextra, const char *sym) {
+  for (int i = 0; i < o->ndims; i++)
+    if (!strcmp(o->dims[i].name, sym))
+      return true;
+  for (int i = 0; i < nextra; i++)
+    if (!strcmp(extra[i].name, sym))
+      return true;
+  return false;
+}
+
+/* An ONNX model's symbolic input dims that no --dim binds, bound from the --input files'
+ * shapes (as a .gir's are): the loader needs every size before it reads a node, since
+ * Shape chains fold at load. *extra (malloc'd names and values) gets the new bindings;
+ * their count, or -1 with the exit code in *rc. An axis whose entry in the model is not a
+ * plain name (what onnx_summary prints) is left to the loader's message. */
+static int onnx_dims_from_inputs(const Options *o, Binding **extra, int *rc) {
+  Diag d = {0};
+  OnnxSummary s = {0};
+  Given *gv = NULL;
+  int n = 0, ngiven = 0;
+  *extra = NULL;
+  *rc = 0;
+  OnnxModel *m = onnx_open(o->file, &d);
+  if (!m || onnx_summary(m, &s, &d)) {
+    onnx_close(m);
+    *rc = diag_exit(&d, EXIT_INPUT);
+    return -1;
+  }
+  onnx_close(m);
+  ngiven = read_givens(o, &gv, rc);
+  Binding *b = ngiven > 0 ? calloc((size_t)ngiven * IR_MAX_RANK + 1, sizeof *b) : NULL;
+  if (ngiven > 0 && !b)
+    *rc = input_error("out of memory");
+  for (int i = 0; i < ngiven && !*rc; i++) {
+    int k = gv[i].name ? summary_find(&s, gv[i].name) : -1;
+    if (k < 0 && !gv[i].named && gv[i].position < s.ninputs)
+      k = gv[i].position;
+    /* the type as onnx_summary prints it: "f32[batch, 128]" */
+    const char *p = k >= 0 ? strchr(s.inputs[k].type, '[') : NULL;
+    for (int axis = 0; p && axis < gv[i].t->rank && !*rc; axis++) {
+      for (p++; *p == ' '; p++)
+        ;
+      const char *end = p;
+      while (*end && *end != ',' && *end != ']')
+        end++;
+      size_t len = (size_t)(end - p);
+      bool name = len && len < 128 && (isalpha((unsigned char)*p) || *p == '_');
+      for (size_t j = 0; name && j < len; j++)
+        name = isalnum((unsigned char)p[j]) || strchr("_.:-", p[j]);
+      char sym[128], value[32];
+      if (name) {
+        memcpy(sym, p, len);
+        sym[len] = 0;
+      }
+      if (name && !dim_bound(o, b, n, sym)) {
+        snprintf(value, sizeof value, "%" PRId64, gv[i].t->dims[axis]);
+        b[n] = (Binding){gv[i].arg, strdup(sym), strdup(value)};
+        if (!b[n++].name || !b[n - 1].value)
+          *rc = input_error("out of memory");
+      }
+      p = *end == ',' ? end : NULL;
+    }
+  }
+  givens_free(gv, ngiven > 0 ? ngiven : 0);
+  onnx_summary_free(&s);
+  if (*rc) {
+    for (int i = 0; i < n; i++) {
+      free(b[i].name);
+      free((char *)b[i].value);
+    }
+    free(b);
+    return -1;
+  }
+  if (!n)
+    free(b);
+  *extra = n ? b : NULL;
+  return n;
+}
+
+static int run_file(const Options *o);
+
 static int cmd_run(const Options *o) {
+  if (o->so || !o->onnx || !o->ninputs)
+    return run_file(o);
+  /* an ONNX model's symbolic dims from the given inputs, as --dim SYM=SIZE after any */
+  Binding *extra;
+  int rc, n = onnx_dims_from_inputs(o, &extra, &rc);
+  if (n < 0)
+    return rc;
+  if (n == 0)
+    return run_file(o);
+  Options o2 = *o;
+  Binding *dims = calloc((size_t)(o->ndims + n) + 1, sizeof *dims);
+  if (!dims)
+    rc = input_error("out of memory");
+  else {
+    memcpy(dims, o->dims, (size_t)o->ndims * sizeof *dims);
+    memcpy(dims + o->ndims, extra, (size_t)n * sizeof *dims);
+    o2.dims = dims;
+    o2.ndims = o->ndims + n;
+    rc = run_file(&o2);
+  }
+  for (int i = 0; i < n; i++) {
+    free(extra[i].name);
+    free((char *)extra[i].value);
+  }
+  free(extra);
+  free(dims);
+  return rc;
+}
+
+static int run_file(const Options *o) {
   if (o->so)
     return cmd_run_so(o);
   char why[512];
