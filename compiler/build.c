@@ -13,6 +13,7 @@
 #include "compiler/nvrtc.h"
 #include "passes/passes.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1242,6 +1243,21 @@ static int check_limits(const Graph *g, const Program *p, Diag *d) {
       ir_note_node(d, n);
     return -1;
   }
+  return 0;
+}
+
+int dim_value_parse(const char *v, int64_t *size, DimRange *r, char *why, size_t n) {
+  if (strstr(v, "..") || strchr(v, ','))
+    return range_parse(v, r, why, n) ? -1 : 1;
+  char *end;
+  errno = 0;
+  long long s = strtoll(v, &end, 10);
+  if (!*v || *end || errno || s < 0) {
+    snprintf(why, n, "the size must be a non-negative integer, or sizes and ranges like "
+                     "1,8,32..64");
+    return -1;
+  }
+  *size = s;
   return 0;
 }
 

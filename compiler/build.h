@@ -113,6 +113,10 @@ int plan_add_program(GpuccPlan *plan, const Graph *g, const Program *p, const Me
 
 /* The first stage alone: opt's dims bound in g and every node inferred again. */
 int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d);
+/* The value of `--dim SYM=VALUE` (and gpucc_compile_flags' dim=): one size ("8": 0, with
+ * *size set) or sizes and ranges ("1..64", "1,8,32..64": 1, with *r set but its sym left
+ * to the caller); -1 with why (n bytes) saying what is wrong otherwise. */
+int dim_value_parse(const char *v, int64_t *size, DimRange *r, char *why, size_t n);
 
 /* An ONNX model binds its symbolic dims at load, since its nodes' shapes follow from
  * them: *lo becomes opt->onnx's loader options plus opt's dims, and *rest opt without

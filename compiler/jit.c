@@ -1,8 +1,8 @@
 /* jit.c: the JIT half of gpucc.h: a graph, DSL text or ONNX bytes compiled in-process and
  * created on a device as the runtime's GpuccModel (the same object a model.so loads). */
+#include "compiler/build.h"
 #include "compiler/gpucc.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,24 +167,15 @@ static int flag_dim(Flags *f, const char *arg, Diag *d) {
   char *sym = f->syms[f->opt.ndims + f->opt.nranges];
   memcpy(sym, arg, n);
   sym[n] = 0;
-  const char *v = eq + 1;
-  if (strstr(v, "..") || strchr(v, ',')) {
-    char why[160];
-    DimRange *r = &f->ranges[f->opt.nranges++];
-    if (range_parse(v, r, why, sizeof why))
-      return diag_error(d, (SrcLoc){0}, "dim %s: %s", arg, why);
-    r->sym = sym;
-    return 0;
-  }
-  char *end;
-  errno = 0;
-  long long size = strtoll(v, &end, 10);
-  if (*end || errno || size < 0)
-    return diag_error(d, (SrcLoc){0},
-                      "dim %s: the size must be a non-negative integer, or sizes and ranges "
-                      "like 1,8,32..64", arg);
-  f->names[f->opt.ndims] = sym;
-  f->sizes[f->opt.ndims++] = size;
+  char why[160];
+  int kind = dim_value_parse(eq + 1, &f->sizes[f->opt.ndims], &f->ranges[f->opt.nranges], why,
+                             sizeof why);
+  if (kind < 0)
+    return diag_error(d, (SrcLoc){0}, "dim %s: %s", arg, why);
+  if (kind)
+    f->ranges[f->opt.nranges++].sym = sym;
+  else
+    f->names[f->opt.ndims++] = sym;
   return 0;
 }
 

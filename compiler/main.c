@@ -322,8 +322,6 @@ static const char *option_value(const char *arg, const char *name, int argc, cha
   return argv[++*i];
 }
 
-/* Whether a --dim value gives a range ("1..64", "1,8,32..64") rather than one size. */
-static bool dim_is_range(const char *v) { return strstr(v, "..") || strchr(v, ','); }
 
 static int add_binding(Binding *list, int *n, const char *opt, const char *arg) {
   const char *eq = strchr(arg, '=');
@@ -493,18 +491,11 @@ static int check_mode(const Options *o) {
                          o->shapes[i].arg, IR_MAX_RANK);
   }
   for (int i = 0; i < o->ndims; i++) {
-    char *end, why[160];
+    char why[160];
+    int64_t size;
     DimRange r;
-    if (dim_is_range(o->dims[i].value)) {
-      if (range_parse(o->dims[i].value, &r, why, sizeof why))
-        return usage_error("--dim %s: %s", o->dims[i].arg, why);
-      continue;
-    }
-    errno = 0;
-    long long v = strtoll(o->dims[i].value, &end, 10);
-    if (!*o->dims[i].value || *end || errno || v < 0)
-      return usage_error("--dim %s: the size must be a non-negative integer, or sizes and "
-                         "ranges like 1,8,32..64", o->dims[i].arg);
+    if (dim_value_parse(o->dims[i].value, &size, &r, why, sizeof why) < 0)
+      return usage_error("--dim %s: %s", o->dims[i].arg, why);
   }
   return 0;
 }
@@ -762,14 +753,12 @@ static int compile_options(const Options *o, Compile *c, Diag *d) {
   int ndims = 0, nranges = 0;
   for (int i = 0; i < o->ndims; i++) { /* each checked by check_mode */
     char why[160];
-    if (dim_is_range(o->dims[i].value)) {
-      DimRange *r = &c->ranges[nranges++];
-      range_parse(o->dims[i].value, r, why, sizeof why);
-      r->sym = o->dims[i].name;
+    if (dim_value_parse(o->dims[i].value, &c->dim_sizes[ndims], &c->ranges[nranges], why,
+                        sizeof why)) {
+      c->ranges[nranges++].sym = o->dims[i].name;
       continue;
     }
-    c->dim_names[ndims] = o->dims[i].name;
-    c->dim_sizes[ndims++] = strtoll(o->dims[i].value, NULL, 10);
+    c->dim_names[ndims++] = o->dims[i].name;
   }
   c->nsizes = ndims;
   for (int i = 0; i < o->ncalib; i++)
@@ -1325,10 +1314,10 @@ static int64_t symbol_size(const Options *o, const Graph *g, Tensor *const *in,
     if (!strcmp(o->dims[i].name, sym)) {
       DimRange r;
       char why[160];
-      if (!dim_is_range(o->dims[i].value))
-        return strtoll(o->dims[i].value, NULL, 10);
-      if (!range_parse(o->dims[i].value, &r, why, sizeof why))
-        return r.lo[0];
+      int64_t size;
+      int kind = dim_value_parse(o->dims[i].value, &size, &r, why, sizeof why);
+      if (kind >= 0)
+        return kind ? r.lo[0] : size;
     }
   for (int i = 0; i < g->ninputs; i++) {
     const Shape *s = &g->inputs[i]->type.shape;
