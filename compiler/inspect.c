@@ -8,15 +8,10 @@
 #include "compiler/build.h"
 #include "frontends/frontends.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---------------------------------------------------------------- output, text or JSON */
 
@@ -358,22 +353,11 @@ static int inspect_onnx(Out *o, const char *path, Diag *d) {
 
 /* ---------------------------------------------------------------- the entry */
 
-/* The regular file at path mapped read-only into *map (NULL for an empty file), *len
- * bytes; the caller unmaps it. 0, or -1 with d set. */
+/* The regular file at path mapped read-only (map_regular): 0, or -1 with d set. */
 static int map_file(const char *path, const unsigned char **map, size_t *len, Diag *d) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0)
-    return diag_error(d, (SrcLoc){path, NULL, 0, 0}, "cannot open: %s", strerror(errno));
-  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return diag_error(d, (SrcLoc){path, NULL, 0, 0}, "not a regular file");
-  }
-  *len = (size_t)st.st_size;
-  *map = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-  close(fd);
-  if (*len && *map == MAP_FAILED)
-    return diag_error(d, (SrcLoc){path, NULL, 0, 0}, "cannot map: %s", strerror(errno));
+  char why[256];
+  if (!(*map = map_regular(path, len, why, sizeof why)))
+    return diag_error(d, (SrcLoc){path, NULL, 0, 0}, "cannot open: %s", why);
   return 0;
 }
 
@@ -388,8 +372,7 @@ char *model_so_info(const char *path, Diag *d) {
     diag_error(d, (SrcLoc){path, NULL, 0, 0}, "%s", gpucc_last_error());
   else if (!(info = strndup((const char *)map + t.info_offset, (size_t)t.info_len)))
     diag_error(d, (SrcLoc){path, NULL, 0, 0}, "out of memory");
-  if (len)
-    munmap((void *)map, len);
+  unmap_regular(map, len);
   return info;
 }
 
@@ -433,7 +416,6 @@ int inspect_file(const char *path, bool json, FILE *f, Diag *d) {
   if (!rc && fwrite(text, 1, text_len, f) != text_len)
     rc = diag_error(d, (SrcLoc){path, NULL, 0, 0}, "cannot write the output");
   free(text);
-  if (len)
-    munmap((void *)map, len);
+  unmap_regular(map, len);
   return rc;
 }

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1531,6 +1532,32 @@ FILE *fopen_regular(const char *path, uint64_t *size, char *why, size_t n) {
   if (size)
     *size = (uint64_t)st.st_size;
   return f;
+}
+
+const void *map_regular(const char *path, size_t *len, char *why, size_t n) {
+  static const char empty;
+  uint64_t size = 0;
+  FILE *f = fopen_regular(path, &size, why, n);
+  if (!f)
+    return NULL;
+  if (size > SIZE_MAX) {
+    snprintf(why, n, "it has %" PRIu64 " bytes, more than this machine can map", size);
+    fclose(f);
+    return NULL;
+  }
+  void *p = size ? mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fileno(f), 0) : (void *)&empty;
+  if (p == MAP_FAILED)
+    snprintf(why, n, "cannot map: %s", strerror(errno));
+  fclose(f);
+  if (p == MAP_FAILED)
+    return NULL;
+  *len = (size_t)size;
+  return p;
+}
+
+void unmap_regular(const void *p, size_t len) {
+  if (p && len)
+    munmap((void *)p, len);
 }
 
 /* A character device or a FIFO named as an output (/dev/null, /dev/stdout, a pipe) is

@@ -483,6 +483,11 @@ void graph_retain(Graph *g, const bool *keep_node, const bool *keep_const);
  * feed it without end. NULL with the reason in why ("No such file or directory", "it is a
  * FIFO, not a regular file"). */
 FILE *fopen_regular(const char *path, uint64_t *size, char *why, size_t n);
+/* The regular file at path, opened as fopen_regular opens it, mapped read-only: *len
+ * bytes (an empty file is a pointer to none); unmap_regular releases it. NULL with the
+ * reason in why. The bytes are the file's: one that shrinks while mapped faults. */
+const void *map_regular(const char *path, size_t *len, char *why, size_t n);
+void unmap_regular(const void *p, size_t len);
 
 /* An output file is written under a temporary name beside its path and renamed into
  * place on success, so no reader ever sees half a file and a failure leaves nothing

@@ -23,7 +23,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1262,58 +1261,41 @@ Graph *onnx_load_bytes(const void *data, size_t len, const char *name, const Onn
 
 /* The whole file, mapped read-only (no copy: a model's weights are read once, by the
  * protobuf's unpacking, which copies them out); *dir receives its folder. The caller
- * releases both with unmap_file and free. A file that shrinks while it is mapped would
- * fault: a model is not expected to change under the compiler. */
-static void *map_file(const char *path, size_t *len, char **dir, Diag *d) {
-  static char empty;
+ * releases both with unmap_regular and free. */
+static const void *map_file(const char *path, size_t *len, char **dir, Diag *d) {
   char why[256];
-  uint64_t size = 0;
-  FILE *f = fopen_regular(path, &size, why, sizeof why);
-  void *buf = NULL;
   *dir = NULL;
-  if (!f) {
+  const void *buf = map_regular(path, len, why, sizeof why);
+  if (!buf) {
     diag_error(d, (SrcLoc){.file = path}, "cannot open: %s", why);
     return NULL;
   }
-  if (size > MODEL_MAX_BYTES) {
-    diag_error(d, (SrcLoc){.file = path}, "the file has %" PRIu64 " bytes, more than the 2 GiB a "
-               "protobuf may have: not an ONNX model", size);
-    fclose(f);
-    return NULL;
-  }
-  *len = (size_t)size;
-  buf = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fileno(f), 0) : &empty;
-  fclose(f);
-  if (buf == MAP_FAILED) {
-    diag_error(d, (SrcLoc){.file = path}, "cannot read: %s", strerror(errno));
+  if (*len > MODEL_MAX_BYTES) {
+    diag_error(d, (SrcLoc){.file = path}, "the file has %zu bytes, more than the 2 GiB a "
+               "protobuf may have: not an ONNX model", *len);
+    unmap_regular(buf, *len);
     return NULL;
   }
   const char *slash = strrchr(path, '/');
   *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
   if (!*dir) {
-    if (*len)
-      munmap(buf, *len);
+    unmap_regular(buf, *len);
     diag_error(d, (SrcLoc){.file = path}, "out of memory");
     return NULL;
   }
   return buf;
 }
 
-static void unmap_file(void *buf, size_t len) {
-  if (len)
-    munmap(buf, len);
-}
-
 Graph *onnx_load(const char *path, const OnnxOptions *opt, Diag *d) {
   size_t len;
   char *dir;
-  void *buf = map_file(path, &len, &dir, d);
+  const void *buf = map_file(path, &len, &dir, d);
   if (!buf)
     return NULL;
   OnnxOptions o = opt ? *opt : (OnnxOptions){0};
   o.base_dir = dir;
   Graph *g = onnx_load_bytes(buf, len, path, &o, d);
-  unmap_file(buf, len);
+  unmap_regular(buf, len);
   free(dir);
   return g;
 }
@@ -1345,11 +1327,11 @@ OnnxModel *onnx_open_bytes(const void *data, size_t len, const char *name, const
 OnnxModel *onnx_open(const char *path, Diag *d) {
   size_t len;
   char *dir;
-  void *buf = map_file(path, &len, &dir, d);
+  const void *buf = map_file(path, &len, &dir, d);
   if (!buf)
     return NULL;
   OnnxModel *m = onnx_open_bytes(buf, len, path, dir, d);
-  unmap_file(buf, len);
+  unmap_regular(buf, len);
   free(dir);
   return m;
 }
@@ -1503,7 +1485,7 @@ Tensor *onnx_read_tensor(const char *path, char **name, Diag *d) {
   char *dir;
   if (name)
     *name = NULL;
-  void *buf = map_file(path, &len, &dir, d);
+  const void *buf = map_file(path, &len, &dir, d);
   if (!buf)
     return NULL;
   Loader L;
@@ -1532,7 +1514,7 @@ done:
     onnx__tensor_proto__free_unpacked(tp, NULL);
   graph_free(L.g);
   loader_free(&L);
-  unmap_file(buf, len);
+  unmap_regular(buf, len);
   free(dir);
   return t;
 }
@@ -1541,7 +1523,7 @@ int onnx_check_ops(const char *path, const OnnxOptions *opt, char **report, Diag
   size_t len;
   char *dir;
   *report = NULL;
-  void *buf = map_file(path, &len, &dir, d);
+  const void *buf = map_file(path, &len, &dir, d);
   if (!buf)
     return -1;
   Loader L;
@@ -1609,7 +1591,7 @@ done:
   free(out);
 out:
   loader_free(&L);
-  unmap_file(buf, len);
+  unmap_regular(buf, len);
   free(dir);
   return count;
 }
