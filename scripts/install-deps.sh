@@ -55,31 +55,23 @@ if have clang && ! fuzzer_links; then
   want_clang_rt=1
 fi
 
-# onnx for python3: Debian's python3-onnx serves the system python3 (whose pip refuses to
-# install: PEP 668); any other python3 (pyenv, a venv) gets it from PyPI after apt.
-want_pip_onnx=0
-if ! have python3; then
-  need_pkg python3-onnx
-elif ! python3 -c 'import onnx' >/dev/null 2>&1; then
-  if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
-    need_pkg python3-onnx
-  else
-    want_pip_onnx=1
+# Python modules the tests need (onnx; pytest for python/tests): Debian's python3-MODULE
+# serves the system python3 (whose pip refuses to install: PEP 668); any other python3
+# (pyenv, a venv) gets them from PyPI after apt (python_pip_modules).
+pip_modules=()
+need_python_module() { # MODULE: its import name and its package's name alike
+  if ! have python3; then
+    need_pkg "python3-$1"
+  elif ! python3 -c "import $1" >/dev/null 2>&1; then
+    if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
+      need_pkg "python3-$1"
+    else
+      pip_modules+=("$1")
+    fi
   fi
-fi
-
-# pytest for the Python package's tests (python/tests): Debian's for the system python3,
-# PyPI's for any other.
-want_pip_pytest=0
-if ! have python3; then
-  need_pkg python3-pytest
-elif ! python3 -c 'import pytest' >/dev/null 2>&1; then
-  if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
-    need_pkg python3-pytest
-  else
-    want_pip_pytest=1
-  fi
-fi
+}
+need_python_module onnx
+need_python_module pytest
 
 # FileCheck and not: any LLVM version will do (tests/CMakeLists.txt looks in PATH and
 # in every /usr/lib/llvm-*/bin).
@@ -105,22 +97,15 @@ python_numpy() {
   }
 }
 
-python_onnx() {
-  [ $want_pip_onnx -eq 1 ] || return 0
-  echo "install-deps: $(command -v python3) cannot import onnx; installing it with pip"
-  python3 -m pip install -q onnx || {
-    echo "install-deps: could not install onnx for $(command -v python3)" >&2
-    exit 1
-  }
-}
-
-python_pytest() {
-  [ $want_pip_pytest -eq 1 ] || return 0
-  echo "install-deps: $(command -v python3) cannot import pytest; installing it with pip"
-  python3 -m pip install -q pytest || {
-    echo "install-deps: could not install pytest for $(command -v python3)" >&2
-    exit 1
-  }
+python_pip_modules() {
+  local m
+  for m in ${pip_modules[@]+"${pip_modules[@]}"}; do
+    echo "install-deps: $(command -v python3) cannot import $m; installing it with pip"
+    python3 -m pip install -q "$m" || {
+      echo "install-deps: could not install $m for $(command -v python3)" >&2
+      exit 1
+    }
+  done
 }
 
 # onnxruntime, the second oracle of tests/models (issue 3): optional. Where pip has no
@@ -171,8 +156,7 @@ clang_rt() {
 }
 
 if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ] && [ $want_clang_rt -eq 0 ]; then
-  python_onnx
-  python_pytest
+  python_pip_modules
   python_onnxruntime
   python_ray_serve
   echo "install-deps: everything gpucc needs is installed"
@@ -216,8 +200,7 @@ fi
 clang_rt
 
 python_numpy
-python_onnx
-python_pytest
+python_pip_modules
 python_onnxruntime
 python_ray_serve
 echo "install-deps: done"
