@@ -25,7 +25,6 @@ examples/mlp.gir.
 import asyncio
 import collections
 import concurrent.futures
-import ctypes
 import os
 import re
 from typing import Any, Dict, List, Optional
@@ -41,18 +40,6 @@ import gpucc
 # gpucc's element types as numpy's
 NUMPY_TYPES = {"f32": "float32", "f16": "float16", "f64": "float64", "i64": "int64",
                "i32": "int32", "i16": "int16", "i8": "int8", "u8": "uint8", "bool": "bool"}
-
-
-def cuda_device() -> str:
-    """'' when this process sees a CUDA device, else why not."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return "no CUDA driver (libcuda.so.1)"
-    n = ctypes.c_int()
-    if cuda.cuInit(0) or cuda.cuDeviceGetCount(ctypes.byref(n)) or n.value < 1:
-        return "no CUDA device"
-    return ""
 
 
 def is_model_so(path: str) -> bool:
@@ -81,7 +68,7 @@ class Backend:
 
     def __init__(self, model: str, batch_dim: str, max_batch_size: int, precision: str):
         self.path, self.batch_dim, self.max_batch_size = model, batch_dim, max_batch_size
-        self.no_gpu = cuda_device()
+        self.no_gpu = gpucc.no_gpu()
         self.inputs: Dict[str, Dict[str, Any]] = {}
         self.outputs: Dict[str, Dict[str, Any]] = {}
         self.model: Optional[gpucc.Model] = None
@@ -214,7 +201,7 @@ def gpucc_app(model: str, batch_dim: str = "N", max_batch_size: int = 32,
         if ray.is_initialized():
             num_gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
         else:
-            num_gpus = 0 if cuda_device() else 1
+            num_gpus = 0 if gpucc.no_gpu() else 1
     return GpuccModel.options(
         ray_actor_options={"num_gpus": num_gpus},
         max_ongoing_requests=2 * max_batch_size,

@@ -318,6 +318,15 @@ class Model:
         return ms.value
 
 
+def no_gpu(device: int = 0) -> str:
+    """'' when CUDA device `device` is there to run models on, else why not, in the
+    runtime's words ("no CUDA driver: ...", "no CUDA device 1: ..."). Compiles nothing."""
+    lib = _native.libgpucc()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    st = lib.gpucc_device_compute_capability(device, ctypes.byref(major), ctypes.byref(minor))
+    return str(_fail(lib, st, "CUDA device %d" % device)) if st else ""
+
+
 def _source(model: ModelSource) -> Tuple[bytes, str]:
     """The model's bytes and its name in messages: a path, bytes, an onnx.ModelProto or
     DSL text."""
@@ -469,4 +478,5 @@ def reference(model: ModelSource, inputs: Union[Mapping[str, Any], Sequence[Any]
                 for t in info.get("outputs", [])}
 
 
-__all__ = ["Error", "Model", "TensorInfo", "build", "compile", "inspect", "load", "reference"]
+__all__ = ["Error", "Model", "TensorInfo", "build", "compile", "inspect", "load", "no_gpu",
+           "reference"]

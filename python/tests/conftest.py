@@ -1,27 +1,16 @@
 """Where the tests find gpucc: the installed package, or (GPUCC_LIBRARY, GPUCC_COMMAND and
 PYTHONPATH=python, as ctest sets them) a build tree's. The GPU tests skip, saying so, on a
 machine without a CUDA device."""
-import ctypes
 import os
 
 import pytest
 
+import gpucc
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def _gpu() -> str:
-    """'' when there is a CUDA device, else why not."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return "no CUDA driver (libcuda.so.1)"
-    n = ctypes.c_int()
-    if cuda.cuInit(0) or cuda.cuDeviceGetCount(ctypes.byref(n)) or n.value < 1:
-        return "no CUDA device"
-    return ""
-
-
-NO_GPU = _gpu()
+NO_GPU = gpucc.no_gpu()
 
 
 def pytest_report_header(config):

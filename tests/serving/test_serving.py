@@ -101,9 +101,10 @@ def main() -> int:
         print("serving: skipped: ray[serve] cannot be imported (%s); "
               "pip install 'ray[serve]' (scripts/install-deps.sh does)" % e)
         return 77
+    import gpucc
     import serve_gpucc
 
-    no_gpu = serve_gpucc.cuda_device()
+    no_gpu = gpucc.no_gpu()
     backend = "reference" if no_gpu else "gpu"
     print("serving: Ray %s, the model on %s" % (
         ray.__version__, "the reference executor (%s)" % no_gpu if no_gpu else "the GPU"))
