@@ -16,7 +16,8 @@ there):
   - correctness: each float output of gpucc's model.so against PyTorch's fp32 output on
     the GPU (TF32 off), relative error by norm, passed or not against the precision's
     bound in docs/precision.md (tests/precision.py); PyTorch's own error in that precision
-    beside it;
+    beside it; fp32 rows also against PyTorch's model in float64, gpucc's error and
+    PyTorch fp32's (the two fp32 answers differ by about the larger of the two);
   - kernels per inference: gpucc's CUDA graph's kernel nodes (gpucc_model_kernels,
     cuBLASLt's included), eager's CUDA kernels from torch.profiler;
   - for gpucc (its model.so called through its C API with ctypes: gpucc_model_create, then
@@ -607,6 +608,15 @@ def measure_model(args, name, batch, todo, timer, env):
     with torch.no_grad():
         want = [t.float().clone() for t in as_list(model(*args_fp32))]
         flops = model_flops(model, args_fp32)
+    want64 = None
+    if any(p == "fp32" for p, _ in todo):
+        # float64, the answer fp32 rows are also measured against: PyTorch's fp32 has an
+        # error of its own (its accumulation order), as large as gpucc's distance from it
+        m64 = copy.deepcopy(model).double()
+        with torch.no_grad():
+            want64 = [t.clone() for t in as_list(m64(*[
+                t.double() if t.dtype.is_floating_point else t for t in args_fp32]))]
+        del m64
 
     for precision in [p for p in args.precisions if any(q == p for q, _ in todo)]:
         if args.deadline and time.monotonic() - args.t_start > args.deadline:
@@ -623,7 +633,11 @@ def measure_model(args, name, batch, todo, timer, env):
         m = copy.deepcopy(model).to(dtype)
         targs = [t.to(dtype) if t.dtype.is_floating_point else t for t in args_fp32]
         with torch.no_grad():
-            base["torch_rel_err"] = rel_err(as_list(m(*targs)), want)
+            got = as_list(m(*targs))
+            base["torch_rel_err"] = rel_err(got, want)
+            if precision == "fp32" and want64:
+                base["torch_f64_err"] = rel_err(got, want64)
+            del got
             if not args.gpucc_only:
                 time_torch(args, m, targs, timer, base)
         torch.cuda.empty_cache()
@@ -637,7 +651,8 @@ def measure_model(args, name, batch, todo, timer, env):
             if how in export_errors:
                 row["error"] = export_errors[how]
             else:
-                row.update(measure_gpucc(args, work, how, precision, gpu_in, want))
+                row.update(measure_gpucc(args, work, how, precision, gpu_in, want,
+                                          want64 if precision == "fp32" else None))
             row["tolerance"] = REL_BY_NORM.get(precision)
             if "gpucc_rel_err" in row:
                 row["passed"] = bool(row["gpucc_rel_err"] <= REL_BY_NORM[precision])
@@ -651,7 +666,7 @@ def measure_model(args, name, batch, todo, timer, env):
     return True
 
 
-def measure_gpucc(args, work, how, precision, gpu_in, want):
+def measure_gpucc(args, work, how, precision, gpu_in, want, want64=None):
     import torch
     so_path = os.path.join(work, "%s-%s.so" % (how, precision))
     row = compile_so(args, os.path.join(work, how + ".onnx"), so_path, precision, work)
@@ -699,6 +714,8 @@ def measure_gpucc(args, work, how, precision, gpu_in, want):
         if len(got) != len(want):
             row["note"] = "%d outputs, PyTorch %d" % (len(got), len(want))
         row["gpucc_rel_err"] = rel_err(got, want)
+        if want64:
+            row["gpucc_f64_err"] = rel_err(got, want64)
         row["gpucc_call_ms"] = call_ms(run, args.iters)
         row["gpucc_gpu_ms"], info = args.timer(run, 2 + len(run.ins) + len(run.outs))
         row["gpucc_retimed"] = info.get("groups_retimed", 0)
@@ -940,6 +957,21 @@ def table(args):
                                if e in v else "" for e in exports),
                     fmt(max(t) / min(t), "%.2f"),
                     fmt(max(n) / min(n) if n else None, "%.2f")))
+        exact = [r for r in measured if r.get("gpucc_f64_err") is not None]
+        if exact:
+            out.append("")
+            out.append("fp32 against float64 (PyTorch's model in double): relative error by "
+                       "norm of gpucc and of PyTorch's own fp32 (TF32 off), and gpucc's "
+                       "distance from PyTorch fp32, the column above:")
+            out.append("")
+            out.append("| model | batch | export | gpucc vs float64 | PyTorch fp32 vs float64 "
+                       "| gpucc vs PyTorch fp32 |")
+            out.append("|" + "---|" * 6)
+            for r in exact:
+                out.append("| %s | %d | %s | %s | %s | %s |" % (
+                    shown(r), r["batch"], r.get("export", "ts17"),
+                    fmt(r["gpucc_f64_err"], "%.1e"), fmt(r.get("torch_f64_err"), "%.1e"),
+                    fmt(r.get("gpucc_rel_err"), "%.1e")))
         out.append("")
         out.append("| model | batch | precision | export | gpucc compile s cold / warm | "
                    "create ms cold / warm / untuned | warm / untuned | torch.compile s | "
