@@ -13,8 +13,9 @@ chain (fusion, cloning masks, codegen's fuse groups, the verifier), a chain of c
 left unfused (codegen's kernels, the memory plan's placement in every order), a split
 whose parts are all live at once (the memory plan), a chain of constants written in
 reverse order (the ONNX loader's constant marking), a Sum of many inputs (the ONNX
-loader's temporary names, and many fuse groups), an ONNX Split into many parts, and a
-model of many unknown ops (--check-ops' report). The big chain (100,000 nodes), Sum
+loader's temporary names, and many fuse groups), an ONNX Split into many parts, a
+model of many unknown ops (--check-ops' report, and `gpucc inspect`'s count of each op),
+and a model listing many initializers as inputs (`gpucc inspect`'s inputs). The big chain (100,000 nodes), Sum
 (20,000 inputs) and ONNX Split (5,000 parts) are sizes gpucc must compile in
 seconds; this test times gpucc up to the plan, not NVRTC, whose time grows with the code
 it compiles (fuse keeps each kernel under 256 nodes, so that stays linear too).
@@ -99,6 +100,8 @@ CASES = {
     "sum": (make_models.sum_inputs, "onnx", ["--emit=plan"], 1000, 0),
     "split_onnx": (make_models.split_parts, "onnx", ["--emit=plan"], 250, 0),
     "check_ops": (make_models.unknown_ops, "onnx", ["--check-ops"], 5000, 1),
+    "inspect_ops": (make_models.unknown_ops, "onnx", ["inspect", "{model}"], 5000, 0),
+    "inspect_inputs": (make_models.listed_initializers, "onnx", ["inspect", "{model}"], 5000, 0),
 }
 
 
@@ -127,8 +130,12 @@ def run_case(name, gpucc, tmp):
         data = build(size)
         with open(path, "wb" if isinstance(data, bytes) else "w") as f:
             f.write(data)
-        out = [] if "--check-ops" in args else ["-o", os.path.join(tmp, "%s-%d.out" % (name, size))]
-        cmds.append([gpucc, path] + args + out)
+        # the model's place in the arguments ({model}; first when not given), and an
+        # output file for what --emit writes
+        argv = [a.replace("{model}", path) for a in args] if "{model}" in args else [path] + args
+        out = (["-o", os.path.join(tmp, "%s-%d.out" % (name, size))]
+               if any(a.startswith("--emit") for a in args) else [])
+        cmds.append([gpucc] + argv + out)
     small = min(cpu_time(cmds[0], status, 600) for _ in range(RUNS))
     small = max(small, 0.01)  # a clock tick, so that the bound is never zero
     limit = BOUND * small

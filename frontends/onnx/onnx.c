@@ -1389,22 +1389,59 @@ static char *value_type_text(const Onnx__ValueInfoProto *v) {
   return s;
 }
 
+/* The values of v that are not in inits (a map of initializer names, or NULL). */
 static int add_values(OnnxValueInfo **out, int *n, Onnx__ValueInfoProto *const *v, size_t nv,
-                      Onnx__TensorProto *const *init, size_t ninit) {
+                      const NameMap *inits) {
   *out = calloc(nv + 1, sizeof **out);
   if (!*out)
     return -1;
   for (size_t i = 0; i < nv; i++) {
-    bool is_init = false;
-    for (size_t k = 0; k < ninit && !is_init; k++)
-      is_init = v[i]->name && init[k]->name && !strcmp(v[i]->name, init[k]->name);
-    if (is_init)
+    if (inits && v[i]->name && onnx_map_get(inits, v[i]->name))
       continue;
     OnnxValueInfo *x = &(*out)[(*n)++];
     if (!(x->name = dup_or_empty(v[i]->name)) || !(x->type = value_type_text(v[i])))
       return -1;
   }
   return 0;
+}
+
+/* "domain.Op", or "Op" in the default domain; malloc'd. */
+static char *op_name(const Onnx__NodeProto *nd) {
+  const char *dom = is_default_domain(nd->domain) ? "" : nd->domain;
+  const char *op = nd->op_type ? nd->op_type : "?";
+  size_t ld = strlen(dom), lo = strlen(op);
+  char *name = malloc(ld + 1 + lo + 1);
+  if (name) {
+    memcpy(name, dom, ld);
+    if (ld)
+      name[ld++] = '.';
+    memcpy(name + ld, op, lo + 1);
+  }
+  return name;
+}
+
+/* Counts each op type of g into s->ops, in the order they first appear. Names are
+ * looked up in a hash map: a hostile model may have a million nodes of distinct types. */
+static int count_ops(const Onnx__GraphProto *g, OnnxSummary *s) {
+  NameMap seen = {0};
+  int rc = !(s->ops = calloc(g->n_node + 1, sizeof *s->ops)) || map_init(&seen, g->n_node);
+  for (size_t i = 0; i < g->n_node && !rc; i++) {
+    char *name = op_name(g->node[i]);
+    if (!name) {
+      rc = -1;
+      break;
+    }
+    int *k = onnx_map_get(&seen, name);
+    if (k) {
+      free(name);
+    } else {
+      s->ops[s->nops].name = name;
+      k = map_put(&seen, name, s->nops++);
+    }
+    s->ops[*k].count++;
+  }
+  map_free(&seen);
+  return rc;
 }
 
 int onnx_summary(const OnnxModel *m, OnnxSummary *s, Diag *d) {
@@ -1415,29 +1452,18 @@ int onnx_summary(const OnnxModel *m, OnnxSummary *s, Diag *d) {
   for (size_t i = 0; i < mp->n_opset_import; i++)
     if (is_default_domain(mp->opset_import[i]->domain))
       s->opset = mp->opset_import[i]->version;
-  int rc = !(s->graph = dup_or_empty(g->name)) || !(s->producer = dup_or_empty(mp->producer_name)) ||
-           add_values(&s->inputs, &s->ninputs, g->input, g->n_input, g->initializer,
-                      g->n_initializer) ||
-           add_values(&s->outputs, &s->noutputs, g->output, g->n_output, NULL, 0) ||
-           !(s->ops = calloc(g->n_node + 1, sizeof *s->ops));
+  /* the initializers' names, which older exporters also list as inputs */
+  NameMap inits;
+  int rc = map_init(&inits, g->n_initializer);
+  for (size_t i = 0; i < g->n_initializer && !rc; i++)
+    if (g->initializer[i]->name)
+      map_put(&inits, g->initializer[i]->name, 0);
+  rc = rc || !(s->graph = dup_or_empty(g->name)) ||
+       !(s->producer = dup_or_empty(mp->producer_name)) ||
+       add_values(&s->inputs, &s->ninputs, g->input, g->n_input, &inits) ||
+       add_values(&s->outputs, &s->noutputs, g->output, g->n_output, NULL) || count_ops(g, s);
+  map_free(&inits);
   s->nnodes = (int)g->n_node;
-  for (size_t i = 0; i < g->n_node && !rc; i++) {
-    const Onnx__NodeProto *nd = g->node[i];
-    char name[256];
-    snprintf(name, sizeof name, "%s%s%s", is_default_domain(nd->domain) ? "" : nd->domain,
-             is_default_domain(nd->domain) ? "" : ".", nd->op_type ? nd->op_type : "?");
-    int k = 0;
-    while (k < s->nops && strcmp(s->ops[k].name, name))
-      k++;
-    if (k == s->nops) {
-      if (!(s->ops[k].name = strdup(name)))
-        rc = -1;
-      else
-        s->nops++;
-    }
-    if (!rc)
-      s->ops[k].count++;
-  }
   s->ninitializers = (int)g->n_initializer;
   for (size_t i = 0; i < g->n_initializer && !rc; i++) {
     const Onnx__TensorProto *t = g->initializer[i];

@@ -208,9 +208,18 @@ def unknown_ops(n):
     return model(nodes, [value_info("x", FLOAT, [4])], [value_info("y", FLOAT, [4])])
 
 
+def listed_initializers(n):
+    """n initializers, each also listed as a graph input (as exporters of IR version 3
+    wrote them), beside one real input x and a Relu of it."""
+    ws = ["w%d" % i for i in range(n)]
+    return model([node("Relu", ["x"], ["y"], "relu")],
+                 [value_info("x", FLOAT, [4])] + [value_info(w, FLOAT, [1]) for w in ws],
+                 [value_info("y", FLOAT, [4])], [tensor(w, [1], FLOAT, [0.5]) for w in ws])
+
+
 SIZED = {"chain": chain, "reverse_constants": reverse_constants, "sum_inputs": sum_inputs,
          "concat_inputs": concat_inputs, "split_parts": split_parts,
-         "unknown_ops": unknown_ops}
+         "unknown_ops": unknown_ops, "listed_initializers": listed_initializers}
 
 def attention_dynamic(masked=False):
     """An attention over x [batch, seq, 8] as exporters write it with dynamic axes: the
