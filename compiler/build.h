@@ -195,7 +195,9 @@ void named_tensors_free(NamedTensors *nt);
 
 /* The ONNX model at `model` run by onnxruntime's CPUExecutionProvider on in[0..nin) (the
  * inputs names[i]), through `python` (started with an argv, no shell) and .npy files in a
- * private temporary folder, which is removed on every path. *out gets the model's outputs
+ * private temporary folder, which is removed on every path: the terminal's SIGINT,
+ * SIGQUIT and SIGHUP, held by the calling thread meanwhile, end the process only once it
+ * is gone. *out gets the model's outputs
  * in its order. 0; ONNXRUNTIME_MISSING with d set when python cannot be started or lacks
  * numpy or onnxruntime; -1 with d set when the model does not load or run there. */
 enum { ONNXRUNTIME_MISSING = -2 };

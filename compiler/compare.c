@@ -14,6 +14,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +114,7 @@ static void last_line(const char *log, char *buf, size_t n) {
 /* Runs the script in `folder` (the inputs written there). 0, ONNXRUNTIME_MISSING or -1,
  * with d set. */
 static int run_script(const char *python, const char *model, const char *folder,
-                      const char *const *names, int nin, Diag *d) {
+                      const char *const *names, int nin, const sigset_t *mask, Diag *d) {
   const char **argv = calloc((size_t)nin + 6, sizeof *argv);
   char log[4096];
   if (!argv || !in_folder(log, sizeof log, folder, "log", 0)) {
@@ -129,7 +131,18 @@ static int run_script(const char *python, const char *model, const char *folder,
   /* its standard output and error go to the log: gpucc's standard output is the
    * comparison, and onnxruntime's warnings are not gpucc's messages */
   posix_spawn_file_actions_t fa;
-  int err = posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_t attr;
+  int err = posix_spawnattr_init(&attr);
+  if (err) {
+    free(argv);
+    return diag_error(d, (SrcLoc){0}, "cannot start '%s': %s", python, strerror(err));
+  }
+  /* the child runs with the signal mask gpucc had before it held the terminal's */
+  err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  if (!err)
+    err = posix_spawnattr_setsigmask(&attr, mask);
+  if (!err)
+    err = posix_spawn_file_actions_init(&fa);
   if (!err)
     err = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   if (!err)
@@ -138,8 +151,9 @@ static int run_script(const char *python, const char *model, const char *folder,
     err = posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid;
   if (!err)
-    err = posix_spawnp(&pid, python, &fa, NULL, (char *const *)argv, environ);
+    err = posix_spawnp(&pid, python, &fa, &attr, (char *const *)argv, environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   free(argv);
   if (err == ENOENT || err == EACCES || err == ENOEXEC || err == ENOTDIR) {
     diag_error(d, (SrcLoc){0}, "cannot run '%s' for --compare=onnxruntime: %s (set "
@@ -221,20 +235,33 @@ int onnxruntime_run(const char *python, const char *model, const char *const *na
   if (snprintf(folder, sizeof folder, "%s/gpucc-compare-XXXXXX", tmp && *tmp ? tmp : "/tmp") >=
       (int)sizeof folder)
     return diag_error(d, (SrcLoc){0}, "TMPDIR is too long");
-  if (!mkdtemp(folder))
-    return diag_error(d, (SrcLoc){0}, "cannot make a temporary folder %s: %s", folder,
-                      strerror(errno));
+  /* The terminal's interrupts (Ctrl-C, Ctrl-\, a hangup) go to the whole foreground
+   * process group, onnxruntime's Python included. gpucc holds them while the folder
+   * exists, so that they end the script, and then gpucc, once the folder is removed:
+   * unheld, a pending one ends gpucc as it would have. */
+  sigset_t held, mask;
+  sigemptyset(&held);
+  sigaddset(&held, SIGINT);
+  sigaddset(&held, SIGQUIT);
+  sigaddset(&held, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &held, &mask);
   int rc = 0;
-  for (int i = 0; i < nin && !rc; i++)
-    if (!in_folder(path, sizeof path, folder, "in_%d.npy", i))
-      rc = diag_error(d, (SrcLoc){0}, "out of memory");
-    else
-      rc = npy_write(path, in[i], d);
-  if (!rc)
-    rc = run_script(python, model, folder, names, nin, d);
-  if (!rc)
-    rc = read_results(folder, out, d);
-  remove_folder(folder);
+  if (!mkdtemp(folder)) {
+    rc = diag_error(d, (SrcLoc){0}, "cannot make a temporary folder %s: %s", folder,
+                    strerror(errno));
+  } else {
+    for (int i = 0; i < nin && !rc; i++)
+      if (!in_folder(path, sizeof path, folder, "in_%d.npy", i))
+        rc = diag_error(d, (SrcLoc){0}, "out of memory");
+      else
+        rc = npy_write(path, in[i], d);
+    if (!rc)
+      rc = run_script(python, model, folder, names, nin, &mask, d);
+    if (!rc)
+      rc = read_results(folder, out, d);
+    remove_folder(folder);
+  }
+  pthread_sigmask(SIG_SETMASK, &mask, NULL);
   return rc;
 }
 

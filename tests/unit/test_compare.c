@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -213,9 +214,20 @@ static bool tmp_empty(const char *tmp) {
   return d && n == 0;
 }
 
+static char tmpdir[128]; /* TMPDIR for onnxruntime_run */
+static volatile sig_atomic_t sigints;
+
+/* The temporary folder must be gone by the time the held SIGINT comes. (opendir is not
+ * async-signal-safe; the signal comes where onnxruntime_run lets it through, or, were it
+ * not held, while the test waits for the script: never inside malloc.) */
+static void on_sigint(int sig) {
+  (void)sig;
+  sigints += tmp_empty(tmpdir) ? 1 : 100;
+}
+
 static void test_onnxruntime_run(void) {
-  char tmp[128];
-  snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+  char *tmp = tmpdir;
+  snprintf(tmp, sizeof tmpdir, "%s/tmp", dir);
   mkdir(tmp, 0700);
   setenv("TMPDIR", tmp, 1);
   int64_t dims[] = {2};
@@ -263,6 +275,19 @@ static void test_onnxruntime_run(void) {
   CHECK(onnxruntime_run(short_, "m.onnx", names, in, 1, &out, &d) == -1);
   CHECK(strstr(d.msg, "out_1.npy"));
   CHECK(tmp_empty(tmp));
+
+  /* Ctrl-C reaches both processes: the script ends, and the SIGINT held for the caller
+   * comes through once the folder is gone */
+  const char *ctrl_c = stand_in("ctrl-c", "kill -INT $PPID; kill -INT $$; sleep 5");
+  struct sigaction sa = {.sa_handler = on_sigint}, old;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old);
+  d = (Diag){0};
+  CHECK(onnxruntime_run(ctrl_c, "m.onnx", names, in, 1, &out, &d) == -1);
+  CHECK(strstr(d.msg, "ended by signal 2"));
+  CHECK(sigints == 1);
+  CHECK(tmp_empty(tmp));
+  sigaction(SIGINT, &old, NULL);
 
   /* an input numpy cannot hold is refused before anything runs */
   Tensor *bf = tensor_new(DT_BF16, 1, dims);
