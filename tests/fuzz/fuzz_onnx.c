@@ -10,7 +10,10 @@
  *
  * Beyond "no crash, no hang, no leak": a refused model carries a message; a loaded model
  * verifies; every pass keeps it valid (a failing pass or verifier is gpucc's bug, not the
- * model's); and every buffer of the memory plan lies inside its region. */
+ * model's); and every buffer of the memory plan lies inside its region.
+ *
+ * First, what `gpucc inspect` and `gpucc run` read before any load: the parsed protobuf
+ * (onnx_open_bytes) and its summary, whose op counts must add up to its nodes. */
 #include "fuzz.h"
 
 #include "compiler/build.h"
@@ -65,9 +68,34 @@ static void check_memplan(const Graph *g, const Program *p) {
   memplan_free(&mp);
 }
 
+static void check_summary(const uint8_t *data, size_t size) {
+  Diag d = {0};
+  OnnxModel *m = onnx_open_bytes(data, size, "fuzz.onnx", NULL, &d);
+  if (!m) {
+    FUZZ_CHECK_ERROR(d.msg);
+    return;
+  }
+  OnnxSummary s;
+  FUZZ_CHECK(!onnx_summary(m, &s, &d), "onnx_summary: %s", d.msg);
+  int64_t nodes = 0;
+  for (int k = 0; k < s.nops; k++) {
+    FUZZ_CHECK(s.ops[k].name && s.ops[k].count > 0, "op #%d: no name or no count", k);
+    nodes += s.ops[k].count;
+  }
+  FUZZ_CHECK(nodes == s.nnodes, "the op counts add up to %lld, not the %d nodes",
+             (long long)nodes, s.nnodes);
+  for (int i = 0; i < s.ninputs + s.noutputs; i++) {
+    const OnnxValueInfo *v = i < s.ninputs ? &s.inputs[i] : &s.outputs[i - s.ninputs];
+    FUZZ_CHECK(v->name && v->type && v->type[0], "value #%d: no name or type", i);
+  }
+  onnx_summary_free(&s);
+  onnx_close(m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const Precision precisions[] = {PRECISION_FP32, PRECISION_TF32, PRECISION_BF16,
                                          PRECISION_FP16};
+  check_summary(data, size);
   OnnxOptions opt = {.max_weight_bytes = FUZZ_MAX_WEIGHT_BYTES};
   Diag d = {0};
   Graph *g = onnx_load_bytes(data, size, "fuzz.onnx", &opt, &d);
