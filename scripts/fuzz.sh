@@ -8,7 +8,7 @@
 #                            into tests/fuzz/corpus/<harness>/ (libFuzzer's -merge=1)
 #
 # Environment: FUZZ_SECONDS (default 20) per harness; FUZZERS, the harnesses to run (default
-# all: dsl onnx npy safetensors plan trailer); FUZZ_TIMEOUT (default 20), the seconds one
+# all: dsl onnx npy safetensors plan trailer tensorpb); FUZZ_TIMEOUT (default 20), the seconds one
 # input may take before it counts as a hang; FUZZ_BUILD_DIR (default build-fuzz); FUZZ_CC
 # (default clang); JOBS (default: the number of cores), the build's parallelism and how
 # many harnesses run at once; FUZZ_NO_BUILD=1 runs the harnesses already built there (on a
@@ -29,7 +29,7 @@ esac
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FUZZ_SECONDS:-20}
 timeout=${FUZZ_TIMEOUT:-20}
-harnesses=${FUZZERS:-dsl onnx npy safetensors plan trailer}
+harnesses=${FUZZERS:-dsl onnx npy safetensors plan trailer tensorpb}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 cc=${FUZZ_CC:-clang}
 work=$build/fuzz
@@ -45,7 +45,7 @@ bin=$build/tests/fuzz
 
 # Seeds from the repository's test data, made afresh each run (so they follow the formats).
 rm -rf "$work/seeds"
-mkdir -p "$work/seeds"/{dsl,onnx,npy,safetensors} "$work/crashes"
+mkdir -p "$work/seeds"/{dsl,onnx,npy,safetensors,tensorpb} "$work/crashes"
 while IFS= read -r f; do
   cp "$f" "$work/seeds/dsl/$(echo "$f" | tr / _)"
 done < <(find tests examples -name '*.gir' -type f)
@@ -64,9 +64,15 @@ if [ -d "$onnx_data" ]; then
     rel=${f#"$onnx_data"/}
     cp "$f" "$work/seeds/onnx/$(dirname "$rel" | tr / _).onnx"
   done < <(find "$onnx_data" -name model.onnx -size -65537c)
+  # and their inputs and outputs (TensorProto files) of 4 KiB at most
+  while IFS= read -r f; do
+    rel=${f#"$onnx_data"/}
+    cp "$f" "$work/seeds/tensorpb/$(echo "$rel" | tr / _)"
+  done < <(find "$onnx_data" -name '*.pb' -size -4097c)
 else
   echo "fuzz: no $onnx_data (scripts/install-deps.sh installs it): the onnx fuzzer" \
-       "starts from the committed corpus and tests/onnx's models only"
+       "starts from the committed corpus and tests/onnx's models only, the tensorpb" \
+       "fuzzer from its committed corpus"
 fi
 find tests -name '*.npy' -size -8193c -exec cp {} "$work/seeds/npy/" \;
 cp tests/data/*.safetensors "$work/seeds/safetensors/"
