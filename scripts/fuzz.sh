@@ -8,12 +8,13 @@
 #                            into tests/fuzz/corpus/<harness>/ (libFuzzer's -merge=1)
 #
 # Environment: FUZZ_SECONDS (default 20) per harness; FUZZERS, the harnesses to run (default
-# all: dsl onnx npy safetensors plan trailer tensorpb); FUZZ_TIMEOUT (default 20), the seconds one
-# input may take before it counts as a hang; FUZZ_BUILD_DIR (default build-fuzz); FUZZ_CC
-# (default clang); JOBS (default: the number of cores), the build's parallelism and how
-# many harnesses run at once; FUZZ_NO_BUILD=1 runs the harnesses already built there (on a
-# machine without clang, say, where the build folder was copied). Each run's new inputs
-# stay in FUZZ_BUILD_DIR/fuzz/corpus/<harness>/, so later runs start from them.
+# all: dsl onnx npy safetensors plan trailer tensorpb); FUZZ_TIMEOUT (default 20), the
+# seconds one input may take before it counts as a hang; FUZZ_BUILD_DIR (default
+# build-fuzz); FUZZ_CC (default clang); JOBS (default: the number of cores), the build's
+# parallelism and how many harnesses run at once; FUZZ_NO_BUILD=1 runs the harnesses
+# already built there (on a machine without clang, say, where the build folder was
+# copied). Each run's new inputs stay in FUZZ_BUILD_DIR/fuzz/corpus/<harness>/, so later
+# runs start from them.
 #
 # A crash, leak, hang, out-of-memory or broken harness check fails the script, naming the
 # input libFuzzer saved under FUZZ_BUILD_DIR/fuzz/crashes/<harness>/; the README says how to

@@ -15,10 +15,11 @@ whose parts are all live at once (the memory plan), a chain of constants written
 reverse order (the ONNX loader's constant marking), a Sum of many inputs (the ONNX
 loader's temporary names, and many fuse groups), an ONNX Split into many parts, a
 model of many unknown ops (--check-ops' report, and `gpucc inspect`'s count of each op),
-and a model listing many initializers as inputs (`gpucc inspect`'s inputs). The big chain (100,000 nodes), Sum
-(20,000 inputs) and ONNX Split (5,000 parts) are sizes gpucc must compile in
-seconds; this test times gpucc up to the plan, not NVRTC, whose time grows with the code
-it compiles (fuse keeps each kernel under 256 nodes, so that stays linear too).
+and a model listing many initializers as inputs (`gpucc inspect`'s inputs). The big
+chain (100,000 nodes), Sum (20,000 inputs) and ONNX Split (5,000 parts) are sizes gpucc
+must compile in seconds; this test times gpucc up to the plan, not NVRTC, whose time
+grows with the code it compiles (fuse keeps each kernel under 256 nodes, so that stays
+linear too).
 
 usage: scaling.py --gpucc PATH --tmp DIR [CASE...]
        scaling.py --write NAME N OUT.gir       writes one of the .gir graphs below (GIR),
