@@ -88,6 +88,21 @@ def check(rows, answers, backend):
     return problems
 
 
+def start_ray(ray, tmp: str) -> None:
+    """A local Ray. Its node waits a fixed 30 s for its raylet to register, which a busy
+    two-core machine can miss: then once more, after ending the failed start's processes."""
+    for attempt in (1, 2):
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=tmp,
+                     configure_logging=False)
+            return
+        except Exception as e:  # Ray raises a bare Exception for it
+            if attempt == 2 or "timed out during startup" not in str(e):
+                raise
+            print("serving: Ray's node did not start within its 30 s; starting it again")
+            ray.shutdown()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=48)
@@ -118,8 +133,7 @@ def main() -> int:
         [EXAMPLE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     problems = []
     try:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=tmp,
-                 configure_logging=False)
+        start_ray(ray, tmp)
         print("serving: Ray sees %g GPUs" % ray.cluster_resources().get("GPU", 0))
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
