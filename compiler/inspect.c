@@ -135,8 +135,36 @@ static void tensors(Out *o, const char *key, const GpuccPlan *p, const GpuccTens
   list_end(o);
 }
 
-/* The kernels steps launch, each name once, in the order of their first launch. */
-static void kernels(Out *o, const GpuccStep *steps, int nsteps) {
+typedef struct NameAt {
+  const char *name;
+  int step;
+} NameAt;
+
+static int by_name_then_step(const void *a, const void *b) {
+  const NameAt *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : (x->step > y->step) - (x->step < y->step);
+}
+
+/* The kernels steps launch, each name once, in the order of their first launch; the
+ * first launches found by sorting the names (a hostile plan may hold a million). -1 when
+ * out of memory. */
+static int kernels(Out *o, const GpuccStep *steps, int nsteps) {
+  NameAt *at = calloc((size_t)nsteps + 1, sizeof *at);
+  bool *first = calloc((size_t)nsteps + 1, sizeof *first);
+  if (!at || !first) {
+    free(at);
+    free(first);
+    return -1;
+  }
+  int n = 0;
+  for (int i = 0; i < nsteps; i++)
+    if (steps[i].kind == GPUCC_STEP_KERNEL)
+      at[n++] = (NameAt){steps[i].kernel.name, i};
+  qsort(at, (size_t)n, sizeof *at, by_name_then_step);
+  for (int k = 0; k < n; k++)
+    first[at[k].step] = k == 0 || strcmp(at[k - 1].name, at[k].name) != 0;
+  free(at);
   int launches = 0, gemms = 0, choices = 0;
   for (int i = 0; i < nsteps; i++) {
     launches += steps[i].kind == GPUCC_STEP_KERNEL;
@@ -151,12 +179,7 @@ static void kernels(Out *o, const GpuccStep *steps, int nsteps) {
   else
     fputs("kernels:\n", o->f);
   for (int i = 0; i < nsteps; i++) {
-    if (steps[i].kind != GPUCC_STEP_KERNEL)
-      continue;
-    bool seen = false;
-    for (int j = 0; j < i && !seen; j++)
-      seen = steps[j].kind == GPUCC_STEP_KERNEL && !strcmp(steps[j].kernel.name, steps[i].kernel.name);
-    if (seen)
+    if (!first[i])
       continue;
     if (o->json) {
       member(o, NULL);
@@ -167,6 +190,8 @@ static void kernels(Out *o, const GpuccStep *steps, int nsteps) {
   }
   if (o->json)
     close_(o, ']');
+  free(first);
+  return 0;
 }
 
 /* The next "key: value" line of a model.so's build info [*s, end) into key and val (cut
@@ -238,9 +263,11 @@ static int inspect_so(Out *o, const char *path, const unsigned char *f, size_t l
       close_(o, ']');
     if (!o->json)
       fputs("the largest class:\n", o->f);
-    kernels(o, p->classes[0].steps, p->classes[0].nsteps);
-  } else {
-    kernels(o, p->steps, p->nsteps);
+  }
+  if (p->nclasses ? kernels(o, p->classes[0].steps, p->classes[0].nsteps)
+                  : kernels(o, p->steps, p->nsteps)) {
+    gpucc_plan_free(p);
+    return diag_error(d, (SrcLoc){path, NULL, 0, 0}, "out of memory");
   }
   uint64_t cubin = 0, ptx = 0;
   for (int i = 0; i < p->nmodules; i++) {
