@@ -486,6 +486,27 @@ static bool tensor_bytes_at(const GpuccTensorInfo *t, const int64_t *dims, uint6
          !__builtin_mul_overflow(numel, gpucc_dtype_size(t->dtype), bytes);
 }
 
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* No two of the tensors ts[0..n) share a name: found by sorting the names, since a plan
+ * from a hostile file may hold a million tensors. */
+static GpuccStatus check_names_unique(const GpuccTensorInfo *ts, int n, const char *what) {
+  const char **names = malloc(((size_t)n + 1) * sizeof *names);
+  if (!names) return gpucc_fail(GPUCC_ERR_OUT_OF_MEMORY, "out of host memory");
+  for (int i = 0; i < n; i++) names[i] = ts[i].name;
+  qsort(names, (size_t)n, sizeof *names, by_name);
+  for (int i = 1; i < n; i++)
+    if (!strcmp(names[i - 1], names[i])) {
+      GpuccStatus st = bad("plan: two %ss named '%s'", what, names[i]);
+      free(names);
+      return st;
+    }
+  free(names);
+  return GPUCC_OK;
+}
+
 /* The tensors and their axes. A fixed plan's tensors lie in its arena; a ranged plan's
  * lie where each class places them (check_class), so their offset here is 0. */
 static GpuccStatus check_tensors(const GpuccPlan *p, const GpuccTensorInfo *ts, int n,
@@ -517,10 +538,8 @@ static GpuccStatus check_tensors(const GpuccPlan *p, const GpuccTensorInfo *ts, 
       return bad("%s: arena offset %llu in a ranged plan (its classes place it: 0 here)", label,
                  (unsigned long long)t->offset);
     if (!p->nsyms && (st = check_slot(&sc, label, t->offset, t->dtype, bytes))) return st;
-    for (int j = 0; j < i; j++)
-      if (!strcmp(ts[j].name, t->name)) return bad("plan: two %ss named '%s'", what, t->name);
   }
-  return GPUCC_OK;
+  return check_names_unique(ts, n, what);
 }
 
 static GpuccStatus check_symbols(const GpuccPlan *p) {

@@ -483,6 +483,15 @@ static void test_invalid(void) {
   gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, small, 64);
   EXPECT_INVALID(p, "two inputs named 'x'");
 
+  /* among many outputs (the names are checked by sorting them), far apart */
+  p = gpucc_plan_new(4096, 0, 0);
+  char name[32];
+  for (int i = 0; i < 20000; i++) {
+    snprintf(name, sizeof name, "y%d", i == 19999 ? 17 : i);
+    gpucc_plan_add_output(p, name, GPUCC_DT_F32, 1, small, 64);
+  }
+  EXPECT_INVALID(p, "two outputs named 'y17'");
+
   p = gpucc_plan_new(4096, 0, 0);
   gpucc_plan_add_input(p, "x", GPUCC_DT_F32, 1, small, 2);
   EXPECT_INVALID(p, "not a multiple of 4");
