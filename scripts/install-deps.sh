@@ -59,11 +59,12 @@ fi
 # serves the system python3 (whose pip refuses to install: PEP 668); any other python3
 # (pyenv, a venv) gets them from PyPI after apt (python_pip_modules).
 pip_modules=()
+system_python3() { python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; }
 need_python_module() { # MODULE: its import name and its package's name alike
   if ! have python3; then
     need_pkg "python3-$1"
   elif ! python3 -c "import $1" >/dev/null 2>&1; then
-    if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
+    if system_python3; then
       need_pkg "python3-$1"
     else
       pip_modules+=("$1")
@@ -108,37 +109,23 @@ python_pip_modules() {
   done
 }
 
-# onnxruntime, the second oracle of tests/models (issue 3): optional. Where pip has no
-# wheel for this platform, or the python3 is the system's (PEP 668: pip may not install
-# there, and Debian has no package), the test prints that it skipped onnxruntime.
-python_onnxruntime() {
-  python3 -c 'import onnxruntime' >/dev/null 2>&1 && return 0
-  if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
-    echo "install-deps: note: not installing onnxruntime into the system python3;" \
-         "tests/models will skip that oracle"
+# Optional modules: onnxruntime, the second oracle of tests/models (issue 3), and Ray
+# Serve, the serving engine of examples/serving and the ctest "serving" (30 s and 500 MB
+# with its dependencies). Debian has neither, and pip may not install into the system
+# python3 (PEP 668): there, as where pip has no wheel for this python3, the test says
+# what it skips.
+python_optional() { # IMPORT-NAME PACKAGE WHAT-IS-SKIPPED
+  python3 -c "import $1" >/dev/null 2>&1 && return 0
+  if system_python3; then
+    echo "install-deps: note: not installing $2 into the system python3; $3"
     return 0
   fi
-  echo "install-deps: $(command -v python3) cannot import onnxruntime; installing it with pip"
-  python3 -m pip install -q onnxruntime ||
-    echo "install-deps: note: pip could not install onnxruntime here;" \
-         "tests/models will skip that oracle"
+  echo "install-deps: $(command -v python3) cannot import $1; installing $2 with pip"
+  python3 -m pip install -q "$2" || echo "install-deps: note: pip could not install $2 here; $3"
 }
-
-# Ray Serve, the serving engine of examples/serving and the ctest "serving" (into a fresh
-# venv: 30 s and 500 MB with its dependencies). Debian has no package, and pip may not
-# install into the system python3 (PEP 668): there the test says it is skipped, as it
-# does where pip has no wheel for this python3.
-python_ray_serve() {
-  python3 -c 'import ray.serve' >/dev/null 2>&1 && return 0
-  if python3 -c 'import sys; sys.exit(sys.prefix != "/usr")' >/dev/null 2>&1; then
-    echo "install-deps: note: not installing ray[serve] into the system python3;" \
-         "the serving test will be skipped"
-    return 0
-  fi
-  echo "install-deps: $(command -v python3) cannot import ray.serve; installing ray[serve] with pip"
-  python3 -m pip install -q 'ray[serve]' ||
-    echo "install-deps: note: pip could not install ray[serve] here;" \
-         "the serving test will be skipped"
+python_optional_modules() {
+  python_optional onnxruntime onnxruntime "tests/models will skip that oracle"
+  python_optional ray.serve 'ray[serve]' "the serving test will be skipped"
 }
 
 # After clang is installed: its runtimes, if a fuzzer does not link yet.
@@ -157,8 +144,7 @@ clang_rt() {
 
 if [ ${#missing[@]} -eq 0 ] && [ $want_llvm_tools -eq 0 ] && [ $want_clang_rt -eq 0 ]; then
   python_pip_modules
-  python_onnxruntime
-  python_ray_serve
+  python_optional_modules
   echo "install-deps: everything gpucc needs is installed"
   exit 0
 fi
@@ -201,6 +187,5 @@ clang_rt
 
 python_numpy
 python_pip_modules
-python_onnxruntime
-python_ray_serve
+python_optional_modules
 echo "install-deps: done"
