@@ -1246,6 +1246,33 @@ static int check_limits(const Graph *g, const Program *p, Diag *d) {
   return 0;
 }
 
+typedef struct StringAt {
+  const char *s;
+  int at;
+} StringAt;
+
+static int by_string_then_place(const void *a, const void *b) {
+  const StringAt *x = a, *y = b;
+  int c = strcmp(x->s, y->s);
+  return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+int strings_first(const char *const *s, int n, int *first) {
+  StringAt *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
+  if (!sorted)
+    return -1;
+  for (int i = 0; i < n; i++)
+    sorted[i] = (StringAt){s[i], i};
+  qsort(sorted, (size_t)n, sizeof *sorted, by_string_then_place);
+  for (int k = 0, head = 0; k < n; k++) {
+    if (k > 0 && strcmp(sorted[k - 1].s, sorted[k].s) != 0)
+      head = k;
+    first[sorted[k].at] = sorted[head].at;
+  }
+  free(sorted);
+  return 0;
+}
+
 int dim_value_parse(const char *v, int64_t *size, DimRange *r, char *why, size_t n) {
   if (strstr(v, "..") || strchr(v, ','))
     return range_parse(v, r, why, n) ? -1 : 1;

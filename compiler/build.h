@@ -118,6 +118,10 @@ int pipeline_bind_dims(Graph *g, const GpuccCompileOptions *opt, Diag *d);
  * to the caller); -1 with why (n bytes) saying what is wrong otherwise. */
 int dim_value_parse(const char *v, int64_t *size, DimRange *r, char *why, size_t n);
 
+/* first[i] = the least j whose s[j] equals s[i] (i itself at each string's first place),
+ * found by sorting: n may be a hostile file's millions. 0, or -1 when out of memory. */
+int strings_first(const char *const *s, int n, int *first);
+
 /* An ONNX model binds its symbolic dims at load, since its nodes' shapes follow from
  * them: *lo becomes opt->onnx's loader options plus opt's dims, and *rest opt without
  * the dims (for the pipeline after the load). *lo borrows opt's strings and *mem, which

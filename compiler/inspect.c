@@ -135,61 +135,44 @@ static void tensors(Out *o, const char *key, const GpuccPlan *p, const GpuccTens
   list_end(o);
 }
 
-typedef struct NameAt {
-  const char *name;
-  int step;
-} NameAt;
-
-static int by_name_then_step(const void *a, const void *b) {
-  const NameAt *x = a, *y = b;
-  int c = strcmp(x->name, y->name);
-  return c ? c : (x->step > y->step) - (x->step < y->step);
-}
-
-/* The kernels steps launch, each name once, in the order of their first launch; the
- * first launches found by sorting the names (a hostile plan may hold a million). -1 when
+/* The kernels steps launch, each name once, in the order of their first launch. -1 when
  * out of memory. */
 static int kernels(Out *o, const GpuccStep *steps, int nsteps) {
-  NameAt *at = calloc((size_t)nsteps + 1, sizeof *at);
-  bool *first = calloc((size_t)nsteps + 1, sizeof *first);
-  if (!at || !first) {
-    free(at);
+  const char **names = malloc(((size_t)nsteps + 1) * sizeof *names);
+  int *first = malloc(((size_t)nsteps + 1) * sizeof *first), n = 0;
+  for (int i = 0; names && i < nsteps; i++)
+    if (steps[i].kind == GPUCC_STEP_KERNEL)
+      names[n++] = steps[i].kernel.name;
+  if (!names || !first || strings_first(names, n, first)) {
+    free(names);
     free(first);
     return -1;
   }
-  int n = 0;
-  for (int i = 0; i < nsteps; i++)
-    if (steps[i].kind == GPUCC_STEP_KERNEL)
-      at[n++] = (NameAt){steps[i].kernel.name, i};
-  qsort(at, (size_t)n, sizeof *at, by_name_then_step);
-  for (int k = 0; k < n; k++)
-    first[at[k].step] = k == 0 || strcmp(at[k - 1].name, at[k].name) != 0;
-  free(at);
-  int launches = 0, gemms = 0, choices = 0;
+  int gemms = 0, choices = 0;
   for (int i = 0; i < nsteps; i++) {
-    launches += steps[i].kind == GPUCC_STEP_KERNEL;
     gemms += steps[i].kind == GPUCC_STEP_GEMM;
     choices += steps[i].kind == GPUCC_STEP_CHOICE;
   }
-  field_u64(o, "kernel_launches", (uint64_t)launches);
+  field_u64(o, "kernel_launches", (uint64_t)n);
   field_u64(o, "gemms", (uint64_t)gemms);
   field_u64(o, "choices", (uint64_t)choices);
   if (o->json)
     open_(o, "kernels", '[');
   else
     fputs("kernels:\n", o->f);
-  for (int i = 0; i < nsteps; i++) {
-    if (!first[i])
+  for (int k = 0; k < n; k++) {
+    if (first[k] != k)
       continue;
     if (o->json) {
       member(o, NULL);
-      json_str(o->f, steps[i].kernel.name);
+      json_str(o->f, names[k]);
     } else {
-      fprintf(o->f, "  %s\n", steps[i].kernel.name);
+      fprintf(o->f, "  %s\n", names[k]);
     }
   }
   if (o->json)
     close_(o, ']');
+  free(names);
   free(first);
   return 0;
 }

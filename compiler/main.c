@@ -1434,40 +1434,28 @@ static char *output_path(const char *dir, const char *name) {
   return path;
 }
 
-typedef struct OutPath {
-  const char *path;
-  int index;
-} OutPath;
-
-static int compare_out_paths(const void *a, const void *b) {
-  const OutPath *x = a, *y = b;
-  int c = strcmp(x->path, y->path);
-  return c ? c : (x->index > y->index) - (x->index < y->index);
-}
-
 /* Two outputs whose names escape to one file name would overwrite each other: an error
  * naming both, before anything is written. An output listed twice (one value returned
  * twice) is written once: skip[i] for the repeats. */
 static int check_output_paths(const char *const *names, int n, char *const *paths, bool *skip) {
-  OutPath *sorted = malloc(sizeof *sorted * ((size_t)n + 1));
-  if (!sorted)
+  int *first = malloc(((size_t)n + 1) * sizeof *first);
+  if (!first || strings_first((const char *const *)paths, n, first)) {
+    free(first);
     return input_error("out of memory");
-  for (int i = 0; i < n; i++)
-    sorted[i] = (OutPath){paths[i], i};
-  qsort(sorted, (size_t)n, sizeof *sorted, compare_out_paths);
+  }
   int rc = 0;
-  for (int k = 1; k < n && !rc; k++) {
-    int a = sorted[k - 1].index, b = sorted[k].index;
-    if (strcmp(paths[a], paths[b]) != 0)
+  for (int i = 0; i < n && !rc; i++) {
+    int a = first[i];
+    if (a == i)
       continue;
-    if (!strcmp(names[a], names[b]))
-      skip[b] = true;
+    if (!strcmp(names[a], names[i]))
+      skip[i] = true;
     else
       rc = input_error("--output-dir: outputs '%%%s' and '%%%s' would both be written to '%s' "
                        "(their names differ only in bytes that file names escape)",
-                       names[a], names[b], paths[a]);
+                       names[a], names[i], paths[a]);
   }
-  free(sorted);
+  free(first);
   return rc;
 }
 
